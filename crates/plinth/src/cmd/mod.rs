@@ -1,0 +1,7 @@
+//! One module per subcommand.
+
+pub mod manifests;
+pub mod operator;
+pub mod pipeline_adapter;
+pub mod quickstart;
+pub mod up;

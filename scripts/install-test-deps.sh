@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine that has only the
+# Rust toolchain: Debian packages (sshd + git-shell for the SSH git server,
+# bubblewrap for the pipeline sandbox) and an S3-compatible server (moto, from PyPI).
+# Idempotent: a second run only checks.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+tools="${PLINTH_TEST_TOOLS:-$here/../target/test-tools}"
+mkdir -p "$tools"
+
+need_apt=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v kubectl >/dev/null 2>&1 || need_apt+=(kubernetes-client)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "install-test-deps: apt-get install ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "install-test-deps: missing ${need_apt[*]} and not root; tests that need them will say so" >&2
+  fi
+fi
+
+# S3-compatible server for the bucket writer tests.
+if [ ! -x "$tools/venv/bin/moto_server" ]; then
+  echo "install-test-deps: installing moto[server] into $tools/venv"
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install -q 'moto[server]==5.*'
+fi
+echo "install-test-deps: ok ($tools)"
