@@ -1,1 +1,40 @@
-//! placeholder
+//! Plinth's embedded-mode Job runner: "the kubelet for Jobs".
+//!
+//! The runner watches `batch/v1` Jobs in all namespaces through a `kube::Client` (the only
+//! way it reaches the control plane, ARCHITECTURE.md), creates one Pod object per attempt,
+//! runs it on this machine and writes Pod and Job status like the Kubernetes kubelet and
+//! Job controller do (see [`job`]).
+//!
+//! How a container runs is decided from its image, in this order ([`backend::plan_container`]):
+//! 1. an entry of the image map ([`image::ImageMap`]) — a local command in place of the image;
+//! 2. Plinth's pipeline adapter image, or the Kratix adapter entrypoint `/bin/pipeline-adapter`
+//!    — runs `plinth pipeline-adapter <args>` (kratix-spec §4.3);
+//! 3. a stock userland image (`busybox`, `alpine`, ...) — the container's command over a
+//!    read-only view of the host in a bubblewrap sandbox;
+//! 4. podman or docker, when installed — the real image;
+//! 5. otherwise the container fails with `reason: ImageUnavailable` and a message saying
+//!    what to add.
+//!
+//! Volumes (emptyDir, configMap, secret, projected, downwardAPI) are materialised under
+//! `<data_dir>/pods/<ns>/<pod>/volumes/<name>` and bound at their mount paths; container
+//! logs go to `<data_dir>/pod-logs/<ns>/<pod>/<container>.log`. Every Pod gets its
+//! ServiceAccount's identity through the TokenRequest API: the in-cluster files at
+//! `/var/run/secrets/kubernetes.io/serviceaccount`, `KUBERNETES_SERVICE_HOST/PORT`, and a
+//! kubeconfig named by `KUBECONFIG`.
+
+pub mod access;
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod expand;
+pub mod image;
+pub mod job;
+pub mod pod;
+
+pub use access::ClusterAccess;
+pub use config::{
+    DEFAULT_ADAPTER_IMAGE, DEFAULT_STOCK_IMAGES, EngineMode, RunnerConfig, SandboxMode,
+};
+pub use error::RunnerError;
+pub use job::run;
+pub use pod::{RunOptions, run_pod_once};

@@ -1,0 +1,1422 @@
+//! Pod execution: volumes, ServiceAccount identity, environment, then init containers in
+//! order (stopping at the first failure) and the containers in parallel, with status
+//! snapshots after every change (Kubernetes Pod lifecycle: phase `Pending` while init
+//! containers run, `Running` once containers started, then `Succeeded`/`Failed`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+use std::process::Stdio;
+
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, KeyToPath, ObjectFieldSelector, Pod, PodCondition,
+    PodSpec, PodStatus, Secret,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::access::ClusterAccess;
+use crate::backend::{
+    BwrapSandbox, ContainerBackend, ContainerPlan, EffectiveSecurity, EngineBackend, HostProcess,
+    Mount, PreparedContainer, SERVICE_ACCOUNT_DIR, detect_engine, detect_sandbox, plan_container,
+    write_containers_conf,
+};
+use crate::config::RunnerConfig;
+use crate::error::RunnerError;
+use crate::expand::expand_with;
+use crate::image::ImageMap;
+
+/// Options of one Pod run.
+#[derive(Debug, Default)]
+pub struct RunOptions {
+    /// When reached, running containers are killed and the Pod fails with reason
+    /// `DeadlineExceeded` (the Job's or Pod's `activeDeadlineSeconds`).
+    pub deadline: Option<Instant>,
+    /// Receives a snapshot of the Pod status after every change.
+    pub status: Option<watch::Sender<PodStatus>>,
+}
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+/// Pod status bookkeeping that publishes snapshots.
+struct Tracker {
+    status: PodStatus,
+    tx: Option<watch::Sender<PodStatus>>,
+}
+
+impl Tracker {
+    fn new(spec: &PodSpec, tx: Option<watch::Sender<PodStatus>>) -> Tracker {
+        let waiting = |c: &Container, reason: &str| ContainerStatus {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            state: Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some(reason.to_string()),
+                    message: None,
+                }),
+                ..Default::default()
+            }),
+            started: Some(false),
+            ..Default::default()
+        };
+        let init: Vec<ContainerStatus> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| waiting(c, "PodInitializing"))
+            .collect();
+        let has_init = !init.is_empty();
+        let containers = spec
+            .containers
+            .iter()
+            .map(|c| {
+                waiting(
+                    c,
+                    if has_init {
+                        "PodInitializing"
+                    } else {
+                        "ContainerCreating"
+                    },
+                )
+            })
+            .collect();
+        let t = now();
+        Tracker {
+            status: PodStatus {
+                phase: Some("Pending".into()),
+                start_time: Some(t.clone()),
+                host_ip: Some("127.0.0.1".into()),
+                pod_ip: Some("127.0.0.1".into()),
+                conditions: Some(vec![condition("PodScheduled", true, &t)]),
+                init_container_statuses: has_init.then_some(init),
+                container_statuses: Some(containers),
+                ..Default::default()
+            },
+            tx,
+        }
+    }
+
+    fn publish(&self) {
+        if let Some(tx) = &self.tx {
+            tx.send_replace(self.status.clone());
+        }
+    }
+
+    fn entry(&mut self, init: bool, name: &str) -> Option<&mut ContainerStatus> {
+        let list = if init {
+            self.status.init_container_statuses.as_mut()
+        } else {
+            self.status.container_statuses.as_mut()
+        };
+        list.and_then(|l| l.iter_mut().find(|c| c.name == name))
+    }
+
+    fn set_state(&mut self, init: bool, name: &str, state: ContainerState) {
+        if let Some(c) = self.entry(init, name) {
+            c.started = Some(state.running.is_some());
+            c.ready = state.running.is_some();
+            c.state = Some(state);
+        }
+        self.publish();
+    }
+
+    fn set_condition(&mut self, type_: &str, value: bool) {
+        let t = now();
+        let conds = self.status.conditions.get_or_insert_with(Vec::new);
+        conds.retain(|c| c.type_ != type_);
+        conds.push(condition(type_, value, &t));
+    }
+
+    fn finish(&mut self, phase: &str, reason: Option<&str>, message: Option<String>) -> PodStatus {
+        self.status.phase = Some(phase.to_string());
+        self.status.reason = reason.map(str::to_string);
+        self.status.message = message;
+        self.set_condition("Ready", false);
+        self.set_condition("ContainersReady", false);
+        self.publish();
+        self.status.clone()
+    }
+}
+
+fn condition(type_: &str, value: bool, t: &Time) -> PodCondition {
+    PodCondition {
+        type_: type_.to_string(),
+        status: if value { "True" } else { "False" }.to_string(),
+        last_transition_time: Some(t.clone()),
+        ..Default::default()
+    }
+}
+
+fn waiting_state(reason: &str, message: String) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.to_string()),
+            message: Some(message),
+        }),
+        ..Default::default()
+    }
+}
+
+/// How one container ended.
+#[derive(Debug, Clone)]
+struct Exit {
+    code: i32,
+    signal: Option<i32>,
+    reason: String,
+    message: Option<String>,
+    started: Time,
+    finished: Time,
+}
+
+impl Exit {
+    fn state(&self) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: self.code,
+                signal: self.signal,
+                reason: Some(self.reason.clone()),
+                message: self.message.clone(),
+                started_at: Some(self.started.clone()),
+                finished_at: Some(self.finished.clone()),
+                container_id: None,
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// A failure before a container could start: (waiting reason, message).
+type SetupFailure = (String, String);
+
+fn setup_failure(reason: &str, message: impl Into<String>) -> SetupFailure {
+    (reason.to_string(), message.into())
+}
+
+/// Validates a relative file path of a volume item (no absolute paths, no `..`).
+pub fn safe_relative(path: &str) -> Result<PathBuf, String> {
+    let p = Path::new(path);
+    if path.is_empty() || p.is_absolute() {
+        return Err(format!("path {path:?} must be relative and non-empty"));
+    }
+    if p.components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!("path {path:?} must not contain '..'"));
+    }
+    Ok(p.to_path_buf())
+}
+
+fn write_file(dir: &Path, rel: &str, data: &[u8], mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(safe_relative(rel)?);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    }
+    std::fs::write(&path, data).map_err(|e| format!("write {}: {e}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o777))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))
+}
+
+/// Keys of a ConfigMap or Secret as bytes.
+fn config_map_entries(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
+    let mut m: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for (k, v) in cm.data.iter().flatten() {
+        m.insert(k.clone(), v.clone().into_bytes());
+    }
+    for (k, v) in cm.binary_data.iter().flatten() {
+        m.insert(k.clone(), v.0.clone());
+    }
+    m
+}
+
+fn secret_entries(s: &Secret) -> BTreeMap<String, Vec<u8>> {
+    let mut m: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for (k, v) in s.data.iter().flatten() {
+        m.insert(k.clone(), v.0.clone());
+    }
+    for (k, v) in s.string_data.iter().flatten() {
+        m.insert(k.clone(), v.clone().into_bytes());
+    }
+    m
+}
+
+/// Writes `entries` into `dir`, as files named after the keys, or per `items` (key → path,
+/// mode). A missing key named in `items` is an error unless `optional`.
+fn materialise(
+    dir: &Path,
+    what: &str,
+    entries: &BTreeMap<String, Vec<u8>>,
+    items: Option<&Vec<KeyToPath>>,
+    default_mode: u32,
+    optional: bool,
+) -> Result<(), String> {
+    match items {
+        Some(items) => {
+            for it in items {
+                match entries.get(&it.key) {
+                    Some(data) => write_file(
+                        dir,
+                        &it.path,
+                        data,
+                        it.mode.map(|m| m as u32).unwrap_or(default_mode),
+                    )
+                    .map_err(|e| format!("{what}: item {}: {e}", it.key))?,
+                    None if optional => {}
+                    None => return Err(format!("{what}: key {:?} not found", it.key)),
+                }
+            }
+        }
+        None => {
+            for (k, data) in entries {
+                write_file(dir, k, data, default_mode)
+                    .map_err(|e| format!("{what}: key {k}: {e}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Caches ConfigMaps and Secrets for one Pod run.
+struct Objects<'a, A: ClusterAccess> {
+    access: &'a A,
+    ns: String,
+    config_maps: HashMap<String, Option<ConfigMap>>,
+    secrets: HashMap<String, Option<Secret>>,
+}
+
+impl<'a, A: ClusterAccess> Objects<'a, A> {
+    async fn config_map(&mut self, name: &str) -> Result<Option<&ConfigMap>, SetupFailure> {
+        if !self.config_maps.contains_key(name) {
+            let cm = self
+                .access
+                .config_map(&self.ns, name)
+                .await
+                .map_err(|e| setup_failure("CreateContainerConfigError", e.to_string()))?;
+            self.config_maps.insert(name.to_string(), cm);
+        }
+        Ok(self.config_maps[name].as_ref())
+    }
+
+    async fn secret(&mut self, name: &str) -> Result<Option<&Secret>, SetupFailure> {
+        if !self.secrets.contains_key(name) {
+            let s = self
+                .access
+                .secret(&self.ns, name)
+                .await
+                .map_err(|e| setup_failure("CreateContainerConfigError", e.to_string()))?;
+            self.secrets.insert(name.to_string(), s);
+        }
+        Ok(self.secrets[name].as_ref())
+    }
+}
+
+/// The value of a downward-API `fieldRef` (`metadata.name`, `metadata.namespace`,
+/// `metadata.uid`, `metadata.labels['k']`, `metadata.annotations['k']`,
+/// `spec.serviceAccountName`, `spec.nodeName`, `status.podIP`, `status.hostIP`).
+pub fn field_value(pod: &Pod, sel: &ObjectFieldSelector) -> Result<String, String> {
+    let path = sel.field_path.as_str();
+    let quoted = |prefix: &str| -> Option<String> {
+        let rest = path
+            .strip_prefix(prefix)?
+            .strip_prefix('[')?
+            .strip_suffix(']')?;
+        Some(rest.trim_matches(|c| c == '\'' || c == '"').to_string())
+    };
+    let md = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    Ok(match path {
+        "metadata.name" => md.name.clone().unwrap_or_default(),
+        "metadata.namespace" => md.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => md.uid.clone().unwrap_or_default(),
+        "spec.serviceAccountName" => spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "default".into()),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()).unwrap_or_default(),
+        "status.podIP" | "status.hostIP" => "127.0.0.1".to_string(),
+        _ => {
+            if let Some(k) = quoted("metadata.labels") {
+                md.labels
+                    .as_ref()
+                    .and_then(|l| l.get(&k).cloned())
+                    .unwrap_or_default()
+            } else if let Some(k) = quoted("metadata.annotations") {
+                md.annotations
+                    .as_ref()
+                    .and_then(|l| l.get(&k).cloned())
+                    .unwrap_or_default()
+            } else {
+                return Err(format!("fieldRef {path:?} is not supported"));
+            }
+        }
+    })
+}
+
+/// An ordered environment where a later definition replaces an earlier one in place.
+#[derive(Default, Debug)]
+struct EnvList {
+    vars: Vec<(String, String)>,
+    index: HashMap<String, usize>,
+}
+
+impl EnvList {
+    fn set(&mut self, k: String, v: String) {
+        match self.index.get(&k) {
+            Some(&i) => self.vars[i].1 = v,
+            None => {
+                self.index.insert(k.clone(), self.vars.len());
+                self.vars.push((k, v));
+            }
+        }
+    }
+
+    fn map(&self) -> HashMap<String, String> {
+        self.vars.iter().cloned().collect()
+    }
+}
+
+fn valid_env_name(k: &str) -> bool {
+    !k.is_empty() && !k.contains('=') && !k.contains('\0')
+}
+
+/// Resolves a container's environment: `base` (service and image variables), then
+/// `envFrom` in order, then `env` with `$(VAR)` expansion against what is defined so far.
+async fn resolve_env<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    pod: &Pod,
+    c: &Container,
+    base: Vec<(String, String)>,
+) -> Result<EnvList, SetupFailure> {
+    let mut env = EnvList::default();
+    for (k, v) in base {
+        env.set(k, v);
+    }
+    let cname = &c.name;
+    for (i, from) in c.env_from.iter().flatten().enumerate() {
+        let prefix = from.prefix.clone().unwrap_or_default();
+        let entries = if let Some(r) = &from.config_map_ref {
+            match objects.config_map(&r.name).await? {
+                Some(cm) => config_map_entries(cm),
+                None if r.optional.unwrap_or(false) => continue,
+                None => {
+                    return Err(setup_failure(
+                        "CreateContainerConfigError",
+                        format!(
+                            "container {cname}: envFrom[{i}].configMapRef: configmap {:?} not found",
+                            r.name
+                        ),
+                    ));
+                }
+            }
+        } else if let Some(r) = &from.secret_ref {
+            match objects.secret(&r.name).await? {
+                Some(s) => secret_entries(s),
+                None if r.optional.unwrap_or(false) => continue,
+                None => {
+                    return Err(setup_failure(
+                        "CreateContainerConfigError",
+                        format!(
+                            "container {cname}: envFrom[{i}].secretRef: secret {:?} not found",
+                            r.name
+                        ),
+                    ));
+                }
+            }
+        } else {
+            continue;
+        };
+        for (k, v) in entries {
+            let key = format!("{prefix}{k}");
+            if valid_env_name(&key) {
+                env.set(key, String::from_utf8_lossy(&v).into_owned());
+            }
+        }
+    }
+    for (i, var) in c.env.iter().flatten().enumerate() {
+        let field = format!("container {cname}: env[{i}] ({})", var.name);
+        let value = if let Some(src) = &var.value_from {
+            if let Some(r) = &src.config_map_key_ref {
+                let optional = r.optional.unwrap_or(false);
+                match objects.config_map(&r.name).await? {
+                    Some(cm) => match config_map_entries(cm).remove(&r.key) {
+                        Some(v) => String::from_utf8_lossy(&v).into_owned(),
+                        None if optional => continue,
+                        None => {
+                            return Err(setup_failure(
+                                "CreateContainerConfigError",
+                                format!(
+                                    "{field}: couldn't find key {} in ConfigMap {}/{}",
+                                    r.key, objects.ns, r.name
+                                ),
+                            ));
+                        }
+                    },
+                    None if optional => continue,
+                    None => {
+                        return Err(setup_failure(
+                            "CreateContainerConfigError",
+                            format!("{field}: configmap {:?} not found", r.name),
+                        ));
+                    }
+                }
+            } else if let Some(r) = &src.secret_key_ref {
+                let optional = r.optional.unwrap_or(false);
+                match objects.secret(&r.name).await? {
+                    Some(s) => match secret_entries(s).remove(&r.key) {
+                        Some(v) => String::from_utf8_lossy(&v).into_owned(),
+                        None if optional => continue,
+                        None => {
+                            return Err(setup_failure(
+                                "CreateContainerConfigError",
+                                format!(
+                                    "{field}: couldn't find key {} in Secret {}/{}",
+                                    r.key, objects.ns, r.name
+                                ),
+                            ));
+                        }
+                    },
+                    None if optional => continue,
+                    None => {
+                        return Err(setup_failure(
+                            "CreateContainerConfigError",
+                            format!("{field}: secret {:?} not found", r.name),
+                        ));
+                    }
+                }
+            } else if let Some(f) = &src.field_ref {
+                field_value(pod, f).map_err(|e| {
+                    setup_failure("CreateContainerConfigError", format!("{field}: {e}"))
+                })?
+            } else if let Some(r) = &src.resource_field_ref {
+                resource_value(c, &r.resource)
+            } else {
+                String::new()
+            }
+        } else {
+            expand_with(var.value.as_deref().unwrap_or(""), &env.map())
+        };
+        env.set(var.name.clone(), value);
+    }
+    Ok(env)
+}
+
+/// `resourceFieldRef` without divisor: the container's limit (or request) as written.
+fn resource_value(c: &Container, resource: &str) -> String {
+    let (kind, name) = resource.split_once('.').unwrap_or(("limits", resource));
+    let res = c.resources.as_ref();
+    let q = match kind {
+        "requests" => res
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|m| m.get(name)),
+        _ => res
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|m| m.get(name))
+            .or_else(|| {
+                res.and_then(|r| r.requests.as_ref())
+                    .and_then(|m| m.get(name))
+            }),
+    };
+    q.map(|q| q.0.clone()).unwrap_or_else(|| "0".into())
+}
+
+fn effective_security(config: &RunnerConfig, spec: &PodSpec, c: &Container) -> EffectiveSecurity {
+    let mut s = EffectiveSecurity::default();
+    let apply_container =
+        |s: &mut EffectiveSecurity, sc: &k8s_openapi::api::core::v1::SecurityContext| {
+            if sc.run_as_user.is_some() {
+                s.run_as_user = sc.run_as_user;
+            }
+            if sc.run_as_group.is_some() {
+                s.run_as_group = sc.run_as_group;
+            }
+            if let Some(v) = sc.run_as_non_root {
+                s.run_as_non_root = v;
+            }
+            if let Some(v) = sc.read_only_root_filesystem {
+                s.read_only_root = v;
+            }
+            if let Some(v) = sc.allow_privilege_escalation {
+                s.no_new_privileges = !v;
+            }
+            if let Some(caps) = &sc.capabilities
+                && let Some(drop) = &caps.drop
+            {
+                s.drop_all_capabilities = drop.iter().any(|d| d.eq_ignore_ascii_case("ALL"));
+            }
+        };
+    if let Some(d) = &config.default_security_context {
+        apply_container(&mut s, d);
+    }
+    if let Some(p) = &spec.security_context {
+        if p.run_as_user.is_some() {
+            s.run_as_user = p.run_as_user;
+        }
+        if p.run_as_group.is_some() {
+            s.run_as_group = p.run_as_group;
+        }
+        if let Some(v) = p.run_as_non_root {
+            s.run_as_non_root = v;
+        }
+    }
+    if let Some(sc) = &c.security_context {
+        apply_container(&mut s, sc);
+    }
+    s
+}
+
+/// Files of the in-cluster configuration for one Pod.
+struct Identity {
+    sa_dir: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+fn kubeconfig_yaml(config: &RunnerConfig, ns: &str, sa: &str, token: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(config.ca_pem.as_bytes());
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "plinth", "cluster": {"server": config.api_url(), "certificate-authority-data": ca}}],
+        "users": [{"name": format!("system:serviceaccount:{ns}:{sa}"), "user": {"token": token}}],
+        "contexts": [{"name": "plinth", "context": {"cluster": "plinth", "user": format!("system:serviceaccount:{ns}:{sa}"), "namespace": ns}}],
+        "current-context": "plinth",
+    });
+    // JSON is valid YAML; kubectl and kube-rs read it as a kubeconfig.
+    serde_json::to_string_pretty(&doc).expect("json serialises")
+}
+
+async fn prepare_identity<A: ClusterAccess>(
+    access: &A,
+    config: &RunnerConfig,
+    pod: &Pod,
+    ns: &str,
+    pod_dir: &Path,
+) -> Result<Option<Identity>, SetupFailure> {
+    let spec = pod.spec.as_ref().expect("checked");
+    if spec.automount_service_account_token == Some(false) {
+        return Ok(None);
+    }
+    let sa = spec
+        .service_account_name
+        .clone()
+        .or_else(|| spec.service_account.clone())
+        .unwrap_or_else(|| "default".into());
+    let token = access
+        .service_account_token(ns, &sa, pod, vec![], config.token_expiration_seconds)
+        .await
+        .map_err(|e| setup_failure("ServiceAccountTokenError", e.to_string()))?;
+    let sa_dir = pod_dir.join("serviceaccount");
+    let fail = |e: String| setup_failure("ServiceAccountTokenError", e);
+    std::fs::create_dir_all(&sa_dir)
+        .map_err(|e| fail(format!("create {}: {e}", sa_dir.display())))?;
+    write_file(&sa_dir, "token", token.as_bytes(), 0o644).map_err(fail)?;
+    write_file(&sa_dir, "ca.crt", config.ca_pem.as_bytes(), 0o644).map_err(fail)?;
+    write_file(&sa_dir, "namespace", ns.as_bytes(), 0o644).map_err(fail)?;
+    write_file(
+        pod_dir,
+        "kubeconfig",
+        kubeconfig_yaml(config, ns, &sa, &token).as_bytes(),
+        0o644,
+    )
+    .map_err(fail)?;
+    Ok(Some(Identity {
+        sa_dir,
+        kubeconfig: pod_dir.join("kubeconfig"),
+    }))
+}
+
+/// Materialises the Pod's volumes under `<pod_dir>/volumes/<name>`; returns name →
+/// (host directory, always read-only).
+async fn prepare_volumes<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    config: &RunnerConfig,
+    pod: &Pod,
+    ns: &str,
+    pod_name: &str,
+) -> Result<HashMap<String, (PathBuf, bool)>, SetupFailure> {
+    use std::os::unix::fs::PermissionsExt;
+    let spec = pod.spec.as_ref().expect("checked");
+    let mut out = HashMap::new();
+    for v in spec.volumes.iter().flatten() {
+        let dir = config.volume_dir(ns, pod_name, &v.name);
+        let what = format!("volume {:?}", v.name);
+        let fail = |m: String| setup_failure("FailedMount", m);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| fail(format!("{what}: create {}: {e}", dir.display())))?;
+        let read_only;
+        if v.empty_dir.is_some() {
+            // Kubernetes creates emptyDir world-writable so any container user can write.
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+                .map_err(|e| fail(format!("{what}: chmod: {e}")))?;
+            read_only = false;
+        } else if let Some(src) = &v.config_map {
+            let mode = src.default_mode.unwrap_or(0o644) as u32;
+            let optional = src.optional.unwrap_or(false);
+            match objects.config_map(&src.name).await?.map(config_map_entries) {
+                Some(entries) => {
+                    materialise(&dir, &what, &entries, src.items.as_ref(), mode, optional)
+                        .map_err(fail)?
+                }
+                None if optional => {}
+                None => return Err(fail(format!("{what}: configmap {:?} not found", src.name))),
+            }
+            read_only = true;
+        } else if let Some(src) = &v.secret {
+            let name = src.secret_name.clone().unwrap_or_default();
+            let mode = src.default_mode.unwrap_or(0o644) as u32;
+            let optional = src.optional.unwrap_or(false);
+            match objects.secret(&name).await?.map(secret_entries) {
+                Some(entries) => {
+                    materialise(&dir, &what, &entries, src.items.as_ref(), mode, optional)
+                        .map_err(fail)?
+                }
+                None if optional => {}
+                None => return Err(fail(format!("{what}: secret {name:?} not found"))),
+            }
+            read_only = true;
+        } else if let Some(src) = &v.downward_api {
+            let mode = src.default_mode.unwrap_or(0o644) as u32;
+            for f in src.items.iter().flatten() {
+                let value = match &f.field_ref {
+                    Some(sel) => field_value(pod, sel).map_err(|e| fail(format!("{what}: {e}")))?,
+                    None => String::new(),
+                };
+                write_file(
+                    &dir,
+                    &f.path,
+                    value.as_bytes(),
+                    f.mode.map(|m| m as u32).unwrap_or(mode),
+                )
+                .map_err(|e| fail(format!("{what}: {e}")))?;
+            }
+            read_only = true;
+        } else if let Some(src) = &v.projected {
+            let mode = src.default_mode.unwrap_or(0o644) as u32;
+            for (i, p) in src.sources.iter().flatten().enumerate() {
+                let what = format!("{what}: sources[{i}]");
+                if let Some(cm) = &p.config_map {
+                    let optional = cm.optional.unwrap_or(false);
+                    match objects.config_map(&cm.name).await?.map(config_map_entries) {
+                        Some(e) => materialise(&dir, &what, &e, cm.items.as_ref(), mode, optional)
+                            .map_err(fail)?,
+                        None if optional => {}
+                        None => {
+                            return Err(fail(format!("{what}: configmap {:?} not found", cm.name)));
+                        }
+                    }
+                } else if let Some(s) = &p.secret {
+                    let optional = s.optional.unwrap_or(false);
+                    match objects.secret(&s.name).await?.map(secret_entries) {
+                        Some(e) => materialise(&dir, &what, &e, s.items.as_ref(), mode, optional)
+                            .map_err(fail)?,
+                        None if optional => {}
+                        None => return Err(fail(format!("{what}: secret {:?} not found", s.name))),
+                    }
+                } else if let Some(t) = &p.service_account_token {
+                    let spec = pod.spec.as_ref().expect("checked");
+                    let sa = spec
+                        .service_account_name
+                        .clone()
+                        .unwrap_or_else(|| "default".into());
+                    let audiences = t.audience.clone().into_iter().collect();
+                    let token = objects
+                        .access
+                        .service_account_token(
+                            ns,
+                            &sa,
+                            pod,
+                            audiences,
+                            t.expiration_seconds.unwrap_or(3600),
+                        )
+                        .await
+                        .map_err(|e| fail(format!("{what}: {e}")))?;
+                    write_file(&dir, &t.path, token.as_bytes(), mode)
+                        .map_err(|e| fail(format!("{what}: {e}")))?;
+                } else if let Some(d) = &p.downward_api {
+                    for f in d.items.iter().flatten() {
+                        let value = match &f.field_ref {
+                            Some(sel) => {
+                                field_value(pod, sel).map_err(|e| fail(format!("{what}: {e}")))?
+                            }
+                            None => String::new(),
+                        };
+                        write_file(
+                            &dir,
+                            &f.path,
+                            value.as_bytes(),
+                            f.mode.map(|m| m as u32).unwrap_or(mode),
+                        )
+                        .map_err(|e| fail(format!("{what}: {e}")))?;
+                    }
+                } else {
+                    return Err(fail(format!(
+                        "{what}: projection type is not supported by the embedded runner"
+                    )));
+                }
+            }
+            read_only = true;
+        } else {
+            return Err(fail(format!(
+                "{what}: volume type is not supported by the embedded runner (supported: emptyDir, configMap, secret, \
+                 projected, downwardAPI)"
+            )));
+        }
+        out.insert(v.name.clone(), (dir, read_only));
+    }
+    Ok(out)
+}
+
+/// Resolves `volumeMounts` (with `subPath`/`subPathExpr` and `readOnly`) to host mounts.
+pub fn resolve_mounts(
+    c: &Container,
+    volumes: &HashMap<String, (PathBuf, bool)>,
+    env: &HashMap<String, String>,
+) -> Result<Vec<Mount>, String> {
+    let mut mounts = Vec::new();
+    for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
+        let Some((dir, forced_ro)) = volumes.get(&m.name) else {
+            return Err(format!(
+                "container {}: volumeMounts[{i}]: volume {:?} is not defined in spec.volumes",
+                c.name, m.name
+            ));
+        };
+        if !m.mount_path.starts_with('/') {
+            return Err(format!(
+                "container {}: volumeMounts[{i}].mountPath {:?} must be absolute",
+                c.name, m.mount_path
+            ));
+        }
+        let sub = match (&m.sub_path, &m.sub_path_expr) {
+            (Some(s), _) if !s.is_empty() => Some(s.clone()),
+            (_, Some(e)) if !e.is_empty() => Some(expand_with(e, env)),
+            _ => None,
+        };
+        let host_path = match sub {
+            Some(s) => {
+                let rel = safe_relative(&s)
+                    .map_err(|e| format!("container {}: volumeMounts[{i}].subPath: {e}", c.name))?;
+                let p = dir.join(rel);
+                if !p.exists() {
+                    std::fs::create_dir_all(&p)
+                        .map_err(|e| format!("create subPath {}: {e}", p.display()))?;
+                }
+                p
+            }
+            None => dir.clone(),
+        };
+        mounts.push(Mount {
+            host_path,
+            container_path: m.mount_path.clone(),
+            read_only: *forced_ro || m.read_only.unwrap_or(false),
+        });
+    }
+    Ok(mounts)
+}
+
+/// The runtime pieces chosen once per Pod run.
+struct Runtimes {
+    sandbox: Result<Option<BwrapSandbox>, String>,
+    engine: Option<PathBuf>,
+    containers_conf: Option<PathBuf>,
+    map: ImageMap,
+}
+
+impl Runtimes {
+    fn detect(config: &RunnerConfig) -> Result<Runtimes, RunnerError> {
+        let map = match &config.image_map {
+            Some(p) => ImageMap::load(p)?,
+            None => ImageMap::default(),
+        };
+        let sandbox = detect_sandbox(config.sandbox).map(|b| {
+            b.map(|bwrap| BwrapSandbox {
+                bwrap,
+                network: config.network,
+                hidden: vec![config.data_dir.clone()],
+            })
+        });
+        let engine = detect_engine(&config.engine);
+        let containers_conf = match &engine {
+            Some(e) if e.file_name().map(|n| n == "podman").unwrap_or(false) => {
+                Some(write_containers_conf(&config.data_dir).map_err(|e| {
+                    RunnerError::io("write containers.conf in", config.data_dir.clone(), e)
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Runtimes {
+            sandbox,
+            engine,
+            containers_conf,
+            map,
+        })
+    }
+}
+
+/// Runs `pod` once to completion on this machine and returns its final status.
+///
+/// Container failures (non-zero exit, image that cannot run, missing ConfigMap key,
+/// deadline) are reported in the returned status (`phase: Failed` with container states
+/// and a pod `reason`/`message`), not as `Err`. `Err` means the runner itself could not
+/// work: the Pod has no name or spec, the data directory is not writable, the image map
+/// is invalid.
+///
+/// Logs go to [`RunnerConfig::log_path`]; the Pod's volumes and tokens live under
+/// [`RunnerConfig::pod_dir`] and are removed afterwards unless `keep_pod_dirs`.
+pub async fn run_pod_once<A: ClusterAccess>(
+    access: &A,
+    config: &RunnerConfig,
+    pod: &Pod,
+    opts: RunOptions,
+) -> Result<PodStatus, RunnerError> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let invalid = |field: &str, message: &str| RunnerError::InvalidSpec {
+        object: format!("Pod {ns}/{name}"),
+        field: field.into(),
+        message: message.into(),
+    };
+    if name.is_empty() {
+        return Err(invalid("metadata.name", "must be set"));
+    }
+    let Some(spec) = pod.spec.as_ref() else {
+        return Err(invalid("spec", "must be set"));
+    };
+    let runtimes = Runtimes::detect(config)?;
+    let pod_dir = config.pod_dir(&ns, &name);
+    let log_dir = config
+        .log_path(&ns, &name, "x")
+        .parent()
+        .expect("has parent")
+        .to_path_buf();
+    for d in [&pod_dir, &log_dir] {
+        std::fs::create_dir_all(d)
+            .map_err(|e| RunnerError::io("create directory", d.clone(), e))?;
+    }
+    let mut tracker = Tracker::new(spec, opts.status);
+    tracker.publish();
+    let result = run_pod_inner(
+        access,
+        config,
+        pod,
+        spec,
+        &ns,
+        &name,
+        &pod_dir,
+        &runtimes,
+        &mut tracker,
+        opts.deadline,
+    )
+    .await;
+    if !config.keep_pod_dirs {
+        let _ = std::fs::remove_dir_all(&pod_dir);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_pod_inner<A: ClusterAccess>(
+    access: &A,
+    config: &RunnerConfig,
+    pod: &Pod,
+    spec: &PodSpec,
+    ns: &str,
+    name: &str,
+    pod_dir: &Path,
+    runtimes: &Runtimes,
+    tracker: &mut Tracker,
+    deadline: Option<Instant>,
+) -> Result<PodStatus, RunnerError> {
+    let mut objects = Objects {
+        access,
+        ns: ns.to_string(),
+        config_maps: HashMap::new(),
+        secrets: HashMap::new(),
+    };
+    let all: Vec<(bool, &Container)> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| (true, c))
+        .chain(spec.containers.iter().map(|c| (false, c)))
+        .collect();
+    // Failures before any container starts mark every container waiting with the reason.
+    let fail_all = |tracker: &mut Tracker, (reason, message): SetupFailure| {
+        for (init, c) in &all {
+            tracker.set_state(*init, &c.name, waiting_state(&reason, message.clone()));
+        }
+        tracker.finish("Failed", Some(&reason), Some(message))
+    };
+    let volumes = match prepare_volumes(&mut objects, config, pod, ns, name).await {
+        Ok(v) => v,
+        Err(f) => return Ok(fail_all(tracker, f)),
+    };
+    let identity = match prepare_identity(access, config, pod, ns, pod_dir).await {
+        Ok(i) => i,
+        Err(f) => return Ok(fail_all(tracker, f)),
+    };
+
+    // Prepare every container before starting any, so configuration errors fail fast.
+    let mut prepared: Vec<(bool, PreparedContainer, Box<dyn ContainerBackend>)> = Vec::new();
+    for (init, c) in &all {
+        match prepare_container(
+            &mut objects,
+            config,
+            pod,
+            spec,
+            c,
+            &volumes,
+            identity.as_ref(),
+            runtimes,
+            pod_dir,
+        )
+        .await
+        {
+            Ok((p, b)) => prepared.push((*init, p, b)),
+            Err((reason, message)) => {
+                tracker.set_state(*init, &c.name, waiting_state(&reason, message.clone()));
+                return Ok(tracker.finish("Failed", Some(&reason), Some(message)));
+            }
+        }
+    }
+
+    let deadline_msg =
+        || "Pod was active on the node longer than the specified deadline".to_string();
+    // Init containers, in order.
+    let (inits, mains): (Vec<_>, Vec<_>) = prepared.into_iter().partition(|(init, _, _)| *init);
+    for (_, p, backend) in &inits {
+        let log = config.log_path(ns, name, &p.name);
+        tracker.set_state(true, &p.name, running_state());
+        let exit = run_process(backend.as_ref(), p, &log, deadline).await;
+        tracker.set_state(true, &p.name, exit.state());
+        if exit.reason == "DeadlineExceeded" {
+            return Ok(tracker.finish("Failed", Some("DeadlineExceeded"), Some(deadline_msg())));
+        }
+        if exit.code != 0 {
+            let msg = format!(
+                "init container {:?} failed with exit code {}",
+                p.name, exit.code
+            );
+            return Ok(tracker.finish("Failed", None, Some(exit.message.clone().unwrap_or(msg))));
+        }
+    }
+    tracker.set_condition("Initialized", true);
+    tracker.status.phase = Some("Running".into());
+    for (_, p, _) in &mains {
+        tracker.set_state(false, &p.name, running_state());
+    }
+    let runs = mains.iter().map(|(_, p, backend)| {
+        let log = config.log_path(ns, name, &p.name);
+        async move {
+            (
+                p.name.clone(),
+                run_process(backend.as_ref(), p, &log, deadline).await,
+            )
+        }
+    });
+    let exits = futures::future::join_all(runs).await;
+    let mut ok = true;
+    let mut deadline_hit = false;
+    let mut message = None;
+    for (cname, exit) in &exits {
+        tracker.set_state(false, cname, exit.state());
+        deadline_hit |= exit.reason == "DeadlineExceeded";
+        if exit.code != 0 {
+            ok = false;
+            message.get_or_insert_with(|| {
+                exit.message.clone().unwrap_or_else(|| {
+                    format!("container {cname:?} failed with exit code {}", exit.code)
+                })
+            });
+        }
+    }
+    Ok(if deadline_hit {
+        tracker.finish("Failed", Some("DeadlineExceeded"), Some(deadline_msg()))
+    } else if ok {
+        tracker.finish("Succeeded", None, None)
+    } else {
+        tracker.finish("Failed", None, message)
+    })
+}
+
+fn running_state() -> ContainerState {
+    ContainerState {
+        running: Some(ContainerStateRunning {
+            started_at: Some(now()),
+        }),
+        ..Default::default()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn prepare_container<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    config: &RunnerConfig,
+    pod: &Pod,
+    spec: &PodSpec,
+    c: &Container,
+    volumes: &HashMap<String, (PathBuf, bool)>,
+    identity: Option<&Identity>,
+    runtimes: &Runtimes,
+    pod_dir: &Path,
+) -> Result<(PreparedContainer, Box<dyn ContainerBackend>), SetupFailure> {
+    let ns = objects.ns.clone();
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let plan = plan_container(config, &runtimes.map, c, runtimes.engine.as_deref());
+    let (local, image_env, image_wd, sandboxed) = match &plan {
+        ContainerPlan::Unavailable { message } => {
+            return Err(setup_failure("ImageUnavailable", message.clone()));
+        }
+        ContainerPlan::Local {
+            image_env,
+            image_working_dir,
+            sandboxed,
+            ..
+        } => (
+            true,
+            image_env.clone(),
+            image_working_dir.clone(),
+            *sandboxed,
+        ),
+        ContainerPlan::Engine { .. } => (false, vec![], None, false),
+    };
+    let port = config.api_port.to_string();
+    let mut base = vec![
+        (
+            "KUBERNETES_SERVICE_HOST".to_string(),
+            config.api_host.clone(),
+        ),
+        ("KUBERNETES_SERVICE_PORT".to_string(), port.clone()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS".to_string(), port.clone()),
+        (
+            "KUBERNETES_PORT".to_string(),
+            format!("tcp://{}:{port}", config.api_host),
+        ),
+        ("HOSTNAME".to_string(), pod_name.clone()),
+    ];
+    if local {
+        base.push((
+            "PATH".into(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+        ));
+        base.push(("HOME".into(), "/tmp".into()));
+    }
+    if let Some(id) = identity {
+        base.push((
+            "KUBECONFIG".into(),
+            id.kubeconfig.to_string_lossy().into_owned(),
+        ));
+    }
+    base.extend(image_env);
+    let env = resolve_env(objects, pod, c, base).await?;
+    let env_map = env.map();
+    let mut mounts = resolve_mounts(c, volumes, &env_map)
+        .map_err(|m| setup_failure("CreateContainerConfigError", m))?;
+    let mut host_binds = Vec::new();
+    if let Some(id) = identity {
+        if !mounts
+            .iter()
+            .any(|m| m.container_path == SERVICE_ACCOUNT_DIR)
+        {
+            mounts.push(Mount {
+                host_path: id.sa_dir.clone(),
+                container_path: SERVICE_ACCOUNT_DIR.to_string(),
+                read_only: true,
+            });
+        }
+        host_binds.push(id.kubeconfig.clone());
+    }
+    let expand_all = |v: &[String]| {
+        v.iter()
+            .map(|a| expand_with(a, &env_map))
+            .collect::<Vec<_>>()
+    };
+    let (argv, engine_args) = match &plan {
+        ContainerPlan::Local { argv, kind, .. } => {
+            let argv = expand_all(argv);
+            // Make the program visible inside the sandbox even when it lives under a
+            // hidden or private directory (e.g. /tmp).
+            if matches!(
+                kind,
+                crate::backend::LocalKind::Adapter | crate::backend::LocalKind::Mapped(_)
+            ) && let Some(parent) = argv
+                .first()
+                .map(Path::new)
+                .filter(|p| p.is_absolute())
+                .and_then(Path::parent)
+                && parent != Path::new("/")
+            {
+                host_binds.push(parent.to_path_buf());
+            }
+            (argv, vec![])
+        }
+        _ => (
+            expand_all(c.command.as_deref().unwrap_or(&[])),
+            expand_all(c.args.as_deref().unwrap_or(&[])),
+        ),
+    };
+    let prepared = PreparedContainer {
+        namespace: ns,
+        pod: pod_name,
+        name: c.name.clone(),
+        image: c.image.clone().unwrap_or_default(),
+        pull_policy: c.image_pull_policy.clone(),
+        argv,
+        engine_args,
+        env: env.vars,
+        working_dir: c.working_dir.clone().filter(|w| !w.is_empty()).or(image_wd),
+        mounts,
+        host_binds,
+        security: effective_security(config, spec, c),
+        pod_dir: pod_dir.to_path_buf(),
+    };
+    let backend: Box<dyn ContainerBackend> = match plan {
+        ContainerPlan::Engine { exe } => Box::new(EngineBackend {
+            exe,
+            containers_conf: runtimes.containers_conf.clone(),
+            network: config.network,
+        }),
+        _ if !sandboxed => Box::new(HostProcess),
+        _ => match &runtimes.sandbox {
+            Ok(Some(b)) => Box::new(b.clone()),
+            Ok(None) => Box::new(HostProcess),
+            Err(m) => return Err(setup_failure("SandboxUnavailable", m.clone())),
+        },
+    };
+    Ok((prepared, backend))
+}
+
+/// Spawns the container's process with output to `log`, waits for it or the deadline.
+async fn run_process(
+    backend: &dyn ContainerBackend,
+    p: &PreparedContainer,
+    log: &Path,
+    deadline: Option<Instant>,
+) -> Exit {
+    let started = now();
+    let fail = |reason: &str, message: String| Exit {
+        code: 128,
+        signal: None,
+        reason: reason.to_string(),
+        message: Some(message),
+        started: started.clone(),
+        finished: now(),
+    };
+    let mut cmd = match backend.command(p) {
+        Ok(c) => c,
+        Err(m) => return fail("StartError", format!("{}: {m}", backend.name())),
+    };
+    let file = match std::fs::File::create(log) {
+        Ok(f) => f,
+        Err(e) => {
+            return fail(
+                "StartError",
+                format!("cannot create log file {}: {e}", log.display()),
+            );
+        }
+    };
+    let err_file = match file.try_clone() {
+        Ok(f) => f,
+        Err(e) => {
+            return fail(
+                "StartError",
+                format!("cannot open log file {}: {e}", log.display()),
+            );
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(file))
+        .stderr(Stdio::from(err_file))
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let program = p.argv.first().cloned().unwrap_or_default();
+            return fail(
+                "StartError",
+                format!(
+                    "{}: cannot start {program:?} for container {:?}: {e}",
+                    backend.name(),
+                    p.name
+                ),
+            );
+        }
+    };
+    let pid = child.id();
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        res = child.wait() => match res {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                let (code, signal) = match (status.code(), status.signal()) {
+                    (Some(c), _) => (c, None),
+                    (None, Some(s)) => (128 + s, Some(s)),
+                    _ => (1, None),
+                };
+                Exit {
+                    code,
+                    signal,
+                    reason: if code == 0 { "Completed" } else { "Error" }.to_string(),
+                    message: None,
+                    started,
+                    finished: now(),
+                }
+            }
+            Err(e) => fail("Error", format!("waiting for container {:?}: {e}", p.name)),
+        },
+        _ = sleep => {
+            if let Some(pid) = pid {
+                // The whole process group: host processes may have children.
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            }
+            let _ = child.kill().await;
+            Exit {
+                code: 137,
+                signal: Some(9),
+                reason: "DeadlineExceeded".to_string(),
+                message: Some("killed: the active deadline was exceeded".into()),
+                started,
+                finished: now(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::VolumeMount;
+
+    #[test]
+    fn relative_paths_are_checked() {
+        assert!(safe_relative("a/b").is_ok());
+        assert!(safe_relative("../x").is_err());
+        assert!(safe_relative("a/../../x").is_err());
+        assert!(safe_relative("/etc/passwd").is_err());
+        assert!(safe_relative("").is_err());
+    }
+
+    #[test]
+    fn field_refs() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "n", "labels": {"a": "1"}, "annotations": {"kratix.io/trace-parent": "tp"}},
+            "spec": {"containers": [], "serviceAccountName": "sa"}
+        }))
+        .unwrap();
+        let f = |p: &str| {
+            field_value(
+                &pod,
+                &ObjectFieldSelector {
+                    field_path: p.into(),
+                    api_version: None,
+                },
+            )
+        };
+        assert_eq!(f("metadata.name").unwrap(), "p");
+        assert_eq!(f("metadata.namespace").unwrap(), "n");
+        assert_eq!(f("metadata.labels['a']").unwrap(), "1");
+        assert_eq!(
+            f("metadata.annotations['kratix.io/trace-parent']").unwrap(),
+            "tp"
+        );
+        assert_eq!(f("metadata.annotations['missing']").unwrap(), "");
+        assert_eq!(f("spec.serviceAccountName").unwrap(), "sa");
+        assert!(f("spec.bogus").is_err());
+    }
+
+    #[test]
+    fn mounts_with_sub_path_and_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let vols: HashMap<String, (PathBuf, bool)> = [
+            ("out".to_string(), (dir.path().join("out"), false)),
+            ("cm".to_string(), (dir.path().join("cm"), true)),
+        ]
+        .into_iter()
+        .collect();
+        let c = Container {
+            name: "c".into(),
+            volume_mounts: Some(vec![
+                VolumeMount {
+                    name: "out".into(),
+                    mount_path: "/kratix/output".into(),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "out".into(),
+                    mount_path: "/sub".into(),
+                    sub_path: Some("a/b".into()),
+                    read_only: Some(true),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "cm".into(),
+                    mount_path: "/cfg".into(),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let m = resolve_mounts(&c, &vols, &HashMap::new()).unwrap();
+        assert_eq!(m[0].host_path, dir.path().join("out"));
+        assert!(!m[0].read_only);
+        assert_eq!(m[1].host_path, dir.path().join("out/a/b"));
+        assert!(m[1].read_only);
+        assert!(dir.path().join("out/a/b").is_dir());
+        assert!(m[2].read_only, "configMap volumes are always read-only");
+
+        let bad = Container {
+            name: "c".into(),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "nope".into(),
+                mount_path: "/x".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let e = resolve_mounts(&bad, &vols, &HashMap::new()).unwrap_err();
+        assert!(e.contains("volume \"nope\" is not defined"), "{e}");
+    }
+
+    #[test]
+    fn items_honoured_when_materialising() {
+        let dir = tempfile::tempdir().unwrap();
+        let entries: BTreeMap<String, Vec<u8>> = [
+            ("a".to_string(), b"1".to_vec()),
+            ("b".to_string(), b"2".to_vec()),
+        ]
+        .into_iter()
+        .collect();
+        let items = vec![KeyToPath {
+            key: "a".into(),
+            path: "sub/file-a".into(),
+            mode: Some(0o600),
+        }];
+        materialise(dir.path(), "v", &entries, Some(&items), 0o644, false).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("sub/file-a")).unwrap(), b"1");
+        assert!(!dir.path().join("b").exists());
+        let missing = vec![KeyToPath {
+            key: "zz".into(),
+            path: "z".into(),
+            mode: None,
+        }];
+        assert!(materialise(dir.path(), "v", &entries, Some(&missing), 0o644, false).is_err());
+        assert!(materialise(dir.path(), "v", &entries, Some(&missing), 0o644, true).is_ok());
+        let escape = vec![KeyToPath {
+            key: "a".into(),
+            path: "../escape".into(),
+            mode: None,
+        }];
+        assert!(materialise(dir.path(), "v", &entries, Some(&escape), 0o644, false).is_err());
+    }
+}
