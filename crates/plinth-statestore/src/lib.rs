@@ -1,1 +1,335 @@
-//! placeholder
+//! State store writers for Plinth.
+//!
+//! This crate is the library the WorkPlacement, Destination and state-store controllers call to
+//! put documents into a Kratix state store (reference §5.5, §5.6, §6). It knows nothing about
+//! Kubernetes: callers translate `GitStateStore` / `BucketStateStore` objects and their Secrets
+//! into a [`StoreConfig`] and WorkPlacements into [`WriteRequest`]s (the [`layout`] module gives
+//! every path and canary document Kratix uses).
+//!
+//! * [`layout`] — the Kratix directory layout, byte for byte, and path safety.
+//! * [`git`] — the Git writer: one worker per (repository, branch), batching writes that arrive
+//!   close together into one commit, retrying rejected pushes after a re-sync.
+//! * [`bucket`] — the bucket writer (S3-compatible, Azure Blob, GCS, local directory) on
+//!   `object_store`, writing only changed objects.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), plinth_statestore::StoreError> {
+//! use plinth_statestore::*;
+//! let store = StateStore::open(StoreConfig::Git(GitConfig::new(
+//!     "file:///srv/state.git", "main", "/var/lib/plinth/clones/state"))).await?;
+//! store.validate().await?;
+//! let out = store.write(WriteRequest {
+//!     name: "wp-a".into(),
+//!     ops: vec![WriteOp::ReplaceDir {
+//!         dir: "dev/resources/default/redis/r1/configure/5058f".into(),
+//!         files: vec![("redis.yaml".into(), b"kind: Redis\n".to_vec())],
+//!     }],
+//! }).await?;
+//! println!("versionID {}", out.version_id);
+//! # Ok(()) }
+//! ```
+
+pub mod bucket;
+mod error;
+pub mod git;
+pub mod layout;
+mod ssh;
+
+use std::sync::Arc;
+
+pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
+pub use error::StoreError;
+pub use git::{GitAuth, GitConfig};
+pub use layout::PathError;
+
+/// Which state store to open and how to reach it.
+///
+/// Built by the state-store controller from a `GitStateStore` / `BucketStateStore` and its
+/// Secret (reference §1.4, §1.5, §6.2).
+#[derive(Clone, Debug)]
+pub enum StoreConfig {
+    /// A Git repository (`GitStateStore`).
+    Git(GitConfig),
+    /// An object-storage bucket (`BucketStateStore`; S3-compatible, Azure Blob or GCS).
+    Bucket(BucketConfig),
+    /// A directory on the local filesystem, laid out like a bucket (embedded mode).
+    LocalDir(LocalDirConfig),
+}
+
+/// One change inside a [`WriteRequest`]. Every path is relative to the state store's `path`
+/// prefix (the writer adds it, reference §6.1) and is checked with [`layout::safe_join`] before
+/// anything is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Replace directory `dir` entirely: afterwards it holds exactly `files` (paths relative to
+    /// `dir`). This is `nestedByMetadata`'s write (reference §5.5 step 6, §6.3 `git rm -r`;
+    /// §6.4 list + delete not rewritten).
+    ReplaceDir {
+        /// Directory, relative to the store prefix.
+        dir: String,
+        /// `(path inside dir, content)`.
+        files: Vec<(String, Vec<u8>)>,
+    },
+    /// Create or overwrite one file.
+    Put {
+        /// File path, relative to the store prefix.
+        path: String,
+        /// The bytes to store.
+        content: Vec<u8>,
+    },
+    /// Delete one file; a missing file is not an error.
+    Delete {
+        /// File path, relative to the store prefix.
+        path: String,
+    },
+    /// Delete every file under a directory; a missing directory is not an error.
+    DeleteDir {
+        /// Directory, relative to the store prefix.
+        dir: String,
+    },
+}
+
+impl WriteOp {
+    fn writes_content(&self) -> bool {
+        match self {
+            WriteOp::ReplaceDir { files, .. } => !files.is_empty(),
+            WriteOp::Put { .. } => true,
+            WriteOp::Delete { .. } | WriteOp::DeleteDir { .. } => false,
+        }
+    }
+}
+
+/// A set of changes made on behalf of one writer (a WorkPlacement, or `kratix-canary` for a
+/// Destination's canary files). All of its ops land together or not at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRequest {
+    /// Who the write is for; named in the Git commit message ("Update from: <name>").
+    pub name: String,
+    /// The changes, applied in order.
+    pub ops: Vec<WriteOp>,
+}
+
+/// Result of a successful write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Git: the commit SHA now at the head of the branch that contains this request's changes
+    /// (the existing HEAD when nothing changed). Buckets: a SHA-256 over the keys and ETags this
+    /// request covered (stable when the content is unchanged). Stored in WorkPlacement
+    /// `status.versionID` (reference §5.5 step 7).
+    pub version_id: String,
+    /// Whether this request changed anything in the store.
+    pub changed: bool,
+}
+
+/// A validated op with repository/bucket-absolute paths (store prefix applied).
+#[derive(Clone, Debug)]
+pub(crate) enum ResolvedOp {
+    ReplaceDir {
+        dir: String,
+        files: Vec<(String, Vec<u8>)>,
+    },
+    Put {
+        path: String,
+        content: Vec<u8>,
+    },
+    Delete {
+        path: String,
+    },
+    DeleteDir {
+        dir: String,
+    },
+}
+
+/// Applies the store prefix to every path of a request and checks each with
+/// [`layout::safe_join`]; the first bad path fails the whole request.
+pub(crate) fn resolve_ops(prefix: &str, ops: &[WriteOp]) -> Result<Vec<ResolvedOp>, StoreError> {
+    let esc = |path: &str, e: PathError| StoreError::PathEscapes {
+        path: path.to_string(),
+        cause: e.to_string(),
+    };
+    let mut out = Vec::with_capacity(ops.len());
+    for op in ops {
+        out.push(match op {
+            WriteOp::ReplaceDir { dir, files } => {
+                let d = layout::safe_join(prefix, dir).map_err(|e| esc(dir, e))?;
+                let mut fs = Vec::with_capacity(files.len());
+                for (rel, content) in files {
+                    let full = layout::safe_join_file(&d, rel).map_err(|e| esc(rel, e))?;
+                    fs.push((full, content.clone()));
+                }
+                ResolvedOp::ReplaceDir { dir: d, files: fs }
+            }
+            WriteOp::Put { path, content } => ResolvedOp::Put {
+                path: layout::safe_join_file(prefix, path).map_err(|e| esc(path, e))?,
+                content: content.clone(),
+            },
+            WriteOp::Delete { path } => ResolvedOp::Delete {
+                path: layout::safe_join_file(prefix, path).map_err(|e| esc(path, e))?,
+            },
+            WriteOp::DeleteDir { dir } => ResolvedOp::DeleteDir {
+                dir: layout::safe_join(prefix, dir).map_err(|e| esc(dir, e))?,
+            },
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Clone)]
+enum Backend {
+    Git(Arc<git::GitHandle>),
+    Bucket(Arc<bucket::BucketWriter>),
+}
+
+/// An open state store: cheap to clone, safe to share between controllers and tasks.
+///
+/// Git stores share one worker per (repository, branch, credentials); writes from every clone
+/// of this handle (and every other store on the same branch) are batched together. Dropping the
+/// last handle stops the worker.
+#[derive(Clone)]
+pub struct StateStore {
+    backend: Backend,
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.backend {
+            Backend::Git(g) => write!(f, "StateStore(git {})", g.describe()),
+            Backend::Bucket(b) => write!(f, "StateStore(bucket {})", b.describe()),
+        }
+    }
+}
+
+impl StateStore {
+    /// Opens a state store: for Git, checks the credentials locally (key decryption, knownHosts),
+    /// starts or joins the branch's worker and fetches the branch into the work directory; for
+    /// buckets, builds the client and checks that the bucket exists (reference §6.2 step 3,
+    /// `InitRepository`).
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidConfig`], [`StoreError::WrongPassphrase`],
+    /// [`StoreError::PassphraseRequired`], [`StoreError::InvalidKnownHosts`],
+    /// [`StoreError::Unreachable`], [`StoreError::AuthFailed`], [`StoreError::UnknownHostKey`],
+    /// [`StoreError::BranchMissing`], [`StoreError::RepositoryMissing`],
+    /// [`StoreError::BucketMissing`], and others with the cause.
+    pub async fn open(cfg: StoreConfig) -> Result<StateStore, StoreError> {
+        let backend = match cfg {
+            StoreConfig::Git(g) => Backend::Git(git::GitHandle::open(g).await?),
+            StoreConfig::Bucket(b) => {
+                Backend::Bucket(Arc::new(bucket::BucketWriter::open(b).await?))
+            }
+            StoreConfig::LocalDir(l) => {
+                Backend::Bucket(Arc::new(bucket::BucketWriter::open_local(l).await?))
+            }
+        };
+        Ok(StateStore { backend })
+    }
+
+    /// Checks that the credentials may write (reference §6.2 step 4, `ValidatePermissions`):
+    /// Git opens a push connection and checks the branch is advertised; buckets initiate and
+    /// abort a multipart upload of `<path>/.kratix-write-permission-check`.
+    ///
+    /// # Errors
+    /// [`StoreError::PermissionDenied`], [`StoreError::AuthFailed`], [`StoreError::BranchMissing`],
+    /// [`StoreError::BucketMissing`], [`StoreError::Unreachable`], …
+    pub async fn validate(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Git(g) => g.validate().await,
+            Backend::Bucket(b) => b.validate().await,
+        }
+    }
+
+    /// Writes one request. For Git the request is queued on the branch's worker and may share a
+    /// commit with other requests that arrived within the batch window; the result is this
+    /// request's own. Paths are validated first: a bad path fails with
+    /// [`StoreError::PathEscapes`] and nothing of this request is written.
+    ///
+    /// # Errors
+    /// [`StoreError::PathEscapes`] and any transport/permission error of the store.
+    pub async fn write(&self, req: WriteRequest) -> Result<WriteOutcome, StoreError> {
+        match &self.backend {
+            Backend::Git(g) => g.write(req).await,
+            Backend::Bucket(b) => b.write(req).await,
+        }
+    }
+
+    /// Reads one file (path relative to the store prefix), e.g. a `none`-mode `.kratix` state
+    /// file. Git reads the freshly fetched branch tip. `Ok(None)` when the file does not exist.
+    ///
+    /// # Errors
+    /// [`StoreError::PathEscapes`], transport errors.
+    pub async fn read(&self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        match &self.backend {
+            Backend::Git(g) => g.read(path).await,
+            Backend::Bucket(b) => b.read(path).await,
+        }
+    }
+
+    /// Lists every file under `dir` (recursively), as paths relative to the store prefix, sorted.
+    /// A missing directory gives an empty list.
+    ///
+    /// # Errors
+    /// [`StoreError::PathEscapes`], transport errors.
+    pub async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        match &self.backend {
+            Backend::Git(g) => g.list(dir).await,
+            Backend::Bucket(b) => b.list(dir).await,
+        }
+    }
+}
+
+/// Strips a store prefix from a full path (the inverse of the writer's prefixing).
+pub(crate) fn strip_prefix(prefix: &str, full: &str) -> String {
+    if prefix.is_empty() {
+        return full.to_string();
+    }
+    full.strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix('/'))
+        .unwrap_or(full)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_prefixes_and_refuses_escapes() {
+        let ops = vec![
+            WriteOp::ReplaceDir {
+                dir: "dev/resources/x/".into(),
+                files: vec![("a/b.yaml".into(), b"x".to_vec())],
+            },
+            WriteOp::Put {
+                path: "dev//c.yaml".into(),
+                content: vec![],
+            },
+        ];
+        let r = resolve_ops("/platform/", &ops).unwrap();
+        assert!(matches!(
+            resolve_ops(
+                "p",
+                &[WriteOp::Delete {
+                    path: "/abs".into()
+                }]
+            ),
+            Err(StoreError::PathEscapes { .. })
+        ));
+        match &r[0] {
+            ResolvedOp::ReplaceDir { dir, files } => {
+                assert_eq!(dir, "platform/dev/resources/x");
+                assert_eq!(files[0].0, "platform/dev/resources/x/a/b.yaml");
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = vec![WriteOp::ReplaceDir {
+            dir: "dev".into(),
+            files: vec![("../../etc/x".into(), vec![])],
+        }];
+        match resolve_ops("p", &bad) {
+            Err(StoreError::PathEscapes { path, .. }) => assert_eq!(path, "../../etc/x"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(strip_prefix("platform", "platform/a/b"), "a/b");
+        assert_eq!(strip_prefix("", "a/b"), "a/b");
+    }
+}

@@ -1,0 +1,165 @@
+//! The crate's error type.
+
+/// Why a state store operation failed. Messages name the store (URL or bucket, with any
+/// credentials removed), the field at fault and the cause, so that they can go straight into a
+/// `NotReady` condition or a `WriteSucceeded=False` message (reference §5.5 step 8, §6.2).
+///
+/// Cloneable because one failed Git batch reports the same error to every request in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A path in a write, read or list would leave the state store root (`..`, absolute path).
+    /// Nothing of the request was written. (Kratix silently skipped such files, §13.)
+    #[error("path {path:?} is not allowed in a state store: {cause}")]
+    PathEscapes {
+        /// The offending path as given.
+        path: String,
+        /// Why it was refused.
+        cause: String,
+    },
+    /// The configuration is unusable (bad URL, missing key, conflicting options).
+    #[error("invalid state store configuration: {field}: {cause}")]
+    InvalidConfig {
+        /// The field at fault (e.g. `url`, `sshPrivateKey`, `work_dir`).
+        field: String,
+        /// What is wrong with it.
+        cause: String,
+    },
+    /// The endpoint could not be reached (connection refused, DNS failure, timeout).
+    #[error("cannot reach {target}: {cause}")]
+    Unreachable {
+        /// URL or endpoint, without credentials.
+        target: String,
+        /// The transport's message.
+        cause: String,
+    },
+    /// The server refused the credentials.
+    #[error("authentication to {target} failed: {cause}")]
+    AuthFailed {
+        /// URL or endpoint, without credentials.
+        target: String,
+        /// The transport's message.
+        cause: String,
+    },
+    /// The credentials were accepted but may not write.
+    #[error("permission denied writing to {target}: {cause}")]
+    PermissionDenied {
+        /// URL or bucket.
+        target: String,
+        /// The server's message.
+        cause: String,
+    },
+    /// `passphrase` does not decrypt `sshPrivateKey` (detected locally before connecting).
+    #[error(
+        "wrong passphrase for sshPrivateKey: the Secret's `passphrase` does not decrypt the key"
+    )]
+    WrongPassphrase,
+    /// `sshPrivateKey` is encrypted and no passphrase was given.
+    #[error(
+        "sshPrivateKey is passphrase-protected but no passphrase was given (add the Secret key `passphrase`)"
+    )]
+    PassphraseRequired,
+    /// `knownHosts` has no entry for the server's host and port.
+    #[error("host key for {host} not in knownHosts")]
+    UnknownHostKey {
+        /// `host:port` as connected to.
+        host: String,
+    },
+    /// `knownHosts` has entries for the host but none matches the presented key.
+    #[error(
+        "host key for {host} does not match knownHosts (server presented {key_type} key {fingerprint}); refusing to connect"
+    )]
+    HostKeyMismatch {
+        /// `host:port` as connected to.
+        host: String,
+        /// The presented key's type.
+        key_type: String,
+        /// SHA256 fingerprint of the presented key (OpenSSH style).
+        fingerprint: String,
+    },
+    /// `knownHosts` could not be used.
+    #[error("knownHosts is unusable: {cause}")]
+    InvalidKnownHosts {
+        /// What is wrong.
+        cause: String,
+    },
+    /// The server's TLS certificate was rejected.
+    #[error("TLS certificate of {target} rejected: {cause}")]
+    Tls {
+        /// URL without credentials.
+        target: String,
+        /// The TLS library's message.
+        cause: String,
+    },
+    /// The repository does not exist at the URL.
+    #[error("repository {url} does not exist or is not exported: {cause}")]
+    RepositoryMissing {
+        /// URL without credentials.
+        url: String,
+        /// The server's message.
+        cause: String,
+    },
+    /// The branch does not exist in the repository.
+    #[error(
+        "branch {branch:?} does not exist in {url}; create it (with at least one commit) first"
+    )]
+    BranchMissing {
+        /// URL without credentials.
+        url: String,
+        /// The branch asked for.
+        branch: String,
+    },
+    /// Pushing kept being rejected (someone else pushing constantly, or a server hook refusing).
+    #[error("push to {url} branch {branch:?} rejected {attempts} times: {cause}")]
+    PushRejected {
+        /// URL without credentials.
+        url: String,
+        /// Branch.
+        branch: String,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The last rejection message.
+        cause: String,
+    },
+    /// The bucket does not exist.
+    #[error("bucket {bucket:?} does not exist at {endpoint}")]
+    BucketMissing {
+        /// Bucket name.
+        bucket: String,
+        /// Endpoint as configured.
+        endpoint: String,
+    },
+    /// Any other Git failure.
+    #[error("git operation {op} on {url} failed: {cause}")]
+    Git {
+        /// What was being done (fetch, push, commit …).
+        op: String,
+        /// URL without credentials.
+        url: String,
+        /// libgit2's message.
+        cause: String,
+    },
+    /// Any other object-storage failure.
+    #[error("bucket operation {op} on {target} failed: {cause}")]
+    Bucket {
+        /// What was being done (put, list, delete …).
+        op: String,
+        /// Bucket/endpoint or local directory.
+        target: String,
+        /// The client's message.
+        cause: String,
+    },
+    /// Local filesystem failure (work directory, local store).
+    #[error("local I/O on {path} failed: {cause}")]
+    Io {
+        /// The path involved.
+        path: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// The writer's worker is gone (it panicked or the runtime is shutting down).
+    #[error("the state store writer for {target} has stopped")]
+    WriterStopped {
+        /// URL/branch or bucket.
+        target: String,
+    },
+}

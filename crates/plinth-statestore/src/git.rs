@@ -1,0 +1,1444 @@
+//! The Git writer (`GitStateStore`, Kratix reference §1.4, §6.3).
+//!
+//! One worker thread per (repository URL, branch, credentials) owns a disposable local clone in
+//! the caller's work directory and a queue of requests. For each batch it:
+//!
+//! 1. fetches the branch (`+refs/heads/<b>:refs/remotes/origin/<b>`, pruning) — the equivalent of
+//!    Kratix's fetch + `reset --hard` + `clean -ffdx`: the clone is bare and every batch starts
+//!    from the freshly fetched tip, so no local state survives between batches;
+//! 2. applies every request queued within the batch window (default 200 ms, at most
+//!    `max_batch` requests) to an in-memory index built from that tip;
+//! 3. makes **no commit** when the resulting tree equals the tip's tree (every request gets the
+//!    tip as its versionID), else one commit "Update from: wp-a, wp-b (+N more)" authored by
+//!    `gitAuthor` (default `kratix`);
+//! 4. pushes (non-force); a rejected push (someone else pushed) re-fetches, re-applies the batch
+//!    and retries, up to `max_push_attempts`.
+//!
+//! Each request gets its own result back. Transports: `file://` (and plain paths), `git://`,
+//! `https://` (basic auth / token; TLS verification on unless `insecure_skip_tls_verify`),
+//! `http://` (only with `insecure_skip_tls_verify`), SSH (`ssh://user@host:port/path` and
+//! scp-like `user@host:path`) with `knownHosts` checking and passphrase-protected keys.
+//! libgit2 is blocking, so it only ever runs on the worker threads.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, Once, Weak};
+use std::time::{Duration, Instant};
+
+use git2::{
+    AutotagOption, CertificateCheckStatus, Cred, CredentialType, Direction, ErrorClass, ErrorCode,
+    FetchOptions, FetchPrune, Index, IndexEntry, IndexTime, Oid, PushOptions, RemoteCallbacks,
+    Repository, RepositoryInitOptions, Signature,
+};
+use sha2::Digest;
+use tokio::sync::oneshot;
+
+use crate::ssh::{self, KnownHostsDb, PreparedKey, SshTarget};
+use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_ops};
+
+/// Default author name for commits (reference §1.4 `gitAuthor` default `{name: kratix}`).
+pub const DEFAULT_AUTHOR_NAME: &str = "kratix";
+/// Default batch window.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(200);
+/// Default maximum number of requests in one commit.
+pub const DEFAULT_MAX_BATCH: usize = 500;
+/// Default number of push attempts before a batch fails with [`StoreError::PushRejected`].
+pub const DEFAULT_MAX_PUSH_ATTEMPTS: u32 = 5;
+
+/// Credentials for a Git state store, from the store's Secret (reference §1.4).
+#[derive(Clone, PartialEq, Eq)]
+pub enum GitAuth {
+    /// No credentials (`file://`, `git://`, public HTTP).
+    None,
+    /// `authMethod: basicAuth`: Secret keys `username`, `password` (a token works as password).
+    Basic {
+        /// User name.
+        username: String,
+        /// Password or token. Never logged.
+        password: String,
+    },
+    /// `authMethod: ssh`: Secret keys `sshPrivateKey`, `knownHosts` and, Plinth's addition,
+    /// `passphrase` (bug B11). The key and passphrase stay in memory only.
+    Ssh {
+        /// PEM / OpenSSH private key text.
+        private_key: String,
+        /// Passphrase for an encrypted key.
+        passphrase: Option<String>,
+        /// OpenSSH `known_hosts` text; the server's host key must match an entry.
+        known_hosts: String,
+    },
+}
+
+impl std::fmt::Debug for GitAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets are never printed.
+        match self {
+            GitAuth::None => write!(f, "None"),
+            GitAuth::Basic { username, .. } => write!(f, "Basic {{ username: {username:?}, .. }}"),
+            GitAuth::Ssh { passphrase, .. } => {
+                write!(f, "Ssh {{ passphrase: {}, .. }}", passphrase.is_some())
+            }
+        }
+    }
+}
+
+/// How to reach and write a Git state store.
+#[derive(Clone, Debug)]
+pub struct GitConfig {
+    /// Repository URL: `file:///srv/repo.git` (or a plain path), `git://host:port/repo.git`,
+    /// `https://host/org/repo.git`, `ssh://user@host:port/path`, `user@host:path`.
+    pub url: String,
+    /// Branch to write (`spec.branch`, default `main`). Must exist.
+    pub branch: String,
+    /// Store prefix (`spec.path`); every written path is placed under it.
+    pub path: String,
+    /// Credentials.
+    pub auth: GitAuth,
+    /// Commit author and committer name (`spec.gitAuthor.name`, default `kratix`).
+    pub author_name: String,
+    /// Commit author and committer email (`spec.gitAuthor.email`, may be empty).
+    pub author_email: String,
+    /// Accept any TLS certificate (HTTPS) and allow plain `http://`. Off by default — Kratix
+    /// hard-codes it on (§13); Plinth verifies unless told otherwise.
+    pub insecure_skip_tls_verify: bool,
+    /// Directory for the local clone. Created if missing; must be empty, missing, or a clone
+    /// this writer made before. Wiped and re-cloned when it holds a clone of another URL.
+    pub work_dir: PathBuf,
+    /// How long the worker waits after the first queued write for more writes to put in the
+    /// same commit. Zero batches only what is already queued.
+    pub batch_window: Duration,
+    /// Maximum number of requests in one commit.
+    pub max_batch: usize,
+    /// Push attempts per batch before giving up (each after a re-fetch).
+    pub max_push_attempts: u32,
+}
+
+impl GitConfig {
+    /// A configuration with defaults: no auth, prefix `""`, author `kratix`, TLS verified,
+    /// 200 ms batch window, 500 requests per batch, 5 push attempts.
+    pub fn new(
+        url: impl Into<String>,
+        branch: impl Into<String>,
+        work_dir: impl Into<PathBuf>,
+    ) -> Self {
+        GitConfig {
+            url: url.into(),
+            branch: branch.into(),
+            path: String::new(),
+            auth: GitAuth::None,
+            author_name: DEFAULT_AUTHOR_NAME.to_string(),
+            author_email: String::new(),
+            insecure_skip_tls_verify: false,
+            work_dir: work_dir.into(),
+            batch_window: DEFAULT_BATCH_WINDOW,
+            max_batch: DEFAULT_MAX_BATCH,
+            max_push_attempts: DEFAULT_MAX_PUSH_ATTEMPTS,
+        }
+    }
+}
+
+/// Creates a bare repository at `path` (parents included) with one empty commit on `branch`,
+/// unless the branch already exists. Returns the branch's commit SHA. This is the embedded
+/// mode's default state store and a test helper.
+///
+/// # Errors
+/// [`StoreError::Git`] / [`StoreError::Io`] with libgit2's message.
+pub fn init_bare(path: &Path, branch: &str) -> Result<String, StoreError> {
+    let git_err = |e: git2::Error| StoreError::Git {
+        op: "init".into(),
+        url: path.display().to_string(),
+        cause: e.message().to_string(),
+    };
+    let repo = if path.join("HEAD").exists() {
+        Repository::open_bare(path).map_err(git_err)?
+    } else {
+        std::fs::create_dir_all(path).map_err(|e| StoreError::Io {
+            path: path.display().to_string(),
+            cause: e.to_string(),
+        })?;
+        let mut opts = RepositoryInitOptions::new();
+        opts.bare(true).mkpath(true).initial_head(branch);
+        Repository::init_opts(path, &opts).map_err(git_err)?
+    };
+    let refname = format!("refs/heads/{branch}");
+    if let Ok(r) = repo.find_reference(&refname)
+        && let Some(t) = r.target()
+    {
+        return Ok(t.to_string());
+    }
+    let tree_id = repo
+        .treebuilder(None)
+        .and_then(|b| b.write())
+        .map_err(git_err)?;
+    let tree = repo.find_tree(tree_id).map_err(git_err)?;
+    let sig = Signature::now(DEFAULT_AUTHOR_NAME, "").map_err(git_err)?;
+    let id = repo
+        .commit(
+            Some(&refname),
+            &sig,
+            &sig,
+            "Initialise state store",
+            &tree,
+            &[],
+        )
+        .map_err(git_err)?;
+    Ok(id.to_string())
+}
+
+/// Removes credentials from a URL for messages (`https://user:pw@host` → `https://host`).
+pub(crate) fn redact_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if let Some((userinfo, host)) = authority.rsplit_once('@') {
+            if scheme.starts_with("http") || userinfo.contains(':') {
+                return format!("{scheme}://{host}{path}");
+            }
+        }
+    }
+    url.to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handle and registry
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+struct PendingWrite {
+    name: String,
+    updates: bool,
+    ops: Vec<ResolvedOp>,
+    reply: Reply<WriteOutcome>,
+}
+
+enum Cmd {
+    Write(Box<PendingWrite>),
+    Sync(Reply<()>),
+    Read(String, Reply<Option<Vec<u8>>>),
+    List(String, Reply<Vec<String>>),
+    Validate(Reply<()>),
+}
+
+struct WorkerShared {
+    tx: mpsc::Sender<Cmd>,
+    target: String,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct WorkerKey {
+    url: String,
+    branch: String,
+    auth: String,
+}
+
+static WORKERS: LazyLock<Mutex<HashMap<WorkerKey, Weak<WorkerShared>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+static WORK_DIRS: LazyLock<(Mutex<HashSet<PathBuf>>, Condvar)> =
+    LazyLock::new(|| (Mutex::new(HashSet::new()), Condvar::new()));
+
+/// An open Git state store: a prefix plus a shared worker.
+pub(crate) struct GitHandle {
+    shared: Arc<WorkerShared>,
+    prefix: String,
+}
+
+fn auth_fingerprint(auth: &GitAuth, insecure: bool) -> String {
+    let mut h = sha2::Sha256::new();
+    match auth {
+        GitAuth::None => h.update(b"none"),
+        GitAuth::Basic { username, password } => {
+            h.update(b"basic\0");
+            h.update(username.as_bytes());
+            h.update(b"\0");
+            h.update(password.as_bytes());
+        }
+        GitAuth::Ssh {
+            private_key,
+            passphrase,
+            known_hosts,
+        } => {
+            h.update(b"ssh\0");
+            h.update(private_key.as_bytes());
+            h.update(b"\0");
+            h.update(passphrase.as_deref().unwrap_or("").as_bytes());
+            h.update(b"\0");
+            h.update(known_hosts.as_bytes());
+        }
+    }
+    h.update([insecure as u8]);
+    hex::encode(h.finalize())
+}
+
+impl GitHandle {
+    pub(crate) async fn open(cfg: GitConfig) -> Result<Arc<GitHandle>, StoreError> {
+        let prefix = layout::normalize_path(&cfg.path).map_err(|e| StoreError::InvalidConfig {
+            field: "path".into(),
+            cause: e.to_string(),
+        })?;
+        if cfg.branch.is_empty()
+            || git2::Reference::is_valid_name(&format!("refs/heads/{}", cfg.branch)) == false
+        {
+            return Err(StoreError::InvalidConfig {
+                field: "branch".into(),
+                cause: format!("{:?} is not a valid branch name", cfg.branch),
+            });
+        }
+        let key = WorkerKey {
+            url: cfg.url.clone(),
+            branch: cfg.branch.clone(),
+            auth: auth_fingerprint(&cfg.auth, cfg.insecure_skip_tls_verify),
+        };
+        let existing = {
+            let map = WORKERS.lock().expect("registry lock");
+            map.get(&key).and_then(Weak::upgrade)
+        };
+        let shared = match existing {
+            Some(s) => s,
+            None => {
+                // Check everything that can be checked without a network first.
+                let worker = Worker::new(&cfg)?;
+                let target = format!("{} (branch {})", worker.redacted, cfg.branch);
+                let (tx, rx) = mpsc::channel();
+                let shared = Arc::new(WorkerShared {
+                    tx,
+                    target: target.clone(),
+                });
+                let mut map = WORKERS.lock().expect("registry lock");
+                // Another task may have raced us; prefer the one already registered.
+                if let Some(s) = map.get(&key).and_then(Weak::upgrade) {
+                    s
+                } else {
+                    std::thread::Builder::new()
+                        .name("plinth-git-writer".into())
+                        .spawn(move || worker.run(rx))
+                        .map_err(|e| StoreError::Io {
+                            path: cfg.work_dir.display().to_string(),
+                            cause: format!("cannot start writer thread: {e}"),
+                        })?;
+                    map.retain(|_, w| w.strong_count() > 0);
+                    map.insert(key, Arc::downgrade(&shared));
+                    shared
+                }
+            }
+        };
+        let handle = Arc::new(GitHandle { shared, prefix });
+        handle.call(Cmd::Sync).await?;
+        Ok(handle)
+    }
+
+    pub(crate) fn describe(&self) -> &str {
+        &self.shared.target
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Cmd) -> Result<T, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let stopped = || StoreError::WriterStopped {
+            target: self.shared.target.clone(),
+        };
+        self.shared.tx.send(make(tx)).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    pub(crate) async fn validate(&self) -> Result<(), StoreError> {
+        self.call(Cmd::Validate).await
+    }
+
+    pub(crate) async fn write(&self, req: WriteRequest) -> Result<WriteOutcome, StoreError> {
+        let ops = resolve_ops(&self.prefix, &req.ops)?;
+        let updates = req.ops.iter().any(|o| o.writes_content());
+        let name = req.name;
+        self.call(move |reply| {
+            Cmd::Write(Box::new(PendingWrite {
+                name,
+                updates,
+                ops,
+                reply,
+            }))
+        })
+        .await
+    }
+
+    pub(crate) async fn read(&self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let full =
+            layout::safe_join_file(&self.prefix, path).map_err(|e| StoreError::PathEscapes {
+                path: path.to_string(),
+                cause: e.to_string(),
+            })?;
+        self.call(|r| Cmd::Read(full, r)).await
+    }
+
+    pub(crate) async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
+        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
+            path: dir.to_string(),
+            cause: e.to_string(),
+        })?;
+        let paths = self.call(|r| Cmd::List(full, r)).await?;
+        Ok(paths
+            .into_iter()
+            .map(|p| crate::strip_prefix(&self.prefix, &p))
+            .collect())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker
+
+enum PreparedAuth {
+    None,
+    Basic {
+        username: String,
+        password: String,
+    },
+    Ssh {
+        target: SshTarget,
+        key: PreparedKey,
+        known_hosts: KnownHostsDb,
+    },
+}
+
+struct Worker {
+    url: String,
+    redacted: String,
+    branch: String,
+    auth: PreparedAuth,
+    insecure: bool,
+    author_name: String,
+    author_email: String,
+    work_dir: PathBuf,
+    window: Duration,
+    max_batch: usize,
+    max_attempts: u32,
+    repo: Option<Repository>,
+    holds_dir: bool,
+}
+
+enum PushResult {
+    Pushed,
+    Rejected(String),
+}
+
+enum BatchResult {
+    Done(Vec<WriteOutcome>),
+    Rejected(String),
+}
+
+fn global_git_setup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: libgit2 global options are set once, before this crate runs any git2
+        // operation on another thread. Bounded network timeouts keep a dead server from
+        // blocking a worker forever; ignoring user/system git config keeps the writer
+        // independent of the machine (Kratix runs git with HOME=/dev/null, reference §6.3).
+        unsafe {
+            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(15_000);
+            let _ = git2::opts::set_server_timeout_in_milliseconds(120_000);
+            for level in [
+                git2::ConfigLevel::System,
+                git2::ConfigLevel::XDG,
+                git2::ConfigLevel::Global,
+                git2::ConfigLevel::ProgramData,
+            ] {
+                let _ = git2::opts::set_search_path(level, "");
+            }
+        }
+    });
+}
+
+fn key_type_of(blob: &[u8]) -> String {
+    if blob.len() >= 4 {
+        let n = u32::from_be_bytes([blob[0], blob[1], blob[2], blob[3]]) as usize;
+        if blob.len() >= 4 + n {
+            return String::from_utf8_lossy(&blob[4..4 + n]).into_owned();
+        }
+    }
+    "unknown".to_string()
+}
+
+impl Worker {
+    fn new(cfg: &GitConfig) -> Result<Worker, StoreError> {
+        global_git_setup();
+        let url = cfg.url.trim().to_string();
+        if url.is_empty() {
+            return Err(StoreError::InvalidConfig {
+                field: "url".into(),
+                cause: "empty".into(),
+            });
+        }
+        let is_ssh = ssh::is_ssh_url(&url);
+        if url.starts_with("http://") && !cfg.insecure_skip_tls_verify {
+            return Err(StoreError::InvalidConfig {
+                field: "url".into(),
+                cause: format!(
+                    "{}: plain http:// sends credentials unencrypted; use https:// or mark the store insecure",
+                    redact_url(&url)
+                ),
+            });
+        }
+        let auth = match &cfg.auth {
+            GitAuth::None => PreparedAuth::None,
+            GitAuth::Basic { username, password } => {
+                if is_ssh {
+                    return Err(StoreError::InvalidConfig {
+                        field: "url".into(),
+                        cause: "basicAuth needs an https:// URL, not an SSH URL".into(),
+                    });
+                }
+                PreparedAuth::Basic {
+                    username: username.clone(),
+                    password: password.clone(),
+                }
+            }
+            GitAuth::Ssh {
+                private_key,
+                passphrase,
+                known_hosts,
+            } => {
+                if !is_ssh {
+                    return Err(StoreError::InvalidConfig {
+                        field: "url".into(),
+                        cause: format!(
+                            "{}: ssh auth needs an SSH URL (ssh://user@host[:port]/path or user@host:path)",
+                            redact_url(&url)
+                        ),
+                    });
+                }
+                PreparedAuth::Ssh {
+                    target: ssh::parse_ssh_url(&url)?,
+                    key: ssh::prepare_key(private_key, passphrase.as_deref())?,
+                    known_hosts: KnownHostsDb::parse(known_hosts)?,
+                }
+            }
+        };
+        if is_ssh && !matches!(auth, PreparedAuth::Ssh { .. }) {
+            return Err(StoreError::InvalidConfig {
+                field: "authMethod".into(),
+                cause: "an SSH URL needs ssh auth (sshPrivateKey and knownHosts)".into(),
+            });
+        }
+        let author_name = if cfg.author_name.is_empty() {
+            DEFAULT_AUTHOR_NAME.to_string()
+        } else {
+            cfg.author_name.clone()
+        };
+        Ok(Worker {
+            redacted: redact_url(&url),
+            url,
+            branch: cfg.branch.clone(),
+            auth,
+            insecure: cfg.insecure_skip_tls_verify,
+            author_name,
+            author_email: cfg.author_email.clone(),
+            work_dir: cfg.work_dir.clone(),
+            window: cfg.batch_window,
+            max_batch: cfg.max_batch.max(1),
+            max_attempts: cfg.max_push_attempts.max(1),
+            repo: None,
+            holds_dir: false,
+        })
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Cmd>) {
+        let mut deferred: Vec<Cmd> = Vec::new();
+        loop {
+            let cmd = if deferred.is_empty() {
+                match rx.recv() {
+                    Ok(c) => c,
+                    Err(_) => break,
+                }
+            } else {
+                deferred.remove(0)
+            };
+            match cmd {
+                Cmd::Write(first) => {
+                    let mut batch = vec![*first];
+                    let deadline = Instant::now() + self.window;
+                    // Take whatever is already queued, then wait out the window.
+                    while batch.len() < self.max_batch {
+                        let now = Instant::now();
+                        let next = if now >= deadline {
+                            rx.try_recv().map_err(|e| match e {
+                                mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
+                                mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                            })
+                        } else {
+                            rx.recv_timeout(deadline - now)
+                        };
+                        match next {
+                            Ok(Cmd::Write(w)) => batch.push(*w),
+                            Ok(other) => deferred.push(other),
+                            Err(_) => break,
+                        }
+                    }
+                    self.process_batch(batch);
+                }
+                Cmd::Sync(reply) => {
+                    let r = self
+                        .fetch()
+                        .and_then(|tip| tip.map(|_| ()).ok_or_else(|| self.branch_missing()));
+                    let _ = reply.send(r);
+                }
+                Cmd::Read(path, reply) => {
+                    let _ = reply.send(self.read(&path));
+                }
+                Cmd::List(dir, reply) => {
+                    let _ = reply.send(self.list(&dir));
+                }
+                Cmd::Validate(reply) => {
+                    let _ = reply.send(self.validate());
+                }
+            }
+        }
+        self.release_dir();
+    }
+
+    fn branch_missing(&self) -> StoreError {
+        StoreError::BranchMissing {
+            url: self.redacted.clone(),
+            branch: self.branch.clone(),
+        }
+    }
+
+    fn tracking_ref(&self) -> String {
+        format!("refs/remotes/origin/{}", self.branch)
+    }
+
+    fn git_err(&self, op: &str, e: git2::Error) -> StoreError {
+        StoreError::Git {
+            op: op.into(),
+            url: self.redacted.clone(),
+            cause: e.message().to_string(),
+        }
+    }
+
+    fn release_dir(&mut self) {
+        self.repo = None;
+        if self.holds_dir {
+            let (set, cv) = &*WORK_DIRS;
+            set.lock().expect("work dir lock").remove(&self.work_dir);
+            cv.notify_all();
+            self.holds_dir = false;
+        }
+    }
+
+    fn claim_dir(&mut self) -> Result<(), StoreError> {
+        if self.holds_dir {
+            return Ok(());
+        }
+        let (set, cv) = &*WORK_DIRS;
+        let mut guard = set.lock().expect("work dir lock");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // A previous writer for this directory may still be shutting down.
+        while guard.contains(&self.work_dir) {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StoreError::InvalidConfig {
+                    field: "work_dir".into(),
+                    cause: format!(
+                        "{} is used by another state store writer",
+                        self.work_dir.display()
+                    ),
+                });
+            }
+            guard = cv
+                .wait_timeout(guard, deadline - now)
+                .expect("work dir lock")
+                .0;
+        }
+        guard.insert(self.work_dir.clone());
+        self.holds_dir = true;
+        Ok(())
+    }
+
+    /// Opens the clone in the work dir, creating (or re-creating) it when needed.
+    fn repo(&mut self) -> Result<&Repository, StoreError> {
+        if self.repo.is_none() {
+            self.claim_dir()?;
+            let io = |e: std::io::Error| StoreError::Io {
+                path: self.work_dir.display().to_string(),
+                cause: e.to_string(),
+            };
+            let dir = &self.work_dir;
+            let mut reuse = None;
+            if dir.exists() {
+                if let Ok(r) = Repository::open_bare(dir) {
+                    let ours = r
+                        .config()
+                        .and_then(|c| c.get_string("plinth.statestoreurl"))
+                        .ok();
+                    match ours {
+                        Some(u) if u == self.url => reuse = Some(r),
+                        Some(_) => {
+                            drop(r);
+                            std::fs::remove_dir_all(dir).map_err(io)?;
+                        }
+                        None => {
+                            return Err(StoreError::InvalidConfig {
+                                field: "work_dir".into(),
+                                cause: format!(
+                                    "{} holds a repository this writer did not create",
+                                    dir.display()
+                                ),
+                            });
+                        }
+                    }
+                } else if std::fs::read_dir(dir).map_err(io)?.next().is_some() {
+                    return Err(StoreError::InvalidConfig {
+                        field: "work_dir".into(),
+                        cause: format!("{} exists and is not empty", dir.display()),
+                    });
+                }
+            }
+            let repo = match reuse {
+                Some(r) => r,
+                None => {
+                    std::fs::create_dir_all(dir).map_err(io)?;
+                    let r = Repository::init_bare(dir).map_err(|e| self.git_err("init", e))?;
+                    r.config()
+                        .and_then(|mut c| {
+                            c.set_str("plinth.statestoreurl", &self.url)?;
+                            c.set_bool("gc.autoDetach", false)?;
+                            c.set_str("core.logAllRefUpdates", "false")
+                        })
+                        .map_err(|e| self.git_err("init", e))?;
+                    r
+                }
+            };
+            self.repo = Some(repo);
+        }
+        Ok(self.repo.as_ref().expect("repo just set"))
+    }
+
+    /// Remote callbacks with credentials, host-key / certificate checks and a slot recording
+    /// the precise reason when a callback refuses something.
+    fn callbacks<'a>(&'a self, failure: Rc<RefCell<Option<StoreError>>>) -> RemoteCallbacks<'a> {
+        let mut cb = RemoteCallbacks::new();
+        let mut asked_key = false;
+        let mut asked_pass = false;
+        let f_cred = failure.clone();
+        let target = self.redacted.clone();
+        let auth = &self.auth;
+        cb.credentials(move |_url, _user_from_url, allowed| {
+            let refuse = |cause: String| {
+                *f_cred.borrow_mut() = Some(StoreError::AuthFailed {
+                    target: target.clone(),
+                    cause: cause.clone(),
+                });
+                Err(git2::Error::from_str(&cause))
+            };
+            match auth {
+                PreparedAuth::Ssh { target: t, key, .. } => {
+                    if allowed.contains(CredentialType::USERNAME) {
+                        return Cred::username(&t.user);
+                    }
+                    if allowed.contains(CredentialType::SSH_MEMORY)
+                        || allowed.contains(CredentialType::SSH_KEY)
+                    {
+                        if asked_key {
+                            return refuse(format!(
+                                "the server rejected sshPrivateKey for user {:?}",
+                                t.user
+                            ));
+                        }
+                        asked_key = true;
+                        return Cred::ssh_key_from_memory(
+                            &t.user,
+                            key.public_openssh.as_deref(),
+                            &key.private_pem,
+                            key.passphrase.as_deref(),
+                        );
+                    }
+                    refuse(format!(
+                        "the server offers no public-key authentication ({allowed:?})"
+                    ))
+                }
+                PreparedAuth::Basic { username, password } => {
+                    if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+                        if asked_pass {
+                            return refuse(format!(
+                                "the server rejected username {username:?} and password"
+                            ));
+                        }
+                        asked_pass = true;
+                        return Cred::userpass_plaintext(username, password);
+                    }
+                    refuse(format!(
+                        "the server does not accept username/password ({allowed:?})"
+                    ))
+                }
+                PreparedAuth::None => {
+                    refuse("the server asked for credentials but the state store has none".into())
+                }
+            }
+        });
+        let f_cert = failure;
+        let insecure = self.insecure;
+        let redacted = self.redacted.clone();
+        cb.certificate_check(move |cert, _host| {
+            if let Some(hk) = cert.as_hostkey() {
+                let PreparedAuth::Ssh {
+                    target,
+                    known_hosts,
+                    ..
+                } = auth
+                else {
+                    return Err(git2::Error::from_str(
+                        "SSH host key presented without knownHosts",
+                    ));
+                };
+                let Some(raw) = hk.hostkey() else {
+                    let e = StoreError::InvalidKnownHosts {
+                        cause: "the SSH library did not expose the server's host key".into(),
+                    };
+                    let msg = e.to_string();
+                    *f_cert.borrow_mut() = Some(e);
+                    return Err(git2::Error::from_str(&msg));
+                };
+                match known_hosts.check(target, raw, &key_type_of(raw)) {
+                    Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        *f_cert.borrow_mut() = Some(e);
+                        Err(git2::Error::from_str(&msg))
+                    }
+                }
+            } else if insecure {
+                Ok(CertificateCheckStatus::CertificateOk)
+            } else {
+                let _ = &redacted;
+                Ok(CertificateCheckStatus::CertificatePassthrough)
+            }
+        });
+        cb
+    }
+
+    /// Maps a libgit2 error to a specific [`StoreError`].
+    fn classify(
+        &self,
+        op: &str,
+        e: git2::Error,
+        failure: &RefCell<Option<StoreError>>,
+    ) -> StoreError {
+        if let Some(f) = failure.borrow_mut().take() {
+            return f;
+        }
+        let msg = e.message().to_string();
+        let l = msg.to_lowercase();
+        let target = self.redacted.clone();
+        let has = |s: &[&str]| s.iter().any(|p| l.contains(p));
+        if e.code() == ErrorCode::Certificate
+            || e.class() == ErrorClass::Ssl
+            || has(&["certificate", "ssl"])
+        {
+            return StoreError::Tls { target, cause: msg };
+        }
+        if e.code() == ErrorCode::Auth
+            || has(&[
+                "authentication",
+                "permission denied (publickey",
+                "too many redirects or authentication replays",
+                "401",
+                "username/publickey combination invalid",
+            ])
+        {
+            return StoreError::AuthFailed { target, cause: msg };
+        }
+        if has(&[
+            "couldn't find remote ref",
+            "remote ref does not exist",
+            "not our ref",
+        ]) {
+            return self.branch_missing();
+        }
+        if has(&[
+            "failed to connect",
+            "connection refused",
+            "could not resolve",
+            "failed to resolve",
+            "timed out",
+            "timeout",
+            "no route to host",
+            "network is unreachable",
+            "failed to start ssh session",
+            "connection reset",
+        ]) {
+            return StoreError::Unreachable { target, cause: msg };
+        }
+        if has(&[
+            "access denied",
+            "403",
+            "permission denied",
+            "read-only",
+            "service not enabled",
+        ]) {
+            if op == "fetch" && has(&["not exported"]) {
+                return StoreError::RepositoryMissing {
+                    url: target,
+                    cause: msg,
+                };
+            }
+            return StoreError::PermissionDenied { target, cause: msg };
+        }
+        if e.code() == ErrorCode::NotFound
+            || has(&[
+                "could not find repository",
+                "not a git repository",
+                "does not appear to be a git repository",
+                "repository not found",
+                "not exported",
+                "404",
+                "does not exist",
+            ])
+        {
+            return StoreError::RepositoryMissing {
+                url: target,
+                cause: msg,
+            };
+        }
+        StoreError::Git {
+            op: op.into(),
+            url: target,
+            cause: msg,
+        }
+    }
+
+    /// Fetches the branch; returns the remote tip (None when the branch does not exist).
+    fn fetch(&mut self) -> Result<Option<Oid>, StoreError> {
+        self.repo()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let failure = Rc::new(RefCell::new(None));
+        let refspec = format!("+refs/heads/{b}:refs/remotes/origin/{b}", b = self.branch);
+        let result = (|| {
+            let mut remote = repo.remote_anonymous(&self.url)?;
+            let mut fo = FetchOptions::new();
+            fo.remote_callbacks(self.callbacks(failure.clone()))
+                .download_tags(AutotagOption::None)
+                .prune(FetchPrune::On);
+            remote.fetch(&[&refspec], Some(&mut fo), None)
+        })();
+        if let Err(e) = result {
+            let err = self.classify("fetch", e, &failure);
+            if matches!(err, StoreError::BranchMissing { .. }) {
+                // The branch is gone on the remote: forget our copy of it.
+                if let Ok(mut r) = repo.find_reference(&self.tracking_ref()) {
+                    let _ = r.delete();
+                }
+                return Ok(None);
+            }
+            return Err(err);
+        }
+        Ok(repo
+            .find_reference(&self.tracking_ref())
+            .ok()
+            .and_then(|r| r.target()))
+    }
+
+    fn push(&self, commit: Oid) -> Result<PushResult, StoreError> {
+        let repo = self.repo.as_ref().expect("repo opened");
+        let local = "refs/heads/plinth-push";
+        repo.reference(local, commit, true, "batch")
+            .map_err(|e| self.git_err("push", e))?;
+        let failure = Rc::new(RefCell::new(None));
+        let rejected: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
+        let result = (|| {
+            let mut remote = repo.remote_anonymous(&self.url)?;
+            let mut cb = self.callbacks(failure.clone());
+            let rej = rejected.clone();
+            cb.push_update_reference(move |_refname, status| {
+                if let Some(s) = status {
+                    *rej.borrow_mut() = Some(s.to_string());
+                }
+                Ok(())
+            });
+            let mut po = PushOptions::new();
+            po.remote_callbacks(cb);
+            remote.push(
+                &[&format!("{local}:refs/heads/{}", self.branch)],
+                Some(&mut po),
+            )
+        })();
+        match result {
+            Ok(()) => match rejected.borrow_mut().take() {
+                Some(r) => Ok(PushResult::Rejected(r)),
+                None => Ok(PushResult::Pushed),
+            },
+            Err(e) => {
+                let l = e.message().to_lowercase();
+                if e.code() == ErrorCode::NotFastForward
+                    || l.contains("non-fast-forward")
+                    || l.contains("fetch first")
+                    || l.contains("not present locally")
+                    || l.contains("failed to update ref")
+                    || l.contains("cannot lock ref")
+                {
+                    return Ok(PushResult::Rejected(e.message().to_string()));
+                }
+                Err(self.classify("push", e, &failure))
+            }
+        }
+    }
+
+    fn process_batch(&mut self, batch: Vec<PendingWrite>) {
+        let mut attempt = 0;
+        let result = loop {
+            attempt += 1;
+            match self.try_batch(&batch) {
+                Ok(BatchResult::Done(outcomes)) => break Ok(outcomes),
+                Ok(BatchResult::Rejected(cause)) => {
+                    tracing::debug!(url = %self.redacted, branch = %self.branch, attempt, %cause, "push rejected; re-syncing");
+                    if attempt >= self.max_attempts {
+                        break Err(StoreError::PushRejected {
+                            url: self.redacted.clone(),
+                            branch: self.branch.clone(),
+                            attempts: attempt,
+                            cause,
+                        });
+                    }
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        match result {
+            Ok(outcomes) => {
+                for (w, o) in batch.into_iter().zip(outcomes) {
+                    let _ = w.reply.send(Ok(o));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(url = %self.redacted, branch = %self.branch, error = %e, requests = batch.len(), "state store batch failed");
+                for w in batch {
+                    let _ = w.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    fn try_batch(&mut self, batch: &[PendingWrite]) -> Result<BatchResult, StoreError> {
+        let base = self.fetch()?.ok_or_else(|| self.branch_missing())?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let url = self.redacted.clone();
+        let ge = |op: &'static str| {
+            let url = url.clone();
+            move |e: git2::Error| StoreError::Git {
+                op: op.into(),
+                url,
+                cause: e.message().to_string(),
+            }
+        };
+        let base_commit = repo.find_commit(base).map_err(ge("read"))?;
+        let base_tree = base_commit.tree().map_err(ge("read"))?;
+        let mut index = Index::new().map_err(ge("index"))?;
+        index.read_tree(&base_tree).map_err(ge("index"))?;
+        let mut changed = Vec::with_capacity(batch.len());
+        for w in batch {
+            changed.push(apply_ops(repo, &mut index, &w.ops).map_err(ge("write"))?);
+        }
+        let tree_id = index.write_tree_to(repo).map_err(ge("write-tree"))?;
+        if tree_id == base_tree.id() {
+            let v = base.to_string();
+            return Ok(BatchResult::Done(
+                batch
+                    .iter()
+                    .map(|_| WriteOutcome {
+                        version_id: v.clone(),
+                        changed: false,
+                    })
+                    .collect(),
+            ));
+        }
+        let tree = repo.find_tree(tree_id).map_err(ge("write-tree"))?;
+        let sig = Signature::now(&self.author_name, &self.author_email).map_err(ge("commit"))?;
+        let message = commit_message(batch);
+        let commit = repo
+            .commit(None, &sig, &sig, &message, &tree, &[&base_commit])
+            .map_err(ge("commit"))?;
+        match self.push(commit)? {
+            PushResult::Rejected(cause) => Ok(BatchResult::Rejected(cause)),
+            PushResult::Pushed => {
+                let repo = self.repo.as_ref().expect("repo opened");
+                let _ = repo.reference(&self.tracking_ref(), commit, true, "pushed");
+                tracing::debug!(url = %self.redacted, branch = %self.branch, commit = %commit, requests = batch.len(), "state store commit pushed");
+                let v = commit.to_string();
+                Ok(BatchResult::Done(
+                    changed
+                        .into_iter()
+                        .map(|c| WriteOutcome {
+                            version_id: v.clone(),
+                            changed: c,
+                        })
+                        .collect(),
+                ))
+            }
+        }
+    }
+
+    /// Fetches and returns the id of the branch tip's tree.
+    fn tip_tree(&mut self) -> Result<Oid, StoreError> {
+        let Some(tip) = self.fetch()? else {
+            return Err(self.branch_missing());
+        };
+        let repo = self.repo.as_ref().expect("repo opened");
+        repo.find_commit(tip)
+            .and_then(|c| c.tree())
+            .map(|t| t.id())
+            .map_err(|e| self.git_err("read", e))
+    }
+
+    fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let redacted = self.redacted.clone();
+        let tree_id = self.tip_tree()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(|e| self.git_err("read", e))?;
+        let entry = match tree.get_path(Path::new(path)) {
+            Ok(e) => e,
+            Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(StoreError::Git {
+                    op: "read".into(),
+                    url: redacted,
+                    cause: e.message().to_string(),
+                });
+            }
+        };
+        if entry.kind() != Some(git2::ObjectType::Blob) {
+            return Ok(None);
+        }
+        let blob = repo.find_blob(entry.id()).map_err(|e| StoreError::Git {
+            op: "read".into(),
+            url: redacted,
+            cause: e.message().to_string(),
+        })?;
+        Ok(Some(blob.content().to_vec()))
+    }
+
+    fn list(&mut self, dir: &str) -> Result<Vec<String>, StoreError> {
+        let redacted = self.redacted.clone();
+        let tree_id = self.tip_tree()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(|e| self.git_err("list", e))?;
+        let sub = if dir.is_empty() {
+            tree
+        } else {
+            match tree.get_path(Path::new(dir)) {
+                Ok(e) if e.kind() == Some(git2::ObjectType::Tree) => {
+                    repo.find_tree(e.id()).map_err(|e| StoreError::Git {
+                        op: "list".into(),
+                        url: redacted.clone(),
+                        cause: e.message().to_string(),
+                    })?
+                }
+                _ => return Ok(Vec::new()),
+            }
+        };
+        let mut out = Vec::new();
+        sub.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            if entry.kind() == Some(git2::ObjectType::Blob)
+                && let Ok(name) = entry.name()
+            {
+                let rel = format!("{root}{name}");
+                out.push(if dir.is_empty() {
+                    rel
+                } else {
+                    format!("{dir}/{rel}")
+                });
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .map_err(|e| StoreError::Git {
+            op: "list".into(),
+            url: redacted,
+            cause: e.message().to_string(),
+        })?;
+        out.sort();
+        Ok(out)
+    }
+
+    fn validate(&mut self) -> Result<(), StoreError> {
+        self.repo()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let failure = Rc::new(RefCell::new(None));
+        let heads: Result<Vec<String>, git2::Error> = (|| {
+            let mut remote = repo.remote_anonymous(&self.url)?;
+            let cb = self.callbacks(failure.clone());
+            let conn = remote.connect_auth(Direction::Push, Some(cb), None)?;
+            let heads = conn.list()?.iter().map(|h| h.name().to_string()).collect();
+            Ok(heads)
+        })();
+        let heads = heads.map_err(|e| self.classify("push", e, &failure))?;
+        let want = format!("refs/heads/{}", self.branch);
+        if heads.iter().any(|h| *h == want) {
+            Ok(())
+        } else {
+            Err(self.branch_missing())
+        }
+    }
+}
+
+fn commit_message(batch: &[PendingWrite]) -> String {
+    let verb = if batch.iter().any(|w| w.updates) {
+        "Update"
+    } else {
+        "Delete"
+    };
+    let mut seen = HashSet::new();
+    let names: Vec<&str> = batch
+        .iter()
+        .map(|w| w.name.as_str())
+        .filter(|n| seen.insert(*n))
+        .collect();
+    const SHOWN: usize = 3;
+    if names.len() <= SHOWN {
+        return format!("{verb} from: {}", names.join(", "));
+    }
+    let mut msg = format!(
+        "{verb} from: {} (+{} more)\n\n",
+        names[..SHOWN].join(", "),
+        names.len() - SHOWN
+    );
+    for n in &names {
+        msg.push_str(n);
+        msg.push('\n');
+    }
+    msg
+}
+
+fn entry_for(path: &str, id: Oid, size: usize) -> IndexEntry {
+    IndexEntry {
+        ctime: IndexTime::new(0, 0),
+        mtime: IndexTime::new(0, 0),
+        dev: 0,
+        ino: 0,
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        file_size: size as u32,
+        id,
+        flags: 0,
+        flags_extended: 0,
+        path: path.as_bytes().to_vec(),
+    }
+}
+
+/// Entries under `dir` (`""` = everything): path → blob id.
+fn entries_under(index: &Index, dir: &str) -> BTreeMap<String, Oid> {
+    let prefix = format!("{dir}/");
+    index
+        .iter()
+        .filter_map(|e| {
+            let p = String::from_utf8(e.path).ok()?;
+            (dir.is_empty() || p.starts_with(&prefix)).then_some((p, e.id))
+        })
+        .collect()
+}
+
+/// Makes room for a file at `path`: removes a file standing where a parent directory must be,
+/// and a directory standing where the file must be.
+fn clear_conflicts(index: &mut Index, path: &str) -> Result<(), git2::Error> {
+    let mut parent = String::new();
+    for seg in path
+        .split('/')
+        .collect::<Vec<_>>()
+        .split_last()
+        .map(|x| x.1)
+        .unwrap_or(&[])
+    {
+        if !parent.is_empty() {
+            parent.push('/');
+        }
+        parent.push_str(seg);
+        if index.get_path(Path::new(&parent), 0).is_some() {
+            index.remove(Path::new(&parent), 0)?;
+        }
+    }
+    index.remove_dir(Path::new(path), 0)?;
+    Ok(())
+}
+
+fn put(
+    repo: &Repository,
+    index: &mut Index,
+    path: &str,
+    content: &[u8],
+) -> Result<bool, git2::Error> {
+    let id = repo.blob(content)?;
+    if let Some(e) = index.get_path(Path::new(path), 0)
+        && e.id == id
+        && e.mode == 0o100644
+    {
+        return Ok(false);
+    }
+    clear_conflicts(index, path)?;
+    index.add(&entry_for(path, id, content.len()))?;
+    Ok(true)
+}
+
+/// Applies one request's ops to the index; returns whether anything changed.
+fn apply_ops(
+    repo: &Repository,
+    index: &mut Index,
+    ops: &[ResolvedOp],
+) -> Result<bool, git2::Error> {
+    let mut changed = false;
+    for op in ops {
+        match op {
+            ResolvedOp::Put { path, content } => changed |= put(repo, index, path, content)?,
+            ResolvedOp::Delete { path } => {
+                if index.get_path(Path::new(path), 0).is_some() {
+                    index.remove(Path::new(path), 0)?;
+                    changed = true;
+                }
+            }
+            ResolvedOp::DeleteDir { dir } => {
+                let existing = entries_under(index, dir);
+                if !existing.is_empty() {
+                    for p in existing.keys() {
+                        index.remove(Path::new(p), 0)?;
+                    }
+                    changed = true;
+                }
+            }
+            ResolvedOp::ReplaceDir { dir, files } => {
+                let existing = entries_under(index, dir);
+                let mut wanted = BTreeMap::new();
+                for (p, content) in files {
+                    wanted.insert(p.clone(), (repo.blob(content)?, content.len()));
+                }
+                let same = existing.len() == wanted.len()
+                    && wanted
+                        .iter()
+                        .all(|(p, (id, _))| existing.get(p) == Some(id));
+                if same {
+                    continue;
+                }
+                for p in existing.keys() {
+                    index.remove(Path::new(p), 0)?;
+                }
+                for (p, (id, size)) in wanted {
+                    clear_conflicts(index, &p)?;
+                    index.add(&entry_for(&p, id, size))?;
+                }
+                changed = true;
+            }
+        }
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction() {
+        assert_eq!(
+            redact_url("https://bot:s3cret@git.example.test/org/state.git"),
+            "https://git.example.test/org/state.git"
+        );
+        assert_eq!(
+            redact_url("ssh://deploy@host:2222/x.git"),
+            "ssh://deploy@host:2222/x.git"
+        );
+        assert_eq!(redact_url("file:///srv/x.git"), "file:///srv/x.git");
+    }
+
+    #[test]
+    fn messages() {
+        let mk = |n: &str, updates: bool| PendingWrite {
+            name: n.into(),
+            updates,
+            ops: vec![],
+            reply: oneshot::channel().0,
+        };
+        assert_eq!(commit_message(&[mk("wp-a", true)]), "Update from: wp-a");
+        assert_eq!(commit_message(&[mk("wp-a", false)]), "Delete from: wp-a");
+        let many: Vec<_> = ["a", "b", "a", "c", "d", "e"]
+            .iter()
+            .map(|n| mk(n, true))
+            .collect();
+        let m = commit_message(&many);
+        assert!(
+            m.starts_with("Update from: a, b, c (+2 more)\n\na\nb\nc\nd\ne\n"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn auth_debug_hides_secrets() {
+        let a = GitAuth::Ssh {
+            private_key: "KEYDATA".into(),
+            passphrase: Some("hunter2".into()),
+            known_hosts: "x".into(),
+        };
+        let s = format!("{a:?}");
+        assert!(!s.contains("KEYDATA") && !s.contains("hunter2"), "{s}");
+        let b = GitAuth::Basic {
+            username: "u".into(),
+            password: "pw-secret".into(),
+        };
+        assert!(!format!("{b:?}").contains("pw-secret"));
+    }
+
+    #[test]
+    fn index_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init_bare(dir.path()).unwrap();
+        let mut index = Index::new().unwrap();
+        let ops = vec![
+            ResolvedOp::ReplaceDir {
+                dir: "d/x".into(),
+                files: vec![
+                    ("d/x/a".into(), b"1".to_vec()),
+                    ("d/x/b/c".into(), b"2".to_vec()),
+                ],
+            },
+            ResolvedOp::Put {
+                path: "top".into(),
+                content: b"t".to_vec(),
+            },
+        ];
+        assert!(apply_ops(&repo, &mut index, &ops).unwrap());
+        assert!(!apply_ops(&repo, &mut index, &ops).unwrap(), "idempotent");
+        let replace = vec![ResolvedOp::ReplaceDir {
+            dir: "d/x".into(),
+            files: vec![("d/x/a".into(), b"1".to_vec())],
+        }];
+        assert!(apply_ops(&repo, &mut index, &replace).unwrap());
+        assert_eq!(
+            entries_under(&index, "d")
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>(),
+            ["d/x/a"]
+        );
+        // A file where a directory must go, and vice versa.
+        let conflict = vec![ResolvedOp::Put {
+            path: "top/inner".into(),
+            content: b"i".to_vec(),
+        }];
+        assert!(apply_ops(&repo, &mut index, &conflict).unwrap());
+        assert!(index.get_path(Path::new("top"), 0).is_none());
+        let back = vec![ResolvedOp::Put {
+            path: "top".into(),
+            content: b"t".to_vec(),
+        }];
+        assert!(apply_ops(&repo, &mut index, &back).unwrap());
+        assert!(index.get_path(Path::new("top/inner"), 0).is_none());
+        index.write_tree_to(&repo).unwrap();
+        let del = vec![
+            ResolvedOp::DeleteDir { dir: "d".into() },
+            ResolvedOp::Delete {
+                path: "nope".into(),
+            },
+        ];
+        assert!(apply_ops(&repo, &mut index, &del).unwrap());
+        assert!(!apply_ops(&repo, &mut index, &del).unwrap());
+    }
+}
