@@ -1,0 +1,117 @@
+//! State shared by every controller: the one Kubernetes client, the live controller
+//! configuration (Kratix's `kratix` ConfigMap, reloaded without a restart) and the
+//! registry of open state stores.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use kube::Client;
+use serde_json::Value;
+
+use crate::request::RequestControllers;
+use crate::stores::StoreRegistry;
+
+/// Everything a reconcile needs besides the object itself.
+pub struct Context {
+    /// The shared client: in-process on the embedded API server, or a real cluster's.
+    pub client: Client,
+    /// Open state stores keyed by `<Kind>/<name>`; filled by the state store controllers.
+    pub stores: StoreRegistry,
+    /// The running resource-request controllers, one per Promise API.
+    pub request_controllers: RequestControllers,
+    config: RwLock<Arc<ControllerConfig>>,
+    me: Weak<Context>,
+}
+
+impl Context {
+    /// Creates a context with the given starting configuration.
+    pub fn new(client: Client, config: ControllerConfig) -> Arc<Context> {
+        Arc::new_cyclic(|me| Context {
+            client,
+            stores: StoreRegistry::default(),
+            request_controllers: RequestControllers::default(),
+            config: RwLock::new(Arc::new(config)),
+            me: me.clone(),
+        })
+    }
+
+    /// This context as an `Arc` (for spawning controllers from inside a reconcile).
+    pub fn self_arc(&self) -> Arc<Context> {
+        self.me.upgrade().expect("context is alive while reconciling")
+    }
+
+    /// A snapshot of the current configuration (cheap: an `Arc` clone).
+    pub fn config(&self) -> Arc<ControllerConfig> {
+        self.config.read().expect("config lock poisoned").clone()
+    }
+
+    /// Replaces the configuration; reconciles that start afterwards see the new values.
+    pub fn set_config(&self, config: ControllerConfig) {
+        *self.config.write().expect("config lock poisoned") = Arc::new(config);
+    }
+}
+
+/// Intervals and defaults of the controllers. Kratix hard-codes most of these (reference
+/// §0, §11.5, §13); here every one is configurable, and the `kratix` ConfigMap keys of
+/// reference §8.1 override the workflow-related ones at run time.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Short requeue while waiting on something that will not send an event (Kratix: 5 s).
+    pub requeue_short: Duration,
+    /// Requeue after an error or a not-ready dependency (Kratix: 15 s).
+    pub requeue_default: Duration,
+    /// Requeue while a Promise cannot fulfil requests (Kratix: 60 s).
+    pub requeue_slow: Duration,
+    /// Periodic workflow re-run interval (`reconciliationInterval`, Kratix default 10 h).
+    pub reconciliation_interval: Duration,
+    /// Periodic WorkPlacement re-write (`stateStoreReconciliationInterval`, default 10 h; zero disables).
+    pub state_store_reconciliation_interval: Duration,
+    /// Re-run failed configure workflows at the interval too (`workflows.reconcileAfterFailure`, default true).
+    pub reconcile_after_failure: bool,
+    /// Jobs kept per pipeline (`numberOfJobsToKeep`, default 5).
+    pub number_of_jobs_to_keep: usize,
+    /// `workflows.jobOptions.defaultBackoffLimit`.
+    pub default_backoff_limit: Option<i32>,
+    /// `workflows.defaultImagePullPolicy`.
+    pub default_image_pull_policy: Option<String>,
+    /// `workflows.defaultContainerSecurityContext`: applied to user containers without
+    /// one and, beyond Kratix, merged under the hardened context of Plinth's own containers.
+    pub default_security_context: Option<Value>,
+    /// `workflows.defaultContainerResources` (replaces the built-in defaults wholesale).
+    pub default_container_resources: Option<Value>,
+    /// `resourceBindingVersionStrategy`: `floating` (default) or `pinned`.
+    pub resource_binding_version_strategy: String,
+    /// Image of the pipeline adapter (reader, work-creator, status-writer).
+    pub adapter_image: String,
+    /// Where controllers keep local state (state store working copies under `statestores/`).
+    pub data_dir: PathBuf,
+    /// How long the Git writer waits to batch writes into one commit.
+    pub git_batch_window: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            requeue_short: Duration::from_secs(5),
+            requeue_default: Duration::from_secs(15),
+            requeue_slow: Duration::from_secs(60),
+            reconciliation_interval: Duration::from_secs(10 * 3600),
+            state_store_reconciliation_interval: Duration::from_secs(10 * 3600),
+            reconcile_after_failure: true,
+            number_of_jobs_to_keep: 5,
+            default_backoff_limit: None,
+            default_image_pull_policy: None,
+            default_security_context: None,
+            default_container_resources: None,
+            resource_binding_version_strategy: "floating".into(),
+            adapter_image: DEFAULT_ADAPTER_IMAGE.into(),
+            data_dir: std::env::temp_dir().join("plinth-controllers"),
+            git_batch_window: Duration::from_millis(200),
+        }
+    }
+}
+
+/// The adapter image name Plinth puts into pipeline Jobs. In embedded mode the runner
+/// recognises it and runs the current `plinth` executable instead of pulling it.
+pub const DEFAULT_ADAPTER_IMAGE: &str = "ghcr.io/plinth-dev/pipeline-adapter:latest";

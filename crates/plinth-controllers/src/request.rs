@@ -1,0 +1,378 @@
+//! Resource requests (reference §3): one dynamic controller per Promise API, started and
+//! stopped with the Promise, running each request's configure and delete workflows.
+//!
+//! Beyond Kratix: the controller is restarted on the API's currently served version when
+//! the Promise's CRD changes (B01), and it is truly stopped when the Promise goes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use crate::context::Context;
+use crate::promise::{classify_works, promise_resource, remove_finalizer, set_finalizers};
+use crate::status::{self, condition_true, set_condition, set_field};
+use crate::workflow::engine::{self, Progress};
+use crate::workflow::{Action, Subject, Workflow, WorkflowType};
+use crate::{Error, events, labels};
+
+const COMPONENT: &str = "ResourceRequestController";
+const F_WORK_CLEANUP: &str = "kratix.io/work-cleanup";
+const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
+const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
+const F_BINDING_CLEANUP: &str = "kratix.io/resource-binding-cleanup";
+const FINALIZERS: [&str; 4] = [F_WORK_CLEANUP, F_WORKFLOWS_CLEANUP, F_DELETE_WORKFLOWS, F_BINDING_CLEANUP];
+
+/// A Promise API as the request controller watches it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestApi {
+    pub group: String,
+    pub kind: String,
+    pub plural: String,
+    /// The CRD's storage version (reported as the Promise's `status.apiVersion`).
+    pub storage_version: String,
+    /// The version the controller watches: served now (B01).
+    pub served_version: String,
+}
+
+impl RequestApi {
+    /// The dynamic API resource at the watched version.
+    pub fn resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, &self.served_version, &self.kind), &self.plural)
+    }
+}
+
+struct Running {
+    api: RequestApi,
+    task: JoinHandle<()>,
+}
+
+/// The running request controllers keyed by Promise name.
+#[derive(Default)]
+pub struct RequestControllers {
+    inner: Mutex<HashMap<String, Running>>,
+}
+
+impl RequestControllers {
+    /// Starts the controller for `promise`, or restarts it when its API changed.
+    pub fn ensure(&self, ctx: &Arc<Context>, promise: &str, api: RequestApi) {
+        let mut map = self.inner.lock().expect("request controllers poisoned");
+        if let Some(r) = map.get(promise) {
+            if r.api == api && !r.task.is_finished() {
+                return;
+            }
+            r.task.abort();
+        }
+        tracing::info!(promise, kind = %api.kind, version = %api.served_version, "starting resource request controller");
+        let task = tokio::spawn(run(ctx.clone(), promise.to_string(), api.clone()));
+        map.insert(promise.to_string(), Running { api, task });
+    }
+
+    /// Stops the controller for `promise` (Promise deleted or API unusable).
+    pub fn stop(&self, promise: &str) {
+        if let Some(r) = self.inner.lock().expect("request controllers poisoned").remove(promise) {
+            r.task.abort();
+            tracing::info!(promise, "stopped resource request controller");
+        }
+    }
+
+    /// The API the controller for `promise` watches, if running.
+    pub fn api_of(&self, promise: &str) -> Option<RequestApi> {
+        self.inner.lock().expect("request controllers poisoned").get(promise).map(|r| r.api.clone())
+    }
+}
+
+struct RequestCtx {
+    ctx: Arc<Context>,
+    promise: String,
+    api: RequestApi,
+}
+
+async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
+    let ar = api.resource();
+    let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
+    let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
+    let store = controller.store();
+    let jobs: Api<Job> = Api::all(ctx.client.clone());
+    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
+    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
+    let job_sel = format!("{}={promise_name},kratix.io/workflow-type=resource", labels::PROMISE_NAME);
+    let work_sel = format!("{}={promise_name},{}", labels::PROMISE_NAME, labels::RESOURCE_NAME);
+    let rctx = Arc::new(RequestCtx { ctx, promise: promise_name.clone(), api });
+    controller
+        .watches(jobs, watcher::Config::default().labels(&job_sel), move |job| {
+            let a = job.annotations();
+            let name = a.get("kratix.io/job-resource-name")?;
+            let ns = a.get("kratix.io/job-resource-namespace")?;
+            Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
+        })
+        .watches_with(works, work_resource(), watcher::Config::default().labels(&work_sel), move |w| {
+            let name = w.labels().get(labels::RESOURCE_NAME)?;
+            let ns = w.labels().get("kratix.io/resource-namespace").cloned().or(w.namespace())?;
+            Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
+        })
+        // The Promise turning (un)available or pausing wakes all of its requests.
+        .watches_with(
+            promises,
+            promise_resource(),
+            watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
+            move |_| store.state().into_iter().map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone())).collect::<Vec<_>>(),
+        )
+        .run(reconcile, error_policy, rctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "resource request reconcile");
+            }
+        })
+        .await;
+}
+
+fn work_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Work"), "works")
+}
+
+fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> ReconcileAction {
+    tracing::warn!(promise = %rctx.promise, request = %rr.name_any(), namespace = ?rr.namespace(), error = %err, "resource request reconcile failed");
+    ReconcileAction::requeue(rctx.ctx.config().requeue_default)
+}
+
+fn request_workflow(rctx: &RequestCtx, rr: &DynamicObject, promise_spec: &Value, action: Action) -> Workflow {
+    let rr_ns = rr.namespace().unwrap_or_else(|| "default".into());
+    let pipeline_ns = promise_spec["workflows"]["config"]["pipelineNamespace"].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    Workflow {
+        promise_name: rctx.promise.clone(),
+        promise_spec: promise_spec.clone(),
+        workflow_type: WorkflowType::Resource,
+        action,
+        subject: Subject {
+            group: rctx.api.group.clone(),
+            version: rctx.api.served_version.clone(),
+            kind: rctx.api.kind.clone(),
+            plural: rctx.api.plural.clone(),
+            name: rr.name_any(),
+            namespace: Some(rr_ns.clone()),
+            uid: rr.meta().uid.clone().unwrap_or_default(),
+            spec: rr.data.get("spec").cloned().unwrap_or(Value::Null),
+            annotations: rr.annotations().clone(),
+        },
+        pipelines: promise_spec["workflows"]["resource"][action.as_str()].as_array().cloned().unwrap_or_default(),
+        namespace: pipeline_ns.clone().unwrap_or(rr_ns.clone()),
+        pipeline_namespace_set: pipeline_ns.is_some_and(|p| p != rr_ns),
+    }
+}
+
+async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<ReconcileAction, Error> {
+    let ctx = &rctx.ctx;
+    let config = ctx.config();
+    let ns = rr.namespace().unwrap_or_else(|| "default".into());
+    let name = rr.name_any();
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &rctx.api.resource());
+    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let Some(promise) = promises.get_opt(&rctx.promise).await? else {
+        return Ok(ReconcileAction::await_change());
+    };
+    let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
+
+    let paused = |o: &DynamicObject| o.labels().get(labels::PAUSED).is_some_and(|v| v == "true");
+    if paused(&promise) || paused(&rr) {
+        status::update_status(&api, &name, |s, _| set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused")).await?;
+        return Ok(ReconcileAction::await_change());
+    }
+    if rr.labels().get(labels::PROMISE_NAME) != Some(&rctx.promise) {
+        let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: rctx.promise}}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        return Ok(ReconcileAction::await_change());
+    }
+
+    if rr.meta().deletion_timestamp.is_some() {
+        return delete(&rctx, &api, &rr, &promise_spec).await;
+    }
+
+    // Hold requests while the Promise cannot fulfil them (§3.2 step 9–10).
+    let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
+    let requirements_met = promise_status["requiredPromises"].as_array().is_none_or(|r| r.iter().all(|x| x["state"] == "Requirement installed"));
+    let promise_available = promise_status["status"] == "Available";
+    let rr_status = rr.data.get("status").cloned().unwrap_or(Value::Null);
+    if !requirements_met || !promise_available {
+        status::update_status(&api, &name, |s, _| {
+            let mut c = set_condition(s, "PromiseAvailable", "False", "PromiseRequirementsNotInstalled", "Promise Requirements are not installed");
+            c |= set_field(s, "message", json!("Pending"));
+            c
+        })
+        .await?;
+        return Ok(ReconcileAction::await_change());
+    }
+    if status::condition(&rr_status, "PromiseAvailable").is_some_and(|c| c["status"] == "False") {
+        status::update_status(&api, &name, |s, _| set_condition(s, "PromiseAvailable", "True", "PromiseAvailable", "Promise Requirements are met")).await?;
+        return Ok(ReconcileAction::await_change());
+    }
+
+    // Finalizers (§3.6).
+    let current = rr.finalizers().to_vec();
+    if FINALIZERS.iter().any(|f| !current.iter().any(|c| c == f)) {
+        let mut wanted = current.clone();
+        for f in FINALIZERS {
+            if !wanted.iter().any(|c| c == f) {
+                wanted.push(f.to_string());
+            }
+        }
+        set_finalizers(&api, &rr, wanted).await?;
+        return Ok(ReconcileAction::await_change());
+    }
+    if promise.meta().deletion_timestamp.is_some() {
+        return Ok(ReconcileAction::await_change());
+    }
+
+    // Configure workflow (§3.2 steps 16–21).
+    let wf = request_workflow(&rctx, &rr, &promise_spec, Action::Configure);
+    let progress = engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
+    match progress {
+        Progress::Done => {}
+        Progress::Running => return Ok(ReconcileAction::await_change()),
+        Progress::Suspended { retry_at } => {
+            return Ok(match retry_at {
+                Some(at) => ReconcileAction::requeue(std::time::Duration::from_secs((at.as_second() - jiff::Timestamp::now().as_second()).max(1) as u64)),
+                None => ReconcileAction::await_change(),
+            });
+        }
+        Progress::Failed { .. } => {
+            return Ok(if config.reconcile_after_failure {
+                ReconcileAction::requeue(config.reconciliation_interval)
+            } else {
+                ReconcileAction::await_change()
+            });
+        }
+    }
+
+    // Works and Reconciled (§3.2 step 21, §3.4).
+    let works: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
+    let mut sel = format!("{}={},{}={name},{}=resource", labels::PROMISE_NAME, rctx.promise, labels::RESOURCE_NAME, labels::WORK_TYPE);
+    if wf.pipeline_namespace_set {
+        sel.push_str(&format!(",kratix.io/resource-namespace={ns}"));
+    }
+    let state = classify_works(&works.list(&ListParams::default().labels(&sel)).await?.items);
+    let generation = rr.meta().generation.unwrap_or(1);
+    let no_pipelines = wf.pipelines.is_empty();
+    let version = promise.labels().get(labels::PROMISE_VERSION).cloned().unwrap_or_else(|| "not-set".into());
+    let stored = status::update_status(&api, &name, |s, _| {
+        let mut c = set_field(s, "observedGeneration", json!(generation));
+        c |= set_field(s, "promiseVersion", json!(version));
+        let (ws, wr, wm) = state.condition("resource");
+        c |= set_condition(s, "WorksSucceeded", ws, wr, &wm);
+        let workflow_done = no_pipelines || condition_true(s, "ConfigureWorkflowCompleted");
+        if workflow_done && ws == "True" {
+            c |= set_condition(s, "Reconciled", "True", "Reconciled", "Reconciled");
+        } else if ws == "False" {
+            c |= set_condition(s, "Reconciled", "False", "WorksFailing", "Failing");
+        } else {
+            c |= set_condition(s, "Reconciled", "Unknown", "WorksPending", "Pending");
+        }
+        if let Some(t) = status::condition(s, "ConfigureWorkflowCompleted").filter(|c| c["status"] == "True").and_then(|c| c["lastTransitionTime"].as_str()).map(str::to_string) {
+            c |= set_field(s, "lastSuccessfulConfigureWorkflowTime", json!(t));
+            let k = status::ensure_object(s).entry("kratix").or_insert_with(|| json!({}));
+            let w = status::ensure_object(k).entry("workflows").or_insert_with(|| json!({}));
+            c |= set_field(w, "lastSuccessfulConfigureWorkflowTime", json!(t));
+        }
+        c
+    })
+    .await?;
+    let was = status::condition(&rr_status, "Reconciled").is_some_and(|c| c["status"] == "True");
+    if !was && condition_true(stored.data.get("status").unwrap_or(&Value::Null), "Reconciled") {
+        events::publish(ctx, COMPONENT, &events::reference(&stored), false, "ReconcileSucceeded", format!("Resource request reconciled with promise {} version {version}", rctx.promise)).await;
+    }
+    Ok(ReconcileAction::requeue(config.reconciliation_interval))
+}
+
+/// Deletion, one step per reconcile (§3.6): delete pipeline, then Works, then Jobs.
+async fn delete(rctx: &RequestCtx, api: &Api<DynamicObject>, rr: &DynamicObject, promise_spec: &Value) -> Result<ReconcileAction, Error> {
+    let ctx = &rctx.ctx;
+    let config = ctx.config();
+    let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
+    let wf = request_workflow(rctx, rr, promise_spec, Action::Delete);
+    if has(F_DELETE_WORKFLOWS) {
+        let configure = request_workflow(rctx, rr, promise_spec, Action::Configure);
+        match engine::reconcile_delete(ctx, &wf, &configure, api, rr, &rctx.api.group, COMPONENT).await? {
+            Progress::Done => remove_finalizer(api, rr, F_DELETE_WORKFLOWS).await?,
+            _ => return Ok(ReconcileAction::await_change()),
+        }
+        return Ok(ReconcileAction::await_change());
+    }
+    let sel = format!("{}={},{}={}", labels::PROMISE_NAME, rctx.promise, labels::RESOURCE_NAME, rr.name_any());
+    if has(F_WORK_CLEANUP) {
+        let works: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
+        let list = works.list(&ListParams::default().labels(&sel)).await?.items;
+        if list.is_empty() {
+            remove_finalizer(api, rr, F_WORK_CLEANUP).await?;
+            return Ok(ReconcileAction::await_change());
+        }
+        for w in list.iter().filter(|w| w.meta().deletion_timestamp.is_none()) {
+            match works.delete(&w.name_any(), &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // Work deletion events wake this request (Works are watched).
+        return Ok(ReconcileAction::requeue(config.requeue_default));
+    }
+    if has(F_WORKFLOWS_CLEANUP) {
+        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
+        for j in jobs.list(&ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource"))).await?.items {
+            match jobs.delete(&j.name_any(), &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        remove_finalizer(api, rr, F_WORKFLOWS_CLEANUP).await?;
+        return Ok(ReconcileAction::await_change());
+    }
+    if has(F_BINDING_CLEANUP) {
+        let bindings: Api<DynamicObject> = Api::namespaced_with(
+            ctx.client.clone(),
+            &rr.namespace().unwrap_or_default(),
+            &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "ResourceBinding"), "resourcebindings"),
+        );
+        for b in bindings.list(&ListParams::default().labels(&sel)).await?.items {
+            let _ = bindings.delete(&b.name_any(), &DeleteParams::background()).await;
+        }
+        remove_finalizer(api, rr, F_BINDING_CLEANUP).await?;
+    }
+    Ok(ReconcileAction::await_change())
+}
+
+/// Labels every request of the API with the run-from-start label (§2.1 step 11).
+pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result<(), Error> {
+    let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
+    for rr in all.list(&ListParams::default()).await?.items {
+        let scoped: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &rr.namespace().unwrap_or_default(), &api.resource());
+        let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
+        scoped.patch(&rr.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    Ok(())
+}
+
+/// Deletes every request of the API (their finalizers run their delete workflows);
+/// returns how many still exist.
+pub async fn delete_all(ctx: &Context, api: &RequestApi) -> Result<usize, Error> {
+    let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
+    let items = all.list(&ListParams::default()).await?.items;
+    for rr in items.iter().filter(|r| r.meta().deletion_timestamp.is_none()) {
+        let scoped: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &rr.namespace().unwrap_or_default(), &api.resource());
+        match scoped.delete(&rr.name_any(), &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(items.len())
+}

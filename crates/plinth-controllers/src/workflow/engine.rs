@@ -1,0 +1,414 @@
+//! The workflow engine (reference §4.9–4.10): runs an object's pipelines serially as
+//! Jobs, one at a time, and reports where the workflow stands.
+//!
+//! Differences from Kratix, keeping its labels, statuses and Job shape:
+//! - a running Job is never suspended or killed because the object changed or a manual
+//!   reconciliation was asked for: it finishes, then the workflow restarts from the
+//!   first pipeline once (§13, bug B05);
+//! - Jobs are ordered by a run annotation, not by creation second, and named
+//!   deterministically per run;
+//! - nothing sleeps: the caller is woken by Job events.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::job::{self, ANNOTATION_RUN, LABEL_HASH, LABEL_PIPELINE_NAME, PipelineDef};
+use super::{Action, Workflow};
+use crate::context::Context;
+use crate::status::{self, set_condition, set_field};
+use crate::{Error, events, labels};
+
+/// Where a workflow stands after one engine step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Progress {
+    /// Every pipeline finished successfully for the current spec.
+    Done,
+    /// A Job is running or was just started; a Job event will wake the caller.
+    Running,
+    /// A pipeline failed; later pipelines were not started.
+    Failed { pipeline: String },
+    /// A pipeline suspended itself (workflow-control.yaml); retry at the given time, if any.
+    Suspended { retry_at: Option<Timestamp> },
+}
+
+/// Observed state of one Job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobState {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// A Job's state from its status: `Complete` (or `succeeded > 0`) is success, `Failed`
+/// is failure, anything else is still running (§4.9).
+pub fn job_state(job: &Job) -> JobState {
+    let Some(status) = &job.status else { return JobState::Running };
+    let has = |t: &str| {
+        status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True")
+    };
+    if has("Complete") || status.succeeded.unwrap_or(0) > 0 {
+        JobState::Succeeded
+    } else if has("Failed") {
+        JobState::Failed
+    } else {
+        JobState::Running
+    }
+}
+
+fn run_number(job: &Job) -> u64 {
+    job.annotations().get(ANNOTATION_RUN).and_then(|r| r.parse().ok()).unwrap_or(0)
+}
+
+/// Lists this workflow's Jobs (all pipelines, any hash), oldest run first.
+pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> {
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
+    let lp = ListParams::default().labels(&job::selector_string(&job::workflow_selector(wf)));
+    let mut jobs = api.list(&lp).await?.items;
+    jobs.sort_by_key(|j| (run_number(j), j.metadata.creation_timestamp.clone().map(|t| t.0), j.name_any()));
+    Ok(jobs)
+}
+
+/// One step of the configure workflow of `parent` (§4.9 ReconcileConfigure).
+pub async fn reconcile_configure(
+    ctx: &Context,
+    wf: &Workflow,
+    parent_api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    api_group: &str,
+    component: &str,
+) -> Result<Progress, Error> {
+    let pipelines = parse_pipelines(&wf.pipelines)?;
+    if pipelines.is_empty() {
+        return Ok(Progress::Done);
+    }
+    let hash = job::workflow_hash(wf);
+    let jobs = list_jobs(ctx, wf).await?;
+    if jobs.iter().any(|j| job_state(j) == JobState::Running) {
+        return Ok(Progress::Running);
+    }
+    let parent_labels = parent.labels();
+    let manual = parent_labels.get(labels::MANUAL_RECONCILIATION).is_some_and(|v| v == "true");
+    let mut restart = manual || parent_labels.get(labels::RUN_FROM_START).is_some_and(|v| v == "true");
+    let parent_status = parent.data.get("status").cloned().unwrap_or(Value::Null);
+    let phases = pipeline_phases(&parent_status);
+    let suspended_idx = pipelines.iter().position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"));
+
+    // Suspension (§4.10): the status-writer labelled the object; a spec change or a
+    // manual reconciliation restarts from the first pipeline, otherwise wait for the
+    // retry time (or for the label's removal).
+    if parent_labels.get(labels::WORKFLOW_SUSPENDED).is_some_and(|v| v == "true") {
+        let generation = parent.meta().generation.unwrap_or(0);
+        let suspended_generation = parent_status["kratix"]["workflows"]["suspendedGeneration"].as_i64().unwrap_or(0);
+        if manual || generation > suspended_generation {
+            restart = true;
+            remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
+        } else {
+            let retry_at = suspended_idx
+                .and_then(|i| pipeline_entry(&parent_status, &pipelines[i].name))
+                .and_then(|e| e["nextRetryAt"].as_str().and_then(|s| s.parse::<Timestamp>().ok()));
+            match retry_at {
+                Some(at) if at <= Timestamp::now() => {
+                    remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
+                    // The label's removal is an object event: the next reconcile resumes.
+                    return Ok(Progress::Running);
+                }
+                _ => {
+                    status::update_status(parent_api, &parent.name_any(), |s, _| {
+                        set_condition(s, "Reconciled", "Unknown", "WorkflowSuspended", "Suspended")
+                    })
+                    .await?;
+                    events::publish(ctx, component, &events::reference(parent), true, "WorkflowSuspended", "Workflow is suspended").await;
+                    return Ok(Progress::Suspended { retry_at });
+                }
+            }
+        }
+    }
+
+    let current: Vec<&Job> = jobs.iter().filter(|j| j.labels().get(LABEL_HASH) == Some(&hash)).collect();
+    let latest = current.last().copied();
+    let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
+
+    let (index, run) = match latest {
+        _ if restart => (0, max_run + 1),
+        None => (0, max_run + 1),
+        Some(latest) => {
+            let name = latest.labels().get(LABEL_PIPELINE_NAME).cloned().unwrap_or_default();
+            match pipelines.iter().position(|p| p.name == name) {
+                None => (0, max_run + 1),
+                Some(i) => match job_state(latest) {
+                    JobState::Failed => {
+                        record_failure(ctx, wf, parent_api, parent, &pipelines, i, component).await?;
+                        prune_jobs(ctx, wf, &jobs).await?;
+                        return Ok(Progress::Failed { pipeline: name });
+                    }
+                    JobState::Running => return Ok(Progress::Running),
+                    JobState::Succeeded => {
+                        if suspended_idx == Some(i) {
+                            // The suspension label was removed: run the suspended pipeline again.
+                            (i, run_number(latest))
+                        } else if i + 1 < pipelines.len() {
+                            (i + 1, run_number(latest))
+                        } else {
+                            prune_jobs(ctx, wf, &jobs).await?;
+                            return finish(parent_api, parent, &pipelines).await;
+                        }
+                    }
+                },
+            }
+        }
+    };
+
+    start_job(ctx, wf, parent_api, parent, &pipelines, index, run, api_group, component).await?;
+    Ok(Progress::Running)
+}
+
+/// One step of the delete workflow (§4.9 ReconcileDelete): only the first delete
+/// pipeline runs, after any running configure Job of the object has finished.
+pub async fn reconcile_delete(
+    ctx: &Context,
+    wf: &Workflow,
+    configure: &Workflow,
+    parent_api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    api_group: &str,
+    component: &str,
+) -> Result<Progress, Error> {
+    let pipelines = parse_pipelines(&wf.pipelines)?;
+    let Some(first) = pipelines.first().cloned() else { return Ok(Progress::Done) };
+    let pipelines = vec![first];
+    let hash = job::workflow_hash(wf);
+    let jobs = list_jobs(ctx, wf).await?;
+    if jobs.iter().any(|j| job_state(j) == JobState::Running) {
+        return Ok(Progress::Running);
+    }
+    if list_jobs(ctx, configure).await?.iter().any(|j| job_state(j) == JobState::Running) {
+        return Ok(Progress::Running);
+    }
+    let manual = parent.labels().get(labels::MANUAL_RECONCILIATION).is_some_and(|v| v == "true");
+    let latest = jobs.iter().rev().find(|j| j.labels().get(LABEL_HASH) == Some(&hash));
+    let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
+    match latest.map(job_state) {
+        Some(JobState::Succeeded) if !manual => {
+            let phases = pipeline_phases(parent.data.get("status").unwrap_or(&Value::Null));
+            if phases.get(&pipelines[0].name).is_some_and(|p| p == "Suspended") {
+                if parent.labels().get(labels::WORKFLOW_SUSPENDED).is_some_and(|v| v == "true") {
+                    status::update_status(parent_api, &parent.name_any(), |s, _| {
+                        set_condition(s, "DeleteWorkflowCompleted", "False", "DeleteWorkflowSuspended", "The delete workflow is suspended")
+                    })
+                    .await?;
+                    return Ok(Progress::Suspended { retry_at: None });
+                }
+                start_job(ctx, wf, parent_api, parent, &pipelines, 0, max_run + 1, api_group, component).await?;
+                return Ok(Progress::Running);
+            }
+            Ok(Progress::Done)
+        }
+        Some(JobState::Failed) if !manual => {
+            status::update_status(parent_api, &parent.name_any(), |s, _| {
+                set_condition(s, "DeleteWorkflowCompleted", "False", "DeleteWorkflowFailed", "The Delete Pipeline has failed")
+            })
+            .await?;
+            events::publish(ctx, component, &events::reference(parent), true, "Failed Pipeline", format!("The Delete Pipeline has failed: {}", pipelines[0].name)).await;
+            Ok(Progress::Failed { pipeline: pipelines[0].name.clone() })
+        }
+        Some(JobState::Running) => Ok(Progress::Running),
+        _ => {
+            start_job(ctx, wf, parent_api, parent, &pipelines, 0, max_run + 1, api_group, component).await?;
+            Ok(Progress::Running)
+        }
+    }
+}
+
+fn parse_pipelines(raw: &[Value]) -> Result<Vec<PipelineDef>, Error> {
+    raw.iter().enumerate().map(|(i, p)| PipelineDef::parse(p, i)).collect()
+}
+
+/// `status.kratix.workflows.pipelines[]` as name → phase.
+fn pipeline_phases(status: &Value) -> BTreeMap<String, String> {
+    status["kratix"]["workflows"]["pipelines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["name"].as_str()?.to_string(), p["phase"].as_str().unwrap_or_default().to_string())))
+        .collect()
+}
+
+fn pipeline_entry<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
+    status["kratix"]["workflows"]["pipelines"].as_array()?.iter().find(|p| p["name"] == name)
+}
+
+/// Sets every pipeline's phase: those before `index` Succeeded, `index` as given, the
+/// rest Pending (§3.3 `status.kratix.workflows.pipelines`).
+fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usize, phase: &str) {
+    let now = status::now_rfc3339();
+    let old = status["kratix"]["workflows"]["pipelines"].as_array().cloned().unwrap_or_default();
+    let entries: Vec<Value> = pipelines
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let want = if i < index { "Succeeded" } else if i == index { phase } else { "Pending" };
+            let prev = old.iter().find(|e| e["name"] == p.name.as_str());
+            let mut e = prev.cloned().unwrap_or_else(|| json!({"name": p.name}));
+            if e["phase"] != want {
+                e["phase"] = json!(want);
+                e["lastTransitionTime"] = json!(now);
+            }
+            if want != "Suspended" {
+                if let Some(m) = e.as_object_mut() {
+                    m.remove("nextRetryAt");
+                    if i != index {
+                        m.remove("attempts");
+                        m.remove("message");
+                    }
+                }
+            }
+            e
+        })
+        .collect();
+    let s = status::ensure_object(status);
+    let kratix = s.entry("kratix").or_insert_with(|| json!({}));
+    let workflows = status::ensure_object(kratix).entry("workflows").or_insert_with(|| json!({}));
+    status::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start_job(
+    ctx: &Context,
+    wf: &Workflow,
+    parent_api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    pipelines: &[PipelineDef],
+    index: usize,
+    run: u64,
+    api_group: &str,
+    component: &str,
+) -> Result<(), Error> {
+    let config = ctx.config();
+    let p = &pipelines[index];
+    for obj in job::build_aux_objects(wf, p, api_group) {
+        crate::apply::create_or_update(&ctx.client, &obj).await?;
+    }
+    let job_value = job::build_job(wf, pipelines, index, run, &config);
+    let job: Job = serde_json::from_value(job_value).map_err(Error::Json)?;
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
+    match api.create(&PostParams::default(), &job).await {
+        Ok(_) => {}
+        // Created by an earlier reconcile that did not see it yet: nothing more to do.
+        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    remove_labels(parent_api, parent, &[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START]).await?;
+    let configure = wf.action == Action::Configure;
+    let total = pipelines.len() as i64;
+    // update_status compares before and after, so unconditional setters are fine here.
+    status::update_status(parent_api, &parent.name_any(), |s, _| {
+        set_field(s, "message", json!("Pending"));
+        if configure {
+            set_condition(s, "ConfigureWorkflowCompleted", "False", "PipelinesInProgress", "Pipelines are still in progress");
+            set_condition(s, "Reconciled", "Unknown", "WorkflowPending", "Pending");
+            set_field(s, "workflows", json!(total));
+            set_field(s, "workflowsSucceeded", json!(index as i64));
+            set_field(s, "workflowsFailed", json!(0));
+        }
+        set_pipeline_phases(s, pipelines, index, "Running");
+        true
+    })
+    .await?;
+    let what = if configure { "Configure" } else { "Delete" };
+    events::publish(ctx, component, &events::reference(parent), false, "PipelineStarted", format!("{what} Pipeline started: {}", p.name)).await;
+    tracing::info!(promise = %wf.promise_name, object = %parent.name_any(), pipeline = %p.name, run, "pipeline started");
+    Ok(())
+}
+
+async fn record_failure(
+    ctx: &Context,
+    wf: &Workflow,
+    parent_api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    pipelines: &[PipelineDef],
+    index: usize,
+    component: &str,
+) -> Result<(), Error> {
+    let name = pipelines[index].name.clone();
+    let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
+    let already = status::condition(&before, "ConfigureWorkflowCompleted").is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
+    status::update_status(parent_api, &parent.name_any(), |s, _| {
+        set_condition(s, "ConfigureWorkflowCompleted", "False", "ConfigureWorkflowFailed", &format!("A Configure Pipeline has failed: {name}"));
+        set_condition(s, "Reconciled", "False", "ConfigureWorkflowFailed", "Failing");
+        set_field(s, "workflowsFailed", json!(1));
+        set_pipeline_phases(s, pipelines, index, "Failed");
+        true
+    })
+    .await?;
+    if !already {
+        events::publish(
+            ctx,
+            component,
+            &events::reference(parent),
+            true,
+            "ConfigureWorkflowFailed",
+            format!("A {}/configure Pipeline has failed: {name}", wf.workflow_type.as_str()),
+        )
+        .await;
+    }
+    Ok(())
+}
+
+async fn finish(parent_api: &Api<DynamicObject>, parent: &DynamicObject, pipelines: &[PipelineDef]) -> Result<Progress, Error> {
+    let total = pipelines.len() as i64;
+    status::update_status(parent_api, &parent.name_any(), |s, _| {
+        let mut changed = set_field(s, "workflows", json!(total));
+        changed |= set_field(s, "workflowsSucceeded", json!(total));
+        changed |= set_field(s, "workflowsFailed", json!(0));
+        let phases = pipeline_phases(s);
+        if pipelines.iter().any(|p| phases.get(&p.name).is_none_or(|ph| ph != "Succeeded")) {
+            set_pipeline_phases(s, pipelines, pipelines.len(), "Succeeded");
+            changed = true;
+        }
+        changed
+    })
+    .await?;
+    Ok(Progress::Done)
+}
+
+/// Deletes the oldest Jobs of each pipeline beyond `numberOfJobsToKeep` (§4.9 pruning).
+async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Error> {
+    let keep = ctx.config().number_of_jobs_to_keep.max(1);
+    let mut by_pipeline: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
+    for j in jobs {
+        by_pipeline.entry(j.labels().get(LABEL_PIPELINE_NAME).cloned().unwrap_or_default()).or_default().push(j);
+    }
+    let api: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
+    for list in by_pipeline.values() {
+        if list.len() > keep {
+            for j in &list[..list.len() - keep] {
+                match api.delete(&j.name_any(), &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes labels from the parent with a merge patch (a no-op when none is present).
+pub async fn remove_labels(api: &Api<DynamicObject>, obj: &DynamicObject, keys: &[&str]) -> Result<(), Error> {
+    let present: Vec<&&str> = keys.iter().filter(|k| obj.labels().contains_key(**k)).collect();
+    if present.is_empty() {
+        return Ok(());
+    }
+    let mut labels = serde_json::Map::new();
+    for k in present {
+        labels.insert(k.to_string(), Value::Null);
+    }
+    let patch = json!({"metadata": {"labels": labels}});
+    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}

@@ -1,0 +1,507 @@
+//! Building a pipeline's Job and the objects it needs (reference §4.1–4.8).
+//!
+//! Everything here is a pure function of the workflow description and the controller
+//! configuration, returning Kubernetes objects as JSON values.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Action, Workflow, WorkflowType};
+use crate::context::ControllerConfig;
+use crate::Error;
+
+/// Labels Kratix puts on workflow Jobs and their pods (§11.1).
+pub const LABEL_PROMISE_NAME: &str = "kratix.io/promise-name";
+pub const LABEL_RESOURCE_NAME: &str = "kratix.io/resource-name";
+pub const LABEL_RESOURCE_NAMESPACE: &str = "kratix.io/resource-namespace";
+pub const LABEL_PIPELINE_NAME: &str = "kratix.io/pipeline-name";
+pub const LABEL_PIPELINE_NAMESPACE: &str = "kratix.io/pipeline-namespace";
+pub const LABEL_WORKFLOW_TYPE: &str = "kratix.io/workflow-type";
+pub const LABEL_WORKFLOW_ACTION: &str = "kratix.io/workflow-action";
+pub const LABEL_HASH: &str = "kratix.io/hash";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Which run of the workflow a Job belongs to (Plinth's own; orders Jobs exactly even
+/// when several start within one second).
+pub const ANNOTATION_RUN: &str = "plinth.dev/workflow-run";
+pub const ANNOTATION_JOB_RESOURCE_NAMESPACE: &str = "kratix.io/job-resource-namespace";
+pub const ANNOTATION_JOB_RESOURCE_NAME: &str = "kratix.io/job-resource-name";
+pub const ANNOTATION_JOB_RESOURCE_KIND: &str = "kratix.io/job-resource-kind";
+pub const ANNOTATION_JOB_RESOURCE_API_VERSION: &str = "kratix.io/job-resource-api-version";
+
+/// One pipeline, read strictly from its raw form (§1.2: wrong apiVersion/kind is
+/// "unsupported pipeline").
+#[derive(Clone, Debug)]
+pub struct PipelineDef {
+    pub name: String,
+    pub raw: Value,
+}
+
+impl PipelineDef {
+    /// Parses a raw pipeline entry of `spec.workflows.<type>.<action>[index]`.
+    pub fn parse(raw: &Value, index: usize) -> Result<PipelineDef, Error> {
+        let field = format!("pipelines[{index}]");
+        if raw["apiVersion"] != "platform.kratix.io/v1alpha1" || raw["kind"] != "Pipeline" {
+            return Err(Error::InvalidPipeline {
+                field,
+                message: format!(
+                    "unsupported pipeline: apiVersion {} kind {} (want platform.kratix.io/v1alpha1 Pipeline)",
+                    raw["apiVersion"], raw["kind"]
+                ),
+            });
+        }
+        let name = raw["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if name.is_empty() {
+            return Err(Error::InvalidPipeline { field: format!("{field}.metadata.name"), message: "Required value".into() });
+        }
+        if raw["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+            return Err(Error::InvalidPipeline {
+                field: format!("{field}.spec.containers"),
+                message: "a pipeline needs at least one container".into(),
+            });
+        }
+        Ok(PipelineDef { name, raw: raw.clone() })
+    }
+
+    fn spec(&self) -> &Value {
+        &self.raw["spec"]
+    }
+}
+
+/// Pipeline ID `<promise>-<type>-<action>-<pipeline>` (§4.1): names the ServiceAccount
+/// and the default Roles.
+pub fn pipeline_id(wf: &Workflow, pipeline: &str) -> String {
+    plinth_api::names::pipeline_id(&wf.promise_name, wf.workflow_type.as_str(), wf.action.as_str(), pipeline)
+}
+
+/// The ServiceAccount a pipeline's pod runs as (§1.2 `rbac.serviceAccount`, else the ID).
+pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
+    p.spec()["rbac"]["serviceAccount"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| pipeline_id(wf, &p.name))
+}
+
+/// The workflow hash (§4.7): md5 of the Promise spec for promise workflows,
+/// md5(`<md5(promise spec)>-<md5(request spec)>`) for resource workflows.
+pub fn workflow_hash(wf: &Workflow) -> String {
+    match wf.workflow_type {
+        WorkflowType::Promise => plinth_api::hash::hash_for_spec(&wf.promise_spec),
+        WorkflowType::Resource => plinth_api::hash::resource_workflow_hash(&wf.promise_spec, &wf.subject.spec, false),
+    }
+}
+
+/// Labels identifying every Job of this object's workflow of this action (all pipelines).
+pub fn workflow_selector(wf: &Workflow) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_PROMISE_NAME.into(), wf.promise_name.clone());
+    labels.insert(LABEL_WORKFLOW_TYPE.into(), wf.workflow_type.as_str().into());
+    labels.insert(LABEL_WORKFLOW_ACTION.into(), wf.action.as_str().into());
+    if wf.workflow_type == WorkflowType::Resource {
+        labels.insert(LABEL_RESOURCE_NAME.into(), wf.subject.name.clone());
+        if wf.pipeline_namespace_set {
+            labels.insert(
+                LABEL_RESOURCE_NAMESPACE.into(),
+                wf.subject.namespace.clone().unwrap_or_default(),
+            );
+        }
+    }
+    labels
+}
+
+/// Renders a label map as a label selector string (`a=b,c=d`).
+pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
+    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+}
+
+/// The Job for `pipelines[index]` in run number `run` (§4.2–4.6). Job names are
+/// deterministic and unique per run: a hash of the workflow hash and the run number
+/// replaces Kratix's random suffix.
+pub fn build_job(
+    wf: &Workflow,
+    pipelines: &[PipelineDef],
+    index: usize,
+    run: u64,
+    config: &ControllerConfig,
+) -> Value {
+    let p = &pipelines[index];
+    let hash = workflow_hash(wf);
+    let ns = &wf.namespace;
+    let run_str = run.to_string();
+    let resource = (wf.workflow_type == WorkflowType::Resource).then_some(wf.subject.name.as_str());
+    let resource_ns = if wf.pipeline_namespace_set { wf.subject.namespace.as_deref() } else { None };
+    let name = plinth_api::names::job_name(&wf.promise_name, resource, resource_ns, &p.name, &format!("{hash}-{run_str}"));
+
+    // User labels first: Kratix's own labels must win, or Job tracking breaks (§13).
+    let mut labels: BTreeMap<String, String> = p.raw["metadata"]["labels"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    labels.extend(workflow_selector(wf));
+    labels.insert(LABEL_PIPELINE_NAME.into(), p.name.clone());
+    labels.insert(LABEL_MANAGED_BY.into(), "Kratix".into());
+    labels.insert(LABEL_HASH.into(), hash.clone());
+
+    let mut annotations = BTreeMap::new();
+    annotations.insert(ANNOTATION_JOB_RESOURCE_NAMESPACE.to_string(), wf.subject.namespace.clone().unwrap_or_default());
+    annotations.insert(ANNOTATION_JOB_RESOURCE_NAME.to_string(), wf.subject.name.clone());
+    annotations.insert(ANNOTATION_JOB_RESOURCE_KIND.to_string(), wf.subject.kind.clone());
+    annotations.insert(ANNOTATION_JOB_RESOURCE_API_VERSION.to_string(), wf.subject.api_version());
+    annotations.insert(ANNOTATION_RUN.to_string(), run_str.clone());
+    let mut pod_annotations: BTreeMap<String, String> = p.raw["metadata"]["annotations"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    for key in ["kratix.io/trace-parent", "kratix.io/trace-state"] {
+        if let Some(v) = wf.subject.annotations.get(key) {
+            annotations.insert(key.to_string(), v.clone());
+            pod_annotations.insert(key.to_string(), v.clone());
+        }
+    }
+
+    let kratix_env = kratix_env(wf, &p.name);
+    let adapter = |name: &str, args: Vec<String>, mounts: Value, env: Vec<Value>| {
+        json!({
+            "name": name,
+            "image": config.adapter_image,
+            "command": ["/bin/pipeline-adapter"],
+            "args": args,
+            "env": env,
+            "volumeMounts": mounts,
+            "imagePullPolicy": config.default_image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into()),
+            "securityContext": injected_security_context(config),
+            "resources": default_resources(config),
+        })
+    };
+
+    let mut init = vec![adapter(
+        "reader",
+        vec!["reader".into()],
+        json!([
+            {"name": "shared-input", "mountPath": "/kratix/input"},
+            {"name": "shared-output", "mountPath": "/kratix/output"},
+        ]),
+        kratix_env.clone(),
+    )];
+    for c in p.spec()["containers"].as_array().into_iter().flatten() {
+        let mut c = c.clone();
+        let mut mounts = vec![
+            json!({"name": "shared-input", "mountPath": "/kratix/input", "readOnly": true}),
+            json!({"name": "shared-output", "mountPath": "/kratix/output"}),
+            json!({"name": "shared-metadata", "mountPath": "/kratix/metadata"}),
+        ];
+        mounts.extend(c["volumeMounts"].as_array().cloned().unwrap_or_default());
+        c["volumeMounts"] = Value::Array(mounts);
+        let mut env = kratix_env.clone();
+        env.extend(c["env"].as_array().cloned().unwrap_or_default());
+        c["env"] = Value::Array(env);
+        if c.get("imagePullPolicy").is_none() {
+            if let Some(policy) = &config.default_image_pull_policy {
+                c["imagePullPolicy"] = json!(policy);
+            }
+        }
+        if c.get("securityContext").is_none() {
+            if let Some(sc) = &config.default_security_context {
+                c["securityContext"] = sc.clone();
+            }
+        }
+        if c.get("resources").is_none() {
+            c["resources"] = default_resources(config);
+        }
+        init.push(c);
+    }
+    let is_configure = wf.action == Action::Configure;
+    if is_configure {
+        let mut args = vec![
+            "work-creator".to_string(),
+            "--input-directory".into(),
+            "/work-creator-files".into(),
+            "--promise-name".into(),
+            wf.promise_name.clone(),
+            "--pipeline-name".into(),
+            p.name.clone(),
+            "--namespace".into(),
+            ns.clone(),
+            "--workflow-type".into(),
+            wf.workflow_type.as_str().into(),
+        ];
+        if wf.workflow_type == WorkflowType::Resource {
+            args.push("--resource-name".into());
+            args.push(wf.subject.name.clone());
+            if wf.pipeline_namespace_set {
+                args.push("--resource-namespace".into());
+                args.push(wf.subject.namespace.clone().unwrap_or_default());
+            }
+        }
+        init.push(adapter(
+            "work-writer",
+            args,
+            json!([
+                {"name": "shared-output", "mountPath": "/work-creator-files/input"},
+                {"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"},
+                {"name": "promise-scheduling", "mountPath": "/work-creator-files/kratix-system"},
+            ]),
+            vec![
+                json!({"name": "KRATIX_TRACE_PARENT", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
+                json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
+            ],
+        ));
+    }
+    let is_last = !is_configure || index + 1 == pipelines.len();
+    let mut status_env = vec![json!({"name": "IS_LAST_PIPELINE", "value": is_last.to_string()})];
+    status_env.extend(kratix_env);
+    let status_writer = adapter(
+        "status-writer",
+        vec!["update-status".into()],
+        json!([{"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"}]),
+        status_env,
+    );
+
+    let mut volumes = Vec::new();
+    if is_configure {
+        volumes.push(json!({
+            "name": "promise-scheduling",
+            "configMap": {
+                "name": scheduling_configmap_name(&wf.promise_name),
+                "items": [{"key": "destinationSelectors", "path": "promise-scheduling"}],
+            }
+        }));
+    }
+    for v in ["shared-input", "shared-output", "shared-metadata"] {
+        volumes.push(json!({"name": v, "emptyDir": {}}));
+    }
+    volumes.extend(p.spec()["volumes"].as_array().cloned().unwrap_or_default());
+
+    let mut pod_spec = json!({
+        "serviceAccountName": service_account_name(wf, p),
+        "restartPolicy": p.spec()["restartPolicy"].as_str().unwrap_or("OnFailure"),
+        "initContainers": init,
+        "containers": [status_writer],
+        "volumes": volumes,
+    });
+    for key in ["nodeSelector", "tolerations", "imagePullSecrets"] {
+        if let Some(v) = p.spec().get(key).filter(|v| !v.is_null()) {
+            pod_spec[key] = v.clone();
+        }
+    }
+
+    let mut job_spec = json!({
+        "template": {
+            "metadata": {"labels": labels, "annotations": pod_annotations},
+            "spec": pod_spec,
+        }
+    });
+    let job_options = &p.spec()["jobOptions"];
+    if let Some(limit) = job_options["backoffLimit"].as_i64().or(config.default_backoff_limit.map(i64::from)) {
+        job_spec["backoffLimit"] = json!(limit);
+    }
+    if let Some(deadline) = job_options["activeDeadlineSeconds"].as_i64() {
+        job_spec["activeDeadlineSeconds"] = json!(deadline);
+    }
+
+    let mut job = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": job_spec,
+    });
+    // Promise Jobs are controlled by the Promise; resource Jobs are owned (not controlled)
+    // by the request when they share its namespace (§4.2).
+    let same_ns = wf.subject.namespace.as_deref().is_none_or(|n| n == ns);
+    if same_ns {
+        job["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": wf.subject.api_version(),
+            "kind": wf.subject.kind,
+            "name": wf.subject.name,
+            "uid": wf.subject.uid,
+            "controller": wf.workflow_type == WorkflowType::Promise,
+            "blockOwnerDeletion": true,
+        }]);
+    }
+    job
+}
+
+/// `KRATIX_*` variables in Kratix's order (§4.4).
+fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
+    let s = &wf.subject;
+    let pairs = [
+        ("KRATIX_WORKFLOW_ACTION", wf.action.as_str().to_string()),
+        ("KRATIX_WORKFLOW_TYPE", wf.workflow_type.as_str().to_string()),
+        ("KRATIX_PROMISE_NAME", wf.promise_name.clone()),
+        ("KRATIX_PIPELINE_NAME", pipeline.to_string()),
+        ("KRATIX_OBJECT_KIND", s.kind.clone()),
+        ("KRATIX_OBJECT_GROUP", s.group.clone()),
+        ("KRATIX_OBJECT_VERSION", s.version.clone()),
+        ("KRATIX_OBJECT_NAME", s.name.clone()),
+        ("KRATIX_OBJECT_NAMESPACE", s.namespace.clone().unwrap_or_default()),
+        ("KRATIX_CRD_PLURAL", s.plural.clone()),
+        ("KRATIX_CLUSTER_SCOPED", s.namespace.is_none().to_string()),
+    ];
+    pairs.into_iter().map(|(k, v)| json!({"name": k, "value": v})).collect()
+}
+
+/// The hardened context of Kratix's own containers (§4.3), over the configured default
+/// context: beyond Kratix, a cluster policy that demands settings of every container
+/// (e.g. `runAsUser`) is met by Plinth's containers too.
+fn injected_security_context(config: &ControllerConfig) -> Value {
+    let mut sc = config.default_security_context.clone().unwrap_or_else(|| json!({}));
+    if !sc.is_object() {
+        sc = json!({});
+    }
+    sc["allowPrivilegeEscalation"] = json!(false);
+    sc["capabilities"] = json!({"drop": ["ALL"]});
+    sc["runAsNonRoot"] = json!(true);
+    sc["seccompProfile"] = json!({"type": "RuntimeDefault"});
+    sc["privileged"] = json!(false);
+    sc
+}
+
+/// §4.6 default resources, replaced wholesale by `workflows.defaultContainerResources`.
+fn default_resources(config: &ControllerConfig) -> Value {
+    config.default_container_resources.clone().unwrap_or_else(|| {
+        json!({
+            "requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "128Mi"},
+            "limits": {"cpu": "200m", "memory": "256Mi", "ephemeral-storage": "256Mi"},
+        })
+    })
+}
+
+/// `destination-selectors-<promise>` (§4.8).
+pub fn scheduling_configmap_name(promise: &str) -> String {
+    plinth_api::names::scheduling_configmap_name(promise)
+}
+
+/// The objects applied (create-or-update) before each Job (§4.8): ServiceAccount,
+/// scheduling ConfigMap (configure only), the default Role/ClusterRole and binding, and
+/// the user-permission RBAC from `rbac.permissions`.
+pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec<Value> {
+    let ns = &wf.namespace;
+    let id = pipeline_id(wf, &p.name);
+    let sa = service_account_name(wf, p);
+    let promise_label = json!({LABEL_PROMISE_NAME: wf.promise_name});
+    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": ns}]);
+    let mut out = vec![json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": sa, "namespace": ns, "labels": promise_label},
+    })];
+    if wf.action == Action::Configure {
+        let selectors: Vec<Value> = wf.promise_spec["destinationSelectors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| json!({"matchLabels": s["matchLabels"].clone(), "source": "promise"}))
+            .collect();
+        let yaml = serde_saphyr::to_string(&selectors).unwrap_or_else(|_| "[]\n".into());
+        out.push(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": scheduling_configmap_name(&wf.promise_name), "namespace": ns, "labels": promise_label},
+            "data": {"destinationSelectors": yaml},
+        }));
+    }
+    let rbac = "rbac.authorization.k8s.io/v1";
+    match wf.workflow_type {
+        WorkflowType::Promise => {
+            out.push(json!({
+                "apiVersion": rbac, "kind": "ClusterRole",
+                "metadata": {"name": id, "labels": promise_label},
+                "rules": [{"apiGroups": ["platform.kratix.io"], "resources": ["promises", "promises/status", "works"], "verbs": ["get", "list", "update", "create", "patch"]}],
+            }));
+            out.push(json!({
+                "apiVersion": rbac, "kind": "ClusterRoleBinding",
+                "metadata": {"name": id, "labels": promise_label},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
+                "subjects": subject,
+            }));
+        }
+        WorkflowType::Resource => {
+            let plural = &wf.subject.plural;
+            let api_rule = json!({"apiGroups": [api_group], "resources": [plural, format!("{plural}/status")], "verbs": ["get", "list", "update", "create", "patch"]});
+            out.push(json!({
+                "apiVersion": rbac, "kind": "Role",
+                "metadata": {"name": id, "namespace": ns, "labels": promise_label},
+                "rules": [api_rule, {"apiGroups": ["platform.kratix.io"], "resources": ["works"], "verbs": ["*"]}],
+            }));
+            out.push(json!({
+                "apiVersion": rbac, "kind": "RoleBinding",
+                "metadata": {"name": id, "namespace": ns, "labels": promise_label},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": id},
+                "subjects": subject,
+            }));
+            let rr_ns = wf.subject.namespace.clone().unwrap_or_default();
+            if &rr_ns != ns {
+                let name = plinth_api::names::object_name(&format!("{id}-{rr_ns}"), &[], 63);
+                out.push(json!({
+                    "apiVersion": rbac, "kind": "ClusterRole",
+                    "metadata": {"name": name, "labels": promise_label},
+                    "rules": [api_rule],
+                }));
+                out.push(json!({
+                    "apiVersion": rbac, "kind": "ClusterRoleBinding",
+                    "metadata": {"name": name, "labels": promise_label},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                    "subjects": subject,
+                }));
+            }
+        }
+    }
+    out.extend(user_permission_objects(wf, p, &id, &subject));
+    out
+}
+
+/// RBAC from `rbac.permissions` (§4.8): rules without `resourceNamespace` become a Role
+/// in the pipeline namespace; each distinct `resourceNamespace` gets a ClusterRole bound
+/// in that namespace, and `*` a ClusterRoleBinding.
+fn user_permission_objects(wf: &Workflow, p: &PipelineDef, id: &str, subject: &Value) -> Vec<Value> {
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let ns = &wf.namespace;
+    let mut local_rules = Vec::new();
+    let mut by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for perm in p.spec()["rbac"]["permissions"].as_array().into_iter().flatten() {
+        let mut rule = perm.clone();
+        let target = rule.as_object_mut().and_then(|m| m.remove("resourceNamespace"));
+        match target.as_ref().and_then(Value::as_str) {
+            None | Some("") => local_rules.push(rule),
+            Some(t) => by_ns.entry(t.to_string()).or_default().push(rule),
+        }
+    }
+    let base_labels = |extra: Option<(&str, &str)>| {
+        let mut l = json!({
+            LABEL_PROMISE_NAME: wf.promise_name,
+            LABEL_WORKFLOW_TYPE: wf.workflow_type.as_str(),
+            LABEL_WORKFLOW_ACTION: wf.action.as_str(),
+            LABEL_PIPELINE_NAME: p.name,
+            LABEL_PIPELINE_NAMESPACE: ns,
+        });
+        if let Some((k, v)) = extra {
+            l[k] = json!(v);
+        }
+        l
+    };
+    let mut out = Vec::new();
+    if !local_rules.is_empty() {
+        let name = plinth_api::names::user_role_name(id);
+        out.push(json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": name, "namespace": ns, "labels": base_labels(None)}, "rules": local_rules}));
+        out.push(json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": name, "namespace": ns, "labels": base_labels(None)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}));
+    }
+    for (target, rules) in by_ns {
+        let label_value = if target == "*" { "kratix_all_namespaces".to_string() } else { target.clone() };
+        let role_name = plinth_api::names::user_cluster_role_name(id, &target);
+        let labels = base_labels(Some((LABEL_RESOURCE_NAMESPACE, &label_value)));
+        out.push(json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role_name, "labels": labels}, "rules": rules}));
+        let binding_name = plinth_api::names::user_binding_name(id, ns);
+        let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name});
+        if target == "*" {
+            out.push(json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": binding_name, "labels": labels}, "roleRef": role_ref, "subjects": subject}));
+        } else {
+            out.push(json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": binding_name, "namespace": target, "labels": labels}, "roleRef": role_ref, "subjects": subject}));
+        }
+    }
+    out
+}

@@ -1,0 +1,91 @@
+//! Workflows: turning a Promise's pipelines into Kubernetes Jobs (reference §4) and
+//! driving them serially for one object (the workflow engine, §4.9–4.10).
+//!
+//! The Jobs are exactly Kratix's shape, so the same Jobs run on a real cluster and on the
+//! embedded runner.
+
+pub mod engine;
+pub mod job;
+
+use serde_json::Value;
+
+/// Whose workflow this is (`KRATIX_WORKFLOW_TYPE`, label `kratix.io/workflow-type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkflowType {
+    Promise,
+    Resource,
+}
+
+impl WorkflowType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowType::Promise => "promise",
+            WorkflowType::Resource => "resource",
+        }
+    }
+}
+
+/// Which lifecycle step (`KRATIX_WORKFLOW_ACTION`, label `kratix.io/workflow-action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Configure,
+    Delete,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Configure => "configure",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// The object a workflow runs for (a Promise or a resource request) and how to reach it.
+#[derive(Clone, Debug)]
+pub struct Subject {
+    /// API group (`platform.kratix.io` for Promises).
+    pub group: String,
+    /// Served version used by the pipeline adapter.
+    pub version: String,
+    pub kind: String,
+    /// Plural resource name (`KRATIX_CRD_PLURAL`).
+    pub plural: String,
+    pub name: String,
+    /// Namespace; `None` for cluster-scoped objects (Promises).
+    pub namespace: Option<String>,
+    pub uid: String,
+    /// The object's `spec` (hash input).
+    pub spec: Value,
+    /// The object's annotations (trace annotations are copied to Jobs).
+    pub annotations: std::collections::BTreeMap<String, String>,
+}
+
+impl Subject {
+    /// `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// Everything needed to build and drive one object's workflow of one action.
+#[derive(Clone, Debug)]
+pub struct Workflow {
+    pub promise_name: String,
+    /// The Promise spec in force (the bound revision's spec for resource requests).
+    pub promise_spec: Value,
+    pub workflow_type: WorkflowType,
+    pub action: Action,
+    pub subject: Subject,
+    /// Raw pipeline objects in order (`apiVersion: platform.kratix.io/v1alpha1, kind: Pipeline`).
+    pub pipelines: Vec<Value>,
+    /// Namespace the Jobs and their objects live in.
+    pub namespace: String,
+    /// True when `spec.workflows.config.pipelineNamespace` moved a resource workflow out
+    /// of the request's namespace (adds `kratix.io/resource-namespace`).
+    pub pipeline_namespace_set: bool,
+}
