@@ -6,3 +6,27 @@
 //! and that kubectl reaches over HTTPS on loopback.
 
 pub mod resource;
+pub mod openapi;
+pub mod rbac;
+pub mod schema;
+pub mod table;
+
+mod api;
+pub mod auth;
+pub mod error;
+mod gc;
+mod kinds;
+mod logs;
+pub mod patch;
+pub mod registry;
+pub mod selector;
+mod server;
+pub mod store;
+pub mod testing;
+pub mod tls;
+mod watch;
+
+pub use api::{is_dns1123_label, is_dns1123_subdomain};
+pub use auth::Identity;
+pub use error::{ApiError, Error};
+pub use server::{ApiServer, STANDARD_NAMESPACES, ServerConfig};

@@ -1,0 +1,267 @@
+//! Kind-specific create/update rules of the built-in kinds (what Kubernetes' registry
+//! strategies do): Namespace phase and finalizers, Secret `stringData`, Pod initial
+//! status, and CustomResourceDefinition validation, status and registration.
+
+use serde_json::{Value, json};
+
+use crate::api::{App, meta, meta_str, now};
+use crate::error::ApiError;
+use crate::registry::{crd_infos, rkey};
+use crate::resource::{Cause, ResourceInfo};
+use crate::store::WriteOp;
+
+fn is(info: &ResourceInfo, group: &str, plural: &str) -> bool {
+    info.builtin && info.group == group && info.plural == plural
+}
+
+fn invalid(info: &ResourceInfo, obj: &Value, field: &str, reason: &str, msg: String) -> ApiError {
+    ApiError::invalid(
+        info,
+        meta_str(obj, "name").unwrap_or_default(),
+        vec![Cause {
+            reason: reason.into(),
+            message: msg,
+            field: field.into(),
+        }],
+    )
+}
+
+/// Applies kind rules to a proposed object (`old` is None on create).
+pub(crate) async fn prepare(
+    _app: &App,
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if is(info, "", "namespaces") {
+        if obj.pointer("/spec/finalizers").is_none() {
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+        }
+        if old.is_none() {
+            obj["status"] = json!({"phase": "Active"});
+        }
+    } else if is(info, "", "secrets") {
+        secret_string_data(info, obj)?;
+    } else if is(info, "", "pods") {
+        if old.is_none() {
+            obj["status"] = json!({"phase": "Pending"});
+        }
+    } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
+        prepare_crd(info, obj, old)?;
+    }
+    Ok(())
+}
+
+fn secret_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {
+    use base64::Engine;
+    if obj.get("type").is_none_or(|t| t.is_null()) {
+        obj["type"] = json!("Opaque");
+    }
+    if let Some(sd) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+        let Some(sd) = sd.as_object() else {
+            return Err(invalid(
+                info,
+                obj,
+                "stringData",
+                "FieldValueTypeInvalid",
+                "Invalid value: must be a map of strings".into(),
+            ));
+        };
+        if !obj.get("data").is_some_and(|d| d.is_object()) {
+            obj["data"] = json!({});
+        }
+        for (k, v) in sd {
+            let Some(s) = v.as_str() else {
+                return Err(invalid(
+                    info,
+                    obj,
+                    &format!("stringData[{k}]"),
+                    "FieldValueTypeInvalid",
+                    "Invalid value: must be a string".into(),
+                ));
+            };
+            obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(s));
+        }
+    }
+    if let Some(d) = obj.get("data").and_then(|d| d.as_object()) {
+        for (k, v) in d {
+            let ok = v
+                .as_str()
+                .is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok());
+            if !ok {
+                return Err(invalid(
+                    info,
+                    obj,
+                    &format!("data[{k}]"),
+                    "FieldValueInvalid",
+                    "Invalid value: must be base64-encoded bytes".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let name = meta_str(obj, "name").unwrap_or_default().to_string();
+    crate::schema::check_crd(obj).map_err(|c| ApiError::invalid(info, &name, c))?;
+    let infos = crd_infos(obj).map_err(|e| invalid(info, obj, "spec", "FieldValueInvalid", e))?;
+    let group = obj
+        .pointer("/spec/group")
+        .and_then(|g| g.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let plural = obj
+        .pointer("/spec/names/plural")
+        .and_then(|g| g.as_str())
+        .unwrap_or_default()
+        .to_string();
+    if name != format!("{plural}.{group}") {
+        return Err(invalid(
+            info,
+            obj,
+            "metadata.name",
+            "FieldValueInvalid",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let versions = obj
+        .pointer("/spec/versions")
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let storage: Vec<String> = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(|s| s.as_bool()) == Some(true))
+        .filter_map(|v| v.get("name").and_then(|n| n.as_str()).map(String::from))
+        .collect();
+    if storage.len() != 1 {
+        return Err(invalid(
+            info,
+            obj,
+            "spec.versions",
+            "FieldValueInvalid",
+            format!(
+                "Invalid value: must have exactly one version marked as storage version, found {}",
+                storage.len()
+            ),
+        ));
+    }
+    if infos.is_empty() {
+        return Err(invalid(
+            info,
+            obj,
+            "spec.versions",
+            "FieldValueInvalid",
+            "Invalid value: must have at least one served version".into(),
+        ));
+    }
+    if let Some(old) = old {
+        for f in ["group", "scope"] {
+            let (a, b) = (
+                old.pointer(&format!("/spec/{f}")),
+                obj.pointer(&format!("/spec/{f}")),
+            );
+            if a != b {
+                return Err(invalid(
+                    info,
+                    obj,
+                    &format!("spec.{f}"),
+                    "FieldValueInvalid",
+                    "Invalid value: field is immutable".into(),
+                ));
+            }
+        }
+    }
+    // Status: names accepted and established at once (no asynchronous controller).
+    let mut accepted = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let kind = accepted
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or_default()
+        .to_string();
+    if accepted.get("singular").is_none() {
+        accepted["singular"] = json!(kind.to_lowercase());
+    }
+    if accepted.get("listKind").is_none() {
+        accepted["listKind"] = json!(format!("{kind}List"));
+    }
+    let old_status = old
+        .and_then(|o| o.get("status"))
+        .cloned()
+        .unwrap_or(json!({}));
+    let ts = |t: &str| -> Value {
+        old_status
+            .get("conditions")
+            .and_then(|c| c.as_array())
+            .and_then(|a| a.iter().find(|c| c["type"] == t && c["status"] == "True"))
+            .and_then(|c| c.get("lastTransitionTime").cloned())
+            .unwrap_or_else(|| json!(now()))
+    };
+    let mut stored: Vec<String> = old_status
+        .get("storedVersions")
+        .and_then(|s| s.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !stored.contains(&storage[0]) {
+        stored.push(storage[0].clone());
+    }
+    obj["status"] = json!({
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": ts("NamesAccepted")},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": ts("Established")},
+        ],
+        "acceptedNames": accepted,
+        "storedVersions": stored,
+    });
+    Ok(())
+}
+
+/// Effects of a committed write (registration of CRDs).
+pub(crate) async fn after_write(
+    app: &App,
+    info: &ResourceInfo,
+    stored: &Value,
+) -> Result<(), ApiError> {
+    if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
+        let name = meta_str(stored, "name").unwrap_or_default().to_string();
+        let finalized = meta(stored)
+            .get("deletionTimestamp")
+            .is_some_and(|d| !d.is_null())
+            && crate::api::finalizers(stored).is_empty();
+        if finalized {
+            remove_crd_resources(app, stored).await?;
+            app.registry.unregister_crd(&name);
+        } else {
+            app.registry
+                .register_crd(stored)
+                .map_err(|e| ApiError::internal(format!("registering CRD {name}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every custom resource of a CRD.
+pub(crate) async fn remove_crd_resources(app: &App, crd: &Value) -> Result<(), ApiError> {
+    let group = crd
+        .pointer("/spec/group")
+        .and_then(|g| g.as_str())
+        .unwrap_or_default();
+    let plural = crd
+        .pointer("/spec/names/plural")
+        .and_then(|g| g.as_str())
+        .unwrap_or_default();
+    if plural.is_empty() {
+        return Ok(());
+    }
+    app.store
+        .write(WriteOp::DeleteResource {
+            rkey: rkey(group, plural),
+        })
+        .await?;
+    Ok(())
+}

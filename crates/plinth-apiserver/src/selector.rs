@@ -1,0 +1,279 @@
+//! `?labelSelector=` and `?fieldSelector=` parsing and matching.
+//!
+//! Label selector grammar (Kubernetes `labels.Parse`): comma-separated requirements,
+//! each `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)` or
+//! `key notin (a,b)`. Parsed into `kube_core::Selector` expressions and matched with
+//! `SelectorExt::matches`.
+//!
+//! Field selectors: `path=value`, `path==value`, `path!=value`, comma-separated, where
+//! `path` is a dotted path into the object (`metadata.name`, `metadata.namespace`,
+//! `involvedObject.name`, `status.phase`, ...).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::core::{Expression, Selector, SelectorExt};
+use serde_json::Value;
+
+/// Parses a label selector string. Errors name the offending requirement.
+pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
+    let mut exprs = Vec::new();
+    for req in split_top(s)? {
+        let req = req.trim();
+        if req.is_empty() {
+            continue;
+        }
+        exprs.push(parse_requirement(req)?);
+    }
+    Ok(Selector::from_iter(exprs))
+}
+
+/// Splits at commas that are not inside parentheses.
+fn split_top(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c)
+            }
+            ')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!("unbalanced ')' in selector {s:?}"));
+                }
+                cur.push(c)
+            }
+            ',' if depth == 0 => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    if depth != 0 {
+        return Err(format!("unbalanced '(' in selector {s:?}"));
+    }
+    out.push(cur);
+    Ok(out)
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 316
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+fn valid_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn parse_requirement(req: &str) -> Result<Expression, String> {
+    let bad = |why: &str| format!("invalid label selector requirement {req:?}: {why}");
+    if let Some(k) = req.strip_prefix('!') {
+        let k = k.trim();
+        if !valid_key(k) {
+            return Err(bad("invalid key"));
+        }
+        return Ok(Expression::DoesNotExist(k.to_string()));
+    }
+    for (op, neg) in [("!=", true), ("==", false), ("=", false)] {
+        if let Some((k, v)) = req.split_once(op) {
+            let (k, v) = (k.trim(), v.trim());
+            if !valid_key(k) {
+                return Err(bad("invalid key"));
+            }
+            if !valid_value(v) {
+                return Err(bad("invalid value"));
+            }
+            return Ok(if neg {
+                Expression::NotEqual(k.into(), v.into())
+            } else {
+                Expression::Equal(k.into(), v.into())
+            });
+        }
+    }
+    // set-based: key in (a,b) / key notin (a,b)
+    if let Some(open) = req.find('(') {
+        let head = req[..open].trim();
+        let close = req.rfind(')').ok_or_else(|| bad("missing ')'"))?;
+        if req[close + 1..].trim() != "" {
+            return Err(bad("text after ')'"));
+        }
+        let values: BTreeSet<String> = req[open + 1..close]
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        if values.iter().any(|v| !valid_value(v)) {
+            return Err(bad("invalid value"));
+        }
+        let mut parts = head.split_whitespace();
+        let key = parts.next().ok_or_else(|| bad("missing key"))?;
+        let op = parts.next().ok_or_else(|| bad("missing operator"))?;
+        if parts.next().is_some() || !valid_key(key) {
+            return Err(bad("invalid key"));
+        }
+        return match op {
+            "in" => Ok(Expression::In(key.into(), values)),
+            "notin" => Ok(Expression::NotIn(key.into(), values)),
+            _ => Err(bad("unknown operator (expected in or notin)")),
+        };
+    }
+    let k = req.trim();
+    if k.contains(char::is_whitespace) || !valid_key(k) {
+        return Err(bad("invalid key"));
+    }
+    Ok(Expression::Exists(k.to_string()))
+}
+
+/// True when the object's labels match the selector.
+pub fn labels_match(sel: &Selector, obj: &Value) -> bool {
+    let labels: BTreeMap<String, String> = obj
+        .pointer("/metadata/labels")
+        .and_then(|l| l.as_object())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    sel.matches(&labels)
+}
+
+/// One field selector requirement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldReq {
+    /// Dotted path.
+    pub path: String,
+    /// Expected value.
+    pub value: String,
+    /// True for `!=`.
+    pub negate: bool,
+}
+
+/// Parses a field selector.
+pub fn parse_field_selector(s: &str) -> Result<Vec<FieldReq>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let (path, value, negate) = if let Some((k, v)) = part.split_once("!=") {
+            (k, v, true)
+        } else if let Some((k, v)) = part.split_once("==") {
+            (k, v, false)
+        } else if let Some((k, v)) = part.split_once('=') {
+            (k, v, false)
+        } else {
+            return Err(format!(
+                "invalid field selector {part:?}: expected path=value, path==value or path!=value"
+            ));
+        };
+        let path = path.trim();
+        if path.is_empty() {
+            return Err(format!("invalid field selector {part:?}: empty field path"));
+        }
+        out.push(FieldReq {
+            path: path.to_string(),
+            value: value.trim().to_string(),
+            negate,
+        });
+    }
+    Ok(out)
+}
+
+/// Field value as a string (missing = empty, as Kubernetes field sets do).
+fn field_value(obj: &Value, path: &str) -> String {
+    let mut cur = obj;
+    for seg in path.split('.') {
+        match cur.get(seg) {
+            Some(v) => cur = v,
+            None => return String::new(),
+        }
+    }
+    match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// True when the object matches every requirement.
+pub fn fields_match(reqs: &[FieldReq], obj: &Value) -> bool {
+    reqs.iter()
+        .all(|r| (field_value(obj, &r.path) == r.value) != r.negate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(labels: Value) -> Value {
+        json!({"metadata": {"name": "n", "namespace": "ns", "labels": labels}})
+    }
+
+    #[test]
+    fn all_operators() {
+        let o = obj(json!({"app": "web", "tier": "front"}));
+        for (s, want) in [
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app in (web, db)", true),
+            ("app notin (web)", false),
+            ("tier", true),
+            ("!tier", false),
+            ("!missing", true),
+            ("missing", false),
+            ("app=web,tier in (front,back),!x", true),
+            ("", true),
+        ] {
+            let sel = parse_label_selector(s).unwrap();
+            assert_eq!(labels_match(&sel, &o), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn round_trips_through_display() {
+        for s in [
+            "app=web",
+            "app!=web",
+            "app in (a,b)",
+            "app notin (a,b)",
+            "app",
+            "!app",
+        ] {
+            let sel = parse_label_selector(s).unwrap();
+            let again = parse_label_selector(&sel.to_string()).unwrap();
+            assert_eq!(sel.to_string(), again.to_string());
+        }
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for s in [
+            "app=(",
+            "a b",
+            "app in a,b)",
+            "app foo (a)",
+            "=x",
+            "app=we b",
+        ] {
+            assert!(parse_label_selector(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn field_selectors() {
+        let o = json!({"metadata": {"name": "a", "namespace": "x"}, "involvedObject": {"kind": "Pod", "name": "p"}});
+        let r = parse_field_selector("metadata.name=a,involvedObject.kind==Pod").unwrap();
+        assert!(fields_match(&r, &o));
+        let r = parse_field_selector("metadata.namespace!=x").unwrap();
+        assert!(!fields_match(&r, &o));
+        assert!(parse_field_selector("nonsense").is_err());
+    }
+}

@@ -1,0 +1,359 @@
+//! [`ApiServer`]: opens the store, registers built-in kinds and stored CRDs, creates the
+//! standard namespaces, runs compaction/maintenance and the garbage collector, serves
+//! the in-process router and (optionally) HTTPS on loopback, and writes a kubeconfig.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, App};
+use crate::auth::{self, Tokens};
+use crate::error::Error;
+use crate::registry::{Registry, rkey};
+use crate::store::{Event, EventSink, Hub, Store};
+
+/// Namespaces created at start-up.
+pub const STANDARD_NAMESPACES: [&str; 4] = [
+    "default",
+    "kube-system",
+    "kube-public",
+    "kratix-platform-system",
+];
+
+/// Server configuration. Only `data_dir` and `listen` matter for most callers; the rest
+/// are tuning knobs with Kubernetes-like defaults.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Directory for the database (`plinth.db`), TLS material (`tls/`), tokens
+    /// (`auth/`), the kubeconfig and pod logs (`pod-logs/`).
+    pub data_dir: PathBuf,
+    /// HTTPS listen address (loopback); `None` serves in-process only. Port 0 picks a
+    /// free port (see [`ApiServer::https_addr`]).
+    pub listen: Option<SocketAddr>,
+    /// How often old revisions are compacted. Default 5 minutes (as kube-apiserver).
+    pub compaction_interval: Duration,
+    /// Revisions always kept in the log, whatever the interval. Default 1000.
+    pub compaction_min_retained: u64,
+    /// How often the WAL is checkpointed and free pages are vacuumed. Default 60 s.
+    pub maintenance_interval: Duration,
+    /// Interval between BOOKMARK events on watches that allow them. Default 60 s.
+    pub bookmark_interval: Duration,
+    /// Per-resource watch buffer (events); a watcher further behind is cut off. Default 8192.
+    pub watch_buffer: usize,
+    /// Maximum request body in bytes; larger bodies get 413. Default 3 MiB.
+    pub max_body_bytes: usize,
+    /// Poll interval of `pods/log?follow=true`. Default 250 ms.
+    pub log_poll_interval: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults with the given data directory and no network listener.
+    pub fn new(data_dir: impl Into<PathBuf>) -> ServerConfig {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            ..ServerConfig::default()
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            data_dir: PathBuf::from("plinth-data"),
+            listen: None,
+            compaction_interval: Duration::from_secs(300),
+            compaction_min_retained: 1000,
+            maintenance_interval: Duration::from_secs(60),
+            bookmark_interval: Duration::from_secs(60),
+            watch_buffer: 8192,
+            max_body_bytes: 3 * 1024 * 1024,
+            log_poll_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// A running API server.
+pub struct ApiServer {
+    app: Arc<App>,
+    router: axum::Router,
+    https_addr: Option<SocketAddr>,
+    kubeconfig: Option<PathBuf>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Starts the server: opens the store in `config.data_dir`, registers built-ins and
+    /// stored CRDs, creates the namespaces `default`, `kube-system`, `kube-public` and
+    /// `kratix-platform-system`, serves HTTPS when `config.listen` is set, and then writes
+    /// `<data_dir>/kubeconfig` (admin token, CA, real address).
+    ///
+    /// Errors: the data directory cannot be created, the database cannot be opened, the
+    /// TLS material cannot be generated, or the address cannot be bound.
+    pub async fn start(config: ServerConfig) -> Result<ApiServer, Error> {
+        let dir = config.data_dir.clone();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        std::fs::create_dir_all(dir.join("pod-logs"))
+            .map_err(|e| Error::io(dir.join("pod-logs"), e))?;
+        let tokens = Tokens::load(&dir.join("auth"))?;
+        let hub = Arc::new(Hub::new(config.watch_buffer));
+        let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+        let hub2 = hub.clone();
+        let sink: EventSink = Arc::new(move |evs: &[Event]| {
+            hub2.publish(evs);
+            for e in evs {
+                if crate::gc::interesting(e) {
+                    let _ = gc_tx.send(e.clone());
+                }
+            }
+        });
+        let store_path = dir.join("plinth.db");
+        let store = {
+            let p = store_path.clone();
+            tokio::task::spawn_blocking(move || Store::open(&p, sink))
+                .await
+                .map_err(|e| Error::Invalid(format!("opening the store: {e}")))??
+        };
+        let registry = Registry::with_builtins();
+        for crd in store
+            .all_of(rkey("apiextensions.k8s.io", "customresourcedefinitions"))
+            .await?
+        {
+            if let Err(e) = registry.register_crd(&crd) {
+                tracing::warn!(
+                    "stored CRD {:?} not served: {e}",
+                    crd.pointer("/metadata/name")
+                );
+            }
+        }
+        let app = Arc::new(App {
+            store: store.clone(),
+            hub,
+            registry,
+            data_dir: dir.clone(),
+            bookmark_interval: config.bookmark_interval,
+            log_poll_interval: config.log_poll_interval,
+            max_body_bytes: config.max_body_bytes,
+            tokens,
+            https_addr: std::sync::OnceLock::new(),
+        });
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(crate::gc::run(Arc::downgrade(&app), gc_rx)));
+        tasks.push(tokio::spawn(compaction_loop(
+            store.clone(),
+            config.compaction_interval,
+            config.compaction_min_retained,
+        )));
+        tasks.push(tokio::spawn(maintenance_loop(
+            store.clone(),
+            config.maintenance_interval,
+        )));
+
+        let ns_info = app
+            .registry
+            .lookup("", "v1", "namespaces")
+            .expect("namespaces are built in");
+        for ns in STANDARD_NAMESPACES {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            match api::create(&app, &ns_info, None, obj, false).await {
+                Ok(_) => {}
+                Err(e) if e.code == 409 => {}
+                Err(e) => {
+                    return Err(Error::Invalid(format!(
+                        "creating namespace {ns}: {}",
+                        e.message
+                    )));
+                }
+            }
+        }
+
+        let base = api::routes(app.clone());
+        let router = base.clone().layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            auth::in_process_auth,
+        ));
+        let mut https_addr = None;
+        let mut kubeconfig = None;
+        if let Some(addr) = config.listen {
+            let files = crate::tls::load_or_create(&dir.join("tls"))?;
+            let tls = crate::tls::server_config(&files)?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| Error::Listen { addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| Error::Listen { addr, source })?;
+            let _ = app.https_addr.set(local);
+            let net = base.layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                auth::network_auth,
+            ));
+            tasks.push(tokio::spawn(serve_tls(listener, tls, net)));
+            let path = dir.join("kubeconfig");
+            write_kubeconfig(&path, local, &files.ca_pem, app.tokens.admin_token())?;
+            https_addr = Some(local);
+            kubeconfig = Some(path);
+        }
+        Ok(ApiServer {
+            app,
+            router,
+            https_addr,
+            kubeconfig,
+            tasks,
+        })
+    }
+
+    /// The in-process router: requests without an `Authorization` header act as the admin.
+    pub fn router(&self) -> axum::Router {
+        self.router.clone()
+    }
+
+    /// A `kube::Client` on the in-process router (default namespace `default`).
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.router(), "default")
+    }
+
+    /// The bound HTTPS address, when serving over the network.
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https_addr
+    }
+
+    /// `<data_dir>/kubeconfig`, when serving over the network.
+    pub fn kubeconfig_path(&self) -> Option<PathBuf> {
+        self.kubeconfig.clone()
+    }
+
+    /// The CA certificate (PEM file) clients should trust, when serving over the network.
+    pub fn ca_cert_path(&self) -> Option<PathBuf> {
+        self.https_addr
+            .map(|_| self.app.data_dir.join("tls").join("ca.crt"))
+    }
+
+    /// The admin bearer token (also in the kubeconfig).
+    pub fn admin_token(&self) -> String {
+        self.app.tokens.admin_token().to_string()
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.app.data_dir.clone()
+    }
+
+    /// Latest committed resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.app.store.head()
+    }
+
+    /// Compacts the revision log now, keeping the last `retain` revisions; returns the
+    /// new compaction point (watches from at or below it get 410 Expired).
+    pub async fn compact(&self, retain: u64) -> Result<u64, Error> {
+        let head = self.app.store.head();
+        Ok(self.app.store.compact(head.saturating_sub(retain)).await?)
+    }
+
+    /// Size in bytes of the database file plus its WAL.
+    pub fn data_file_size(&self) -> u64 {
+        let p = self.app.store.path().to_path_buf();
+        let wal = PathBuf::from(format!("{}-wal", p.display()));
+        [p, wal]
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Runs a WAL checkpoint and incremental vacuum now.
+    pub async fn maintain(&self) -> Result<(), Error> {
+        Ok(self.app.store.maintain().await?)
+    }
+
+    /// Stops the background tasks and the network listener. In-flight writes that were
+    /// acknowledged are durable already.
+    pub async fn shutdown(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn compaction_loop(store: Store, every: Duration, min_retained: u64) {
+    // Each tick compacts up to the head seen at the previous tick, so at least one
+    // interval of history (and at least `min_retained` revisions) stays watchable.
+    let mut prev = store.head();
+    let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        t.tick().await;
+        let head = store.head();
+        let target = prev.min(head.saturating_sub(min_retained));
+        if let Err(e) = store.compact(target).await {
+            tracing::warn!("compaction to {target} failed (retried next interval): {e}");
+        }
+        prev = head;
+    }
+}
+
+async fn maintenance_loop(store: Store, every: Duration) {
+    let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        t.tick().await;
+        if let Err(e) = store.maintain().await {
+            tracing::warn!("checkpoint/vacuum failed (retried next interval): {e}");
+        }
+    }
+}
+
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: axum::Router,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                continue;
+            }
+        };
+        let acceptor = acceptor.clone();
+        let svc = router.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(stream).await else {
+                return;
+            };
+            let io = hyper_util::rt::TokioIo::new(tls);
+            let svc = hyper_util::service::TowerToHyperService::new(svc);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection_with_upgrades(io, svc)
+                    .await;
+        });
+    }
+}
+
+fn write_kubeconfig(
+    path: &std::path::Path,
+    addr: SocketAddr,
+    ca_pem: &str,
+    token: &str,
+) -> Result<(), Error> {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: plinth\n  cluster:\n    server: https://{addr}\n    certificate-authority-data: {ca}\nusers:\n- name: plinth-admin\n  user:\n    token: {token}\ncontexts:\n- name: plinth\n  context:\n    cluster: plinth\n    user: plinth-admin\n    namespace: default\ncurrent-context: plinth\n"
+    );
+    auth::write_private(path, text.as_bytes())
+}

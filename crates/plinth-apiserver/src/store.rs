@@ -1,0 +1,1004 @@
+//! SQLite storage: current objects plus an append-only revision log whose
+//! `INTEGER PRIMARY KEY` is the global `resourceVersion` (the layout k3s's kine uses).
+//!
+//! * One dedicated writer thread owns the only writing connection. It drains its queue,
+//!   applies every queued operation inside one transaction (each in its own savepoint so a
+//!   failed operation does not spoil the others), commits once (one fsync with
+//!   `synchronous=FULL` in WAL mode) and only then acknowledges the callers and publishes
+//!   the events to watchers (group commit).
+//! * Readers use their own connections from a small pool (WAL gives them snapshot isolation).
+//! * Compaction deletes revisions at or below a target; watches that start below it get a
+//!   410 `Expired`. Compaction is followed by `PRAGMA incremental_vacuum` and a WAL
+//!   checkpoint so the data file stays bounded.
+//! * `resourceVersion`s come from `sqlite_sequence` (AUTOINCREMENT), so they never go
+//!   backwards, across restarts and after compaction.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+/// Storage errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The object does not exist.
+    #[error("not found")]
+    NotFound,
+    /// An object with that key exists already (create).
+    #[error("already exists")]
+    AlreadyExists,
+    /// The stored object's resourceVersion differs from the expected one.
+    #[error("conflict: stored resourceVersion is {current}")]
+    Conflict {
+        /// The stored object's resourceVersion.
+        current: u64,
+    },
+    /// The uid precondition failed.
+    #[error("uid precondition failed: stored uid is {current}")]
+    UidMismatch {
+        /// The stored object's uid.
+        current: String,
+    },
+    /// SQLite failed.
+    #[error("storage: {0}")]
+    Db(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Db(e.to_string())
+    }
+}
+
+/// Identifies one stored object: resource key (`group/plural`, `/plural` for core),
+/// namespace (empty for cluster-scoped) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjKey {
+    /// `group/plural`.
+    pub rkey: String,
+    /// Namespace or empty.
+    pub ns: String,
+    /// Name.
+    pub name: String,
+}
+
+/// Watch event type, as in the Kubernetes watch protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// The object was created.
+    Added,
+    /// The object was changed.
+    Modified,
+    /// The object was removed; the event carries its last state.
+    Deleted,
+}
+
+impl EventType {
+    /// Wire name (`ADDED`, `MODIFIED`, `DELETED`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+    fn code(self) -> i64 {
+        match self {
+            EventType::Added => 0,
+            EventType::Modified => 1,
+            EventType::Deleted => 2,
+        }
+    }
+    fn from_code(c: i64) -> Self {
+        match c {
+            0 => EventType::Added,
+            1 => EventType::Modified,
+            _ => EventType::Deleted,
+        }
+    }
+}
+
+/// One committed change. `rv` is its resourceVersion (the revision-log row id).
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// Global resourceVersion of this change.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventType,
+    /// Which object.
+    pub key: ObjKey,
+    /// The object after the change (for `Deleted`, its last state), with
+    /// `metadata.resourceVersion` set to `rv`.
+    pub object: Arc<Value>,
+}
+
+/// A write request. Every write appends one revision per changed object.
+#[derive(Debug)]
+pub enum WriteOp {
+    /// Insert a new object; fails with `AlreadyExists`.
+    Create {
+        /// Key.
+        key: ObjKey,
+        /// Object (its resourceVersion is overwritten).
+        obj: Value,
+    },
+    /// Replace an object whose stored resourceVersion equals `expected_rv`
+    /// (`Conflict` otherwise). If the new object carries `metadata.deletionTimestamp`
+    /// and no finalizers, the object is removed instead (finalization complete).
+    Update {
+        /// Key.
+        key: ObjKey,
+        /// New object.
+        obj: Value,
+        /// Precondition.
+        expected_rv: u64,
+    },
+    /// Remove an object, optionally checking its resourceVersion and uid.
+    Delete {
+        /// Key.
+        key: ObjKey,
+        /// resourceVersion precondition.
+        expected_rv: Option<u64>,
+        /// uid precondition.
+        expected_uid: Option<String>,
+    },
+    /// Remove every object of one resource (used when a CRD is deleted).
+    DeleteResource {
+        /// Resource key.
+        rkey: String,
+    },
+}
+
+/// Result of a successful write.
+#[derive(Debug, Clone)]
+pub enum WriteOutcome {
+    /// The object as stored (with its new resourceVersion).
+    Stored(Value),
+    /// The object was removed; its last state (with the deletion's resourceVersion).
+    Deleted(Value),
+    /// Number of objects removed by `DeleteResource`.
+    Removed(usize),
+}
+
+enum Cmd {
+    Write(WriteOp, oneshot::Sender<Result<WriteOutcome, StoreError>>),
+    Compact(u64, oneshot::Sender<Result<u64, StoreError>>),
+    Maintain(oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// Sink the writer calls with every committed batch of events, in resourceVersion order.
+pub type EventSink = Arc<dyn Fn(&[Event]) + Send + Sync>;
+
+/// Result of a list.
+#[derive(Debug)]
+pub struct ListResult {
+    /// Matching objects, ordered by (namespace, name).
+    pub items: Vec<Value>,
+    /// resourceVersion of the snapshot the list was read at.
+    pub rv: u64,
+    /// Key of the last returned object when more objects match (for `continue`).
+    pub more_after: Option<(String, String)>,
+}
+
+/// The storage handle; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    tx: std::sync::mpsc::Sender<Cmd>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+    path: PathBuf,
+    /// Latest committed resourceVersion (kept by the writer).
+    head: Arc<std::sync::atomic::AtomicU64>,
+}
+
+fn open_conn(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(conn)
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS objects (
+  id INTEGER PRIMARY KEY,
+  rkey TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+  rv INTEGER NOT NULL, uid TEXT NOT NULL, data TEXT NOT NULL,
+  UNIQUE (rkey, ns, name));
+CREATE INDEX IF NOT EXISTS objects_ns ON objects(ns);
+CREATE INDEX IF NOT EXISTS objects_uid ON objects(uid);
+CREATE TABLE IF NOT EXISTS events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  rkey TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+  type INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_rkey ON events(rkey, id);
+CREATE TABLE IF NOT EXISTS owner_refs (
+  owner_uid TEXT NOT NULL, rkey TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+  PRIMARY KEY (owner_uid, rkey, ns, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+";
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and starts the writer thread.
+    /// `sink` receives every committed batch of events after it is durable.
+    pub fn open(path: &Path, sink: EventSink) -> Result<Store, StoreError> {
+        let conn = Connection::open(path)?;
+        // auto_vacuum must be chosen before the first table exists.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        drop(conn);
+        let conn = open_conn(path)?;
+        conn.execute_batch(SCHEMA)?;
+        let head = read_head(&conn)?;
+        let head = Arc::new(std::sync::atomic::AtomicU64::new(head));
+        let (tx, rx) = std::sync::mpsc::channel::<Cmd>();
+        let head2 = head.clone();
+        std::thread::Builder::new()
+            .name("plinth-store-writer".into())
+            .spawn(move || writer_loop(conn, rx, sink, head2))
+            .map_err(|e| StoreError::Db(format!("spawning the writer thread: {e}")))?;
+        Ok(Store {
+            tx,
+            readers: Arc::new(Mutex::new(Vec::new())),
+            path: path.to_path_buf(),
+            head,
+        })
+    }
+
+    /// Latest committed resourceVersion.
+    pub fn head(&self) -> u64 {
+        self.head.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Queues a write and waits until it is durable.
+    pub async fn write(&self, op: WriteOp) -> Result<WriteOutcome, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Write(op, tx))
+            .map_err(|_| StoreError::Db("the writer thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Db("the writer thread has stopped".into()))?
+    }
+
+    /// Deletes revisions at or below `target` (bounded by the head). Returns the new
+    /// compaction point.
+    pub async fn compact(&self, target: u64) -> Result<u64, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Compact(target, tx))
+            .map_err(|_| StoreError::Db("the writer thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Db("the writer thread has stopped".into()))?
+    }
+
+    /// Incremental vacuum plus WAL checkpoint (TRUNCATE).
+    pub async fn maintain(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Maintain(tx))
+            .map_err(|_| StoreError::Db("the writer thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Db("the writer thread has stopped".into()))?
+    }
+
+    /// Runs `f` on a pooled reader connection on a blocking thread.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let pool = self.readers.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = pool.lock().unwrap().pop();
+            let mut conn = match conn {
+                Some(c) => c,
+                None => open_conn(&path)?,
+            };
+            let r = f(&mut conn);
+            let mut p = pool.lock().unwrap();
+            if p.len() < 8 {
+                p.push(conn);
+            }
+            r
+        })
+        .await
+        .map_err(|e| StoreError::Db(format!("reader task failed: {e}")))?
+    }
+
+    /// Reads one object.
+    pub async fn get(&self, key: ObjKey) -> Result<Option<Value>, StoreError> {
+        self.read(move |c| {
+            let s: Option<String> = c
+                .query_row(
+                    "SELECT data FROM objects WHERE rkey=?1 AND ns=?2 AND name=?3",
+                    params![key.rkey, key.ns, key.name],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            s.map(|s| parse(&s)).transpose()
+        })
+        .await
+    }
+
+    /// Lists objects of `rkey` (in namespace `ns` if given), ordered by (namespace, name),
+    /// starting after `after`, returning at most `limit` objects that pass `filter`
+    /// (0 = no limit). The snapshot's resourceVersion is returned with them.
+    pub async fn list(
+        &self,
+        rkey: String,
+        ns: Option<String>,
+        after: Option<(String, String)>,
+        limit: usize,
+        filter: Box<dyn Fn(&Value) -> bool + Send>,
+    ) -> Result<ListResult, StoreError> {
+        self.read(move |c| {
+            let tx = c.transaction()?;
+            let rv = read_head(&tx)?;
+            let (ans, aname) = after.unwrap_or_default();
+            let mut items = Vec::new();
+            let mut more_after = None;
+            {
+                let mut stmt;
+                let mut rows = if let Some(ns) = &ns {
+                    stmt = tx.prepare_cached(
+                        "SELECT ns, name, data FROM objects WHERE rkey=?1 AND ns=?2 AND name>?3 ORDER BY name",
+                    )?;
+                    stmt.query(params![rkey, ns, aname])?
+                } else {
+                    stmt = tx.prepare_cached(
+                        "SELECT ns, name, data FROM objects WHERE rkey=?1 AND (ns>?2 OR (ns=?2 AND name>?3)) ORDER BY ns, name",
+                    )?;
+                    stmt.query(params![rkey, ans, aname])?
+                };
+                let mut last: Option<(String, String)> = None;
+                while let Some(row) = rows.next()? {
+                    let data: String = row.get(2)?;
+                    let v = parse(&data)?;
+                    if !filter(&v) {
+                        continue;
+                    }
+                    if limit > 0 && items.len() == limit {
+                        more_after = last.take();
+                        break;
+                    }
+                    last = Some((row.get(0)?, row.get(1)?));
+                    items.push(v);
+                }
+            }
+            tx.commit()?;
+            Ok(ListResult {
+                items,
+                rv,
+                more_after,
+            })
+        })
+        .await
+    }
+
+    /// The compaction point: revisions at or below it are gone.
+    pub async fn compacted(&self) -> Result<u64, StoreError> {
+        self.read(|c| read_compacted(c)).await
+    }
+
+    /// Events of resource `rkey` with resourceVersion in `(after, upto]`, in order, and
+    /// the compaction point at the time of the read. If `after` is below the compaction
+    /// point the caller must answer 410 Expired.
+    pub async fn events_since(
+        &self,
+        rkey: String,
+        after: u64,
+        upto: u64,
+    ) -> Result<(Vec<Event>, u64), StoreError> {
+        self.read(move |c| {
+            let tx = c.transaction()?;
+            let compacted = read_compacted(&tx)?;
+            let mut out = Vec::new();
+            if after >= compacted {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT id, ns, name, type, data FROM events WHERE rkey=?1 AND id>?2 AND id<=?3 ORDER BY id",
+                )?;
+                let mut rows = stmt.query(params![rkey, after as i64, upto as i64])?;
+                while let Some(row) = rows.next()? {
+                    let id: i64 = row.get(0)?;
+                    let data: String = row.get(4)?;
+                    out.push(Event {
+                        rv: id as u64,
+                        kind: EventType::from_code(row.get(3)?),
+                        key: ObjKey {
+                            rkey: rkey.clone(),
+                            ns: row.get(1)?,
+                            name: row.get(2)?,
+                        },
+                        object: Arc::new(parse(&data)?),
+                    });
+                }
+            }
+            drop(tx);
+            Ok((out, compacted))
+        })
+        .await
+    }
+
+    /// Keys of objects that name `owner_uid` in their `metadata.ownerReferences`.
+    pub async fn dependents(&self, owner_uid: String) -> Result<Vec<ObjKey>, StoreError> {
+        self.read(move |c| {
+            let mut stmt =
+                c.prepare_cached("SELECT rkey, ns, name FROM owner_refs WHERE owner_uid=?1")?;
+            let rows = stmt.query_map(params![owner_uid], |r| {
+                Ok(ObjKey {
+                    rkey: r.get(0)?,
+                    ns: r.get(1)?,
+                    name: r.get(2)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// Keys of every object in namespace `ns`.
+    pub async fn keys_in_namespace(&self, ns: String) -> Result<Vec<ObjKey>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached("SELECT rkey, ns, name FROM objects WHERE ns=?1")?;
+            let rows = stmt.query_map(params![ns], |r| {
+                Ok(ObjKey {
+                    rkey: r.get(0)?,
+                    ns: r.get(1)?,
+                    name: r.get(2)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// Whether any object with this uid exists (used by the garbage collector).
+    pub async fn uid_exists(&self, uid: String) -> Result<bool, StoreError> {
+        self.read(move |c| {
+            let n: i64 = c.query_row(
+                "SELECT count(*) FROM objects WHERE uid=?1",
+                params![uid],
+                |r| r.get(0),
+            )?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    /// The object with this uid, if it exists.
+    pub async fn find_by_uid(&self, uid: String) -> Result<Option<(ObjKey, Value)>, StoreError> {
+        self.read(move |c| {
+            let r: Option<(String, String, String, String)> = c
+                .query_row(
+                    "SELECT rkey, ns, name, data FROM objects WHERE uid=?1",
+                    params![uid],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+                .optional()?;
+            r.map(|(rkey, ns, name, data)| Ok((ObjKey { rkey, ns, name }, parse(&data)?)))
+                .transpose()
+        })
+        .await
+    }
+
+    /// Every stored object of one resource (all namespaces).
+    pub async fn all_of(&self, rkey: String) -> Result<Vec<Value>, StoreError> {
+        Ok(self
+            .list(rkey, None, None, 0, Box::new(|_| true))
+            .await?
+            .items)
+    }
+}
+
+fn parse(s: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::Db(format!("corrupt stored object: {e}")))
+}
+
+fn read_head(c: &Connection) -> Result<u64, StoreError> {
+    let v: Option<i64> = c
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name='events'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(v.unwrap_or(0) as u64)
+}
+
+fn read_compacted(c: &Connection) -> Result<u64, StoreError> {
+    let v: Option<i64> = c
+        .query_row("SELECT v FROM meta WHERE k='compacted'", [], |r| r.get(0))
+        .optional()?;
+    Ok(v.unwrap_or(0) as u64)
+}
+
+fn obj_rv(v: &Value) -> u64 {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(|x| x.as_str())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn set_rv(v: &mut Value, rv: u64) {
+    if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        m.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+fn owner_uids(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/ownerReferences")
+        .and_then(|x| x.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(|u| u.as_str()).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn uid_of(v: &Value) -> String {
+    v.pointer("/metadata/uid")
+        .and_then(|x| x.as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+struct Applier<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    next_rv: u64,
+    events: Vec<Event>,
+}
+
+impl Applier<'_> {
+    fn append(
+        &mut self,
+        kind: EventType,
+        key: &ObjKey,
+        obj: &mut Value,
+    ) -> Result<u64, StoreError> {
+        let rv = self.next_rv + 1;
+        set_rv(obj, rv);
+        let data = serde_json::to_string(obj).map_err(|e| StoreError::Db(e.to_string()))?;
+        self.tx
+            .prepare_cached(
+                "INSERT INTO events (id, rkey, ns, name, type, data) VALUES (?1,?2,?3,?4,?5,?6)",
+            )?
+            .execute(params![
+                rv as i64,
+                key.rkey,
+                key.ns,
+                key.name,
+                kind.code(),
+                data
+            ])?;
+        if kind != EventType::Deleted {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO objects (rkey, ns, name, rv, uid, data) VALUES (?1,?2,?3,?4,?5,?6)
+                     ON CONFLICT(rkey, ns, name) DO UPDATE SET rv=excluded.rv, uid=excluded.uid, data=excluded.data",
+                )?
+                .execute(params![key.rkey, key.ns, key.name, rv as i64, uid_of(obj), data])?;
+        } else {
+            self.tx
+                .prepare_cached("DELETE FROM objects WHERE rkey=?1 AND ns=?2 AND name=?3")?
+                .execute(params![key.rkey, key.ns, key.name])?;
+        }
+        self.next_rv = rv;
+        self.events.push(Event {
+            rv,
+            kind,
+            key: key.clone(),
+            object: Arc::new(obj.clone()),
+        });
+        Ok(rv)
+    }
+
+    fn set_owners(
+        &mut self,
+        key: &ObjKey,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let old_o = old.map(owner_uids).unwrap_or_default();
+        let new_o = new.map(owner_uids).unwrap_or_default();
+        if old_o == new_o {
+            return Ok(());
+        }
+        for u in &old_o {
+            self.tx
+                .prepare_cached(
+                    "DELETE FROM owner_refs WHERE owner_uid=?1 AND rkey=?2 AND ns=?3 AND name=?4",
+                )?
+                .execute(params![u, key.rkey, key.ns, key.name])?;
+        }
+        for u in &new_o {
+            self.tx
+                .prepare_cached("INSERT OR IGNORE INTO owner_refs (owner_uid, rkey, ns, name) VALUES (?1,?2,?3,?4)")?
+                .execute(params![u, key.rkey, key.ns, key.name])?;
+        }
+        Ok(())
+    }
+
+    fn current(&self, key: &ObjKey) -> Result<Option<Value>, StoreError> {
+        let s: Option<String> = self
+            .tx
+            .prepare_cached("SELECT data FROM objects WHERE rkey=?1 AND ns=?2 AND name=?3")?
+            .query_row(params![key.rkey, key.ns, key.name], |r| r.get(0))
+            .optional()?;
+        s.map(|s| parse(&s)).transpose()
+    }
+
+    fn apply(&mut self, op: WriteOp) -> Result<WriteOutcome, StoreError> {
+        match op {
+            WriteOp::Create { key, mut obj } => {
+                if self.current(&key)?.is_some() {
+                    return Err(StoreError::AlreadyExists);
+                }
+                self.append(EventType::Added, &key, &mut obj)?;
+                self.set_owners(&key, None, Some(&obj))?;
+                Ok(WriteOutcome::Stored(obj))
+            }
+            WriteOp::Update {
+                key,
+                mut obj,
+                expected_rv,
+            } => {
+                let cur = self.current(&key)?.ok_or(StoreError::NotFound)?;
+                let cur_rv = obj_rv(&cur);
+                if cur_rv != expected_rv {
+                    return Err(StoreError::Conflict { current: cur_rv });
+                }
+                let finalized = obj
+                    .pointer("/metadata/deletionTimestamp")
+                    .is_some_and(|v| !v.is_null())
+                    && obj
+                        .pointer("/metadata/finalizers")
+                        .and_then(|f| f.as_array())
+                        .is_none_or(|a| a.is_empty());
+                if finalized {
+                    self.append(EventType::Deleted, &key, &mut obj)?;
+                    self.set_owners(&key, Some(&cur), None)?;
+                    Ok(WriteOutcome::Deleted(obj))
+                } else {
+                    self.append(EventType::Modified, &key, &mut obj)?;
+                    self.set_owners(&key, Some(&cur), Some(&obj))?;
+                    Ok(WriteOutcome::Stored(obj))
+                }
+            }
+            WriteOp::Delete {
+                key,
+                expected_rv,
+                expected_uid,
+            } => {
+                let mut cur = self.current(&key)?.ok_or(StoreError::NotFound)?;
+                if let Some(rv) = expected_rv {
+                    let cur_rv = obj_rv(&cur);
+                    if cur_rv != rv {
+                        return Err(StoreError::Conflict { current: cur_rv });
+                    }
+                }
+                if let Some(uid) = expected_uid {
+                    let cu = uid_of(&cur);
+                    if cu != uid {
+                        return Err(StoreError::UidMismatch { current: cu });
+                    }
+                }
+                let before = cur.clone();
+                self.append(EventType::Deleted, &key, &mut cur)?;
+                self.set_owners(&key, Some(&before), None)?;
+                Ok(WriteOutcome::Deleted(cur))
+            }
+            WriteOp::DeleteResource { rkey } => {
+                let rows: Vec<(String, String, String)> = {
+                    let mut stmt = self
+                        .tx
+                        .prepare_cached("SELECT ns, name, data FROM objects WHERE rkey=?1")?;
+                    stmt.query_map(params![rkey], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                        .collect::<Result<Vec<_>, _>>()?
+                };
+                let n = rows.len();
+                for (ns, name, data) in rows {
+                    let key = ObjKey {
+                        rkey: rkey.clone(),
+                        ns,
+                        name,
+                    };
+                    let mut obj = parse(&data)?;
+                    let before = obj.clone();
+                    self.append(EventType::Deleted, &key, &mut obj)?;
+                    self.set_owners(&key, Some(&before), None)?;
+                }
+                Ok(WriteOutcome::Removed(n))
+            }
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<WriteOutcome, StoreError>>;
+
+fn writer_loop(
+    mut conn: Connection,
+    rx: std::sync::mpsc::Receiver<Cmd>,
+    sink: EventSink,
+    head: Arc<std::sync::atomic::AtomicU64>,
+) {
+    const MAX_BATCH: usize = 1024;
+    let mut pending: Option<Cmd> = None;
+    loop {
+        let first = match pending.take() {
+            Some(c) => c,
+            None => match rx.recv() {
+                Ok(c) => c,
+                Err(_) => return,
+            },
+        };
+        match first {
+            Cmd::Compact(target, reply) => {
+                let _ = reply.send(compact(&mut conn, target));
+                continue;
+            }
+            Cmd::Maintain(reply) => {
+                let _ = reply.send(maintain(&conn));
+                continue;
+            }
+            Cmd::Write(op, reply) => {
+                let mut batch: Vec<(WriteOp, Reply)> = vec![(op, reply)];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(Cmd::Write(op, reply)) => batch.push((op, reply)),
+                        Ok(other) => {
+                            pending = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                run_batch(&mut conn, batch, &sink, &head);
+            }
+        }
+    }
+}
+
+fn run_batch(
+    conn: &mut Connection,
+    batch: Vec<(WriteOp, Reply)>,
+    sink: &EventSink,
+    head: &std::sync::atomic::AtomicU64,
+) {
+    let start_rv = match read_head(conn) {
+        Ok(v) => v,
+        Err(e) => {
+            for (_, r) in batch {
+                let _ = r.send(Err(StoreError::Db(e.to_string())));
+            }
+            return;
+        }
+    };
+    let tx = match conn.transaction() {
+        Ok(t) => t,
+        Err(e) => {
+            for (_, r) in batch {
+                let _ = r.send(Err(StoreError::Db(e.to_string())));
+            }
+            return;
+        }
+    };
+    let mut results = Vec::with_capacity(batch.len());
+    let mut replies = Vec::with_capacity(batch.len());
+    let mut all_events = Vec::new();
+    let mut next_rv = start_rv;
+    for (op, reply) in batch {
+        replies.push(reply);
+        let r = (|| -> Result<(WriteOutcome, Vec<Event>, u64), StoreError> {
+            tx.execute_batch("SAVEPOINT op")?;
+            let mut ap = Applier {
+                tx: &tx,
+                next_rv,
+                events: Vec::new(),
+            };
+            match ap.apply(op) {
+                Ok(out) => {
+                    tx.execute_batch("RELEASE op")?;
+                    Ok((out, ap.events, ap.next_rv))
+                }
+                Err(e) => {
+                    tx.execute_batch("ROLLBACK TO op; RELEASE op")?;
+                    Err(e)
+                }
+            }
+        })();
+        match r {
+            Ok((out, evs, nrv)) => {
+                next_rv = nrv;
+                all_events.extend(evs);
+                results.push(Ok(out));
+            }
+            Err(e) => results.push(Err(e)),
+        }
+    }
+    if let Err(e) = tx.commit() {
+        for r in replies {
+            let _ = r.send(Err(StoreError::Db(format!("commit failed: {e}"))));
+        }
+        return;
+    }
+    head.store(next_rv, std::sync::atomic::Ordering::SeqCst);
+    for (r, res) in replies.into_iter().zip(results) {
+        let _ = r.send(res);
+    }
+    if !all_events.is_empty() {
+        sink(&all_events);
+    }
+}
+
+fn compact(conn: &mut Connection, target: u64) -> Result<u64, StoreError> {
+    let head = read_head(conn)?;
+    let cur = read_compacted(conn)?;
+    let target = target.min(head);
+    if target <= cur {
+        return Ok(cur);
+    }
+    // Delete in slices so one compaction never holds the write lock for long.
+    let mut from = cur;
+    while from < target {
+        let to = (from + 20_000).min(target);
+        let tx = conn.transaction()?;
+        tx.execute("DELETE FROM events WHERE id<=?1", params![to as i64])?;
+        tx.execute(
+            "INSERT INTO meta (k, v) VALUES ('compacted', ?1) ON CONFLICT(k) DO UPDATE SET v=excluded.v",
+            params![to as i64],
+        )?;
+        tx.commit()?;
+        from = to;
+    }
+    maintain(conn)?;
+    Ok(target)
+}
+
+fn maintain(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch("PRAGMA incremental_vacuum;")?;
+    // A checkpoint that cannot finish (busy readers) is retried on the next tick.
+    let _: (i64, i64, i64) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    })?;
+    Ok(())
+}
+
+/// Bounded per-resource broadcast of committed events (watch fan-out).
+/// A receiver that falls behind by more than the capacity is cut off
+/// (it sees `Lagged`, and the watch handler ends the stream so the client re-lists).
+pub struct Hub {
+    capacity: usize,
+    chans: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
+    published: std::sync::atomic::AtomicU64,
+}
+
+impl Hub {
+    /// A hub whose per-resource channels hold `capacity` events.
+    pub fn new(capacity: usize) -> Hub {
+        Hub {
+            capacity,
+            chans: Mutex::new(HashMap::new()),
+            published: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The resourceVersion of the last published event: every event up to it has been
+    /// handed to the subscribers' queues.
+    pub fn published(&self) -> u64 {
+        self.published.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Subscribes to resource `rkey`.
+    pub fn subscribe(&self, rkey: &str) -> broadcast::Receiver<Arc<Event>> {
+        let mut m = self.chans.lock().unwrap();
+        m.entry(rkey.to_string())
+            .or_insert_with(|| broadcast::channel(self.capacity).0)
+            .subscribe()
+    }
+
+    /// Publishes committed events in order.
+    pub fn publish(&self, events: &[Event]) {
+        let m = self.chans.lock().unwrap();
+        for e in events {
+            if let Some(tx) = m.get(&e.key.rkey) {
+                let _ = tx.send(Arc::new(e.clone()));
+            }
+        }
+        if let Some(last) = events.last() {
+            self.published
+                .store(last.rv, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(n: &str) -> ObjKey {
+        ObjKey {
+            rkey: "/configmaps".into(),
+            ns: "default".into(),
+            name: n.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn revisions_are_monotonic_across_reopen_and_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap();
+        let obj = json!({"metadata": {"name": "a", "uid": "u1"}});
+        let WriteOutcome::Stored(a) = store
+            .write(WriteOp::Create {
+                key: key("a"),
+                obj: obj.clone(),
+            })
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(obj_rv(&a), 1);
+        let err = store
+            .write(WriteOp::Create {
+                key: key("a"),
+                obj: obj.clone(),
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::AlreadyExists));
+        let err = store
+            .write(WriteOp::Update {
+                key: key("a"),
+                obj: obj.clone(),
+                expected_rv: 7,
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Conflict { current: 1 }));
+        store
+            .write(WriteOp::Delete {
+                key: key("a"),
+                expected_rv: None,
+                expected_uid: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.compact(2).await.unwrap(), 2);
+        let (evs, compacted) = store
+            .events_since("/configmaps".into(), 0, 10)
+            .await
+            .unwrap();
+        assert!(evs.is_empty());
+        assert_eq!(compacted, 2);
+        drop(store);
+        let store = Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap();
+        let WriteOutcome::Stored(b) = store
+            .write(WriteOp::Create {
+                key: key("b"),
+                obj: json!({"metadata": {"name": "b"}}),
+            })
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(obj_rv(&b), 3);
+        let l = store
+            .list("/configmaps".into(), None, None, 0, Box::new(|_| true))
+            .await
+            .unwrap();
+        assert_eq!(l.items.len(), 1);
+        assert_eq!(l.rv, 3);
+    }
+}

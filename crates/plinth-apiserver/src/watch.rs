@@ -1,0 +1,278 @@
+//! Watch streams (Kubernetes watch protocol: newline-delimited JSON events).
+//!
+//! * From `resourceVersion=N`: the revision log after N is replayed, then live events
+//!   stream. A N older than the compacted log answers HTTP 200 with one in-stream
+//!   `ERROR` event carrying a 410 `Expired` Status (what kube-runtime's watcher needs to
+//!   re-list).
+//! * Without a resourceVersion (or `0`): synthetic `ADDED` events for the current objects
+//!   first.
+//! * `allowWatchBookmarks=true`: periodic `BOOKMARK` events with the latest
+//!   resourceVersion the watcher has caught up with.
+//! * `timeoutSeconds`: the stream ends after that long.
+//! * A watcher that falls behind the bounded per-resource broadcast is cut off (the
+//!   stream ends; clients re-list).
+//! * Never compressed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::api::{App, AppRef, Filter, Query, Render, present};
+use crate::error::ApiError;
+use crate::registry::rkey;
+use crate::resource::ResourceInfo;
+use crate::store::{Event, EventType};
+
+struct Watcher {
+    info: Arc<ResourceInfo>,
+    ns: Option<String>,
+    filter: Filter,
+    render: Render,
+    out: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    last_rv: u64,
+}
+
+impl Watcher {
+    fn line(&self, kind: &str, obj: Value) -> Bytes {
+        let obj = match &self.render {
+            Render::Plain => obj,
+            Render::Metadata => {
+                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))})
+            }
+            Render::Table { include_object } => {
+                let rv = obj
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                crate::table::render(
+                    &self.info,
+                    &[obj],
+                    json!({"resourceVersion": rv}),
+                    include_object,
+                )
+            }
+        };
+        let mut s = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
+        s.push(b'\n');
+        Bytes::from(s)
+    }
+
+    /// Sends one event if it is new and matches. Returns false when the client is gone.
+    async fn send_event(&mut self, ev: &Event) -> bool {
+        if ev.rv <= self.last_rv {
+            return true;
+        }
+        self.last_rv = ev.rv;
+        if let Some(ns) = &self.ns
+            && &ev.key.ns != ns
+        {
+            return true;
+        }
+        if !self.filter.matches(&ev.object) {
+            return true;
+        }
+        let obj = present(&self.info, (*ev.object).clone());
+        let line = self.line(ev.kind.as_str(), obj);
+        self.out.send(Ok(line)).await.is_ok()
+    }
+
+    async fn bookmark(&mut self, rv: u64) -> bool {
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
+        let mut s =
+            serde_json::to_vec(&json!({"type": "BOOKMARK", "object": obj})).unwrap_or_default();
+        s.push(b'\n');
+        self.out.send(Ok(Bytes::from(s))).await.is_ok()
+    }
+}
+
+fn expired(rv: u64, compacted: u64) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("too old resource version: {rv} ({compacted})"),
+        "reason": "Expired", "code": 410,
+    })
+}
+
+/// Starts a watch and returns the streaming response.
+pub(crate) async fn watch(
+    app: AppRef,
+    info: Arc<ResourceInfo>,
+    ns: Option<String>,
+    q: &Query,
+    render: Render,
+) -> Result<Response, ApiError> {
+    let filter = Filter::parse(q)?;
+    let from: Option<u64> = match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(s) => Some(s.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid resourceVersion {s:?}: must be an integer"))
+        })?),
+    };
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .filter(|t| *t > 0)
+        .map(Duration::from_secs);
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+    let key = rkey(&info.group, &info.plural);
+    // Subscribe before reading the log so nothing falls between the two.
+    let sub = app.hub.subscribe(&key);
+    let mut w = Watcher {
+        info,
+        ns,
+        filter,
+        render,
+        out: tx,
+        last_rv: 0,
+    };
+    // Initial state is read before answering so errors become HTTP errors.
+    let initial: Initial = match from {
+        None => {
+            let filter = Filter::parse(q)?;
+            let res = app
+                .store
+                .list(
+                    key.clone(),
+                    w.ns.clone(),
+                    None,
+                    0,
+                    Box::new(move |o| filter.matches(o)),
+                )
+                .await?;
+            Initial::Objects(res.items, res.rv)
+        }
+        Some(rv) => {
+            let (events, compacted) = app
+                .store
+                .events_since(key.clone(), rv, i64::MAX as u64)
+                .await?;
+            if rv < compacted {
+                Initial::Expired(rv, compacted)
+            } else {
+                Initial::Events(events, rv)
+            }
+        }
+    };
+    tokio::spawn(run(app, w_take(&mut w), sub, initial, timeout, bookmarks));
+    let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Ok(Response::builder()
+        .status(200)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CACHE_CONTROL, "no-cache, private")
+        .body(body)
+        .unwrap())
+}
+
+enum Initial {
+    Objects(Vec<Value>, u64),
+    Events(Vec<Event>, u64),
+    Expired(u64, u64),
+}
+
+fn w_take(w: &mut Watcher) -> Watcher {
+    Watcher {
+        info: w.info.clone(),
+        ns: w.ns.take(),
+        filter: std::mem::replace(
+            &mut w.filter,
+            Filter {
+                label: None,
+                field: Vec::new(),
+            },
+        ),
+        render: w.render.clone(),
+        out: w.out.clone(),
+        last_rv: w.last_rv,
+    }
+}
+
+async fn run(
+    app: AppRef,
+    mut w: Watcher,
+    mut sub: broadcast::Receiver<Arc<Event>>,
+    initial: Initial,
+    timeout: Option<Duration>,
+    bookmarks: bool,
+) {
+    match initial {
+        Initial::Expired(rv, compacted) => {
+            let line = w.line("ERROR", expired(rv, compacted));
+            let _ = w.out.send(Ok(line)).await;
+            return;
+        }
+        Initial::Objects(items, rv) => {
+            for o in items {
+                let obj = present(&w.info, o);
+                let line = w.line(EventType::Added.as_str(), obj);
+                if w.out.send(Ok(line)).await.is_err() {
+                    return;
+                }
+            }
+            w.last_rv = rv;
+        }
+        Initial::Events(events, rv) => {
+            w.last_rv = rv;
+            for e in &events {
+                if !w.send_event(e).await {
+                    return;
+                }
+            }
+        }
+    }
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let interval = app_bookmark_interval(&app);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    loop {
+        let sleep_deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = sub.recv() => match r {
+                Ok(ev) => {
+                    if !w.send_event(&ev).await {
+                        return;
+                    }
+                }
+                // Too slow: cut off; the client re-lists.
+                Err(broadcast::error::RecvError::Lagged(_)) => return,
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick(), if bookmarks => {
+                // Every event up to `published` is already queued on `sub`; drain them
+                // so the bookmark never skips an event.
+                let published = app.hub.published();
+                loop {
+                    match sub.try_recv() {
+                        Ok(ev) => {
+                            if !w.send_event(&ev).await {
+                                return;
+                            }
+                        }
+                        Err(broadcast::error::TryRecvError::Empty) => break,
+                        Err(_) => return,
+                    }
+                }
+                let rv = published.max(w.last_rv);
+                w.last_rv = rv;
+                if !w.bookmark(rv).await {
+                    return;
+                }
+            }
+            _ = sleep_deadline => return,
+            _ = w.out.closed() => return,
+        }
+    }
+}
+
+fn app_bookmark_interval(app: &App) -> Duration {
+    app.bookmark_interval
+}
