@@ -1,0 +1,564 @@
+//! The Destination controller (Kratix reference §6.5) and the admission rule for
+//! overlapping Destination roots ([`destination_conflicts`]).
+//!
+//! Per reconcile:
+//! 1. `cleanup: all` ⇒ finalizer `kratix.io/destination-cleanup`; `none` ⇒ no finalizer.
+//! 2. The state store must be open in the registry, else `Ready=False` with
+//!    `StateStoreNotFound` ("<Kind>/<name>: not found") when the store object does not
+//!    exist or `StateStoreNotReady` ("<Kind>/<name>: not ready"), a Warning
+//!    `DestinationNotReady` event, and a requeue after `requeue_default`. State store
+//!    status changes re-queue their Destinations (watch), so a store turning Ready is
+//!    picked up at once.
+//! 3. Deleting with the finalizer: delete every WorkPlacement labelled
+//!    `kratix.io/targetDestinationName=<name>` (their controller removes their files),
+//!    wait until none is left, delete the canary files, release the finalizer.
+//! 4. `initWorkloads.enabled: false` ⇒ delete canary files, `Ready=True/DestinationReady`.
+//! 5. Else write the canary files for the Destination's `filepath.mode`
+//!    ([`plinth_statestore::layout::canary_files`]): failure ⇒
+//!    `Ready=False/StateStoreWriteFailed`, success ⇒ `Ready=True/TestDocumentsWritten`
+//!    and a `DestinationReady` event. An unchanged tree makes no commit, so a
+//!    re-created Destination over existing canary files goes Ready without an empty
+//!    commit (bug B41c).
+//!
+//! Events fire only when the Ready condition changes. The Destination's `spec.path` is
+//! normalised by the layout rules (leading/trailing/repeated `/` dropped, `.` and `/`
+//! = store root, `..` refused with `Ready=False/InvalidDestinationPath`; bug B15).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use plinth_api::constants::{finalizers, labels};
+use plinth_api::{
+    BucketStateStore, Destination, DestinationCleanup, FilepathMode, GitStateStore, StateStoreKind,
+    WorkPlacement,
+};
+use plinth_statestore::layout;
+use plinth_statestore::{WriteOp, WriteRequest};
+use serde_json::json;
+
+use crate::context::Context;
+use crate::objstatus::{
+    ReconcileError, describe, edit_finalizers, is_not_found, patch_status, publish, set_condition,
+};
+
+const REPORTER: &str = "DestinationController";
+
+/// Checks a Destination about to be created or updated against the existing ones:
+/// two Destinations on the same state store (same `stateStoreRef` kind and name) whose
+/// effective roots are equal or nested (`a` and `a/b`; the store root `.`/`/`/`""`
+/// overlaps everything) would delete each other's files, so the new one is rejected.
+/// Kratix only rejects exact duplicates (reference §1.3 webhook, §13, bug B22).
+///
+/// `existing` may contain `new` itself (an update): objects with the same name are
+/// skipped. Returns the rejection message naming both Destinations, their paths and the
+/// store, or `None` when there is no conflict. Called by the API server's admission hook
+/// for Kratix kinds.
+pub fn destination_conflicts(new: &Destination, existing: &[Destination]) -> Option<String> {
+    let new_name = new.name_any();
+    let store = &new.spec.state_store_ref;
+    if let Err(e) = layout::normalize_path(&new.spec.path) {
+        return Some(format!("Destination {new_name}: spec.path: {e}"));
+    }
+    for other in existing {
+        if other.name_any() == new_name {
+            continue;
+        }
+        let o = &other.spec.state_store_ref;
+        if o.kind != store.kind || o.name != store.name {
+            continue;
+        }
+        if layout::overlapping_roots(&new.spec.path, &other.spec.path) {
+            return Some(format!(
+                "Destination {new_name}: spec.path {:?} overlaps spec.path {:?} of Destination {} on {}/{}; \
+                 Destinations sharing a state store need disjoint directories",
+                new.spec.path,
+                other.spec.path,
+                other.name_any(),
+                store.kind.as_str(),
+                store.name
+            ));
+        }
+    }
+    None
+}
+
+/// The layout crate's mode for a Destination's `filepath.mode`.
+pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
+    match mode {
+        FilepathMode::NestedByMetadata => layout::FilepathMode::NestedByMetadata,
+        FilepathMode::AggregatedYaml => layout::FilepathMode::AggregatedYaml,
+        FilepathMode::None => layout::FilepathMode::None,
+    }
+}
+
+struct DestState {
+    ctx: Arc<Context>,
+    recorder: Recorder,
+}
+
+fn destinations_of_store(
+    store: &Store<Destination>,
+    kind: StateStoreKind,
+    name: &str,
+) -> Vec<ObjectRef<Destination>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|d| d.spec.state_store_ref.kind == kind && d.spec.state_store_ref.name == name)
+        .map(|d| ObjectRef::from_obj(d.as_ref()))
+        .collect()
+}
+
+/// Runs the Destination controller until the process stops.
+///
+/// Watches Destinations, GitStateStores and BucketStateStores (mapped to the
+/// Destinations referencing them) and WorkPlacements (mapped to their target
+/// Destination, so a `cleanup: all` deletion proceeds as soon as the last placement is
+/// gone). Needs `ctx.client`, `ctx.stores` and, from `ctx.config()`, `requeue_short`,
+/// `requeue_default` and `state_store_reconciliation_interval` (canary re-check).
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let controller = Controller::new(
+        Api::<Destination>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let (s1, s2, s3) = (store.clone(), store.clone(), store);
+    let state = Arc::new(DestState {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTER.into(),
+                instance: None,
+            },
+        ),
+        ctx,
+    });
+    controller
+        .watches(
+            Api::<GitStateStore>::all(client.clone()),
+            watcher::Config::default(),
+            move |s: GitStateStore| {
+                destinations_of_store(&s1, StateStoreKind::GitStateStore, &s.name_any())
+            },
+        )
+        .watches(
+            Api::<BucketStateStore>::all(client.clone()),
+            watcher::Config::default(),
+            move |s: BucketStateStore| {
+                destinations_of_store(&s2, StateStoreKind::BucketStateStore, &s.name_any())
+            },
+        )
+        .watches(
+            Api::<WorkPlacement>::all(client),
+            watcher::Config::default(),
+            move |wp: WorkPlacement| {
+                let target = wp.spec.target_destination_name.clone().unwrap_or_default();
+                // Only Destinations waiting for their placements to go care about them.
+                s3.state()
+                    .into_iter()
+                    .filter(|d| d.name_any() == target && d.meta().deletion_timestamp.is_some())
+                    .map(|d| ObjectRef::from_obj(d.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, error_policy, state)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "destination reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(dest: Arc<Destination>, err: &ReconcileError, state: Arc<DestState>) -> Action {
+    tracing::warn!(destination = %describe(dest.as_ref()), error = %err, "destination reconcile failed");
+    Action::requeue(state.ctx.config().requeue_default)
+}
+
+fn conditions_of(d: &Destination) -> Vec<Condition> {
+    d.status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+/// Sets the Ready condition; publishes the event when it changed.
+async fn set_ready(
+    state: &DestState,
+    dest: &Destination,
+    ready: bool,
+    reason: &str,
+    message: &str,
+    event: Option<(EventType, &str, String)>,
+) -> Result<(), ReconcileError> {
+    let api: Api<Destination> = Api::all(state.ctx.client.clone());
+    let mut changed = false;
+    patch_status(&api, &dest.name_any(), |cur: &Destination| {
+        let mut conds = conditions_of(cur);
+        changed = set_condition(
+            &mut conds,
+            "Ready",
+            ready,
+            reason,
+            message,
+            cur.meta().generation,
+        );
+        changed.then(|| json!({"conditions": conds}))
+    })
+    .await
+    .map_err(|e| ReconcileError::kube("writing status of", describe(dest), e))?;
+    if changed && let Some((t, r, note)) = event {
+        publish(&state.recorder, dest, t, r, "Reconcile", note).await;
+    }
+    Ok(())
+}
+
+async fn store_exists(
+    state: &DestState,
+    kind: StateStoreKind,
+    name: &str,
+) -> Result<bool, kube::Error> {
+    let c = state.ctx.client.clone();
+    match kind {
+        StateStoreKind::GitStateStore => Api::<GitStateStore>::all(c)
+            .get_opt(name)
+            .await
+            .map(|o| o.is_some()),
+        StateStoreKind::BucketStateStore => Api::<BucketStateStore>::all(c)
+            .get_opt(name)
+            .await
+            .map(|o| o.is_some()),
+    }
+}
+
+fn canary_delete_ops(dest: &Destination) -> Vec<WriteOp> {
+    layout::canary_files(&dest.spec.path, layout_mode(dest.spec.filepath_mode()))
+        .map(|files| {
+            files
+                .into_iter()
+                .map(|(path, _)| WriteOp::Delete { path })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn reconcile(
+    dest: Arc<Destination>,
+    state: Arc<DestState>,
+) -> Result<Action, ReconcileError> {
+    let ctx = &state.ctx;
+    let cfg = ctx.config();
+    let name = dest.name_any();
+    let what = describe(dest.as_ref());
+    let api: Api<Destination> = Api::all(ctx.client.clone());
+    let sref = &dest.spec.state_store_ref;
+    let store_key = format!("{}/{}", sref.kind.as_str(), sref.name);
+    let has_finalizer = dest
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizers::DESTINATION_CLEANUP);
+
+    if dest.meta().deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
+        }
+        let wps: Api<WorkPlacement> = Api::all(ctx.client.clone());
+        let lp =
+            ListParams::default().labels(&format!("{}={}", labels::TARGET_DESTINATION_NAME, name));
+        let remaining = wps
+            .list(&lp)
+            .await
+            .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?
+            .items;
+        for wp in remaining
+            .iter()
+            .filter(|wp| wp.meta().deletion_timestamp.is_none())
+        {
+            let ns_api: Api<WorkPlacement> =
+                Api::namespaced(ctx.client.clone(), &wp.namespace().unwrap_or_default());
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                ..Default::default()
+            };
+            if let Err(e) = ns_api.delete(&wp.name_any(), &dp).await
+                && !is_not_found(&e)
+            {
+                return Err(ReconcileError::kube("deleting WorkPlacement of", &what, e));
+            }
+        }
+        if !remaining.is_empty() {
+            return Ok(Action::requeue(cfg.requeue_short));
+        }
+        match ctx.stores.get(sref.kind.as_str(), &sref.name) {
+            Some(store) => {
+                let ops = canary_delete_ops(&dest);
+                if !ops.is_empty()
+                    && let Err(e) = store
+                        .write(WriteRequest {
+                            name: layout::CANARY_WRITER_NAME.into(),
+                            ops,
+                        })
+                        .await
+                {
+                    return Err(ReconcileError::Store {
+                        store: store_key,
+                        message: format!("deleting canary files: {e}"),
+                    });
+                }
+            }
+            None => {
+                // A store that no longer exists has nothing left to clean; one that is
+                // merely not ready yet is waited for.
+                let exists = store_exists(&state, sref.kind, &sref.name)
+                    .await
+                    .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+                if exists {
+                    return Ok(Action::requeue(cfg.requeue_default));
+                }
+            }
+        }
+        edit_finalizers(&api, &name, &[], &[finalizers::DESTINATION_CLEANUP])
+            .await
+            .map_err(|e| ReconcileError::kube("removing finalizer from", &what, e))?;
+        return Ok(Action::await_change());
+    }
+
+    let want_finalizer = dest.spec.cleanup_policy() == DestinationCleanup::All;
+    if want_finalizer != has_finalizer {
+        let (add, remove): (&[&str], &[&str]) = if want_finalizer {
+            (&[finalizers::DESTINATION_CLEANUP], &[])
+        } else {
+            (&[], &[finalizers::DESTINATION_CLEANUP])
+        };
+        if let Err(e) = edit_finalizers(&api, &name, add, remove).await {
+            let msg = format!("failed to update finalizers: {e}");
+            set_ready(
+                &state,
+                &dest,
+                false,
+                "DestinationFinalizerUpdateFailed",
+                &msg,
+                None,
+            )
+            .await?;
+            return Err(ReconcileError::kube("updating finalizers of", &what, e));
+        }
+    }
+
+    if let Err(e) = layout::normalize_path(&dest.spec.path) {
+        let msg = format!("spec.path: {e}");
+        set_ready(
+            &state,
+            &dest,
+            false,
+            "InvalidDestinationPath",
+            &msg,
+            Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+
+    let Some(store) = ctx.stores.get(sref.kind.as_str(), &sref.name) else {
+        let exists = store_exists(&state, sref.kind, &sref.name)
+            .await
+            .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+        let (reason, msg) = if exists {
+            ("StateStoreNotReady", format!("{store_key}: not ready"))
+        } else {
+            ("StateStoreNotFound", format!("{store_key}: not found"))
+        };
+        set_ready(
+            &state,
+            &dest,
+            false,
+            reason,
+            &msg,
+            Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+        )
+        .await?;
+        return Ok(Action::requeue(cfg.requeue_default));
+    };
+
+    let recheck = if cfg.state_store_reconciliation_interval.is_zero() {
+        Action::await_change()
+    } else {
+        Action::requeue(cfg.state_store_reconciliation_interval)
+    };
+
+    if !dest.spec.init_workloads_enabled() {
+        let ops = canary_delete_ops(&dest);
+        if let Err(e) = store
+            .write(WriteRequest {
+                name: layout::CANARY_WRITER_NAME.into(),
+                ops,
+            })
+            .await
+        {
+            let msg = format!("Failed to delete test documents from State Store: {e}");
+            set_ready(
+                &state,
+                &dest,
+                false,
+                "StateStoreWriteFailed",
+                &msg,
+                Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+            )
+            .await?;
+            return Ok(Action::requeue(cfg.requeue_default));
+        }
+        set_ready(
+            &state,
+            &dest,
+            true,
+            "DestinationReady",
+            "Destination is ready",
+            Some((
+                EventType::Normal,
+                "DestinationReady",
+                "Destination is Ready".into(),
+            )),
+        )
+        .await?;
+        return Ok(recheck);
+    }
+
+    let files = layout::canary_files(&dest.spec.path, layout_mode(dest.spec.filepath_mode()))
+        .map_err(|e| ReconcileError::Invalid {
+            object: what.clone(),
+            message: format!("spec.path: {e}"),
+        })?;
+    let ops = files
+        .into_iter()
+        .map(|(path, content)| WriteOp::Put { path, content })
+        .collect();
+    match store
+        .write(WriteRequest {
+            name: layout::CANARY_WRITER_NAME.into(),
+            ops,
+        })
+        .await
+    {
+        Ok(_) => {
+            set_ready(
+                &state,
+                &dest,
+                true,
+                "TestDocumentsWritten",
+                "Test documents written to State Store",
+                Some((
+                    EventType::Normal,
+                    "DestinationReady",
+                    "Destination is Ready".into(),
+                )),
+            )
+            .await?;
+            Ok(recheck)
+        }
+        Err(e) => {
+            let msg = format!("Failed to write test documents to State Store: {e}");
+            set_ready(
+                &state,
+                &dest,
+                false,
+                "StateStoreWriteFailed",
+                &msg,
+                Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+            )
+            .await?;
+            Ok(Action::requeue(cfg.requeue_default))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dest(name: &str, kind: &str, store: &str, path: &str) -> Destination {
+        let spec = serde_json::from_value(json!({
+            "path": path,
+            "stateStoreRef": {"kind": kind, "name": store},
+        }))
+        .unwrap();
+        Destination::new(name, spec)
+    }
+
+    #[test]
+    fn overlapping_roots_on_one_store_conflict() {
+        let existing = vec![
+            dest("a", "GitStateStore", "s", "worker-1"),
+            dest("b", "GitStateStore", "s", "team/x"),
+        ];
+        // Exact duplicate and nested paths conflict.
+        let msg = destination_conflicts(&dest("c", "GitStateStore", "s", "/worker-1/"), &existing)
+            .unwrap();
+        assert!(
+            msg.contains("Destination c")
+                && msg.contains("Destination a")
+                && msg.contains("GitStateStore/s"),
+            "{msg}"
+        );
+        assert!(
+            destination_conflicts(&dest("c", "GitStateStore", "s", "worker-1/sub"), &existing)
+                .is_some()
+        );
+        assert!(
+            destination_conflicts(&dest("c", "GitStateStore", "s", "team"), &existing).is_some()
+        );
+        // The store root overlaps everything.
+        assert!(destination_conflicts(&dest("c", "GitStateStore", "s", "."), &existing).is_some());
+        // Disjoint paths, or another store, or the same object (update): fine.
+        assert_eq!(
+            destination_conflicts(&dest("c", "GitStateStore", "s", "worker-10"), &existing),
+            None
+        );
+        assert_eq!(
+            destination_conflicts(&dest("c", "BucketStateStore", "s", "worker-1"), &existing),
+            None
+        );
+        assert_eq!(
+            destination_conflicts(&dest("c", "GitStateStore", "other", "worker-1"), &existing),
+            None
+        );
+        assert_eq!(
+            destination_conflicts(&dest("a", "GitStateStore", "s", "worker-1"), &existing),
+            None
+        );
+        // A path that cannot be normalised is refused with the field named.
+        let msg = destination_conflicts(&dest("c", "GitStateStore", "s", "../x"), &[]).unwrap();
+        assert!(msg.contains("spec.path"), "{msg}");
+    }
+
+    #[test]
+    fn canary_paths_follow_the_mode() {
+        let mut d = dest("worker-1", "GitStateStore", "s", "worker-1");
+        let ops = canary_delete_ops(&d);
+        assert_eq!(
+            ops,
+            vec![
+                WriteOp::Delete {
+                    path: "worker-1/dependencies/kratix-canary-namespace.yaml".into()
+                },
+                WriteOp::Delete {
+                    path: "worker-1/resources/kratix-canary-configmap.yaml".into()
+                },
+            ]
+        );
+        d.spec.filepath = Some(serde_json::from_value(json!({"mode": "none"})).unwrap());
+        assert_eq!(
+            canary_delete_ops(&d)[0],
+            WriteOp::Delete {
+                path: "worker-1/kratix-canary-namespace.yaml".into()
+            }
+        );
+    }
+}

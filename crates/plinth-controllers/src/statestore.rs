@@ -1,0 +1,544 @@
+//! The GitStateStore and BucketStateStore controllers (Kratix reference §6.1, §6.2).
+//!
+//! Per reconcile:
+//! 1. Read the Secret named by `spec.secretRef` (namespace defaults to `default`). A
+//!    missing Secret makes the store `NotReady/SecretNotFound` ("Secret <name> not found
+//!    in namespace <ns>") and drops it from the registry; other read errors give
+//!    `StateStoreError`. No `secretRef` is not an error: a `file://` Git store (the
+//!    embedded default) and an `IAM` bucket need none (Kratix dereferenced nil, bug B16).
+//! 2. Build a [`StoreConfig`] from spec + Secret. Keys: basicAuth `username` (optional)
+//!    and `password`; ssh `sshPrivateKey`, `knownHosts`, optional `passphrase`; bucket
+//!    accessKey `accessKeyID`, `secretAccessKey`. A missing key is named with the Secret
+//!    (`NotReady/ErrorInitialisingWriter`).
+//! 3. If the registry already holds this store opened from the same store generation and
+//!    Secret `resourceVersion`, keep it; else open it (`ErrorInitialisingWriter` on
+//!    failure) and validate write permission (`ErrorValidatingPermissions` "Error
+//!    validating state store permissions: <err>", entry dropped).
+//! 4. `Ready`: `status.status=Ready`, `Ready=True/StateStoreReady` "State store is
+//!    ready", `observedGeneration`; NotReady paths set `status.status=NotReady`.
+//!    Events (`Ready` / Warning `NotReady`) only when the condition or
+//!    `observedGeneration` changed.
+//!
+//! Secrets are watched and mapped to the stores that reference them, so changed
+//! credentials are reloaded at once. Deleting a store drops it from the registry.
+//!
+//! URL schemes: Kratix accepts only `https://` and SSH URLs for GitStateStores. Plinth
+//! additionally accepts `file://` (a local bare repository — the embedded mode's default
+//! store) and `git://` (read-only daemons, useful in tests); the writer checks the URL.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use plinth_api::{
+    BucketAuthMethod, BucketStateStore, GitAuthMethod, GitStateStore, SecretRef, StateStoreStatus,
+};
+use plinth_statestore::{BucketAuth, BucketConfig, GitAuth, GitConfig, StateStore, StoreConfig};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::context::{Context, ControllerConfig};
+use crate::objstatus::{
+    ReconcileError, describe, get_condition, patch_status, publish, set_condition,
+};
+
+/// Namespace of a `secretRef` without one (reference §1.4).
+pub const DEFAULT_SECRET_NAMESPACE: &str = "default";
+
+/// Why a store is not Ready: the condition reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    /// Kratix reason: `SecretNotFound`, `StateStoreError`, `ErrorInitialisingWriter`,
+    /// `ErrorValidatingPermissions`.
+    pub reason: &'static str,
+    /// Human-readable cause naming the Secret, key or store.
+    pub message: String,
+}
+
+impl NotReady {
+    fn init(message: impl Into<String>) -> Self {
+        NotReady {
+            reason: "ErrorInitialisingWriter",
+            message: message.into(),
+        }
+    }
+}
+
+/// The Secret's data as strings (`data` decoded, `stringData` as given).
+pub type SecretData = BTreeMap<String, String>;
+
+fn secret_data(secret: &Secret) -> SecretData {
+    let mut out = BTreeMap::new();
+    for (k, ByteString(v)) in secret.data.iter().flatten() {
+        out.insert(k.clone(), String::from_utf8_lossy(v).into_owned());
+    }
+    for (k, v) in secret.string_data.iter().flatten() {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+fn require<'a>(data: &'a SecretData, secret: &str, key: &str) -> Result<&'a str, NotReady> {
+    data.get(key)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| NotReady::init(format!("Secret {secret} has no key {key:?}")))
+}
+
+/// What a state store kind contributes to the shared reconcile.
+pub trait StateStoreObject:
+    Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    /// `spec.secretRef`.
+    fn secret_ref(&self) -> Option<&SecretRef>;
+    /// Whether this configuration needs the Secret at all.
+    fn needs_secret(&self) -> bool;
+    /// `status`.
+    fn store_status(&self) -> Option<&StateStoreStatus>;
+    /// Builds the writer configuration from the spec and the Secret's data (`secret` is
+    /// `<namespace>/<name>` for messages, or empty when there is none).
+    fn build_config(
+        &self,
+        secret: &str,
+        data: &SecretData,
+        cfg: &ControllerConfig,
+    ) -> Result<StoreConfig, NotReady>;
+}
+
+impl StateStoreObject for GitStateStore {
+    fn secret_ref(&self) -> Option<&SecretRef> {
+        self.spec
+            .secret_ref
+            .as_ref()
+            .filter(|s| s.name.as_deref().is_some_and(|n| !n.is_empty()))
+    }
+
+    fn needs_secret(&self) -> bool {
+        let url = self.spec.url.as_deref().unwrap_or("");
+        !(url.starts_with("file://") || url.starts_with("git://"))
+    }
+
+    fn store_status(&self) -> Option<&StateStoreStatus> {
+        self.status.as_ref()
+    }
+
+    fn build_config(
+        &self,
+        secret: &str,
+        data: &SecretData,
+        cfg: &ControllerConfig,
+    ) -> Result<StoreConfig, NotReady> {
+        let url = self
+            .spec
+            .url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| NotReady::init("spec.url is empty"))?;
+        let branch = self
+            .spec
+            .branch
+            .clone()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| "main".into());
+        let work_dir = cfg
+            .data_dir
+            .join("statestores")
+            .join(format!("GitStateStore-{}", self.name_any()));
+        let mut g = GitConfig::new(url.clone(), branch, work_dir);
+        g.path = self.spec.path.clone().unwrap_or_default();
+        if let Some(author) = &self.spec.git_author {
+            if let Some(n) = author.name.clone().filter(|n| !n.is_empty()) {
+                g.author_name = n;
+            }
+            if let Some(e) = author.email.clone().filter(|e| !e.is_empty()) {
+                g.author_email = e;
+            }
+        }
+        g.batch_window = cfg.git_batch_window;
+        let has_secret = !secret.is_empty();
+        g.auth = match self.spec.auth_method.unwrap_or_default() {
+            GitAuthMethod::BasicAuth if has_secret => {
+                let password = require(data, secret, "password")?.to_string();
+                let username = match data.get("username").filter(|u| !u.is_empty()) {
+                    Some(u) => u.clone(),
+                    None if url.contains("github") => "x-access-token".into(),
+                    None => {
+                        return Err(NotReady::init(format!(
+                            "Secret {secret} has no key \"username\""
+                        )));
+                    }
+                };
+                GitAuth::Basic { username, password }
+            }
+            GitAuthMethod::BasicAuth => GitAuth::None,
+            GitAuthMethod::Ssh => {
+                if !has_secret {
+                    return Err(NotReady::init(
+                        "authMethod ssh needs spec.secretRef with sshPrivateKey and knownHosts",
+                    ));
+                }
+                GitAuth::Ssh {
+                    private_key: require(data, secret, "sshPrivateKey")?.to_string(),
+                    known_hosts: require(data, secret, "knownHosts")?.to_string(),
+                    passphrase: data.get("passphrase").filter(|p| !p.is_empty()).cloned(),
+                }
+            }
+            GitAuthMethod::GithubApp => {
+                return Err(NotReady::init(
+                    "authMethod githubApp is not supported by Plinth; use basicAuth with a token",
+                ));
+            }
+        };
+        Ok(StoreConfig::Git(g))
+    }
+}
+
+impl StateStoreObject for BucketStateStore {
+    fn secret_ref(&self) -> Option<&SecretRef> {
+        self.spec
+            .secret_ref
+            .as_ref()
+            .filter(|s| s.name.as_deref().is_some_and(|n| !n.is_empty()))
+    }
+
+    fn needs_secret(&self) -> bool {
+        self.spec.auth_method.unwrap_or_default() == BucketAuthMethod::AccessKey
+    }
+
+    fn store_status(&self) -> Option<&StateStoreStatus> {
+        self.status.as_ref()
+    }
+
+    fn build_config(
+        &self,
+        secret: &str,
+        data: &SecretData,
+        _cfg: &ControllerConfig,
+    ) -> Result<StoreConfig, NotReady> {
+        let auth = match self.spec.auth_method.unwrap_or_default() {
+            BucketAuthMethod::AccessKey => {
+                if secret.is_empty() {
+                    return Err(NotReady::init(
+                        "authMethod accessKey needs spec.secretRef with accessKeyID and secretAccessKey",
+                    ));
+                }
+                BucketAuth::AccessKey {
+                    id: require(data, secret, "accessKeyID")?.to_string(),
+                    secret: require(data, secret, "secretAccessKey")?.to_string(),
+                }
+            }
+            BucketAuthMethod::Iam => BucketAuth::Iam,
+        };
+        let mut b = BucketConfig::s3(
+            self.spec.endpoint.clone(),
+            self.spec.bucket_name.clone(),
+            auth,
+        );
+        b.path = self.spec.path.clone().unwrap_or_default();
+        b.insecure = self.spec.insecure.unwrap_or(false);
+        Ok(StoreConfig::Bucket(b))
+    }
+}
+
+struct StoreState {
+    ctx: Arc<Context>,
+    recorder: Recorder,
+}
+
+/// Runs the GitStateStore controller until the process stops. Needs `ctx.client`,
+/// `ctx.stores` (filled here) and, from `ctx.config()`, `data_dir` (working copies under
+/// `data_dir/statestores/`), `git_batch_window` and `requeue_default`.
+pub async fn run_git(ctx: Arc<Context>) {
+    run_kind::<GitStateStore>(ctx).await
+}
+
+/// Runs the BucketStateStore controller until the process stops. Needs `ctx.client`,
+/// `ctx.stores` and `requeue_default`.
+pub async fn run_bucket(ctx: Arc<Context>) {
+    run_kind::<BucketStateStore>(ctx).await
+}
+
+/// Runs both state store controllers until the process stops.
+pub async fn run(ctx: Arc<Context>) {
+    tokio::join!(run_git(ctx.clone()), run_bucket(ctx));
+}
+
+fn stores_using_secret<K: StateStoreObject>(
+    store: &Store<K>,
+    secret: &Secret,
+) -> Vec<ObjectRef<K>> {
+    let name = secret.name_any();
+    let ns = secret.namespace().unwrap_or_default();
+    store
+        .state()
+        .into_iter()
+        .filter(|s| {
+            s.secret_ref().is_some_and(|r| {
+                r.name.as_deref() == Some(name.as_str())
+                    && r.namespace
+                        .as_deref()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or(DEFAULT_SECRET_NAMESPACE)
+                        == ns
+            })
+        })
+        .map(|s| ObjectRef::from_obj(s.as_ref()))
+        .collect()
+}
+
+async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let kind = K::kind(&()).into_owned();
+    let controller = Controller::new(Api::<K>::all(client.clone()), watcher::Config::default());
+    let store = controller.store();
+    let state = Arc::new(StoreState {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: format!("{kind}Controller"),
+                instance: None,
+            },
+        ),
+        ctx: ctx.clone(),
+    });
+    controller
+        .watches(
+            Api::<Secret>::all(client),
+            watcher::Config::default(),
+            move |s: Secret| stores_using_secret(&store, &s),
+        )
+        .run(reconcile::<K>, error_policy::<K>, state)
+        .for_each(|res| {
+            let ctx = ctx.clone();
+            let kind = kind.clone();
+            async move {
+                match res {
+                    // The store was deleted: forget its writer.
+                    Err(controller::Error::ObjectNotFound(obj)) => {
+                        ctx.stores.remove(&kind, &obj.name)
+                    }
+                    Err(e) => tracing::debug!(error = %e, "state store reconcile"),
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+}
+
+fn error_policy<K: StateStoreObject>(
+    obj: Arc<K>,
+    err: &ReconcileError,
+    state: Arc<StoreState>,
+) -> Action {
+    tracing::warn!(store = %describe(obj.as_ref()), error = %err, "state store reconcile failed");
+    Action::requeue(state.ctx.config().requeue_default)
+}
+
+async fn reconcile<K: StateStoreObject>(
+    obj: Arc<K>,
+    state: Arc<StoreState>,
+) -> Result<Action, ReconcileError> {
+    let ctx = &state.ctx;
+    let cfg = ctx.config();
+    let kind = K::kind(&()).into_owned();
+    let name = obj.name_any();
+    let generation = obj.meta().generation;
+
+    let outcome = open_store(&state, obj.as_ref(), &cfg).await;
+    let (ready, reason, message) = match &outcome {
+        Ok(()) => (true, "StateStoreReady", "State store is ready".to_string()),
+        Err(nr) => {
+            ctx.stores.remove(&kind, &name);
+            (false, nr.reason, nr.message.clone())
+        }
+    };
+
+    let api: Api<K> = Api::all(ctx.client.clone());
+    let mut changed = false;
+    patch_status(&api, &name, |cur: &K| {
+        let st = cur.store_status();
+        let mut conds: Vec<Condition> = st.and_then(|s| s.conditions.clone()).unwrap_or_default();
+        let mut ch = set_condition(&mut conds, "Ready", ready, reason, &message, generation);
+        ch |= st.and_then(|s| s.observed_generation) != generation;
+        let status_word = if ready { "Ready" } else { "NotReady" };
+        let status_same = st.and_then(|s| s.status.as_deref()) == Some(status_word);
+        changed = ch;
+        (ch || !status_same).then(|| json!({"status": status_word, "conditions": conds, "observedGeneration": generation}))
+    })
+    .await
+    .map_err(|e| ReconcileError::kube("writing status of", describe(obj.as_ref()), e))?;
+    if changed {
+        if ready {
+            publish(
+                &state.recorder,
+                obj.as_ref(),
+                EventType::Normal,
+                "Ready",
+                "Reconcile",
+                format!("{kind} \"{name}\" is ready"),
+            )
+            .await;
+        } else {
+            publish(
+                &state.recorder,
+                obj.as_ref(),
+                EventType::Warning,
+                "NotReady",
+                "Reconcile",
+                message.clone(),
+            )
+            .await;
+        }
+    }
+    Ok(if ready {
+        Action::await_change()
+    } else {
+        Action::requeue(cfg.requeue_default)
+    })
+}
+
+/// Opens, validates and registers the store unless the registry already holds it for
+/// the same generation and Secret version.
+async fn open_store<K: StateStoreObject>(
+    state: &StoreState,
+    obj: &K,
+    cfg: &ControllerConfig,
+) -> Result<(), NotReady> {
+    let ctx = &state.ctx;
+    let kind = K::kind(&()).into_owned();
+    let name = obj.name_any();
+
+    let (secret_label, data, secret_version) = match obj.secret_ref() {
+        Some(r) => {
+            let sname = r.name.clone().unwrap_or_default();
+            let sns = r
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| DEFAULT_SECRET_NAMESPACE.into());
+            match Api::<Secret>::namespaced(ctx.client.clone(), &sns)
+                .get_opt(&sname)
+                .await
+            {
+                Ok(Some(s)) => (
+                    format!("{sns}/{sname}"),
+                    secret_data(&s),
+                    s.resource_version().unwrap_or_default(),
+                ),
+                Ok(None) => {
+                    return Err(NotReady {
+                        reason: "SecretNotFound",
+                        message: format!("Secret {sname} not found in namespace {sns}"),
+                    });
+                }
+                Err(e) => {
+                    return Err(NotReady {
+                        reason: "StateStoreError",
+                        message: format!("reading Secret {sname} in namespace {sns}: {e}"),
+                    });
+                }
+            }
+        }
+        None if obj.needs_secret() && K::kind(&()) == "BucketStateStore" => {
+            return Err(NotReady::init(
+                "authMethod accessKey needs spec.secretRef with accessKeyID and secretAccessKey",
+            ));
+        }
+        None => (String::new(), SecretData::new(), String::new()),
+    };
+
+    let fingerprint = format!("{}/{}", obj.meta().generation.unwrap_or(0), secret_version);
+    if ctx.stores.fingerprint(&kind, &name).as_deref() == Some(fingerprint.as_str())
+        && obj.store_status().is_some_and(|s| {
+            get_condition(s.conditions.as_deref().unwrap_or(&[]), "Ready")
+                .is_some_and(|c| c.status == "True")
+        })
+    {
+        return Ok(());
+    }
+
+    let config = obj.build_config(&secret_label, &data, cfg)?;
+    let store = StateStore::open(config)
+        .await
+        .map_err(|e| NotReady::init(e.to_string()))?;
+    store.validate().await.map_err(|e| NotReady {
+        reason: "ErrorValidatingPermissions",
+        message: format!("Error validating state store permissions: {e}"),
+    })?;
+    ctx.stores
+        .insert_with_fingerprint(&kind, &name, store, fingerprint);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(spec: serde_json::Value) -> GitStateStore {
+        GitStateStore::new("default", serde_json::from_value(spec).unwrap())
+    }
+
+    #[test]
+    fn basic_auth_needs_password_and_names_the_key() {
+        let cfg = ControllerConfig::default();
+        let s = git(
+            json!({"url": "https://git.example.test/org/state.git", "secretRef": {"name": "creds"}}),
+        );
+        let data = SecretData::from([("username".to_string(), "u".to_string())]);
+        let err = s.build_config("default/creds", &data, &cfg).unwrap_err();
+        assert_eq!(err.reason, "ErrorInitialisingWriter");
+        assert!(
+            err.message.contains("default/creds") && err.message.contains("password"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn ssh_needs_key_and_known_hosts() {
+        let cfg = ControllerConfig::default();
+        let s = git(
+            json!({"url": "ssh://git@git.example.test/org/state.git", "authMethod": "ssh", "secretRef": {"name": "k"}}),
+        );
+        let err = s
+            .build_config("default/k", &SecretData::new(), &cfg)
+            .unwrap_err();
+        assert!(err.message.contains("sshPrivateKey"), "{}", err.message);
+        let data = SecretData::from([("sshPrivateKey".to_string(), "KEY".to_string())]);
+        let err = s.build_config("default/k", &data, &cfg).unwrap_err();
+        assert!(err.message.contains("knownHosts"), "{}", err.message);
+    }
+
+    #[test]
+    fn file_store_needs_no_secret() {
+        let cfg = ControllerConfig::default();
+        let s = git(json!({"url": "file:///tmp/state.git"}));
+        assert!(s.secret_ref().is_none());
+        assert!(!s.needs_secret());
+        assert!(s.build_config("", &SecretData::new(), &cfg).is_ok());
+    }
+
+    #[test]
+    fn secret_data_merges_data_and_string_data() {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "x"},
+            "data": {"password": "cGFzcw=="},
+            "stringData": {"username": "user"}
+        }))
+        .unwrap();
+        let d = secret_data(&s);
+        assert_eq!(d["password"], "pass");
+        assert_eq!(d["username"], "user");
+    }
+}

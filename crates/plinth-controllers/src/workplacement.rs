@@ -1,0 +1,875 @@
+//! The WorkPlacement controller: writes a WorkPlacement's workloads into its
+//! Destination's state store and removes them again on deletion (Kratix reference
+//! §5.5, §5.6, layout §6.6).
+//!
+//! * **Write** by the Destination's `filepath.mode` (paths from
+//!   [`plinth_statestore::layout`]):
+//!   `nestedByMetadata` replaces the placement's own directory
+//!   (`<dest>/dependencies/<promise>/<pipeline>/<id5>/` or
+//!   `<dest>/resources/<ns>/<promise>/<rr>/<pipeline>/<id5>/`);
+//!   `none` writes each file at `<dest>/<filepath>` and records them in
+//!   `<dest>/.kratix/<ns>-<name>.yaml`, deleting files the previous state file listed
+//!   but the placement no longer has; `aggregatedYAML` regenerates `<dest>/<filename>`
+//!   from every live WorkPlacement of the Destination, sorted by name.
+//! * `Ready=True` only after a successful write, with `status.versionID` (bug B30).
+//! * **Path safety**: a workload whose path would leave the Destination root (`..`,
+//!   absolute) is refused before anything is written: `WriteSucceeded=False` with
+//!   reason `InvalidWorkloadPath` naming the path, `Ready=False`, a Warning event, and
+//!   no requeue — only a change to the WorkPlacement retries (Kratix silently skipped
+//!   such files, §13). The scheduler folds the condition into the Work.
+//! * **Deletion** removes exactly what was written (the directory, the files of the
+//!   state file plus the state file, or this placement's documents from the aggregated
+//!   file), then releases the finalizers.
+//! * **Destination gone**: the placement gets `Ready=False/DestinationNotFound` and its
+//!   finalizers are removed without touching any store, so Work, request and Promise
+//!   deletions never hang (bug B23).
+//! * **Periodic re-write** every `state_store_reconciliation_interval` (zero disables);
+//!   between those, status-only updates and Destination events do not re-write a
+//!   generation that was already written.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use base64::Engine;
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use plinth_api::constants::{finalizers, labels};
+use plinth_api::{Destination, FilepathMode, WorkPlacement, Workload};
+use plinth_statestore::layout::{self, PathError, PlacementSource};
+use plinth_statestore::{StateStore, StoreError, WriteOp, WriteRequest};
+use serde_json::json;
+
+use crate::context::Context;
+use crate::objstatus::{
+    ReconcileError, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
+    publish, set_condition,
+};
+
+const REPORTER: &str = "WorkPlacementController";
+
+/// Reason of the terminal `WriteSucceeded=False` condition for a workload path that
+/// would leave the Destination root.
+pub const REASON_INVALID_WORKLOAD_PATH: &str = "InvalidWorkloadPath";
+/// Reason of the terminal `WriteSucceeded=False` condition for workload content that
+/// is not gzip+base64.
+pub const REASON_INVALID_WORKLOAD_CONTENT: &str = "InvalidWorkloadContent";
+/// Reason of `Ready=False` on a WorkPlacement whose Destination does not exist.
+pub const REASON_DESTINATION_NOT_FOUND: &str = "DestinationNotFound";
+
+/// Decodes a workload's `content`: standard base64, then gzip (reference §0).
+///
+/// # Errors
+/// A message naming the workload's `filepath` and the decoding step that failed.
+pub fn decode_workload(w: &Workload) -> Result<Vec<u8>, String> {
+    let compressed = base64::engine::general_purpose::STANDARD
+        .decode(w.content.trim())
+        .map_err(|e| format!("workload {:?}: content is not base64: {e}", w.filepath))?;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(compressed.as_slice())
+        .read_to_end(&mut out)
+        .map_err(|e| format!("workload {:?}: content is not gzip: {e}", w.filepath))?;
+    Ok(out)
+}
+
+/// Encodes bytes as a workload `content` (gzip, then standard base64) — the inverse of
+/// [`decode_workload`], used by tests and tools that build Works by hand.
+pub fn encode_workload(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes).expect("writing to a Vec cannot fail");
+    base64::engine::general_purpose::STANDARD
+        .encode(gz.finish().expect("finishing a Vec cannot fail"))
+}
+
+/// Where a placement's files go, resolved from the Destination and the placement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `nestedByMetadata`: the directory the placement owns, and its files relative to it.
+    Nested {
+        /// Directory relative to the store prefix.
+        dir: String,
+        /// `(workload filepath, decoded content)`.
+        files: Vec<(String, Vec<u8>)>,
+    },
+    /// `none`: files at `<dest>/<filepath>` plus the state file.
+    Flat {
+        /// `(path relative to the store prefix, decoded content)`.
+        files: Vec<(String, Vec<u8>)>,
+        /// `<dest>/.kratix/<ns>-<name>.yaml`.
+        state_file: String,
+    },
+    /// `aggregatedYAML`: the one file of the Destination.
+    Aggregated {
+        /// `<dest>/<filename>`.
+        file: String,
+    },
+}
+
+/// Why a placement cannot be written no matter how often it is retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terminal {
+    /// Condition reason.
+    pub reason: &'static str,
+    /// Condition message naming the path or workload.
+    pub message: String,
+}
+
+/// The nested-mode source of a placement: dependency (no `resourceName`) or resource.
+fn placement_source(wp: &WorkPlacement) -> PlacementSource {
+    let promise = wp.spec.promise_name.clone().unwrap_or_default();
+    let pipeline = wp
+        .labels()
+        .get(labels::PIPELINE_NAME)
+        .cloned()
+        .unwrap_or_default();
+    match wp.spec.resource_name.as_deref().filter(|r| !r.is_empty()) {
+        None => PlacementSource::Dependency { promise, pipeline },
+        Some(rr) => PlacementSource::Resource {
+            namespace: wp.namespace().unwrap_or_default(),
+            promise,
+            resource: rr.to_string(),
+            pipeline,
+        },
+    }
+}
+
+fn path_terminal(dest: &Destination, path: &str, e: &PathError) -> Terminal {
+    Terminal {
+        reason: REASON_INVALID_WORKLOAD_PATH,
+        message: format!(
+            "workload path {path:?} is not allowed under Destination {} root {:?}: {e}; nothing was written",
+            dest.name_any(),
+            dest.spec.path
+        ),
+    }
+}
+
+/// Resolves where `wp`'s workloads go on `dest` and decodes them. Every path is checked
+/// with the layout's `safe_join` rules before anything is written.
+///
+/// # Errors
+/// A [`Terminal`] naming the offending path or workload.
+pub fn resolve_target(dest: &Destination, wp: &WorkPlacement) -> Result<Target, Terminal> {
+    let root = dest.spec.path.as_str();
+    let workloads = wp.spec.workloads.as_deref().unwrap_or(&[]);
+    let decode_all = || -> Result<Vec<(String, Vec<u8>)>, Terminal> {
+        workloads
+            .iter()
+            .map(|w| {
+                decode_workload(w)
+                    .map(|b| (w.filepath.clone(), b))
+                    .map_err(|message| Terminal {
+                        reason: REASON_INVALID_WORKLOAD_CONTENT,
+                        message,
+                    })
+            })
+            .collect()
+    };
+    match dest.spec.filepath_mode() {
+        FilepathMode::NestedByMetadata => {
+            let id = wp.spec.id.clone().unwrap_or_default();
+            let dir = layout::nested_directory(root, &placement_source(wp), &id)
+                .map_err(|e| path_terminal(dest, root, &e))?;
+            let files = decode_all()?;
+            for (p, _) in &files {
+                layout::safe_join_file(&dir, p).map_err(|e| path_terminal(dest, p, &e))?;
+            }
+            Ok(Target::Nested { dir, files })
+        }
+        FilepathMode::None => {
+            let mut files = Vec::new();
+            for (p, content) in decode_all()? {
+                let full =
+                    layout::none_file_path(root, &p).map_err(|e| path_terminal(dest, &p, &e))?;
+                files.push((full, content));
+            }
+            let state_file = layout::none_state_file_path(
+                root,
+                &wp.namespace().unwrap_or_default(),
+                &wp.name_any(),
+            )
+            .map_err(|e| path_terminal(dest, root, &e))?;
+            Ok(Target::Flat { files, state_file })
+        }
+        FilepathMode::AggregatedYaml => {
+            decode_all()?;
+            let file = layout::aggregated_file_path(root, dest.spec.aggregated_filename())
+                .map_err(|e| path_terminal(dest, dest.spec.aggregated_filename(), &e))?;
+            Ok(Target::Aggregated { file })
+        }
+    }
+}
+
+struct WpState {
+    ctx: Arc<Context>,
+    recorder: Recorder,
+    /// `(namespace, name)` → (generation written, when). Bridges status-only events and
+    /// Destination events without re-writing; the interval requeue forces a re-write.
+    written: Mutex<HashMap<(String, String), (Option<i64>, Instant)>>,
+}
+
+/// Runs the WorkPlacement controller until the process stops.
+///
+/// Watches WorkPlacements (all namespaces) and Destinations (mapped to the placements
+/// that target them, so a deleted Destination releases its placements). Needs
+/// `ctx.client`, `ctx.stores` (filled by the state store controllers) and, from
+/// `ctx.config()`, `requeue_default` (store not ready, write failures) and
+/// `state_store_reconciliation_interval` (periodic re-write; zero disables).
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let wps: Api<WorkPlacement> = Api::all(client.clone());
+    let dests: Api<Destination> = Api::all(client.clone());
+    let controller = Controller::new(wps, watcher::Config::default());
+    let store = controller.store();
+    let state = Arc::new(WpState {
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: REPORTER.into(),
+                instance: None,
+            },
+        ),
+        ctx,
+        written: Mutex::new(HashMap::new()),
+    });
+    controller
+        .watches(
+            dests,
+            watcher::Config::default(),
+            move |dest: Destination| {
+                let name = dest.name_any();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|wp| wp.spec.target_destination_name.as_deref() == Some(name.as_str()))
+                    .map(|wp| ObjectRef::from_obj(wp.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .run(reconcile, error_policy, state)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "workplacement reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(wp: Arc<WorkPlacement>, err: &ReconcileError, state: Arc<WpState>) -> Action {
+    tracing::warn!(workplacement = %describe(wp.as_ref()), error = %err, "workplacement reconcile failed");
+    Action::requeue(state.ctx.config().requeue_default)
+}
+
+fn conditions_of(wp: &WorkPlacement) -> Vec<Condition> {
+    wp.status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+}
+
+async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, ReconcileError> {
+    let ctx = &state.ctx;
+    let cfg = ctx.config();
+    let ns = wp.namespace().unwrap_or_default();
+    let name = wp.name_any();
+    let what = describe(wp.as_ref());
+    let api: Api<WorkPlacement> = Api::namespaced(ctx.client.clone(), &ns);
+    let deleting = wp.meta().deletion_timestamp.is_some();
+    let all_finalizers = [
+        finalizers::WORKPLACEMENT_REPO_CLEANUP,
+        finalizers::WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP,
+    ];
+    let key = (ns.clone(), name.clone());
+
+    let dest_name = wp.spec.target_destination_name.clone().unwrap_or_default();
+    let dest = Api::<Destination>::all(ctx.client.clone())
+        .get_opt(&dest_name)
+        .await
+        .map_err(|e| ReconcileError::kube("reading the Destination of", &what, e))?;
+    let Some(dest) = dest else {
+        // Destination gone: mark, release (reference §5.5 step 1, bug B23).
+        if !deleting {
+            let msg = format!("Destination {dest_name} not found; its files are no longer managed");
+            patch_status(&api, &name, |cur: &WorkPlacement| {
+                let mut conds = conditions_of(cur);
+                set_condition(
+                    &mut conds,
+                    "Ready",
+                    false,
+                    REASON_DESTINATION_NOT_FOUND,
+                    &msg,
+                    cur.meta().generation,
+                )
+                .then(|| json!({"conditions": conds}))
+            })
+            .await
+            .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+        }
+        edit_finalizers(&api, &name, &[], &all_finalizers)
+            .await
+            .map_err(|e| ReconcileError::kube("releasing finalizers of", &what, e))?;
+        state.written.lock().expect("poisoned").remove(&key);
+        return Ok(Action::await_change());
+    };
+
+    let store_ref = &dest.spec.state_store_ref;
+    let Some(store) = ctx.stores.get(store_ref.kind.as_str(), &store_ref.name) else {
+        tracing::debug!(workplacement = %what, store = %store_ref.name, "state store not ready");
+        return Ok(Action::requeue(cfg.requeue_default));
+    };
+    let mode = dest.spec.filepath_mode();
+
+    if deleting {
+        let pending: Vec<&str> = wp
+            .finalizers()
+            .iter()
+            .filter(|f| all_finalizers.contains(&f.as_str()))
+            .map(String::as_str)
+            .collect();
+        if pending.is_empty() {
+            return Ok(Action::await_change());
+        }
+        match delete_from_store(&state, &store, &dest, &wp).await {
+            Ok(()) => {
+                edit_finalizers(&api, &name, &[], &all_finalizers)
+                    .await
+                    .map_err(|e| ReconcileError::kube("releasing finalizers of", &what, e))?;
+                state.written.lock().expect("poisoned").remove(&key);
+                Ok(Action::await_change())
+            }
+            Err(msg) => {
+                publish(
+                    &state.recorder,
+                    wp.as_ref(),
+                    EventType::Warning,
+                    "FailedDeleteFilesFromRepository",
+                    "Delete",
+                    msg.clone(),
+                )
+                .await;
+                patch_status(&api, &name, |cur: &WorkPlacement| {
+                    let mut conds = conditions_of(cur);
+                    set_condition(
+                        &mut conds,
+                        "Ready",
+                        false,
+                        "FailedDeleteFilesFromRepository",
+                        &msg,
+                        cur.meta().generation,
+                    )
+                    .then(|| json!({"conditions": conds}))
+                })
+                .await
+                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                Ok(Action::requeue(cfg.requeue_default))
+            }
+        }
+    } else {
+        let mut wanted = vec![finalizers::WORKPLACEMENT_REPO_CLEANUP];
+        if mode == FilepathMode::None {
+            wanted.push(finalizers::WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP);
+        }
+        if !wanted
+            .iter()
+            .all(|f| wp.finalizers().iter().any(|x| x == f))
+        {
+            edit_finalizers(&api, &name, &wanted, &[])
+                .await
+                .map_err(|e| ReconcileError::kube("adding finalizers to", &what, e))?;
+        }
+
+        // Already written at this generation, and not yet time for the periodic re-write?
+        let interval = cfg.state_store_reconciliation_interval;
+        let written_ok = !condition_is_false(&conditions_of(&wp), "WriteSucceeded")
+            && get_condition(&conditions_of(&wp), "WriteSucceeded").is_some();
+        if written_ok
+            && let Some((generation, at)) =
+                state.written.lock().expect("poisoned").get(&key).copied()
+            && generation == wp.meta().generation
+        {
+            if interval.is_zero() {
+                return Ok(Action::await_change());
+            }
+            let elapsed = at.elapsed();
+            if elapsed < interval {
+                return Ok(Action::requeue(interval - elapsed));
+            }
+        }
+
+        let target = match resolve_target(&dest, &wp) {
+            Ok(t) => t,
+            Err(t) => {
+                report_terminal(&state, &api, &wp, &t).await?;
+                return Ok(Action::await_change());
+            }
+        };
+        match write_target(&state, &store, &dest, &wp, target).await {
+            Ok(outcome) => {
+                state
+                    .written
+                    .lock()
+                    .expect("poisoned")
+                    .insert(key, (wp.meta().generation, Instant::now()));
+                let version = outcome.version_id.clone();
+                let mut status_changed = false;
+                patch_status(&api, &name, |cur: &WorkPlacement| {
+                    let mut conds = conditions_of(cur);
+                    let g = cur.meta().generation;
+                    let mut ch = set_condition(
+                        &mut conds,
+                        "WriteSucceeded",
+                        true,
+                        "WorkloadsWrittenToStateStore",
+                        "Workloads written to State Store",
+                        g,
+                    );
+                    if !condition_is_false(&conds, "ScheduleSucceeded") {
+                        ch |= set_condition(
+                            &mut conds,
+                            "Ready",
+                            true,
+                            "WorkloadsWrittenToTargetDestination",
+                            "Ready",
+                            g,
+                        );
+                    }
+                    let old_version = cur
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.version_id.clone())
+                        .unwrap_or_default();
+                    ch |= !version.is_empty() && old_version != version;
+                    status_changed = ch;
+                    ch.then(|| {
+                        let mut body = json!({"conditions": conds});
+                        if !version.is_empty() {
+                            body["versionID"] = json!(version);
+                        }
+                        body
+                    })
+                })
+                .await
+                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                if outcome.changed || status_changed {
+                    let mut note =
+                        format!("successfully written to Destination: {}", dest.name_any());
+                    if !outcome.version_id.is_empty() {
+                        note.push_str(&format!(" with versionID: {}", outcome.version_id));
+                    }
+                    publish(
+                        &state.recorder,
+                        wp.as_ref(),
+                        EventType::Normal,
+                        "WorkloadsWrittenToStateStore",
+                        "Write",
+                        note,
+                    )
+                    .await;
+                }
+                if interval.is_zero() {
+                    Ok(Action::await_change())
+                } else {
+                    Ok(Action::requeue(interval))
+                }
+            }
+            Err(StoreError::PathEscapes { path, cause }) => {
+                let t = Terminal {
+                    reason: REASON_INVALID_WORKLOAD_PATH,
+                    message: format!(
+                        "workload path {path:?} is not allowed under Destination {}: {cause}; nothing was written",
+                        dest.name_any()
+                    ),
+                };
+                report_terminal(&state, &api, &wp, &t).await?;
+                Ok(Action::await_change())
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                publish(
+                    &state.recorder,
+                    wp.as_ref(),
+                    EventType::Warning,
+                    "FailedWriteToDestination",
+                    "Write",
+                    msg.clone(),
+                )
+                .await;
+                patch_status(&api, &name, |cur: &WorkPlacement| {
+                    let mut conds = conditions_of(cur);
+                    let g = cur.meta().generation;
+                    let ch = set_condition(
+                        &mut conds,
+                        "WriteSucceeded",
+                        false,
+                        "WorkloadsFailedWrite",
+                        &msg,
+                        g,
+                    ) | set_condition(
+                        &mut conds,
+                        "Ready",
+                        false,
+                        "WorkloadsFailedWrite",
+                        "Failing",
+                        g,
+                    );
+                    ch.then(|| json!({"conditions": conds}))
+                })
+                .await
+                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                Ok(Action::requeue(cfg.requeue_default))
+            }
+        }
+    }
+}
+
+async fn report_terminal(
+    state: &WpState,
+    api: &Api<WorkPlacement>,
+    wp: &WorkPlacement,
+    t: &Terminal,
+) -> Result<(), ReconcileError> {
+    let mut changed = false;
+    patch_status(api, &wp.name_any(), |cur: &WorkPlacement| {
+        let mut conds = conditions_of(cur);
+        let g = cur.meta().generation;
+        let ch = set_condition(&mut conds, "WriteSucceeded", false, t.reason, &t.message, g)
+            | set_condition(&mut conds, "Ready", false, t.reason, "Failing", g);
+        changed = ch;
+        ch.then(|| json!({"conditions": conds}))
+    })
+    .await
+    .map_err(|e| ReconcileError::kube("writing status of", describe(wp), e))?;
+    if changed {
+        publish(
+            &state.recorder,
+            wp,
+            EventType::Warning,
+            "FailedWriteToDestination",
+            "Write",
+            t.message.clone(),
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// Decoded documents of every live WorkPlacement targeting `dest` (all namespaces),
+/// optionally leaving one out (the one being deleted), for the aggregated file.
+async fn aggregated_documents(
+    state: &WpState,
+    dest: &Destination,
+    exclude: Option<(&str, &str)>,
+) -> Result<Vec<(String, Vec<Vec<u8>>)>, String> {
+    let all: Api<WorkPlacement> = Api::all(state.ctx.client.clone());
+    let lp = ListParams::default().labels(&format!(
+        "{}={}",
+        labels::TARGET_DESTINATION_NAME,
+        dest.name_any()
+    ));
+    let list = all.list(&lp).await.map_err(|e| {
+        format!(
+            "listing WorkPlacements of Destination {}: {e}",
+            dest.name_any()
+        )
+    })?;
+    let mut out = Vec::new();
+    for wp in list.items {
+        if wp.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let ns = wp.namespace().unwrap_or_default();
+        let name = wp.name_any();
+        if exclude == Some((ns.as_str(), name.as_str())) {
+            continue;
+        }
+        let mut docs = Vec::new();
+        for w in wp.spec.workloads.as_deref().unwrap_or(&[]) {
+            match decode_workload(w) {
+                Ok(d) => docs.push(d),
+                // A placement with undecodable content reports that itself; skip it here.
+                Err(e) => {
+                    tracing::warn!(workplacement = %name, error = %e, "skipping undecodable workload in aggregate")
+                }
+            }
+        }
+        out.push((name, docs));
+    }
+    Ok(out)
+}
+
+async fn write_target(
+    state: &WpState,
+    store: &StateStore,
+    dest: &Destination,
+    wp: &WorkPlacement,
+    target: Target,
+) -> Result<plinth_statestore::WriteOutcome, StoreError> {
+    let ops = match target {
+        Target::Nested { dir, files } => vec![WriteOp::ReplaceDir { dir, files }],
+        Target::Flat { files, state_file } => {
+            let previous = match store.read(&state_file).await? {
+                Some(bytes) => layout::parse_none_state_file(&bytes).unwrap_or_default(),
+                None => Vec::new(),
+            };
+            let now: BTreeSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+            let listed: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+            let mut ops: Vec<WriteOp> = previous
+                .iter()
+                .filter(|p| !now.contains(p.as_str()))
+                .map(|p| WriteOp::Delete { path: p.clone() })
+                .collect();
+            ops.extend(
+                files
+                    .into_iter()
+                    .map(|(path, content)| WriteOp::Put { path, content }),
+            );
+            ops.push(WriteOp::Put {
+                path: state_file,
+                content: layout::none_state_file_content(&listed),
+            });
+            ops
+        }
+        Target::Aggregated { file } => {
+            let mut docs = aggregated_documents(state, dest, None)
+                .await
+                .map_err(|cause| StoreError::InvalidConfig {
+                    field: "workplacements".into(),
+                    cause,
+                })?;
+            // The placement being reconciled may not be in the list yet (fresh create).
+            let name = wp.name_any();
+            if !docs.iter().any(|(n, _)| *n == name) {
+                let own = wp
+                    .spec
+                    .workloads
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .filter_map(|w| decode_workload(w).ok())
+                    .collect();
+                docs.push((name, own));
+            }
+            match layout::aggregate_documents(&docs) {
+                Some(content) => vec![WriteOp::Put {
+                    path: file,
+                    content,
+                }],
+                None => vec![WriteOp::Delete { path: file }],
+            }
+        }
+    };
+    store
+        .write(WriteRequest {
+            name: wp.name_any(),
+            ops,
+        })
+        .await
+}
+
+/// Removes what `wp` wrote (reference §5.6). Returns a message for the event on failure.
+async fn delete_from_store(
+    state: &WpState,
+    store: &StateStore,
+    dest: &Destination,
+    wp: &WorkPlacement,
+) -> Result<(), String> {
+    let root = dest.spec.path.as_str();
+    let ns = wp.namespace().unwrap_or_default();
+    let name = wp.name_any();
+    let ops = match dest.spec.filepath_mode() {
+        FilepathMode::NestedByMetadata => {
+            let id = wp.spec.id.clone().unwrap_or_default();
+            match layout::nested_directory(root, &placement_source(wp), &id) {
+                Ok(dir) => vec![WriteOp::DeleteDir { dir }],
+                // Nothing can have been written under an invalid directory.
+                Err(_) => Vec::new(),
+            }
+        }
+        FilepathMode::None => {
+            let state_file = match layout::none_state_file_path(root, &ns, &name) {
+                Ok(p) => p,
+                Err(_) => return Ok(()),
+            };
+            let listed = match store.read(&state_file).await.map_err(|e| e.to_string())? {
+                Some(bytes) => layout::parse_none_state_file(&bytes)
+                    .map_err(|e| format!("{state_file}: {e}"))?,
+                // No state file (never written, or removed by hand): the files this
+                // placement would have written are the best record of what it owns.
+                None => wp
+                    .spec
+                    .workloads
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .filter_map(|w| layout::none_file_path(root, &w.filepath).ok())
+                    .collect(),
+            };
+            let mut ops: Vec<WriteOp> = listed
+                .into_iter()
+                .map(|path| WriteOp::Delete { path })
+                .collect();
+            ops.push(WriteOp::Delete { path: state_file });
+            ops
+        }
+        FilepathMode::AggregatedYaml => {
+            let file = match layout::aggregated_file_path(root, dest.spec.aggregated_filename()) {
+                Ok(f) => f,
+                Err(_) => return Ok(()),
+            };
+            let docs = aggregated_documents(state, dest, Some((&ns, &name))).await?;
+            match layout::aggregate_documents(&docs) {
+                Some(content) => vec![WriteOp::Put {
+                    path: file,
+                    content,
+                }],
+                None => vec![WriteOp::Delete { path: file }],
+            }
+        }
+    };
+    if ops.is_empty() {
+        return Ok(());
+    }
+    store
+        .write(WriteRequest { name, ops })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plinth_api::{DestinationSpec, StateStoreRef, WorkPlacementSpec};
+
+    fn dest(path: &str, mode: &str) -> Destination {
+        let mut spec: DestinationSpec = serde_json::from_value(json!({
+            "path": path,
+            "stateStoreRef": {"kind": "GitStateStore", "name": "default"},
+            "filepath": {"mode": mode},
+        }))
+        .unwrap();
+        spec.state_store_ref = StateStoreRef {
+            name: "default".into(),
+            ..spec.state_store_ref
+        };
+        Destination::new("worker-1", spec)
+    }
+
+    fn wp(resource: Option<&str>, files: &[(&str, &str)]) -> WorkPlacement {
+        let mut w = WorkPlacement::new(
+            "w.worker-1-5058f",
+            WorkPlacementSpec {
+                target_destination_name: Some("worker-1".into()),
+                workloads: Some(
+                    files
+                        .iter()
+                        .map(|(p, c)| Workload {
+                            filepath: p.to_string(),
+                            content: encode_workload(c.as_bytes()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                promise_name: Some("redis".into()),
+                resource_name: resource.map(String::from),
+                id: Some(plinth_api::constants::DEFAULT_WORKLOAD_GROUP_ID.into()),
+                ..Default::default()
+            },
+        );
+        w.metadata.namespace = Some("team-a".into());
+        w.metadata.labels =
+            Some([(labels::PIPELINE_NAME.to_string(), "configure".to_string())].into());
+        w
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let w = Workload {
+            filepath: "a.yaml".into(),
+            content: encode_workload(b"kind: A\n"),
+            ..Default::default()
+        };
+        assert_eq!(decode_workload(&w).unwrap(), b"kind: A\n");
+        let bad = Workload {
+            filepath: "b.yaml".into(),
+            content: "%%%".into(),
+            ..Default::default()
+        };
+        assert!(decode_workload(&bad).unwrap_err().contains("b.yaml"));
+    }
+
+    #[test]
+    fn nested_targets() {
+        let t = resolve_target(
+            &dest("/worker-1/", "nestedByMetadata"),
+            &wp(Some("r1"), &[("x/a.yaml", "a")]),
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            Target::Nested {
+                dir: "worker-1/resources/team-a/redis/r1/configure/5058f".into(),
+                files: vec![("x/a.yaml".into(), b"a".to_vec())]
+            }
+        );
+        let t = resolve_target(
+            &dest("worker-1", "nestedByMetadata"),
+            &wp(None, &[("a.yaml", "a")]),
+        )
+        .unwrap();
+        assert!(
+            matches!(t, Target::Nested { dir, .. } if dir == "worker-1/dependencies/redis/configure/5058f")
+        );
+    }
+
+    #[test]
+    fn flat_and_aggregated_targets() {
+        let t =
+            resolve_target(&dest("flat", "none"), &wp(Some("r1"), &[("ns.yaml", "n")])).unwrap();
+        assert_eq!(
+            t,
+            Target::Flat {
+                files: vec![("flat/ns.yaml".into(), b"n".to_vec())],
+                state_file: "flat/.kratix/team-a-w.worker-1-5058f.yaml".into()
+            }
+        );
+        let t = resolve_target(
+            &dest("agg", "aggregatedYAML"),
+            &wp(Some("r1"), &[("ns.yaml", "n")]),
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            Target::Aggregated {
+                file: "agg/aggregated.yaml".into()
+            }
+        );
+    }
+
+    #[test]
+    fn escaping_paths_are_terminal() {
+        for mode in ["nestedByMetadata", "none"] {
+            let err = resolve_target(
+                &dest("worker-1", mode),
+                &wp(Some("r1"), &[("../../etc/passwd", "x")]),
+            )
+            .unwrap_err();
+            assert_eq!(err.reason, REASON_INVALID_WORKLOAD_PATH);
+            assert!(err.message.contains("../../etc/passwd"), "{}", err.message);
+            let err = resolve_target(
+                &dest("worker-1", mode),
+                &wp(Some("r1"), &[("/etc/passwd", "x")]),
+            )
+            .unwrap_err();
+            assert_eq!(err.reason, REASON_INVALID_WORKLOAD_PATH);
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Destination and state store controller integration tests against the embedded API
+//! server and a `file://` Git state store, using the Destinations of Kratix's
+//! system-test corpus (reference §5.5, §6.2, §6.5, §6.6; bugs B16, B22, B41).
+
+mod placement_support;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use placement_support::*;
+use plinth_api::{Destination, GitStateStore, Work, WorkPlacement};
+use serde_json::json;
+
+const NS_YAML: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: filepathmode-none\n";
+const CM_YAML: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: modenone-request-1\n  namespace: filepathmode-none\ndata:\n  key: modenone-request-1\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_destinations_produce_kratix_trees_for_all_three_modes() {
+    let env = start().await;
+    env.git_store("destination-git-test-store").await;
+    let store = "destination-git-test-store";
+    let nested = env
+        .destination_from_yaml(
+            &corpus("kratix-system-tests/destination/destination-worker-git.yaml"),
+            store,
+        )
+        .await;
+    let flat = env
+        .destination_from_yaml(
+            &corpus("kratix-system-tests/destination/destination-git-filepathmode-none.yaml"),
+            store,
+        )
+        .await;
+    let agg = env
+        .destination_from_yaml(
+            &corpus("kratix-system-tests/destination/destination-aggregated-yaml.yaml"),
+            store,
+        )
+        .await;
+    for d in [&nested, &flat, &agg] {
+        env.destination_ready(&d.name_any()).await;
+    }
+    let d = Api::<Destination>::all(env.client.clone())
+        .get(&nested.name_any())
+        .await
+        .unwrap();
+    let ready = cond(&d.status.and_then(|s| s.conditions), "Ready").unwrap();
+    assert_eq!(
+        (ready.1.as_str(), ready.2.as_str()),
+        (
+            "TestDocumentsWritten",
+            "Test documents written to State Store"
+        )
+    );
+
+    // Canary files per mode (§6.5, B22).
+    let files = env.files();
+    for f in [
+        "worker-git/dependencies/kratix-canary-namespace.yaml",
+        "worker-git/resources/kratix-canary-configmap.yaml",
+        "filepathmode-none/kratix-canary-namespace.yaml",
+        "filepathmode-none/kratix-canary-configmap.yaml",
+        "aggregated-yaml/kratix-canary-namespace.yaml",
+        "aggregated-yaml/kratix-canary-configmap.yaml",
+    ] {
+        assert!(files.iter().any(|x| x == f), "{f} missing from {files:?}");
+    }
+    assert_eq!(
+        env.show("worker-git/dependencies/kratix-canary-namespace.yaml"),
+        plinth_statestore::layout::CANARY_NAMESPACE_YAML
+    );
+
+    // Promise workflow output (dependency Works) and a resource request's output, as the
+    // filepathmode-none Promise of the corpus produces them, scheduled by the
+    // Destinations' `target` / `environment` labels.
+    for (work, sel) in [
+        ("fpn-promise-nested", ("environment", "dev")),
+        ("fpn-promise-flat", ("target", "filepathmode-none")),
+        ("fpn-promise-agg", ("target", "aggregated-yaml")),
+    ] {
+        env.create_work(
+            "kratix-platform-system",
+            work,
+            "filepathmode-none",
+            "",
+            "promise",
+            &[(
+                ".",
+                vec![("promise", labels(&[sel]))],
+                vec![("filepathmode-none-ns.yaml", NS_YAML)],
+            )],
+        )
+        .await;
+    }
+    env.create_work(
+        "default",
+        "fpn-r1-flat",
+        "filepathmode-none",
+        "modenone-request-1",
+        "resource",
+        &[(
+            ".",
+            vec![("promise", labels(&[("target", "filepathmode-none")]))],
+            vec![("filepathmode-none-cm-modenone-request-1.yaml", CM_YAML)],
+        )],
+    )
+    .await;
+    env.create_work(
+        "default",
+        "fpn-r1-agg",
+        "filepathmode-none",
+        "modenone-request-1",
+        "resource",
+        &[(
+            ".",
+            vec![("promise", labels(&[("target", "aggregated-yaml")]))],
+            vec![("cm.yaml", CM_YAML)],
+        )],
+    )
+    .await;
+
+    // nestedByMetadata: dependencies/<promise>/<pipeline>/<id5>/<file>.
+    env.wait_file(
+        "worker-git/dependencies/filepathmode-none/promise/5058f/filepathmode-none-ns.yaml",
+        true,
+    )
+    .await;
+    assert_eq!(
+        env.show(
+            "worker-git/dependencies/filepathmode-none/promise/5058f/filepathmode-none-ns.yaml"
+        ),
+        NS_YAML
+    );
+    // none: files at the Destination root + .kratix state files.
+    env.wait_file("filepathmode-none/filepathmode-none-ns.yaml", true)
+        .await;
+    env.wait_file(
+        "filepathmode-none/filepathmode-none-cm-modenone-request-1.yaml",
+        true,
+    )
+    .await;
+    let flat_wp = "fpn-r1-flat.test-worker-git-filepathmode-none-5058f";
+    let state_file = format!("filepathmode-none/.kratix/default-{flat_wp}.yaml");
+    env.wait_file(&state_file, true).await;
+    assert_eq!(
+        env.show(&state_file),
+        "files:\n- filepathmode-none/filepathmode-none-cm-modenone-request-1.yaml\n"
+    );
+    let wp = Api::<WorkPlacement>::namespaced(env.client.clone(), "default")
+        .get(flat_wp)
+        .await
+        .unwrap();
+    assert!(
+        wp.finalizers()
+            .iter()
+            .any(|f| f == "finalizers.workplacement.kratix.io/kratix-dot-files-cleanup")
+    );
+    // aggregatedYAML: one file, documents of every placement sorted by placement name.
+    wait_for("aggregated file holds both documents", || async {
+        env.files()
+            .iter()
+            .any(|f| f == "aggregated-yaml/catalog.yaml")
+            && env.show("aggregated-yaml/catalog.yaml").contains("---")
+    })
+    .await;
+    assert_eq!(
+        env.show("aggregated-yaml/catalog.yaml"),
+        format!("{NS_YAML}\n---\n{CM_YAML}"),
+        "fpn-promise-agg.* sorts before fpn-r1-agg.*"
+    );
+
+    // Deleting removes exactly what each wrote.
+    env.delete_work("default", "fpn-r1-flat").await;
+    env.wait_file(
+        "filepathmode-none/filepathmode-none-cm-modenone-request-1.yaml",
+        false,
+    )
+    .await;
+    env.wait_file(&state_file, false).await;
+    assert!(
+        env.files()
+            .iter()
+            .any(|f| f == "filepathmode-none/filepathmode-none-ns.yaml"),
+        "other placement's file kept"
+    );
+    env.delete_work("default", "fpn-r1-agg").await;
+    wait_for(
+        "aggregated file regenerated without the deleted placement",
+        || async { env.show("aggregated-yaml/catalog.yaml") == NS_YAML },
+    )
+    .await;
+    env.delete_work("kratix-platform-system", "fpn-promise-nested")
+        .await;
+    env.wait_file(
+        "worker-git/dependencies/filepathmode-none/promise/5058f/filepathmode-none-ns.yaml",
+        false,
+    )
+    .await;
+    assert!(
+        env.files()
+            .iter()
+            .any(|f| f == "worker-git/dependencies/kratix-canary-namespace.yaml")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_all_removes_placements_files_and_canaries() {
+    let env = start().await;
+    env.git_store("default").await;
+    let d = env
+        .destination_from_yaml(
+            &corpus("kratix-system-tests/destination/destination-cleanup-all.yaml"),
+            "default",
+        )
+        .await;
+    env.destination_ready(&d.name_any()).await;
+    let d = Api::<Destination>::all(env.client.clone())
+        .get("cleanup-all")
+        .await
+        .unwrap();
+    assert!(
+        d.finalizers()
+            .iter()
+            .any(|f| f == "kratix.io/destination-cleanup")
+    );
+    env.create_work(
+        "default",
+        "ca-r1",
+        "cleanup-all",
+        "r1",
+        "resource",
+        &[(
+            ".",
+            vec![("promise", labels(&[("target", "cleanup-all")]))],
+            vec![("cm.yaml", CM_YAML)],
+        )],
+    )
+    .await;
+    env.wait_file(
+        "cleanup-all/resources/default/cleanup-all/r1/resource/5058f/cm.yaml",
+        true,
+    )
+    .await;
+
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    dests
+        .delete("cleanup-all", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("Destination gone", || async {
+        dests.get_opt("cleanup-all").await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        env.placements("default", "ca-r1").await.is_empty(),
+        "placements deleted first"
+    );
+    assert!(
+        !env.files().iter().any(|f| f.starts_with("cleanup-all/")),
+        "directory removed: {:?}",
+        env.files()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_secret_is_reported_and_recovered_when_it_appears() {
+    let env = start().await;
+    let api: Api<GitStateStore> = Api::all(env.client.clone());
+    let s: GitStateStore = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "GitStateStore",
+        "metadata": {"name": "needs-creds"},
+        "spec": {"url": env.repo_url(), "branch": "main", "secretRef": {"name": "git-creds"}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &s).await.unwrap();
+    wait_for("SecretNotFound", || async {
+        api.get("needs-creds").await.ok().is_some_and(|s| {
+            let st = s.status.unwrap_or_default();
+            st.status.as_deref() == Some("NotReady")
+                && cond(&st.conditions, "Ready").is_some_and(|c| {
+                    c.1 == "SecretNotFound"
+                        && c.2 == "Secret git-creds not found in namespace default"
+                })
+        })
+    })
+    .await;
+
+    // A Destination on it says why it is not ready.
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "waiting"},
+        "spec": {"path": "waiting", "stateStoreRef": {"kind": "GitStateStore", "name": "needs-creds"}},
+    }))
+    .await;
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    wait_for("Destination StateStoreNotReady", || async {
+        dests.get("waiting").await.ok().is_some_and(|d| {
+            cond(&d.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| {
+                c.1 == "StateStoreNotReady" && c.2 == "GitStateStore/needs-creds: not ready"
+            })
+        })
+    })
+    .await;
+
+    // The Secret appears (basic auth over file:// is accepted and unused): store and
+    // Destination become Ready without any other trigger.
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "git-creds", "namespace": "default"},
+        "stringData": {"username": "u", "password": "p"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    wait_for("store Ready after Secret creation", || async {
+        api.get("needs-creds")
+            .await
+            .ok()
+            .and_then(|s| s.status)
+            .and_then(|s| s.status)
+            .as_deref()
+            == Some("Ready")
+    })
+    .await;
+    env.destination_ready("waiting").await;
+
+    // A key removed from the Secret is named.
+    secrets
+        .patch(
+            "git-creds",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"password": null}, "stringData": null})),
+        )
+        .await
+        .unwrap();
+    wait_for("missing key named", || async {
+        api.get("needs-creds").await.ok().is_some_and(|s| {
+            cond(&s.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| {
+                c.1 == "ErrorInitialisingWriter"
+                    && c.2.contains("password")
+                    && c.2.contains("default/git-creds")
+            })
+        })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_output_makes_no_new_commit_and_recreated_destination_needs_none() {
+    let env = start().await;
+    env.git_store("default").await;
+    let dest = json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "dev"},
+        "spec": {"path": "dev", "stateStoreRef": {"kind": "GitStateStore", "name": "default"}},
+    });
+    env.create_destination(dest.clone()).await;
+    env.destination_ready("dev").await;
+    env.create_work(
+        "team-a",
+        "same",
+        "widget",
+        "r1",
+        "configure",
+        &[(".", vec![], vec![("a.yaml", "a: 1\n")])],
+    )
+    .await;
+    env.work_condition(
+        "team-a",
+        "same",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
+    let wp = env.placement_ready("team-a", "same.dev-5058f").await;
+    let version = wp.status.unwrap().version_id.unwrap();
+    let commits = env.commits();
+
+    // B41b: the workflow runs again with identical output (new generation, same files).
+    let works: Api<Work> = Api::namespaced(env.client.clone(), "team-a");
+    works
+        .patch(
+            "same",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"lastExecutionTimestamp": "2026-11-29T10:00:00Z"}})),
+        )
+        .await
+        .unwrap();
+    let gen_ = works.get("same").await.unwrap().metadata.generation;
+    let wps: Api<WorkPlacement> = Api::namespaced(env.client.clone(), "team-a");
+    wait_for("placement rewritten at the new generation", || async {
+        wps.get("same.dev-5058f").await.ok().is_some_and(|w| {
+            w.spec.generation == gen_
+                && cond(&w.status.clone().and_then(|s| s.conditions), "Ready")
+                    .is_some_and(|c| c.0 == "True")
+        })
+    })
+    .await;
+    assert_eq!(
+        env.commits(),
+        commits,
+        "no new commit for identical content"
+    );
+    assert_eq!(
+        wps.get("same.dev-5058f")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .version_id
+            .unwrap(),
+        version
+    );
+
+    // B41c: delete (cleanup none) and re-create the Destination over its existing canaries.
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    dests.delete("dev", &DeleteParams::default()).await.unwrap();
+    wait_for("Destination gone", || async {
+        dests.get_opt("dev").await.unwrap().is_none()
+    })
+    .await;
+    env.delete_work("team-a", "same").await;
+    let commits = env.commits();
+    env.create_destination(dest).await;
+    env.destination_ready("dev").await;
+    assert_eq!(env.commits(), commits, "Ready without an empty commit");
+}

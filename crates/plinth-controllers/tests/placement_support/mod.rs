@@ -1,0 +1,397 @@
+//! Shared set-up for the Work → files integration tests: an embedded API server with the
+//! Kratix CRDs, the scheduler / WorkPlacement / Destination / state store controllers on
+//! its client, and a `file://` bare Git repository as the GitStateStore.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use plinth_api::{Destination, GitStateStore, Work, WorkPlacement};
+use plinth_apiserver::testing::TestServer;
+use plinth_controllers::workplacement::encode_workload;
+use plinth_controllers::{Context, ControllerConfig};
+use serde_json::{Value, json};
+
+/// One running platform.
+pub struct Env {
+    pub server: TestServer,
+    pub client: Client,
+    pub ctx: Arc<Context>,
+    pub repo: PathBuf,
+    _dir: tempfile::TempDir,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// How long a test waits for the controllers to converge.
+pub const CONVERGE: Duration = Duration::from_secs(40);
+
+/// Starts the API server, registers the Kratix CRDs, creates a bare repository with a
+/// `main` branch and starts the controllers with short intervals.
+pub async fn start() -> Env {
+    let server = TestServer::start().await.expect("API server starts");
+    let client = server.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in plinth_api::crds::all_crds() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD registers");
+    }
+    // Wait until every Kratix kind is served.
+    wait_for("Kratix kinds served", || async {
+        Api::<Destination>::all(client.clone())
+            .list(&Default::default())
+            .await
+            .is_ok()
+            && Api::<Work>::all(client.clone())
+                .list(&Default::default())
+                .await
+                .is_ok()
+            && Api::<WorkPlacement>::all(client.clone())
+                .list(&Default::default())
+                .await
+                .is_ok()
+            && Api::<GitStateStore>::all(client.clone())
+                .list(&Default::default())
+                .await
+                .is_ok()
+    })
+    .await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    for n in ["default", "kratix-platform-system", "team-a"] {
+        let _ = ns
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": n}})).unwrap(),
+            )
+            .await;
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("state.git");
+    plinth_statestore::git::init_bare(&repo, "main").expect("bare repo");
+
+    let config = ControllerConfig {
+        requeue_short: Duration::from_millis(200),
+        requeue_default: Duration::from_millis(500),
+        requeue_slow: Duration::from_secs(2),
+        data_dir: dir.path().join("data"),
+        git_batch_window: Duration::from_millis(20),
+        ..ControllerConfig::default()
+    };
+    let ctx = Context::new(client.clone(), config);
+    let tasks = vec![
+        tokio::spawn(plinth_controllers::scheduler::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::workplacement::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::destination::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::statestore::run(ctx.clone())),
+    ];
+    Env {
+        server,
+        client,
+        ctx,
+        repo,
+        _dir: dir,
+        tasks,
+    }
+}
+
+/// Polls `f` every 100 ms until it returns true; panics naming `what` after [`CONVERGE`].
+pub async fn wait_for<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        if f().await {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl Env {
+    /// `file://` URL of the bare repository.
+    pub fn repo_url(&self) -> String {
+        format!("file://{}", self.repo.display())
+    }
+
+    /// Creates GitStateStore `name` on the bare repository and waits until it is Ready.
+    pub async fn git_store(&self, name: &str) {
+        let api: Api<GitStateStore> = Api::all(self.client.clone());
+        let obj: GitStateStore = serde_json::from_value(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "GitStateStore",
+            "metadata": {"name": name},
+            "spec": {"url": self.repo_url(), "branch": "main", "authMethod": "basicAuth"},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &obj).await.unwrap();
+        wait_for(&format!("GitStateStore {name} Ready"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .and_then(|s| s.status)
+                .and_then(|s| s.status)
+                .as_deref()
+                == Some("Ready")
+        })
+        .await;
+    }
+
+    /// Applies a Destination from YAML text, pointing it at GitStateStore `store`.
+    pub async fn destination_from_yaml(&self, yaml: &str, store: &str) -> Destination {
+        let mut v: Value = serde_saphyr::from_str(yaml).expect("destination YAML");
+        v["spec"]["stateStoreRef"] = json!({"kind": "GitStateStore", "name": store});
+        self.create_destination(v).await
+    }
+
+    /// Creates a Destination from JSON.
+    pub async fn create_destination(&self, v: Value) -> Destination {
+        let d: Destination = serde_json::from_value(v).unwrap();
+        Api::<Destination>::all(self.client.clone())
+            .create(&PostParams::default(), &d)
+            .await
+            .expect("Destination created")
+    }
+
+    /// Waits until Destination `name` is Ready.
+    pub async fn destination_ready(&self, name: &str) {
+        let api: Api<Destination> = Api::all(self.client.clone());
+        wait_for(&format!("Destination {name} Ready"), || async {
+            api.get(name).await.ok().is_some_and(|d| {
+                cond(&d.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| c.0 == "True")
+            })
+        })
+        .await;
+    }
+
+    /// Creates a Work in `ns`: `resource` empty = dependency Work. `groups` are
+    /// `(directory, selectors [(source, labels)], files [(path, content)])`.
+    pub async fn create_work(
+        &self,
+        ns: &str,
+        name: &str,
+        promise: &str,
+        resource: &str,
+        pipeline: &str,
+        groups: &[(
+            &str,
+            Vec<(&str, BTreeMap<String, String>)>,
+            Vec<(&str, &str)>,
+        )],
+    ) -> Work {
+        let groups: Vec<Value> = groups
+            .iter()
+            .map(|(dir, sels, files)| {
+                json!({
+                    "id": plinth_api::hash::workload_group_id(dir),
+                    "directory": dir,
+                    "workloads": files.iter().map(|(p, c)| json!({"filepath": p, "content": encode_workload(c.as_bytes())})).collect::<Vec<_>>(),
+                    "destinationSelectors": sels.iter().map(|(s, l)| json!({"source": s, "matchLabels": l})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let mut labels =
+            json!({"kratix.io/promise-name": promise, "kratix.io/pipeline-name": pipeline});
+        if !resource.is_empty() {
+            labels["kratix.io/resource-name"] = json!(resource);
+        }
+        let mut spec = json!({"promiseName": promise, "workloadGroups": groups});
+        if !resource.is_empty() {
+            spec["resourceName"] = json!(resource);
+        }
+        let w: Work = serde_json::from_value(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Work",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": spec,
+        }))
+        .unwrap();
+        Api::<Work>::namespaced(self.client.clone(), ns)
+            .create(&PostParams::default(), &w)
+            .await
+            .expect("Work created")
+    }
+
+    /// WorkPlacements of a Work.
+    pub async fn placements(&self, ns: &str, work: &str) -> Vec<WorkPlacement> {
+        let lp = kube::api::ListParams::default().labels(&format!("kratix.io/work={work}"));
+        Api::<WorkPlacement>::namespaced(self.client.clone(), ns)
+            .list(&lp)
+            .await
+            .unwrap()
+            .items
+    }
+
+    /// Waits until the Work's condition `type_` has `status` and `reason`; returns its message.
+    pub async fn work_condition(
+        &self,
+        ns: &str,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+    ) -> String {
+        let api: Api<Work> = Api::namespaced(self.client.clone(), ns);
+        let mut msg = String::new();
+        wait_for(
+            &format!("Work {ns}/{name} {type_}={status}/{reason}"),
+            || {
+                let api = api.clone();
+                let msg = &mut msg;
+                async move {
+                    match api
+                        .get(name)
+                        .await
+                        .ok()
+                        .and_then(|w| cond(&w.status.and_then(|s| s.conditions), type_))
+                    {
+                        Some((s, r, m)) if s == status && r == reason => {
+                            *msg = m;
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+            },
+        )
+        .await;
+        msg
+    }
+
+    /// Waits until the WorkPlacement is Ready (written) and returns it.
+    pub async fn placement_ready(&self, ns: &str, name: &str) -> WorkPlacement {
+        let api: Api<WorkPlacement> = Api::namespaced(self.client.clone(), ns);
+        wait_for(&format!("WorkPlacement {ns}/{name} Ready"), || async {
+            api.get(name).await.ok().is_some_and(|w| {
+                cond(&w.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| c.0 == "True")
+            })
+        })
+        .await;
+        api.get(name).await.unwrap()
+    }
+
+    /// Deletes a Work and waits until it is gone.
+    pub async fn delete_work(&self, ns: &str, name: &str) {
+        let api: Api<Work> = Api::namespaced(self.client.clone(), ns);
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+        wait_for(&format!("Work {ns}/{name} gone"), || async {
+            api.get_opt(name).await.unwrap().is_none()
+        })
+        .await;
+    }
+
+    /// Merge-patches a Destination's labels.
+    pub async fn relabel_destination(&self, name: &str, labels: Value) {
+        let api: Api<Destination> = Api::all(self.client.clone());
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Files on `main` (sorted), via the git CLI.
+    pub fn files(&self) -> Vec<String> {
+        let out = git(&self.repo, &["ls-tree", "-r", "--name-only", "main"]);
+        out.lines().map(String::from).collect()
+    }
+
+    /// Content of a file on `main`, via the git CLI.
+    pub fn show(&self, path: &str) -> String {
+        git(&self.repo, &["show", &format!("main:{path}")])
+    }
+
+    /// Number of commits on `main`.
+    pub fn commits(&self) -> usize {
+        git(&self.repo, &["rev-list", "--count", "main"])
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Waits until `path` exists (or not) on `main`.
+    pub async fn wait_file(&self, path: &str, present: bool) {
+        wait_for(
+            &format!("{path} {}", if present { "committed" } else { "removed" }),
+            || async { self.files().iter().any(|f| f == path) == present },
+        )
+        .await;
+    }
+}
+
+/// `(status, reason, message)` of condition `type_`.
+pub fn cond(
+    conds: &Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
+    type_: &str,
+) -> Option<(String, String, String)> {
+    conds
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Runs `git --git-dir <repo> <args>` and returns stdout.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("git CLI runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Labels from pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A corpus file's text.
+pub fn corpus(rel: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus")
+        .join(rel);
+    let p = if p.exists() {
+        p
+    } else {
+        PathBuf::from("/work/shared/corpus").join(rel)
+    };
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+}
+
+/// The Work's name as a `ResourceExt` helper would print it.
+pub fn name_of<K: ResourceExt>(k: &K) -> String {
+    k.name_any()
+}
