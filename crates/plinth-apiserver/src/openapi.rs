@@ -1,0 +1,847 @@
+//! OpenAPI v3 publishing: `/openapi/v3` (index) and `/openapi/v3/<api|apis/g>/<v>`
+//! (one OpenAPI 3.0 document per group/version), shaped like the Kubernetes API server's.
+//!
+//! What clients need from these documents:
+//! * kubectl's `--validate=strict` (the default) asks `QueryParamVerifierV3` whether the
+//!   PATCH operation of the object's GVK (found by the operation's
+//!   `x-kubernetes-group-version-kind` extension) declares the `fieldValidation` query
+//!   parameter; if so kubectl sends `fieldValidation=Strict` and leaves validation to the
+//!   server (no `/openapi/v2` needed). A group/version document without a PATCH operation
+//!   for the kind makes kubectl fail, so every resource gets full paths here.
+//! * `kubectl explain` finds the schema whose `x-kubernetes-group-version-kind` lists the
+//!   GVK in `components.schemas` and follows `#/components/schemas/...` references.
+//!
+//! Schema names follow Kubernetes: built-ins by their Go package
+//! (`io.k8s.api.core.v1.ConfigMap`, from k8s-openapi's schemars schemas), custom resources
+//! as `<reversed group>.<version>.<Kind>` (`io.kratix.platform.v1alpha1.Promise`).
+
+use std::collections::BTreeMap;
+
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::resource::ResourceInfo;
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
+const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
+const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
+
+/// Bumped whenever the document layout changes, so clients' hash-keyed caches refresh.
+const LAYOUT_VERSION: &str = "plinth-openapi-v3-1";
+
+/// The `/openapi/v3` index: `{"paths": {"api/v1": {"serverRelativeURL":
+/// "/openapi/v3/api/v1?hash=<HEX>"}, "apis/<group>/<version>": {...}}}`.
+///
+/// The hash (SHA-256, upper-case hex, as Kubernetes) covers everything the document of
+/// that group/version is generated from, so it changes exactly when the document does —
+/// kubectl caches documents by this URL.
+pub fn v3_index(resources: &[ResourceInfo]) -> Value {
+    let mut paths = Map::new();
+    for ((group, version), infos) in by_group_version(resources) {
+        let key = gv_path(&group, &version);
+        let mut h = Sha256::new();
+        h.update(LAYOUT_VERSION.as_bytes());
+        for i in infos {
+            h.update(serde_json::to_vec(i).unwrap_or_default());
+        }
+        let hash = hex::encode_upper(h.finalize());
+        paths.insert(
+            key.clone(),
+            json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }),
+        );
+    }
+    json!({ "paths": paths })
+}
+
+/// The OpenAPI 3.0 document of one group/version (`group` empty for the core group), or
+/// `None` when no resource is served there.
+///
+/// Contains `paths` for every resource (list/create/deletecollection on the collection,
+/// get/replace/patch/delete on objects, `/status` when the resource has that subresource;
+/// create, replace and patch declare `dryRun`, `fieldManager` and `fieldValidation`) and
+/// `components.schemas` with each kind (`x-kubernetes-group-version-kind` set), its list
+/// kind, and the meta.k8s.io types they reference (ObjectMeta, ListMeta, Status,
+/// DeleteOptions, Patch, WatchEvent).
+pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
+    let infos: Vec<&ResourceInfo> = resources
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect();
+    if infos.is_empty() {
+        return None;
+    }
+    let mut generator: SchemaGenerator = SchemaSettings::openapi3().into_generator();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions>();
+
+    let mut schemas = Map::new();
+    let mut paths = Map::new();
+    for info in &infos {
+        let name = match builtin_schema_name(&mut generator, info) {
+            Some(n) => n,
+            None => {
+                let n = custom_schema_name(info);
+                schemas.insert(n.clone(), custom_schema(info));
+                n
+            }
+        };
+        let list_name = format!("{name}List");
+        schemas.insert(list_name.clone(), list_schema(info, &name));
+        add_paths(&mut paths, info, &name, &list_name);
+    }
+    let mut defs = generator.take_definitions(true);
+    // k8s-openapi's schemas carry no GVK; add it to the kinds served here.
+    for info in &infos {
+        if let Some(name) = builtin_name_for(info)
+            && let Some(Value::Object(s)) = defs.get_mut(&name)
+        {
+            s.insert(
+                "x-kubernetes-group-version-kind".into(),
+                gvk_list(info, &info.kind),
+            );
+        }
+    }
+    for (k, v) in defs {
+        schemas.entry(k).or_insert(v);
+    }
+    schemas.insert(
+        PATCH.into(),
+        json!({"type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body."}),
+    );
+    schemas.insert(
+        WATCH_EVENT.into(),
+        json!({
+            "type": "object", "required": ["type", "object"],
+            "description": "Event represents a single event to a watched resource.",
+            "properties": {
+                "object": {"type": "object", "description": "Object is the object being watched: the full object for ADDED, MODIFIED, DELETED and BOOKMARK, a Status for ERROR."},
+                "type": {"type": "string", "default": ""}
+            }
+        }),
+    );
+    let mut doc = json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.33.0"},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"BearerToken": {"type": "apiKey", "description": "Bearer Token authentication", "name": "authorization", "in": "header"}}
+        },
+        "security": [{"BearerToken": []}]
+    });
+    rewrite_refs(&mut doc);
+    Some(doc)
+}
+
+fn by_group_version(resources: &[ResourceInfo]) -> BTreeMap<(String, String), Vec<&ResourceInfo>> {
+    let mut m: BTreeMap<(String, String), Vec<&ResourceInfo>> = BTreeMap::new();
+    for r in resources {
+        m.entry((r.group.clone(), r.version.clone()))
+            .or_default()
+            .push(r);
+    }
+    for v in m.values_mut() {
+        v.sort_by(|a, b| a.plural.cmp(&b.plural));
+    }
+    m
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+/// `<reversed group>.<version>.<Kind>`, e.g. `io.kratix.platform.v1alpha1.Promise`.
+fn custom_schema_name(info: &ResourceInfo) -> String {
+    let reversed: Vec<&str> = info.group.split('.').rev().collect();
+    format!("{}.{}.{}", reversed.join("."), info.version, info.kind)
+}
+
+fn gvk_list(info: &ResourceInfo, kind: &str) -> Value {
+    json!([{ "group": info.group, "kind": kind, "version": info.version }])
+}
+
+macro_rules! builtin_kinds {
+    ($info:expr, $generator:expr, { $( ($group:literal, $version:literal, $kind:literal) => $ty:ty ),* $(,)? }) => {
+        match ($info.group.as_str(), $info.version.as_str(), $info.kind.as_str()) {
+            $( ($group, $version, $kind) => {
+                if let Some(g) = $generator {
+                    g.subschema_for::<$ty>();
+                }
+                Some(<$ty as schemars::JsonSchema>::schema_name().into_owned())
+            } )*
+            _ => None,
+        }
+    };
+}
+
+fn builtin_lookup(info: &ResourceInfo, generator: Option<&mut SchemaGenerator>) -> Option<String> {
+    use k8s_openapi::api::*;
+    if !info.builtin {
+        return None;
+    }
+    builtin_kinds!(info, generator, {
+        ("", "v1", "Namespace") => core::v1::Namespace,
+        ("", "v1", "ConfigMap") => core::v1::ConfigMap,
+        ("", "v1", "Secret") => core::v1::Secret,
+        ("", "v1", "ServiceAccount") => core::v1::ServiceAccount,
+        ("", "v1", "Event") => core::v1::Event,
+        ("", "v1", "Pod") => core::v1::Pod,
+        ("", "v1", "Service") => core::v1::Service,
+        ("", "v1", "Endpoints") => core::v1::Endpoints,
+        ("", "v1", "Node") => core::v1::Node,
+        ("", "v1", "PersistentVolumeClaim") => core::v1::PersistentVolumeClaim,
+        ("events.k8s.io", "v1", "Event") => events::v1::Event,
+        ("batch", "v1", "Job") => batch::v1::Job,
+        ("batch", "v1", "CronJob") => batch::v1::CronJob,
+        ("apps", "v1", "Deployment") => apps::v1::Deployment,
+        ("apps", "v1", "StatefulSet") => apps::v1::StatefulSet,
+        ("apps", "v1", "DaemonSet") => apps::v1::DaemonSet,
+        ("apps", "v1", "ReplicaSet") => apps::v1::ReplicaSet,
+        ("rbac.authorization.k8s.io", "v1", "Role") => rbac::v1::Role,
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => rbac::v1::ClusterRole,
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => rbac::v1::RoleBinding,
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => rbac::v1::ClusterRoleBinding,
+        ("coordination.k8s.io", "v1", "Lease") => coordination::v1::Lease,
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") =>
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    })
+}
+
+fn builtin_name_for(info: &ResourceInfo) -> Option<String> {
+    builtin_lookup(info, None)
+}
+
+fn builtin_schema_name(generator: &mut SchemaGenerator, info: &ResourceInfo) -> Option<String> {
+    builtin_lookup(info, Some(generator))
+}
+
+const API_VERSION_DESC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
+const KIND_DESC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
+const METADATA_DESC: &str = "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// A custom resource's published schema: its structural schema with `apiVersion`/`kind`
+/// described, `metadata` referencing ObjectMeta, and the GVK extension. Built-in kinds
+/// the table above does not know (no k8s-openapi type) fall back to their stored schema.
+fn custom_schema(info: &ResourceInfo) -> Value {
+    let mut s = match info.schema.clone() {
+        Some(Value::Object(m)) => m,
+        _ => {
+            let mut m = Map::new();
+            m.insert(
+                "x-kubernetes-preserve-unknown-fields".into(),
+                Value::Bool(true),
+            );
+            m
+        }
+    };
+    s.insert("type".into(), Value::from("object"));
+    let props = s
+        .entry("properties")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(p) = props {
+        p.insert(
+            "apiVersion".into(),
+            json!({"type": "string", "description": API_VERSION_DESC}),
+        );
+        p.insert(
+            "kind".into(),
+            json!({"type": "string", "description": KIND_DESC}),
+        );
+        p.insert(
+            "metadata".into(),
+            json!({"allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}], "default": {}, "description": METADATA_DESC}),
+        );
+    }
+    s.insert(
+        "x-kubernetes-group-version-kind".into(),
+        gvk_list(info, &info.kind),
+    );
+    Value::Object(s)
+}
+
+fn list_schema(info: &ResourceInfo, item: &str) -> Value {
+    json!({
+        "type": "object",
+        "required": ["items"],
+        "description": format!("{} is a list of {}", info.list_kind, info.kind),
+        "properties": {
+            "apiVersion": {"type": "string", "description": API_VERSION_DESC},
+            "items": {
+                "type": "array",
+                "description": format!("List of {}. More info: https://git.k8s.io/community/contributors/devel/api-conventions.md", info.plural),
+                "items": {"$ref": format!("#/components/schemas/{item}")}
+            },
+            "kind": {"type": "string", "description": KIND_DESC},
+            "metadata": {"allOf": [{"$ref": format!("#/components/schemas/{LIST_META}")}], "default": {},
+                         "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"}
+        },
+        "x-kubernetes-group-version-kind": gvk_list(info, &info.list_kind)
+    })
+}
+
+fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn query_param(name: &str, description: &str, ty: &str) -> Value {
+    json!({"name": name, "in": "query", "description": description, "schema": {"type": ty, "uniqueItems": true}})
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "description": description, "required": true, "schema": {"type": "string", "uniqueItems": true}})
+}
+
+const FIELD_VALIDATION_DESC: &str = "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore: This will ignore any unknown fields that are silently dropped from the object, and will ignore all but the last duplicate field that the decoder encounters. This is the default behavior prior to v1.23. - Warn: This will send a warning via the standard warning response header for each unknown field that is dropped from the object, and for each duplicate field that is encountered. The request will still succeed if there are no other errors, and will only persist the last of any duplicate fields. This is the default in v1.23+ - Strict: This will fail the request with a BadRequest error if any unknown fields would be dropped from the object, or if any duplicate fields are present. The error returned from the server will contain all unknown and duplicate fields encountered.";
+
+fn write_params(with_force: bool) -> Vec<Value> {
+    let mut p = vec![
+        query_param(
+            "dryRun",
+            "When present, indicates that modifications should not be persisted. An invalid or unrecognized dryRun directive will result in an error response and no further processing of the request. Valid values are: - All: all dry run stages will be processed",
+            "string",
+        ),
+        query_param(
+            "fieldManager",
+            "fieldManager is a name associated with the actor or entity that is making these changes. The value must be less than or 128 characters long, and only contain printable characters, as defined by https://golang.org/pkg/unicode/#IsPrint.",
+            "string",
+        ),
+        query_param("fieldValidation", FIELD_VALIDATION_DESC, "string"),
+    ];
+    if with_force {
+        p.push(query_param("force", "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people. Force flag must be unset for non-apply patch requests.", "boolean"));
+    }
+    p
+}
+
+fn list_params() -> Vec<Value> {
+    vec![
+        query_param(
+            "allowWatchBookmarks",
+            "allowWatchBookmarks requests watch events with type \"BOOKMARK\".",
+            "boolean",
+        ),
+        query_param(
+            "continue",
+            "The continue option should be set when retrieving more results from the server.",
+            "string",
+        ),
+        query_param(
+            "fieldSelector",
+            "A selector to restrict the list of returned objects by their fields. Defaults to everything.",
+            "string",
+        ),
+        query_param(
+            "labelSelector",
+            "A selector to restrict the list of returned objects by their labels. Defaults to everything.",
+            "string",
+        ),
+        query_param(
+            "limit",
+            "limit is a maximum number of responses to return for a list call.",
+            "integer",
+        ),
+        query_param(
+            "resourceVersion",
+            "resourceVersion sets a constraint on what resource versions a request may be served from.",
+            "string",
+        ),
+        query_param(
+            "resourceVersionMatch",
+            "resourceVersionMatch determines how resourceVersion is applied to list calls.",
+            "string",
+        ),
+        query_param(
+            "sendInitialEvents",
+            "`sendInitialEvents=true` may be set together with `watch=true`.",
+            "boolean",
+        ),
+        query_param(
+            "timeoutSeconds",
+            "Timeout for the list/watch call.",
+            "integer",
+        ),
+        query_param(
+            "watch",
+            "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.",
+            "boolean",
+        ),
+    ]
+}
+
+fn json_content(schema: Value) -> Value {
+    json!({
+        "application/json": {"schema": schema.clone()},
+        "application/yaml": {"schema": schema.clone()},
+        "application/vnd.kubernetes.protobuf": {"schema": schema}
+    })
+}
+
+fn ok_response(schema: Value) -> Value {
+    json!({"description": "OK", "content": json_content(schema)})
+}
+
+fn camel(s: &str) -> String {
+    s.split(['.', '-'])
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            match c.next() {
+                Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+struct Op<'a> {
+    info: &'a ResourceInfo,
+    tag: String,
+    id_base: String,
+}
+
+impl Op<'_> {
+    fn operation(&self, action: &str, verb: &str, suffix: &str, body: Value) -> Value {
+        let mut op = match body {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        op.insert("tags".into(), json!([self.tag]));
+        op.insert(
+            "operationId".into(),
+            Value::from(format!("{verb}{}{suffix}", self.id_base)),
+        );
+        op.insert("x-kubernetes-action".into(), Value::from(action));
+        op.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!({"group": self.info.group, "version": self.info.version, "kind": self.info.kind}),
+        );
+        op.entry("responses")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .map(|r| r.insert("401".into(), json!({"description": "Unauthorized"})));
+        Value::Object(op)
+    }
+}
+
+fn add_paths(paths: &mut Map<String, Value>, info: &ResourceInfo, item: &str, list: &str) {
+    let prefix = if info.group.is_empty() {
+        format!("/api/{}", info.version)
+    } else {
+        format!("/apis/{}/{}", info.group, info.version)
+    };
+    let tag = if info.group.is_empty() {
+        format!("core_{}", info.version)
+    } else {
+        format!(
+            "{}_{}",
+            info.group.split('.').next().unwrap_or(&info.group),
+            info.version
+        )
+    };
+    let ns_word = if info.namespaced { "Namespaced" } else { "" };
+    let op = Op {
+        info,
+        tag,
+        id_base: format!(
+            "{}{}{ns_word}{}",
+            camel(&info.group),
+            camel(&info.version),
+            camel(&info.kind)
+        ),
+    };
+    let collection = if info.namespaced {
+        format!("{prefix}/namespaces/{{namespace}}/{}", info.plural)
+    } else {
+        format!("{prefix}/{}", info.plural)
+    };
+    let mut scope_params = vec![];
+    if info.namespaced {
+        scope_params.push(path_param(
+            "namespace",
+            "object name and auth scope, such as for teams and projects",
+        ));
+    }
+    let pretty = query_param(
+        "pretty",
+        "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget).",
+        "string",
+    );
+    let item_ref = reference(item);
+    let body = |schema: Value| json!({"content": {"*/*": {"schema": schema}}, "required": true});
+
+    // Collection: list, create, deletecollection.
+    let mut coll = Map::new();
+    coll.insert(
+        "get".into(),
+        op.operation(
+            "list",
+            "list",
+            "",
+            json!({"description": format!("list or watch objects of kind {}", info.kind),
+                   "parameters": list_params(),
+                   "responses": {"200": ok_response(reference(list))}}),
+        ),
+    );
+    coll.insert(
+        "post".into(),
+        op.operation(
+            "post",
+            "create",
+            "",
+            json!({"description": format!("create a {}", info.kind),
+                   "parameters": write_params(false),
+                   "requestBody": body(item_ref.clone()),
+                   "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())},
+                                 "202": {"description": "Accepted", "content": json_content(item_ref.clone())}}}),
+        ),
+    );
+    coll.insert(
+        "delete".into(),
+        op.operation(
+            "deletecollection",
+            "deleteCollection",
+            "",
+            json!({"description": format!("delete collection of {}", info.kind),
+                   "parameters": list_params(),
+                   "requestBody": {"content": {"*/*": {"schema": reference(DELETE_OPTIONS)}}},
+                   "responses": {"200": ok_response(reference(STATUS))}}),
+        ),
+    );
+    let mut pp = scope_params.clone();
+    pp.push(pretty.clone());
+    coll.insert("parameters".into(), Value::Array(pp));
+    paths.insert(collection.clone(), Value::Object(coll));
+
+    // Object: read, replace, patch, delete.
+    let object_paths: Vec<(String, &str)> = {
+        let mut v = vec![(format!("{collection}/{{name}}"), "")];
+        if info.status_subresource {
+            v.push((format!("{collection}/{{name}}/status"), "Status"));
+        }
+        v
+    };
+    for (path, suffix) in object_paths {
+        let what = if suffix.is_empty() {
+            format!("the specified {}", info.kind)
+        } else {
+            format!("status of the specified {}", info.kind)
+        };
+        let mut obj = Map::new();
+        obj.insert(
+            "get".into(),
+            op.operation(
+                "get",
+                "read",
+                suffix,
+                json!({"description": format!("read {what}"), "responses": {"200": ok_response(item_ref.clone())}}),
+            ),
+        );
+        obj.insert(
+            "put".into(),
+            op.operation(
+                "put",
+                "replace",
+                suffix,
+                json!({"description": format!("replace {what}"),
+                       "parameters": write_params(false),
+                       "requestBody": body(item_ref.clone()),
+                       "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())}}}),
+            ),
+        );
+        obj.insert(
+            "patch".into(),
+            op.operation(
+                "patch",
+                "patch",
+                suffix,
+                json!({"description": format!("partially update {what}"),
+                       "parameters": write_params(true),
+                       "requestBody": {"content": {
+                           "application/json-patch+json": {"schema": reference(PATCH)},
+                           "application/merge-patch+json": {"schema": reference(PATCH)},
+                           "application/strategic-merge-patch+json": {"schema": reference(PATCH)},
+                           "application/apply-patch+yaml": {"schema": reference(PATCH)}
+                       }, "required": true},
+                       "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())}}}),
+            ),
+        );
+        if suffix.is_empty() {
+            obj.insert(
+                "delete".into(),
+                op.operation(
+                    "delete",
+                    "delete",
+                    suffix,
+                    json!({"description": format!("delete {what}"),
+                           "parameters": [
+                               query_param("dryRun", "When present, indicates that modifications should not be persisted.", "string"),
+                               query_param("gracePeriodSeconds", "The duration in seconds before the object should be deleted.", "integer"),
+                               query_param("propagationPolicy", "Whether and how garbage collection will be performed: 'Orphan', 'Background' or 'Foreground'.", "string")
+                           ],
+                           "requestBody": {"content": {"*/*": {"schema": reference(DELETE_OPTIONS)}}},
+                           "responses": {"200": ok_response(reference(STATUS)), "202": {"description": "Accepted", "content": json_content(reference(STATUS))}}}),
+                ),
+            );
+        }
+        let mut pp = vec![path_param("name", &format!("name of the {}", info.kind))];
+        pp.extend(scope_params.clone());
+        pp.push(pretty.clone());
+        obj.insert("parameters".into(), Value::Array(pp));
+        paths.insert(path, Value::Object(obj));
+    }
+
+    // Namespaced kinds can also be listed across all namespaces.
+    if info.namespaced {
+        let all = format!("{prefix}/{}", info.plural);
+        let mut m = Map::new();
+        m.insert(
+            "get".into(),
+            op.operation(
+                "list",
+                "list",
+                "ForAllNamespaces",
+                json!({"description": format!("list or watch objects of kind {}", info.kind),
+                       "responses": {"200": ok_response(reference(list))}}),
+            ),
+        );
+        let mut pp = list_params();
+        pp.push(pretty);
+        m.insert("parameters".into(), Value::Array(pp));
+        paths.insert(all, Value::Object(m));
+    }
+}
+
+/// Point every `$ref` at `#/components/schemas/...` (schemars may emit `#/$defs/...` or
+/// `#/definitions/...` for nested definitions).
+fn rewrite_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref") {
+                for prefix in ["#/$defs/", "#/definitions/"] {
+                    if let Some(rest) = r.strip_prefix(prefix) {
+                        *r = format!("#/components/schemas/{rest}");
+                    }
+                }
+            }
+            for child in m.values_mut() {
+                rewrite_refs(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builtin(group: &str, kind: &str, plural: &str, namespaced: bool) -> ResourceInfo {
+        ResourceInfo {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            list_kind: format!("{kind}List"),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            namespaced,
+            short_names: vec![],
+            categories: vec![],
+            verbs: vec![],
+            status_subresource: kind == "Pod",
+            builtin: true,
+            schema: None,
+            printer_columns: vec![],
+            storage: true,
+        }
+    }
+
+    fn promise() -> ResourceInfo {
+        ResourceInfo {
+            group: "platform.kratix.io".into(),
+            version: "v1alpha1".into(),
+            kind: "Promise".into(),
+            list_kind: "PromiseList".into(),
+            plural: "promises".into(),
+            singular: "promise".into(),
+            namespaced: false,
+            short_names: vec![],
+            categories: vec!["kratix".into()],
+            verbs: vec![],
+            status_subresource: true,
+            builtin: false,
+            schema: Some(json!({"type": "object", "properties": {
+                "spec": {"type": "object", "description": "PromiseSpec defines the desired state of Promise",
+                         "properties": {"api": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})),
+            printer_columns: vec![],
+            storage: true,
+        }
+    }
+
+    fn all() -> Vec<ResourceInfo> {
+        vec![
+            builtin("", "ConfigMap", "configmaps", true),
+            builtin("", "Namespace", "namespaces", false),
+            builtin("", "Pod", "pods", true),
+            builtin("batch", "Job", "jobs", true),
+            promise(),
+        ]
+    }
+
+    /// What kubectl's QueryParamVerifierV3 checks: some path's PATCH operation carries the
+    /// GVK and a `fieldValidation` query parameter.
+    fn supports_field_validation(doc: &Value, group: &str, version: &str, kind: &str) -> bool {
+        doc["paths"].as_object().unwrap().values().any(|p| {
+            let op = &p["patch"];
+            op["x-kubernetes-group-version-kind"]
+                == json!({"group": group, "version": version, "kind": kind})
+                && op["parameters"].as_array().is_some_and(|ps| {
+                    ps.iter()
+                        .any(|q| q["name"] == "fieldValidation" && q["in"] == "query")
+                })
+        })
+    }
+
+    fn resolve<'a>(doc: &'a Value, r: &str) -> &'a Value {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .expect("components ref");
+        doc["components"]["schemas"]
+            .get(name)
+            .unwrap_or_else(|| panic!("dangling ref {r}"))
+    }
+
+    fn all_refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|c| all_refs(c, out));
+            }
+            Value::Array(a) => a.iter().for_each(|c| all_refs(c, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn index_lists_every_group_version_with_stable_hashes() {
+        let idx = v3_index(&all());
+        let paths = idx["paths"].as_object().unwrap();
+        let keys: Vec<&String> = paths.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "api/v1",
+                "apis/batch/v1",
+                "apis/platform.kratix.io/v1alpha1"
+            ]
+        );
+        let url = paths["apis/platform.kratix.io/v1alpha1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap();
+        assert!(url.starts_with("/openapi/v3/apis/platform.kratix.io/v1alpha1?hash="));
+        assert_eq!(v3_index(&all()), idx, "deterministic");
+        let mut changed = all();
+        changed[4].schema = Some(json!({"type": "object"}));
+        let idx2 = v3_index(&changed);
+        assert_ne!(
+            idx2["paths"]["apis/platform.kratix.io/v1alpha1"],
+            idx["paths"]["apis/platform.kratix.io/v1alpha1"]
+        );
+        assert_eq!(idx2["paths"]["api/v1"], idx["paths"]["api/v1"]);
+    }
+
+    #[test]
+    fn documents_declare_field_validation_for_every_kind() {
+        let res = all();
+        let core = v3_group_version(&res, "", "v1").unwrap();
+        assert_eq!(core["openapi"], "3.0.0");
+        for kind in ["ConfigMap", "Namespace", "Pod"] {
+            assert!(supports_field_validation(&core, "", "v1", kind), "{kind}");
+        }
+        let batch = v3_group_version(&res, "batch", "v1").unwrap();
+        assert!(supports_field_validation(&batch, "batch", "v1", "Job"));
+        let kratix = v3_group_version(&res, "platform.kratix.io", "v1alpha1").unwrap();
+        assert!(supports_field_validation(
+            &kratix,
+            "platform.kratix.io",
+            "v1alpha1",
+            "Promise"
+        ));
+        assert!(v3_group_version(&res, "apps", "v1").is_none());
+
+        assert!(
+            core["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"].is_object()
+        );
+        assert!(core["paths"]["/api/v1/namespaces/{name}"]["put"].is_object());
+        assert!(
+            core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/status"]["patch"].is_object()
+        );
+        assert!(
+            kratix["paths"]["/apis/platform.kratix.io/v1alpha1/promises/{name}/status"]["get"]
+                .is_object()
+        );
+        assert!(kratix["paths"]["/apis/platform.kratix.io/v1alpha1/promises"]["post"].is_object());
+    }
+
+    #[test]
+    fn schemas_are_named_like_kubernetes_and_refs_resolve() {
+        let res = all();
+        for (g, v) in [
+            ("", "v1"),
+            ("batch", "v1"),
+            ("platform.kratix.io", "v1alpha1"),
+        ] {
+            let doc = v3_group_version(&res, g, v).unwrap();
+            let mut refs = Vec::new();
+            all_refs(&doc, &mut refs);
+            assert!(!refs.is_empty());
+            for r in &refs {
+                resolve(&doc, r);
+            }
+        }
+        let core = v3_group_version(&res, "", "v1").unwrap();
+        let schemas = &core["components"]["schemas"];
+        let cm = &schemas["io.k8s.api.core.v1.ConfigMap"];
+        assert_eq!(
+            cm["x-kubernetes-group-version-kind"],
+            json!([{"group": "", "kind": "ConfigMap", "version": "v1"}])
+        );
+        assert!(cm["properties"]["data"].is_object());
+        assert!(schemas[OBJECT_META]["properties"]["name"].is_object());
+        assert_eq!(
+            schemas["io.k8s.api.core.v1.ConfigMapList"]["x-kubernetes-group-version-kind"][0]["kind"],
+            "ConfigMapList"
+        );
+
+        let kratix = v3_group_version(&res, "platform.kratix.io", "v1alpha1").unwrap();
+        let p = &kratix["components"]["schemas"]["io.kratix.platform.v1alpha1.Promise"];
+        assert_eq!(
+            p["x-kubernetes-group-version-kind"],
+            json!([{"group": "platform.kratix.io", "kind": "Promise", "version": "v1alpha1"}])
+        );
+        assert_eq!(
+            p["properties"]["metadata"]["allOf"][0]["$ref"],
+            format!("#/components/schemas/{OBJECT_META}")
+        );
+        assert_eq!(
+            p["properties"]["spec"]["description"],
+            "PromiseSpec defines the desired state of Promise"
+        );
+        assert!(
+            kratix["components"]["schemas"]["io.kratix.platform.v1alpha1.PromiseList"].is_object()
+        );
+    }
+}

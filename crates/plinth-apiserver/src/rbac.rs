@@ -1,0 +1,715 @@
+//! Kubernetes RBAC authorization (rbac.authorization.k8s.io/v1) as pure functions.
+//!
+//! [`authorize`] decides one request from a snapshot of the Roles, ClusterRoles,
+//! RoleBindings and ClusterRoleBindings, with the semantics of the Kubernetes RBAC
+//! authorizer (`plugin/pkg/auth/authorizer/rbac`):
+//!
+//! * a ClusterRoleBinding grants its ClusterRole everywhere (all namespaces, cluster-scoped
+//!   resources, non-resource URLs);
+//! * a RoleBinding grants its Role — or a ClusterRole it references — only inside the
+//!   binding's namespace, and never non-resource URLs;
+//! * rules match on `apiGroups`, `resources` (`*`, `pods/log`, `pods/*`, `*/scale`),
+//!   `resourceNames` (only requests that name an object), `verbs` (`*`) and
+//!   `nonResourceURLs` (exact, or a prefix ending in `*`);
+//! * subjects match by user name, group, or ServiceAccount (user
+//!   `system:serviceaccount:<ns>:<name>`); members of `system:masters` are allowed
+//!   everything, as the Kubernetes API server's privileged-group authorizer does.
+//!
+//! Aggregated ClusterRoles (`aggregationRule`) are used with the rules they hold; filling
+//! them from matching ClusterRoles is the job of whoever maintains the snapshot.
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
+};
+
+/// The request being authorized (Kubernetes `authorizer.Attributes`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestAttributes {
+    /// Authenticated user name, e.g. `system:serviceaccount:default:builder` or `admin`.
+    pub user: String,
+    /// The user's groups (for service accounts: `system:serviceaccounts`,
+    /// `system:serviceaccounts:<ns>`, `system:authenticated`; see [`service_account_user`]).
+    pub groups: Vec<String>,
+    /// API verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection` (or for non-resource requests the lower-cased HTTP method).
+    pub verb: String,
+    /// True for requests to `/api/...` and `/apis/...` resources; false for non-resource
+    /// URLs such as `/healthz` or `/version`.
+    pub resource_request: bool,
+    /// Namespace of the request; empty for cluster-scoped resources and for requests
+    /// across all namespaces.
+    pub namespace: String,
+    /// API group; empty for the core group.
+    pub api_group: String,
+    /// Plural resource name, e.g. `configmaps`.
+    pub resource: String,
+    /// Subresource, e.g. `status`, `log`, `token`; empty for the main resource.
+    pub subresource: String,
+    /// Object name; empty for `list`, `watch` of a collection, `create` without a name.
+    pub name: String,
+    /// Request path for non-resource requests, e.g. `/healthz`.
+    pub path: String,
+}
+
+/// The RBAC objects the decision is made from.
+#[derive(Clone, Debug, Default)]
+pub struct RbacSnapshot {
+    /// All Roles (each carries its namespace in `metadata.namespace`).
+    pub roles: Vec<Role>,
+    /// All ClusterRoles.
+    pub cluster_roles: Vec<ClusterRole>,
+    /// All RoleBindings (namespaced).
+    pub role_bindings: Vec<RoleBinding>,
+    /// All ClusterRoleBindings.
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+}
+
+/// Outcome of [`authorize`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed; carries what allowed it, e.g.
+    /// `RBAC: allowed by RoleBinding "edit/team-a" of ClusterRole "edit" to User "alice"`.
+    Allow(String),
+    /// Denied; carries the `Status.message` of the 403 answer (see [`forbidden_message`]).
+    Deny(String),
+}
+
+impl Decision {
+    /// True for [`Decision::Allow`].
+    pub fn allowed(&self) -> bool {
+        matches!(self, Decision::Allow(_))
+    }
+}
+
+/// The user name and groups the Kubernetes API server gives a ServiceAccount token's
+/// bearer: `system:serviceaccount:<ns>:<name>` in groups `system:serviceaccounts`,
+/// `system:serviceaccounts:<ns>` and `system:authenticated`.
+pub fn service_account_user(namespace: &str, name: &str) -> (String, Vec<String>) {
+    (
+        format!("system:serviceaccount:{namespace}:{name}"),
+        vec![
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_string(),
+        ],
+    )
+}
+
+/// Decide whether `attrs` is allowed by the RBAC objects in `roles`.
+///
+/// Returns [`Decision::Allow`] naming the binding and role that granted the request, or
+/// [`Decision::Deny`] with the Kubernetes 403 message (the server answers
+/// `403 Forbidden`, `reason: Forbidden`, `details: {name, group, kind: <resource>}`).
+pub fn authorize(attrs: &RequestAttributes, roles: &RbacSnapshot) -> Decision {
+    if attrs.groups.iter().any(|g| g == "system:masters") {
+        return Decision::Allow("allowed by group \"system:masters\"".into());
+    }
+    for crb in &roles.cluster_role_bindings {
+        let Some(subject) = matching_subject(crb.subjects.as_deref(), attrs, None) else {
+            continue;
+        };
+        if crb.role_ref.kind != "ClusterRole" {
+            continue;
+        }
+        let Some(cr) = find_cluster_role(roles, &crb.role_ref.name) else {
+            continue;
+        };
+        if rules_allow(cr.rules.as_deref(), attrs) {
+            return Decision::Allow(format!(
+                "RBAC: allowed by ClusterRoleBinding {:?} of ClusterRole {:?} to {} {:?}",
+                crb.metadata.name.as_deref().unwrap_or(""),
+                crb.role_ref.name,
+                subject.kind,
+                subject.name
+            ));
+        }
+    }
+    if attrs.resource_request && !attrs.namespace.is_empty() {
+        for rb in &roles.role_bindings {
+            let ns = rb.metadata.namespace.as_deref().unwrap_or("");
+            if ns != attrs.namespace {
+                continue;
+            }
+            let Some(subject) = matching_subject(rb.subjects.as_deref(), attrs, Some(ns)) else {
+                continue;
+            };
+            let rules = match rb.role_ref.kind.as_str() {
+                "Role" => find_role(roles, ns, &rb.role_ref.name).and_then(|r| r.rules.as_deref()),
+                "ClusterRole" => {
+                    find_cluster_role(roles, &rb.role_ref.name).and_then(|r| r.rules.as_deref())
+                }
+                _ => None,
+            };
+            if rules.is_some() && rules_allow(rules, attrs) {
+                return Decision::Allow(format!(
+                    "RBAC: allowed by RoleBinding \"{}/{}\" of {} {:?} to {} {:?}",
+                    ns,
+                    rb.metadata.name.as_deref().unwrap_or(""),
+                    rb.role_ref.kind,
+                    rb.role_ref.name,
+                    subject.kind,
+                    subject.name
+                ));
+            }
+        }
+    }
+    Decision::Deny(forbidden_message(attrs))
+}
+
+/// The `Status.message` of Kubernetes' 403 answer, e.g.
+/// `configmaps "cfg" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource
+/// "configmaps" in API group "" in the namespace "ns"`; for collections without a name
+/// `pods is forbidden: ...`; for cluster-scoped requests `... at the cluster scope`; for
+/// non-resource URLs `forbidden: User "bob" cannot get path "/metrics"`.
+pub fn forbidden_message(attrs: &RequestAttributes) -> String {
+    if !attrs.resource_request {
+        return format!(
+            "forbidden: User {:?} cannot {} path {:?}",
+            attrs.user, attrs.verb, attrs.path
+        );
+    }
+    let qualified = if attrs.api_group.is_empty() {
+        attrs.resource.clone()
+    } else {
+        format!("{}.{}", attrs.resource, attrs.api_group)
+    };
+    let subject = if attrs.name.is_empty() {
+        qualified
+    } else {
+        format!("{qualified} {:?}", attrs.name)
+    };
+    let resource = if attrs.subresource.is_empty() {
+        attrs.resource.clone()
+    } else {
+        format!("{}/{}", attrs.resource, attrs.subresource)
+    };
+    let scope = if attrs.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace {:?}", attrs.namespace)
+    };
+    format!(
+        "{subject} is forbidden: User {:?} cannot {} resource {:?} in API group {:?} {scope}",
+        attrs.user, attrs.verb, resource, attrs.api_group
+    )
+}
+
+fn find_role<'a>(s: &'a RbacSnapshot, ns: &str, name: &str) -> Option<&'a Role> {
+    s.roles.iter().find(|r| {
+        r.metadata.namespace.as_deref() == Some(ns) && r.metadata.name.as_deref() == Some(name)
+    })
+}
+
+fn find_cluster_role<'a>(s: &'a RbacSnapshot, name: &str) -> Option<&'a ClusterRole> {
+    s.cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(name))
+}
+
+/// First subject of a binding that denotes the requesting user. `binding_ns` is the
+/// namespace of a RoleBinding (a ServiceAccount subject without namespace defaults to it).
+fn matching_subject<'a>(
+    subjects: Option<&'a [Subject]>,
+    attrs: &RequestAttributes,
+    binding_ns: Option<&str>,
+) -> Option<&'a Subject> {
+    subjects?.iter().find(|s| match s.kind.as_str() {
+        "User" => s.name == attrs.user,
+        "Group" => attrs.groups.contains(&s.name),
+        "ServiceAccount" => {
+            let ns = s
+                .namespace
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .or(binding_ns)
+                .unwrap_or("");
+            !ns.is_empty() && attrs.user == format!("system:serviceaccount:{ns}:{}", s.name)
+        }
+        _ => false,
+    })
+}
+
+fn rules_allow(rules: Option<&[PolicyRule]>, attrs: &RequestAttributes) -> bool {
+    rules
+        .unwrap_or_default()
+        .iter()
+        .any(|r| rule_allows(r, attrs))
+}
+
+fn has(list: &[String], v: &str) -> bool {
+    list.iter().any(|x| x == "*" || x == v)
+}
+
+/// One PolicyRule against one request (Kubernetes `RuleAllows`).
+pub fn rule_allows(rule: &PolicyRule, attrs: &RequestAttributes) -> bool {
+    if !has(&rule.verbs, &attrs.verb) {
+        return false;
+    }
+    if !attrs.resource_request {
+        return rule.non_resource_urls.as_deref().is_some_and(|urls| {
+            urls.iter().any(|u| {
+                u == "*"
+                    || *u == attrs.path
+                    || u.strip_suffix('*')
+                        .is_some_and(|p| attrs.path.starts_with(p))
+            })
+        });
+    }
+    let groups = rule.api_groups.as_deref().unwrap_or_default();
+    if !has(groups, &attrs.api_group) {
+        return false;
+    }
+    let resources = rule.resources.as_deref().unwrap_or_default();
+    let combined = if attrs.subresource.is_empty() {
+        attrs.resource.clone()
+    } else {
+        format!("{}/{}", attrs.resource, attrs.subresource)
+    };
+    let resource_ok = resources.iter().any(|r| {
+        if r == "*" || *r == combined {
+            return true;
+        }
+        if attrs.subresource.is_empty() {
+            return false;
+        }
+        // `pods/*` covers every subresource of pods, `*/scale` the scale of everything.
+        *r == format!("{}/*", attrs.resource) || *r == format!("*/{}", attrs.subresource)
+    });
+    if !resource_ok {
+        return false;
+    }
+    match rule.resource_names.as_deref() {
+        None | Some([]) => true,
+        Some(names) => !attrs.name.is_empty() && names.contains(&attrs.name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::rbac::v1::RoleRef;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+        PolicyRule {
+            api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
+            resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+            verbs: verbs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn meta(ns: Option<&str>, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: ns.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    fn subject(kind: &str, name: &str, ns: Option<&str>) -> Subject {
+        Subject {
+            kind: kind.into(),
+            name: name.into(),
+            namespace: ns.map(Into::into),
+            api_group: None,
+        }
+    }
+
+    fn role_ref(kind: &str, name: &str) -> RoleRef {
+        RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    fn snapshot() -> RbacSnapshot {
+        let mut named_rule = rule(&[""], &["configmaps"], &["get", "update"]);
+        named_rule.resource_names = Some(vec!["settings".into()]);
+        RbacSnapshot {
+            roles: vec![Role {
+                metadata: meta(Some("team-a"), "cm-reader"),
+                rules: Some(vec![
+                    rule(&[""], &["configmaps"], &["get", "list", "watch"]),
+                    named_rule,
+                ]),
+            }],
+            cluster_roles: vec![
+                ClusterRole {
+                    metadata: meta(None, "kratix-editor"),
+                    rules: Some(vec![
+                        rule(
+                            &["platform.kratix.io"],
+                            &["promises", "works/status"],
+                            &["*"],
+                        ),
+                        rule(&["batch"], &["jobs", "pods/*"], &["get"]),
+                        rule(&["apps"], &["*/scale"], &["update"]),
+                    ]),
+                    aggregation_rule: None,
+                },
+                ClusterRole {
+                    metadata: meta(None, "metrics"),
+                    rules: Some(vec![PolicyRule {
+                        verbs: vec!["get".into()],
+                        non_resource_urls: Some(vec!["/metrics".into(), "/healthz/*".into()]),
+                        ..Default::default()
+                    }]),
+                    aggregation_rule: None,
+                },
+                ClusterRole {
+                    metadata: meta(None, "view-all"),
+                    rules: Some(vec![rule(&["*"], &["*"], &["get", "list", "watch"])]),
+                    aggregation_rule: None,
+                },
+            ],
+            role_bindings: vec![
+                RoleBinding {
+                    metadata: meta(Some("team-a"), "read-cm"),
+                    role_ref: role_ref("Role", "cm-reader"),
+                    subjects: Some(vec![subject("ServiceAccount", "builder", Some("team-a"))]),
+                },
+                RoleBinding {
+                    metadata: meta(Some("team-a"), "editors"),
+                    role_ref: role_ref("ClusterRole", "kratix-editor"),
+                    subjects: Some(vec![subject(
+                        "Group",
+                        "system:serviceaccounts:team-a",
+                        None,
+                    )]),
+                },
+                RoleBinding {
+                    metadata: meta(Some("team-b"), "sa-default-ns"),
+                    role_ref: role_ref("ClusterRole", "view-all"),
+                    subjects: Some(vec![subject("ServiceAccount", "reader", None)]),
+                },
+            ],
+            cluster_role_bindings: vec![
+                ClusterRoleBinding {
+                    metadata: meta(None, "alice-edits"),
+                    role_ref: role_ref("ClusterRole", "kratix-editor"),
+                    subjects: Some(vec![subject("User", "alice", None)]),
+                },
+                ClusterRoleBinding {
+                    metadata: meta(None, "everyone-metrics"),
+                    role_ref: role_ref("ClusterRole", "metrics"),
+                    subjects: Some(vec![subject("Group", "system:authenticated", None)]),
+                },
+            ],
+        }
+    }
+
+    fn sa(ns: &str, name: &str) -> RequestAttributes {
+        let (user, groups) = service_account_user(ns, name);
+        RequestAttributes {
+            user,
+            groups,
+            resource_request: true,
+            ..Default::default()
+        }
+    }
+
+    fn req(
+        base: &RequestAttributes,
+        verb: &str,
+        ns: &str,
+        group: &str,
+        resource: &str,
+        sub: &str,
+        name: &str,
+    ) -> RequestAttributes {
+        RequestAttributes {
+            verb: verb.into(),
+            namespace: ns.into(),
+            api_group: group.into(),
+            resource: resource.into(),
+            subresource: sub.into(),
+            name: name.into(),
+            ..base.clone()
+        }
+    }
+
+    #[test]
+    fn rbac_matrix() {
+        let s = snapshot();
+        let builder = sa("team-a", "builder");
+        let other_sa = sa("team-b", "builder");
+        let alice = RequestAttributes {
+            user: "alice".into(),
+            groups: vec!["system:authenticated".into()],
+            resource_request: true,
+            ..Default::default()
+        };
+        let reader_b = sa("team-b", "reader");
+        let cases: Vec<(RequestAttributes, bool)> = vec![
+            // Role via RoleBinding to a ServiceAccount, only in its namespace.
+            (
+                req(&builder, "get", "team-a", "", "configmaps", "", "x"),
+                true,
+            ),
+            (
+                req(&builder, "list", "team-a", "", "configmaps", "", ""),
+                true,
+            ),
+            (
+                req(&builder, "delete", "team-a", "", "configmaps", "", "x"),
+                false,
+            ),
+            (
+                req(&builder, "get", "team-b", "", "configmaps", "", "x"),
+                false,
+            ),
+            (
+                req(&other_sa, "get", "team-a", "", "configmaps", "", "x"),
+                false,
+            ),
+            // resourceNames restrict to named requests.
+            (
+                req(
+                    &builder,
+                    "update",
+                    "team-a",
+                    "",
+                    "configmaps",
+                    "",
+                    "settings",
+                ),
+                true,
+            ),
+            (
+                req(&builder, "update", "team-a", "", "configmaps", "", "other"),
+                false,
+            ),
+            // ClusterRole through a RoleBinding to the namespace's SA group.
+            (
+                req(
+                    &builder,
+                    "create",
+                    "team-a",
+                    "platform.kratix.io",
+                    "promises",
+                    "",
+                    "",
+                ),
+                true,
+            ),
+            (
+                req(
+                    &builder,
+                    "create",
+                    "team-b",
+                    "platform.kratix.io",
+                    "promises",
+                    "",
+                    "",
+                ),
+                false,
+            ),
+            (
+                req(
+                    &builder,
+                    "create",
+                    "",
+                    "platform.kratix.io",
+                    "promises",
+                    "",
+                    "",
+                ),
+                false,
+            ),
+            // Subresources: explicit, pods/*, */scale; the main resource is not a subresource.
+            (
+                req(
+                    &builder,
+                    "patch",
+                    "team-a",
+                    "platform.kratix.io",
+                    "works",
+                    "status",
+                    "w",
+                ),
+                true,
+            ),
+            (
+                req(
+                    &builder,
+                    "patch",
+                    "team-a",
+                    "platform.kratix.io",
+                    "works",
+                    "",
+                    "w",
+                ),
+                false,
+            ),
+            (
+                req(&builder, "get", "team-a", "batch", "pods", "log", "p"),
+                true,
+            ),
+            (
+                req(&builder, "get", "team-a", "batch", "pods", "", "p"),
+                false,
+            ),
+            (
+                req(
+                    &builder,
+                    "update",
+                    "team-a",
+                    "apps",
+                    "deployments",
+                    "scale",
+                    "d",
+                ),
+                true,
+            ),
+            // ClusterRoleBinding applies everywhere, including cluster scope.
+            (
+                req(
+                    &alice,
+                    "delete",
+                    "",
+                    "platform.kratix.io",
+                    "promises",
+                    "",
+                    "redis",
+                ),
+                true,
+            ),
+            (
+                req(
+                    &alice,
+                    "delete",
+                    "team-z",
+                    "platform.kratix.io",
+                    "promises",
+                    "",
+                    "p",
+                ),
+                true,
+            ),
+            (req(&alice, "get", "", "", "secrets", "", "s"), false),
+            // ServiceAccount subject without namespace defaults to the RoleBinding's.
+            (
+                req(&reader_b, "list", "team-b", "apps", "deployments", "", ""),
+                true,
+            ),
+            (
+                req(&reader_b, "watch", "team-b", "", "secrets", "", ""),
+                true,
+            ),
+            (
+                req(&reader_b, "create", "team-b", "", "secrets", "", ""),
+                false,
+            ),
+            (
+                req(&reader_b, "list", "team-a", "", "secrets", "", ""),
+                false,
+            ),
+        ];
+        for (i, (a, want)) in cases.iter().enumerate() {
+            let d = authorize(a, &s);
+            assert_eq!(d.allowed(), *want, "case {i}: {a:?} -> {d:?}");
+        }
+    }
+
+    #[test]
+    fn non_resource_urls_and_masters() {
+        let s = snapshot();
+        let bob = RequestAttributes {
+            user: "bob".into(),
+            groups: vec!["system:authenticated".into()],
+            verb: "get".into(),
+            path: "/metrics".into(),
+            ..Default::default()
+        };
+        assert!(authorize(&bob, &s).allowed());
+        let healthz = RequestAttributes {
+            path: "/healthz/ping".into(),
+            ..bob.clone()
+        };
+        assert!(authorize(&healthz, &s).allowed());
+        let post = RequestAttributes {
+            verb: "post".into(),
+            ..bob.clone()
+        };
+        assert_eq!(
+            authorize(&post, &s),
+            Decision::Deny(r#"forbidden: User "bob" cannot post path "/metrics""#.into())
+        );
+        let anon = RequestAttributes {
+            user: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+            ..bob
+        };
+        assert!(!authorize(&anon, &s).allowed());
+        let admin = RequestAttributes {
+            user: "admin".into(),
+            groups: vec!["system:masters".into()],
+            verb: "delete".into(),
+            resource_request: true,
+            resource: "namespaces".into(),
+            name: "x".into(),
+            ..Default::default()
+        };
+        assert!(authorize(&admin, &RbacSnapshot::default()).allowed());
+    }
+
+    #[test]
+    fn forbidden_messages_match_kubernetes() {
+        let s = snapshot();
+        let a = req(&sa("ns", "sa"), "get", "ns", "", "configmaps", "", "cfg");
+        assert_eq!(
+            authorize(&a, &s),
+            Decision::Deny(
+                r#"configmaps "cfg" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource "configmaps" in API group "" in the namespace "ns""#.into()
+            )
+        );
+        let a = req(
+            &sa("ns", "sa"),
+            "list",
+            "",
+            "platform.kratix.io",
+            "promises",
+            "",
+            "",
+        );
+        assert_eq!(
+            forbidden_message(&a),
+            r#"promises.platform.kratix.io is forbidden: User "system:serviceaccount:ns:sa" cannot list resource "promises" in API group "platform.kratix.io" at the cluster scope"#
+        );
+        let a = req(
+            &sa("ns", "sa"),
+            "create",
+            "ns",
+            "",
+            "serviceaccounts",
+            "token",
+            "sa",
+        );
+        assert_eq!(
+            forbidden_message(&a),
+            r#"serviceaccounts "sa" is forbidden: User "system:serviceaccount:ns:sa" cannot create resource "serviceaccounts/token" in API group "" in the namespace "ns""#
+        );
+    }
+
+    #[test]
+    fn allow_names_the_grant() {
+        let s = snapshot();
+        let a = req(
+            &sa("team-a", "builder"),
+            "get",
+            "team-a",
+            "",
+            "configmaps",
+            "",
+            "x",
+        );
+        assert_eq!(
+            authorize(&a, &s),
+            Decision::Allow(
+                r#"RBAC: allowed by RoleBinding "team-a/read-cm" of Role "cm-reader" to ServiceAccount "builder""#.into()
+            )
+        );
+    }
+}
