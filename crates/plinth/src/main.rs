@@ -4,6 +4,8 @@
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
 mod cmd;
+mod platform;
+mod signal;
 
 use clap::{Parser, Subcommand};
 

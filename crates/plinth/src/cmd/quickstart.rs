@@ -1,12 +1,276 @@
-//! `plinth quickstart`.
+//! `plinth quickstart`: the main job in one command. Starts a platform in a temporary
+//! (or given) data dir, installs a sample Promise whose pipeline needs only a stock
+//! userland, requests a resource, follows it through the workflow, scheduling and the
+//! Git write, and prints what landed in the state store.
 
-use anyhow::bail;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use crate::platform::{BOOTSTRAP_NAME, Platform, PlatformOptions};
+
+const PROMISE_YAML: &str = include_str!("quickstart/promise.yaml");
+const REQUEST_YAML: &str = include_str!("quickstart/request.yaml");
 
 /// Arguments of `plinth quickstart`.
 #[derive(clap::Args)]
-pub struct QuickstartArgs {}
+pub struct QuickstartArgs {
+    /// Data directory for the platform; a temporary one (removed at the end) by default.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Give up when the request is not fulfilled within this many seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// Keep the temporary data directory (and print where it is) instead of removing it.
+    #[arg(long)]
+    keep: bool,
+}
 
-/// Runs `plinth quickstart`.
-pub async fn run(_args: QuickstartArgs) -> anyhow::Result<()> {
-    bail!("`plinth quickstart` is not available in this build yet")
+/// Runs `plinth quickstart`; exits non-zero naming the step that failed.
+pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let temp = match &args.data_dir {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("plinth-quickstart-").tempdir()?),
+    };
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.as_ref().expect("temp dir").path().to_path_buf());
+    let deadline = started + Duration::from_secs(args.timeout);
+
+    step(started, &format!("starting the platform in {}", data_dir.display()));
+    let platform = Platform::start(PlatformOptions {
+        data_dir: data_dir.clone(),
+        listen: "127.0.0.1:0".parse().expect("address"),
+        bootstrap: true,
+        controllers: true,
+        runner: true,
+        image_map: None,
+        git_batch_window: Duration::from_millis(100),
+    })
+    .await
+    .context("step 'start the platform' failed")?;
+    let result = drive(&platform, started, deadline).await;
+    let repo = platform.state_store_repo.clone();
+    platform.shutdown().await;
+    match result {
+        Ok(()) => {
+            if let (Some(t), true) = (temp, args.keep) {
+                let kept = t.keep();
+                println!("\nData directory kept at {}", kept.display());
+            } else if args.data_dir.is_some() {
+                println!("\nData directory: {} (state store: {})", data_dir.display(), repo.map(|r| r.display().to_string()).unwrap_or_default());
+            }
+            println!("Quickstart finished in {:.1}s.", started.elapsed().as_secs_f64());
+            Ok(())
+        }
+        Err(e) => {
+            if let Some(t) = temp {
+                let kept = t.keep();
+                eprintln!("\nThe platform's data directory is kept for inspection: {}", kept.display());
+            }
+            Err(e)
+        }
+    }
+}
+
+fn step(started: Instant, what: &str) {
+    println!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
+}
+
+async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyhow::Result<()> {
+    let client = platform.server.client();
+    if let Some(kc) = platform.server.kubeconfig_path() {
+        step(started, &format!("API server ready at https://{} (kubectl --kubeconfig {})", platform.server.https_addr().map(|a| a.to_string()).unwrap_or_default(), kc.display()));
+    }
+    if let Some(repo) = &platform.state_store_repo {
+        step(started, &format!("local state store: GitStateStore/{BOOTSTRAP_NAME} at file://{} (Destination {BOOTSTRAP_NAME})", repo.display()));
+    }
+
+    let promise: Value = serde_saphyr::from_str(PROMISE_YAML).context("the built-in sample Promise does not parse")?;
+    let promises: Api<DynamicObject> = Api::all_with(client.clone(), &kratix("Promise", "promises"));
+    step(started, "installing Promise webapp");
+    promises
+        .create(&PostParams::default(), &serde_json::from_value(promise)?)
+        .await
+        .context("step 'install the Promise' failed")?;
+    wait(deadline, "Promise webapp to become Available", || async {
+        let p = promises.get("webapp").await?;
+        Ok(p.data["status"]["status"] == "Available")
+    })
+    .await?;
+    step(started, "Promise webapp is Available (CRD webapps.quickstart.plinth.dev established)");
+
+    let request: Value = serde_saphyr::from_str(REQUEST_YAML).context("the built-in sample request does not parse")?;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("quickstart.plinth.dev", "v1alpha1", "WebApp"), "webapps");
+    let webapps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    step(started, "requesting WebApp default/hello");
+    webapps
+        .create(&PostParams::default(), &serde_json::from_value(request)?)
+        .await
+        .context("step 'create the resource request' failed")?;
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let sel = "kratix.io/promise-name=webapp,kratix.io/resource-name=hello";
+    let job = wait_value(deadline, "the resource workflow's Job", || async {
+        Ok(jobs.list(&ListParams::default().labels(sel)).await?.items.into_iter().next())
+    })
+    .await?;
+    step(started, &format!("workflow running: Job {} (pipeline render)", job.name_any()));
+
+    let works: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kratix("Work", "works"));
+    let wait_work = wait_value(deadline, "the Work from the pipeline's output", || async {
+        if let Some(failed) = failed_job(&jobs, sel).await? {
+            return Err(anyhow!("the pipeline Job {failed} failed:\n{}", job_logs(&client, &failed).await));
+        }
+        Ok(works.list(&ListParams::default().labels(sel)).await?.items.into_iter().next())
+    })
+    .await;
+    let work = wait_work.context("step 'run the workflow' failed")?;
+    step(started, &format!("Work {} created", work.name_any()));
+
+    let placements: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kratix("WorkPlacement", "workplacements"));
+    let wp_sel = format!("kratix.io/work={}", work.name_any());
+    let placement = wait_value(deadline, "a WorkPlacement written to the state store", || async {
+        let list = placements.list(&ListParams::default().labels(&wp_sel)).await?.items;
+        for wp in &list {
+            if let Some(c) = condition(&wp.data["status"], "WriteSucceeded") {
+                if c["status"] == "False" {
+                    return Err(anyhow!("WorkPlacement {} could not be written: {}", wp.name_any(), c["message"]));
+                }
+            }
+        }
+        Ok(list.into_iter().find(|wp| condition(&wp.data["status"], "Ready").is_some_and(|c| c["status"] == "True")))
+    })
+    .await
+    .context("step 'schedule and write the Work' failed")?;
+    step(
+        started,
+        &format!(
+            "scheduled to Destination {} and written (commit {})",
+            placement.data["spec"]["targetDestinationName"].as_str().unwrap_or("?"),
+            placement.data["status"]["versionID"].as_str().unwrap_or("?")
+        ),
+    );
+
+    let rr = wait_value(deadline, "WebApp default/hello to be Reconciled", || async {
+        let rr = webapps.get("hello").await?;
+        let reconciled = condition(&rr.data["status"], "Reconciled").is_some_and(|c| c["status"] == "True");
+        Ok(reconciled.then_some(rr))
+    })
+    .await
+    .context("step 'reconcile the request' failed")?;
+    step(started, "WebApp default/hello is Reconciled");
+
+    if let Some(repo) = &platform.state_store_repo {
+        println!("\nFiles in the state store ({}):", repo.display());
+        for (path, content) in repo_files(repo)? {
+            println!("--- {path}");
+            print!("{content}");
+            if !content.ends_with('\n') {
+                println!();
+            }
+        }
+    }
+    println!("\nStatus of WebApp default/hello:");
+    print!("{}", serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default());
+    Ok(())
+}
+
+fn kratix(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind), plural)
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
+    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+async fn failed_job(jobs: &Api<Job>, sel: &str) -> anyhow::Result<Option<String>> {
+    for j in jobs.list(&ListParams::default().labels(sel)).await?.items {
+        let failed = j.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Failed" && c.status == "True"));
+        if failed {
+            return Ok(Some(j.name_any()));
+        }
+    }
+    Ok(None)
+}
+
+/// The logs of every container of the Job's pods, for a failure report.
+async fn job_logs(client: &Client, job: &str) -> String {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    let mut out = String::new();
+    let Ok(list) = pods.list(&ListParams::default().labels(&format!("job-name={job}"))).await else { return out };
+    for pod in list.items {
+        let spec = pod.spec.clone().unwrap_or_default();
+        for c in spec.init_containers.unwrap_or_default().into_iter().chain(spec.containers) {
+            let lp = kube::api::LogParams { container: Some(c.name.clone()), ..Default::default() };
+            if let Ok(log) = pods.logs(&pod.name_any(), &lp).await {
+                if !log.trim().is_empty() {
+                    out.push_str(&format!("  [{}/{}]\n", pod.name_any(), c.name));
+                    for line in log.lines() {
+                        out.push_str(&format!("    {line}\n"));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every file on the bare repository's `main` branch, with its content.
+fn repo_files(repo: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    let repo = git2::Repository::open_bare(repo).with_context(|| format!("opening {}", repo.display()))?;
+    let tree = repo.revparse_single("main")?.peel_to_tree()?;
+    let mut files = Vec::new();
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if let Some(Ok(blob)) = (entry.kind() == Some(git2::ObjectType::Blob)).then(|| entry.to_object(&repo).and_then(|o| o.peel_to_blob())) {
+            files.push((format!("{dir}{}", entry.name().unwrap_or("?")), String::from_utf8_lossy(blob.content()).into_owned()));
+        }
+        git2::TreeWalkResult::Ok
+    })?;
+    Ok(files)
+}
+
+async fn wait<F, Fut>(deadline: Instant, what: &str, mut f: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    wait_value(deadline, what, || {
+        let fut = f();
+        async move { Ok(fut.await?.then_some(())) }
+    })
+    .await
+}
+
+/// Polls `f` until it yields a value, fails, or the deadline passes. A CLI waiting on
+/// the user's behalf, not a reconcile loop: polling keeps it simple.
+async fn wait_value<T, F, Fut>(deadline: Instant, what: &str, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let mut last_err = None;
+    loop {
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => {
+                if e.downcast_ref::<kube::Error>().is_none() {
+                    return Err(e);
+                }
+                last_err = Some(e);
+            }
+        }
+        if Instant::now() > deadline {
+            match last_err {
+                Some(e) => bail!("timed out waiting for {what}; last error: {e:#}"),
+                None => bail!("timed out waiting for {what}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -1,12 +1,69 @@
-//! `plinth up`.
+//! `plinth up`: the whole platform in the foreground — the embedded API server, the
+//! controllers and the Job runner — until Ctrl-C or SIGTERM.
 
-use anyhow::bail;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::platform::{BOOTSTRAP_NAME, Platform, PlatformOptions, default_data_dir};
 
 /// Arguments of `plinth up`.
 #[derive(clap::Args)]
-pub struct UpArgs {}
+pub struct UpArgs {
+    /// Where the database, CA, kubeconfig, pod logs and the local state store live
+    /// [default: <user data dir>/plinth, e.g. ~/.local/share/plinth].
+    #[arg(long, env = "PLINTH_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HTTPS address for kubectl and pipelines; `127.0.0.1:0` picks a free port and the
+    /// kubeconfig holds the real one.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Do not create the local Git state store and Destination in a fresh data dir.
+    #[arg(long)]
+    pub no_bootstrap: bool,
+    /// Serve the API only; run the controllers elsewhere (`plinth operator`).
+    #[arg(long)]
+    pub no_controllers: bool,
+    /// Do not run pipeline Jobs in this process.
+    #[arg(long)]
+    pub no_runner: bool,
+    /// Image map: a YAML file mapping images to local commands for pipelines whose
+    /// images cannot be pulled.
+    #[arg(long)]
+    pub image_map: Option<PathBuf>,
+    /// Milliseconds the Git writer waits to batch writes into one commit.
+    #[arg(long, default_value_t = 200)]
+    pub git_batch_window_ms: u64,
+}
 
 /// Runs `plinth up`.
-pub async fn run(_args: UpArgs) -> anyhow::Result<()> {
-    bail!("`plinth up` is not available in this build yet")
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let platform = Platform::start(PlatformOptions {
+        data_dir: data_dir.clone(),
+        listen: args.listen,
+        bootstrap: !args.no_bootstrap,
+        controllers: !args.no_controllers,
+        runner: !args.no_runner,
+        image_map: args.image_map.clone(),
+        git_batch_window: Duration::from_millis(args.git_batch_window_ms),
+    })
+    .await?;
+    let addr = platform.server.https_addr().map(|a| a.to_string()).unwrap_or_default();
+    println!("Plinth is up: API server https://{addr}, data in {}", data_dir.display());
+    if let Some(kc) = platform.server.kubeconfig_path() {
+        println!("  export KUBECONFIG={}", kc.display());
+        println!("  kubectl get promises,destinations,gitstatestores");
+    }
+    if let Some(repo) = &platform.state_store_repo {
+        println!("  state store: GitStateStore/{BOOTSTRAP_NAME} -> file://{} (Destination {BOOTSTRAP_NAME}, label environment=dev)", repo.display());
+    }
+    if args.no_controllers {
+        println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
+    }
+    println!("Press Ctrl-C to stop.");
+    crate::signal::shutdown_signal().await;
+    println!("Stopping…");
+    platform.shutdown().await;
+    Ok(())
 }

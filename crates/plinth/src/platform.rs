@@ -1,0 +1,136 @@
+//! The whole platform in one process: the embedded API server, the controllers and the
+//! Job runner, plus the bootstrap of a local Git state store and a Destination.
+//! Used by `plinth up` and `plinth quickstart`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use kube::api::{Api, DynamicObject, PostParams};
+use plinth_apiserver::{ApiServer, ServerConfig};
+use plinth_controllers::{Context, ControllerConfig};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+/// Name of the bootstrapped GitStateStore and Destination.
+pub const BOOTSTRAP_NAME: &str = "local";
+
+/// How to start the platform.
+#[derive(Clone, Debug)]
+pub struct PlatformOptions {
+    /// Where the database, the CA, the kubeconfig, logs and the local state store live.
+    pub data_dir: PathBuf,
+    /// HTTPS address for kubectl and pipelines (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// Create a local Git state store and a Destination on first start.
+    pub bootstrap: bool,
+    /// Run the controllers in this process (off when `plinth operator` runs them).
+    pub controllers: bool,
+    /// Run the embedded Job runner.
+    pub runner: bool,
+    /// Image map file for the runner (images run as local commands).
+    pub image_map: Option<PathBuf>,
+    /// How long the Git writer waits to batch writes into one commit.
+    pub git_batch_window: Duration,
+}
+
+/// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
+pub struct Platform {
+    pub server: ApiServer,
+    tasks: Vec<JoinHandle<()>>,
+    /// The bootstrapped bare repository, when bootstrapping was asked for.
+    pub state_store_repo: Option<PathBuf>,
+}
+
+impl Platform {
+    /// Starts the API server, then the controllers and runner on its in-process client,
+    /// then bootstraps the local state store and Destination (once per data dir).
+    pub async fn start(opts: PlatformOptions) -> anyhow::Result<Platform> {
+        std::fs::create_dir_all(&opts.data_dir)
+            .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
+        let mut config = ServerConfig::new(&opts.data_dir);
+        config.listen = Some(opts.listen);
+        let server = ApiServer::start(config)
+            .await
+            .with_context(|| format!("starting the API server in {}", opts.data_dir.display()))?;
+        let client = server.client();
+        let mut tasks = Vec::new();
+
+        if opts.controllers {
+            let defaults = ControllerConfig {
+                data_dir: opts.data_dir.join("controllers"),
+                git_batch_window: opts.git_batch_window,
+                ..ControllerConfig::default()
+            };
+            let ctx = Context::new(client.clone(), defaults.clone());
+            tasks.push(tokio::spawn(plinth_controllers::run_all(ctx, defaults)));
+        }
+        if opts.runner {
+            let addr = server.https_addr().context("the runner needs the HTTPS listener")?;
+            let ca_path = server.ca_cert_path().context("the runner needs the cluster CA")?;
+            let ca_pem = std::fs::read_to_string(&ca_path)
+                .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?;
+            let mut rc = plinth_runner::RunnerConfig::new(opts.data_dir.clone(), addr.ip().to_string(), addr.port(), ca_pem);
+            rc.image_map = opts.image_map.clone();
+            let runner_client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = plinth_runner::run(runner_client, rc).await {
+                    tracing::error!(error = %e, "the Job runner stopped");
+                }
+            }));
+        }
+        let state_store_repo = if opts.bootstrap { Some(bootstrap(&server, &opts.data_dir).await?) } else { None };
+        Ok(Platform { server, tasks, state_store_repo })
+    }
+
+    /// Stops the controllers and the runner, then the API server.
+    pub async fn shutdown(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.server.shutdown().await;
+    }
+}
+
+/// Creates (once) a bare Git repository in the data dir, a `GitStateStore` pointing at it
+/// over `file://`, and a `Destination` on that store labelled `environment: dev` (the
+/// selector most marketplace Promises use). Existing objects are left as they are.
+async fn bootstrap(server: &ApiServer, data_dir: &Path) -> anyhow::Result<PathBuf> {
+    let repo = data_dir.join("state-store.git");
+    if !repo.exists() {
+        plinth_statestore::git::init_bare(&repo, "main")
+            .with_context(|| format!("creating the local state store {}", repo.display()))?;
+    }
+    let client = server.client();
+    let store = json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "GitStateStore",
+        "metadata": {"name": BOOTSTRAP_NAME},
+        "spec": {"url": format!("file://{}", repo.display()), "branch": "main", "authMethod": "basicAuth"},
+    });
+    let destination = json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": BOOTSTRAP_NAME, "labels": {"environment": "dev"}},
+        "spec": {"path": BOOTSTRAP_NAME, "stateStoreRef": {"kind": "GitStateStore", "name": BOOTSTRAP_NAME}},
+    });
+    for (obj, plural) in [(store, "gitstatestores"), (destination, "destinations")] {
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        let gvk = kube::api::GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", &kind);
+        let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let desired: DynamicObject = serde_json::from_value(obj)?;
+        match api.create(&PostParams::default(), &desired).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => bail!("bootstrapping {kind} {BOOTSTRAP_NAME}: {e}"),
+        }
+    }
+    Ok(repo)
+}
+
+/// The default data directory: `<user data dir>/plinth` (e.g. `~/.local/share/plinth`).
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("plinth")
+}
