@@ -1,9 +1,885 @@
-//! Job controller.
+//! The Job controller: runs `batch/v1` Jobs as local Pods, writing Pod and Job status like
+//! the Kubernetes kubelet and Job controller (Kubernetes API reference, Job v1 and Pod v1).
+//!
+//! Behaviour:
+//! * one Pod per attempt, named `<job>-<5 chars>` where the suffix is derived from the
+//!   Job's uid and the attempt number (deterministic; a restarted runner finds its Pods);
+//!   labels `job-name`, `controller-uid`, `batch.kubernetes.io/job-name`,
+//!   `batch.kubernetes.io/controller-uid` plus the template's labels and annotations;
+//!   controller owner reference to the Job;
+//! * attempts run one at a time per Job; a Job is complete after `completions` (default 1)
+//!   successful Pods and fails after more than `backoffLimit` (default 6) failed Pods
+//!   (`Failed`, reason `BackoffLimitExceeded`) or when `activeDeadlineSeconds` passed since
+//!   `startTime` (reason `DeadlineExceeded`; the running Pod is killed);
+//! * `restartPolicy` `OnFailure` and `Never` both mean "a failed Pod is followed by a new
+//!   Pod" (the runner never restarts containers in place); retries wait
+//!   `retry_backoff * 2^(failures-1)`, capped at `max_retry_backoff`;
+//! * `spec.suspend: true` starts no new Pod; a running Pod always finishes (a pipeline is
+//!   never killed because its Job changed), then the Job gets `Suspended=True`;
+//! * at most `max_parallel_jobs` Pods run at a time;
+//! * on start, Pods still `Pending`/`Running` from an earlier runner process are marked
+//!   `Failed` with reason `NodeRestart` and count as failed attempts;
+//! * every status write goes through the status subresource, re-read and retried on 409.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
 
 use crate::config::RunnerConfig;
 use crate::error::RunnerError;
+use crate::pod::{RunOptions, run_pod_once};
 
-/// Runs the Job runner until the Job watch ends or the task is aborted.
-pub async fn run(_client: kube::Client, _config: RunnerConfig) -> Result<(), RunnerError> {
+/// Label with the Job's name on its Pods (Kubernetes Job controller).
+pub const LABEL_JOB_NAME: &str = "job-name";
+/// Label with the Job's uid on its Pods.
+pub const LABEL_CONTROLLER_UID: &str = "controller-uid";
+/// Namespaced form of [`LABEL_JOB_NAME`].
+pub const LABEL_BATCH_JOB_NAME: &str = "batch.kubernetes.io/job-name";
+/// Namespaced form of [`LABEL_CONTROLLER_UID`].
+pub const LABEL_BATCH_CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
+
+/// Pod status reason for attempts that were running when the runner stopped.
+pub const REASON_NODE_RESTART: &str = "NodeRestart";
+
+const MAX_CONFLICT_RETRIES: usize = 20;
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+/// The name of attempt `attempt` (0-based) of the Job with `job_name` and `uid`:
+/// `<job name, cut to 57 chars>-<5 chars>`, at most 63 characters, the suffix from
+/// sha256(uid/attempt) in the alphabet Kubernetes uses for generated names.
+pub fn pod_name(job_name: &str, uid: &str, attempt: usize) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let digest = Sha256::digest(format!("{uid}/{attempt}").as_bytes());
+    let suffix: String = digest[..5]
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect();
+    let mut prefix: String = job_name.chars().take(57).collect();
+    while prefix.ends_with(['-', '.']) {
+        prefix.pop();
+    }
+    format!("{prefix}-{suffix}")
+}
+
+/// The Pod for attempt `attempt` of `job` (see the module documentation for labels and
+/// owner reference); `node_name` goes to `spec.nodeName`.
+pub fn build_pod(job: &Job, attempt: usize, node_name: &str) -> Result<Pod, RunnerError> {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let ns = job
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let invalid = |field: &str, message: &str| RunnerError::InvalidSpec {
+        object: format!("Job {ns}/{name}"),
+        field: field.into(),
+        message: message.into(),
+    };
+    let uid = job
+        .metadata
+        .uid
+        .clone()
+        .ok_or_else(|| invalid("metadata.uid", "must be set"))?;
+    let spec = job
+        .spec
+        .as_ref()
+        .ok_or_else(|| invalid("spec", "must be set"))?;
+    let template = &spec.template;
+    let mut pod_spec = template
+        .spec
+        .clone()
+        .ok_or_else(|| invalid("spec.template.spec", "must be set"))?;
+    pod_spec.node_name = Some(node_name.to_string());
+    let tmeta = template.metadata.clone().unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = tmeta.labels.unwrap_or_default();
+    labels.insert(LABEL_JOB_NAME.into(), name.clone());
+    labels.insert(LABEL_BATCH_JOB_NAME.into(), name.clone());
+    labels.insert(LABEL_CONTROLLER_UID.into(), uid.clone());
+    labels.insert(LABEL_BATCH_CONTROLLER_UID.into(), uid.clone());
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&name, &uid, attempt)),
+            namespace: Some(ns),
+            labels: Some(labels),
+            annotations: tmeta.annotations,
+            owner_references: Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: "Job".into(),
+                name,
+                uid,
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..Default::default()
+        },
+        spec: Some(pod_spec),
+        status: None,
+    })
+}
+
+fn is_finished(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        })
+        .unwrap_or(false)
+}
+
+fn is_suspended(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false)
+}
+
+fn set_condition(status: &mut JobStatus, type_: &str, value: bool, reason: &str, message: &str) {
+    let t = now();
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    if let Some(c) = conds.iter_mut().find(|c| c.type_ == type_) {
+        let new_status = if value { "True" } else { "False" };
+        if c.status != new_status {
+            c.last_transition_time = Some(t.clone());
+        }
+        c.status = new_status.into();
+        c.reason = Some(reason.into());
+        c.message = Some(message.into());
+        c.last_probe_time = Some(t);
+    } else {
+        conds.push(JobCondition {
+            type_: type_.into(),
+            status: if value { "True" } else { "False" }.into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            last_probe_time: Some(t.clone()),
+            last_transition_time: Some(t),
+        });
+    }
+}
+
+fn conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+fn not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Re-reads the Job, applies `f` to its status and writes it through the status
+/// subresource, retrying on 409. Returns the stored Job (`None` when it is gone).
+pub async fn update_job_status(
+    api: &Api<Job>,
+    name: &str,
+    f: impl Fn(&mut JobStatus),
+) -> Result<Option<Job>, RunnerError> {
+    for _ in 0..MAX_CONFLICT_RETRIES {
+        let Some(mut job) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| RunnerError::kube(format!("get Job {name}"), e))?
+        else {
+            return Ok(None);
+        };
+        let mut status = job.status.clone().unwrap_or_default();
+        f(&mut status);
+        if job.status.as_ref() == Some(&status) {
+            return Ok(Some(job));
+        }
+        job.status = Some(status);
+        match api.replace_status(name, &PostParams::default(), &job).await {
+            Ok(j) => return Ok(Some(j)),
+            Err(e) if conflict(&e) => continue,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(RunnerError::kube(format!("update status of Job {name}"), e)),
+        }
+    }
+    Err(RunnerError::Config(format!(
+        "update status of Job {name}: still conflicting after {MAX_CONFLICT_RETRIES} attempts"
+    )))
+}
+
+/// Writes `status` as the Pod's status through the status subresource, retrying on 409.
+pub async fn write_pod_status(
+    api: &Api<Pod>,
+    name: &str,
+    status: &PodStatus,
+) -> Result<(), RunnerError> {
+    for _ in 0..MAX_CONFLICT_RETRIES {
+        let Some(mut pod) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| RunnerError::kube(format!("get Pod {name}"), e))?
+        else {
+            return Ok(());
+        };
+        if pod.status.as_ref() == Some(status) {
+            return Ok(());
+        }
+        pod.status = Some(status.clone());
+        match api.replace_status(name, &PostParams::default(), &pod).await {
+            Ok(_) => return Ok(()),
+            Err(e) if conflict(&e) => continue,
+            Err(e) if not_found(&e) => return Ok(()),
+            Err(e) => return Err(RunnerError::kube(format!("update status of Pod {name}"), e)),
+        }
+    }
+    Err(RunnerError::Config(format!(
+        "update status of Pod {name}: still conflicting after {MAX_CONFLICT_RETRIES} attempts"
+    )))
+}
+
+struct Ctx {
+    client: kube::Client,
+    config: RunnerConfig,
+    /// Job uid → its task; `dirty` is set when the Job changed while the task ran, so
+    /// the task takes another look before it ends (no change is lost).
+    running: Mutex<HashMap<String, Running>>,
+    slots: Semaphore,
+}
+
+struct Running {
+    handle: Option<JoinHandle<()>>,
+    dirty: bool,
+}
+
+/// Aborts every Job task when the runner stops (their processes die with them:
+/// `kill_on_drop` and bwrap's `--die-with-parent`).
+struct AbortOnDrop(Arc<Ctx>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.0.running.lock() {
+            for (_, r) in m.drain() {
+                if let Some(h) = r.handle {
+                    h.abort();
+                }
+            }
+        }
+    }
+}
+
+/// Runs the Job runner: watches Jobs in all namespaces through `client` and executes them
+/// (see the module documentation). Returns when the Job watch stream ends; aborting the
+/// task stops every running Pod.
+///
+/// Errors: an unusable configuration (`max_parallel_jobs` 0, `SandboxMode::Bwrap`
+/// without bwrap, an unreadable image map).
+pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), RunnerError> {
+    if config.max_parallel_jobs == 0 {
+        return Err(RunnerError::Config(
+            "max_parallel_jobs must be at least 1".into(),
+        ));
+    }
+    crate::backend::detect_sandbox(config.sandbox).map_err(RunnerError::Config)?;
+    if let Some(p) = &config.image_map {
+        crate::image::ImageMap::load(p)?;
+    }
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| RunnerError::io("create directory", config.data_dir.clone(), e))?;
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        slots: Semaphore::new(config.max_parallel_jobs),
+        config,
+        running: Mutex::new(HashMap::new()),
+    });
+    let _guard = AbortOnDrop(ctx.clone());
+    let jobs: Api<Job> = Api::all(client);
+    Controller::new(jobs, watcher::Config::default())
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "job runner reconcile");
+            }
+        })
+        .await;
     Ok(())
+}
+
+fn error_policy(_job: Arc<Job>, err: &RunnerError, ctx: Arc<Ctx>) -> Action {
+    tracing::warn!(error = %err, "job runner");
+    Action::requeue(ctx.config.retry_backoff.max(Duration::from_millis(100)))
+}
+
+async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, RunnerError> {
+    let Some(uid) = job.metadata.uid.clone() else {
+        return Ok(Action::await_change());
+    };
+    if is_finished(&job) || job.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let mut running = ctx.running.lock().expect("lock");
+    if let Some(r) = running.get_mut(&uid) {
+        r.dirty = true;
+        return Ok(Action::await_change());
+    }
+    running.insert(
+        uid.clone(),
+        Running {
+            handle: None,
+            dirty: false,
+        },
+    );
+    let task_ctx = ctx.clone();
+    let job = (*job).clone();
+    let key = uid.clone();
+    let handle = tokio::spawn(async move {
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let ns = job.metadata.namespace.clone().unwrap_or_default();
+        loop {
+            if let Err(e) = run_job(&task_ctx, &job).await {
+                tracing::warn!(job = %format!("{ns}/{name}"), error = %e, "job runner; retrying");
+                // API trouble: try again after the retry interval.
+                tokio::time::sleep(
+                    task_ctx
+                        .config
+                        .retry_backoff
+                        .max(Duration::from_millis(100)),
+                )
+                .await;
+                continue;
+            }
+            let mut running = task_ctx.running.lock().expect("lock");
+            match running.get_mut(&key) {
+                // The Job changed while this task ran (e.g. it was resumed): look again.
+                Some(r) if r.dirty => r.dirty = false,
+                _ => {
+                    running.remove(&key);
+                    return;
+                }
+            }
+        }
+    });
+    if let Some(r) = running.get_mut(&uid) {
+        r.handle = Some(handle);
+    }
+    Ok(Action::await_change())
+}
+
+/// Counts of the Job's Pods by phase, and the names already used.
+struct PodCounts {
+    succeeded: i32,
+    failed: i32,
+    attempts: usize,
+    last_finish: Option<jiff::Timestamp>,
+}
+
+async fn recover_and_count(
+    pods: &Api<Pod>,
+    job: &Job,
+    uid: &str,
+) -> Result<PodCounts, RunnerError> {
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let list = pods
+        .list(&ListParams::default().labels(&format!("{LABEL_CONTROLLER_UID}={uid}")))
+        .await
+        .map_err(|e| {
+            RunnerError::kube(
+                format!(
+                    "list Pods of Job {ns}/{}",
+                    job.metadata.name.as_deref().unwrap_or("")
+                ),
+                e,
+            )
+        })?;
+    let mut c = PodCounts {
+        succeeded: 0,
+        failed: 0,
+        attempts: list.items.len(),
+        last_finish: None,
+    };
+    for p in list.items {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let mut status = p.status.clone().unwrap_or_default();
+        match status.phase.as_deref() {
+            Some("Succeeded") => c.succeeded += 1,
+            Some("Failed") => c.failed += 1,
+            _ => {
+                // No task of this process runs it: it was running under an earlier process.
+                mark_node_restart(&mut status);
+                write_pod_status(pods, &name, &status).await?;
+                c.failed += 1;
+            }
+        }
+        let finished = status
+            .container_statuses
+            .iter()
+            .chain(status.init_container_statuses.iter())
+            .flatten()
+            .filter_map(|s| {
+                s.state
+                    .as_ref()?
+                    .terminated
+                    .as_ref()?
+                    .finished_at
+                    .as_ref()
+                    .map(|t| t.0)
+            })
+            .max();
+        c.last_finish = c.last_finish.max(finished);
+    }
+    Ok(c)
+}
+
+fn mark_node_restart(status: &mut PodStatus) {
+    let t = now();
+    for s in status
+        .init_container_statuses
+        .iter_mut()
+        .chain(status.container_statuses.iter_mut())
+        .flatten()
+    {
+        let st = s.state.get_or_insert_with(Default::default);
+        if st.terminated.is_none() {
+            let started = st.running.as_ref().and_then(|r| r.started_at.clone());
+            *st = ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 137,
+                    reason: Some(REASON_NODE_RESTART.into()),
+                    message: Some(
+                        "the runner stopped while this container was pending or running".into(),
+                    ),
+                    started_at: started,
+                    finished_at: Some(t.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            s.ready = false;
+            s.started = Some(false);
+        }
+    }
+    status.phase = Some("Failed".into());
+    status.reason = Some(REASON_NODE_RESTART.into());
+    status.message = Some("the Job runner restarted while this Pod was pending or running".into());
+}
+
+fn backoff_delay(config: &RunnerConfig, failed: i32) -> Duration {
+    if failed <= 0 {
+        return Duration::ZERO;
+    }
+    let factor = 1u32
+        .checked_shl((failed - 1).min(30) as u32)
+        .unwrap_or(u32::MAX);
+    config
+        .retry_backoff
+        .saturating_mul(factor)
+        .min(config.max_retry_backoff)
+}
+
+/// Drives one Job to completion, failure or suspension.
+async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
+    let name = initial.metadata.name.clone().unwrap_or_default();
+    let ns = initial
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let uid = initial.metadata.uid.clone().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut waited_for_failures = -1;
+    loop {
+        let Some(job) = jobs
+            .get_opt(&name)
+            .await
+            .map_err(|e| RunnerError::kube(format!("get Job {ns}/{name}"), e))?
+        else {
+            return Ok(());
+        };
+        if job.metadata.uid.as_deref() != Some(uid.as_str())
+            || is_finished(&job)
+            || job.metadata.deletion_timestamp.is_some()
+        {
+            return Ok(());
+        }
+        let spec = job.spec.clone().unwrap_or_default();
+        let counts = recover_and_count(&pods, &job, &uid).await?;
+        let status = job.status.clone().unwrap_or_default();
+        let succeeded = counts.succeeded.max(status.succeeded.unwrap_or(0));
+        let failed = counts.failed.max(status.failed.unwrap_or(0));
+        let completions = spec.completions.unwrap_or(1).max(1);
+        let backoff_limit = spec.backoff_limit.unwrap_or(6);
+        let start = status.start_time.as_ref().map(|t| t.0);
+
+        if succeeded >= completions {
+            update_job_status(&jobs, &name, |s| {
+                s.active = Some(0);
+                s.ready = Some(0);
+                s.succeeded = Some(succeeded);
+                s.failed = Some(failed);
+                s.start_time.get_or_insert_with(now);
+                s.completion_time = Some(now());
+                set_condition(
+                    s,
+                    "SuccessCriteriaMet",
+                    true,
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                );
+                set_condition(
+                    s,
+                    "Complete",
+                    true,
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                );
+            })
+            .await?;
+            return Ok(());
+        }
+        if failed > backoff_limit {
+            fail_job(
+                &jobs,
+                &name,
+                succeeded,
+                failed,
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            )
+            .await?;
+            return Ok(());
+        }
+        let job_deadline = match (spec.active_deadline_seconds, start) {
+            (Some(secs), Some(start)) => {
+                let end = start + jiff::SignedDuration::from_secs(secs);
+                let left = jiff::Timestamp::now().duration_until(end);
+                if left.is_negative() || left.is_zero() {
+                    fail_job(
+                        &jobs,
+                        &name,
+                        succeeded,
+                        failed,
+                        "DeadlineExceeded",
+                        "Job was active longer than specified deadline",
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                Some(tokio::time::Instant::now() + left.unsigned_abs())
+            }
+            (Some(secs), None) => {
+                Some(tokio::time::Instant::now() + Duration::from_secs(secs.max(0) as u64))
+            }
+            _ => None,
+        };
+        if is_suspended(&job) {
+            update_job_status(&jobs, &name, |s| {
+                s.active = Some(0);
+                s.succeeded = Some(succeeded);
+                s.failed = Some(failed);
+                set_condition(s, "Suspended", true, "JobSuspended", "Job suspended");
+            })
+            .await?;
+            return Ok(());
+        }
+        // Back off before a retry (once per failure count), then re-read the Job: it may
+        // have been suspended or deleted meanwhile.
+        if failed > 0 && waited_for_failures != failed {
+            waited_for_failures = failed;
+            let delay = backoff_delay(&ctx.config, failed);
+            let since = counts
+                .last_finish
+                .map(|t| t.duration_until(jiff::Timestamp::now()).unsigned_abs())
+                .unwrap_or(Duration::ZERO);
+            if delay > since {
+                let wait = tokio::time::sleep(delay - since);
+                match job_deadline {
+                    Some(d) => {
+                        tokio::select! { _ = wait => {}, _ = tokio::time::sleep_until(d) => {} }
+                    }
+                    None => wait.await,
+                }
+                continue;
+            }
+        }
+        let permit = ctx.slots.acquire().await.expect("semaphore never closed");
+        // The Job may have changed while waiting for a slot.
+        let Some(job) = jobs
+            .get_opt(&name)
+            .await
+            .map_err(|e| RunnerError::kube(format!("get Job {ns}/{name}"), e))?
+        else {
+            return Ok(());
+        };
+        if is_suspended(&job) || is_finished(&job) {
+            drop(permit);
+            continue;
+        }
+        let pod = match build_pod(&job, counts.attempts, &ctx.config.node_name) {
+            Ok(p) => p,
+            Err(e) => {
+                fail_job(
+                    &jobs,
+                    &name,
+                    succeeded,
+                    failed,
+                    "InvalidJobSpec",
+                    &e.to_string(),
+                )
+                .await?;
+                return Ok(());
+            }
+        };
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let created = match pods.create(&PostParams::default(), &pod).await {
+            Ok(p) => p,
+            Err(e) if conflict(&e) => {
+                // The name of this attempt exists (an earlier process created it); count
+                // it on the next pass.
+                drop(permit);
+                if let Some(mut existing) = pods
+                    .get_opt(&pod_name)
+                    .await
+                    .map_err(|e| RunnerError::kube(format!("get Pod {ns}/{pod_name}"), e))?
+                    && !matches!(
+                        existing.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        Some("Succeeded" | "Failed")
+                    )
+                {
+                    let mut st = existing.status.take().unwrap_or_default();
+                    mark_node_restart(&mut st);
+                    write_pod_status(&pods, &pod_name, &st).await?;
+                }
+                continue;
+            }
+            Err(e) => {
+                return Err(RunnerError::kube(
+                    format!("create Pod {ns}/{pod_name} for Job {name}"),
+                    e,
+                ));
+            }
+        };
+        update_job_status(&jobs, &name, |s| {
+            s.start_time.get_or_insert_with(now);
+            s.active = Some(1);
+            s.succeeded = Some(succeeded);
+            s.failed = Some(failed);
+            if let Some(c) = s.conditions.as_mut().and_then(|cs| {
+                cs.iter_mut()
+                    .find(|c| c.type_ == "Suspended" && c.status == "True")
+            }) {
+                c.status = "False".into();
+                c.reason = Some("JobResumed".into());
+                c.message = Some("Job resumed".into());
+                c.last_transition_time = Some(now());
+            }
+        })
+        .await?;
+        let pod_deadline = created
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .map(|secs| tokio::time::Instant::now() + Duration::from_secs(secs.max(0) as u64));
+        let deadline = match (job_deadline, pod_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let final_status = run_attempt(ctx, &pods, &created, deadline).await?;
+        drop(permit);
+        let (ds, df) = match final_status.phase.as_deref() {
+            Some("Succeeded") => (1, 0),
+            _ => (0, 1),
+        };
+        update_job_status(&jobs, &name, |s| {
+            s.active = Some(0);
+            s.succeeded = Some(succeeded + ds);
+            s.failed = Some(failed + df);
+        })
+        .await?;
+    }
+}
+
+async fn fail_job(
+    jobs: &Api<Job>,
+    name: &str,
+    succeeded: i32,
+    failed: i32,
+    reason: &str,
+    message: &str,
+) -> Result<(), RunnerError> {
+    update_job_status(jobs, name, |s| {
+        s.active = Some(0);
+        s.ready = Some(0);
+        s.succeeded = Some(succeeded);
+        s.failed = Some(failed);
+        s.start_time.get_or_insert_with(now);
+        set_condition(s, "FailureTarget", true, reason, message);
+        set_condition(s, "Failed", true, reason, message);
+    })
+    .await?;
+    Ok(())
+}
+
+/// Runs one Pod, streaming its status snapshots to the API.
+async fn run_attempt(
+    ctx: &Ctx,
+    pods: &Api<Pod>,
+    pod: &Pod,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<PodStatus, RunnerError> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let (tx, mut rx) = watch::channel(PodStatus::default());
+    let writer_api = pods.clone();
+    let writer_name = name.clone();
+    let writer = tokio::spawn(async move {
+        // Latest snapshot wins: intermediate states are skipped when writes are slower.
+        while rx.changed().await.is_ok() {
+            let st = rx.borrow_and_update().clone();
+            if let Err(e) = write_pod_status(&writer_api, &writer_name, &st).await {
+                tracing::warn!(pod = %writer_name, error = %e, "writing pod status");
+            }
+        }
+    });
+    let result = run_pod_once(
+        &ctx.client,
+        &ctx.config,
+        pod,
+        RunOptions {
+            deadline,
+            status: Some(tx),
+        },
+    )
+    .await;
+    let _ = writer.await;
+    let status = match result {
+        Ok(s) => s,
+        Err(e) => {
+            // The runner itself failed for this Pod: record it on the Pod as a failure.
+            let mut st = PodStatus {
+                phase: Some("Failed".into()),
+                reason: Some("RunnerError".into()),
+                message: Some(e.to_string()),
+                ..Default::default()
+            };
+            st.start_time = Some(now());
+            st
+        }
+    };
+    write_pod_status(pods, &name, &status).await?;
+    Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_names_are_deterministic_and_bounded() {
+        let a = pod_name("kratix-redis-example-instance-configure-abcde", "uid-1", 0);
+        assert_eq!(
+            a,
+            pod_name("kratix-redis-example-instance-configure-abcde", "uid-1", 0)
+        );
+        assert_ne!(
+            a,
+            pod_name("kratix-redis-example-instance-configure-abcde", "uid-1", 1)
+        );
+        assert_ne!(
+            a,
+            pod_name("kratix-redis-example-instance-configure-abcde", "uid-2", 0)
+        );
+        assert!(a.starts_with("kratix-redis-example-instance-configure-abcde-"));
+        assert_eq!(
+            a.len(),
+            "kratix-redis-example-instance-configure-abcde".len() + 6
+        );
+        let long = "x".repeat(63);
+        let n = pod_name(&long, "u", 3);
+        assert_eq!(n.len(), 63);
+        let trailing = format!("{}-.-y", "a".repeat(55));
+        let n = pod_name(&trailing, "u", 0);
+        assert!(!n.contains("-.") && !n.contains("--"), "{n}");
+    }
+
+    #[test]
+    fn pods_carry_job_labels_and_owner() {
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "namespace": "n", "uid": "u1"},
+            "spec": {"template": {
+                "metadata": {"labels": {"kratix.io/promise-name": "redis"}, "annotations": {"a": "b"}},
+                "spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}
+            }}
+        }))
+        .unwrap();
+        let p = build_pod(&job, 2, "plinth").unwrap();
+        let l = p.metadata.labels.as_ref().unwrap();
+        assert_eq!(l["job-name"], "j");
+        assert_eq!(l["batch.kubernetes.io/job-name"], "j");
+        assert_eq!(l["controller-uid"], "u1");
+        assert_eq!(l["kratix.io/promise-name"], "redis");
+        assert_eq!(p.metadata.annotations.as_ref().unwrap()["a"], "b");
+        let o = &p.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                o.kind.as_str(),
+                o.name.as_str(),
+                o.uid.as_str(),
+                o.controller
+            ),
+            ("Job", "j", "u1", Some(true))
+        );
+        assert_eq!(p.metadata.name.as_deref().unwrap(), pod_name("j", "u1", 2));
+        assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("plinth"));
+        let no_uid: Job = serde_json::from_value(serde_json::json!({"metadata": {"name": "j", "namespace": "n"}, "spec": {"template": {}}})).unwrap();
+        let e = build_pod(&no_uid, 0, "x").unwrap_err().to_string();
+        assert!(e.contains("Job n/j") && e.contains("metadata.uid"), "{e}");
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let mut c = RunnerConfig::new("/d", "h", 1, "");
+        c.retry_backoff = Duration::from_secs(10);
+        c.max_retry_backoff = Duration::from_secs(60);
+        assert_eq!(backoff_delay(&c, 0), Duration::ZERO);
+        assert_eq!(backoff_delay(&c, 1), Duration::from_secs(10));
+        assert_eq!(backoff_delay(&c, 2), Duration::from_secs(20));
+        assert_eq!(backoff_delay(&c, 3), Duration::from_secs(40));
+        assert_eq!(backoff_delay(&c, 4), Duration::from_secs(60));
+        assert_eq!(backoff_delay(&c, 40), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn node_restart_marks_unfinished_containers() {
+        let mut st: PodStatus = serde_json::from_value(serde_json::json!({
+            "phase": "Running",
+            "initContainerStatuses": [{"name": "a", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+            "containerStatuses": [{"name": "b", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]
+        }))
+        .unwrap();
+        mark_node_restart(&mut st);
+        assert_eq!(st.phase.as_deref(), Some("Failed"));
+        assert_eq!(st.reason.as_deref(), Some("NodeRestart"));
+        let a = st.init_container_statuses.as_ref().unwrap()[0]
+            .state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap();
+        assert_eq!(a.reason.as_deref(), Some("Completed"));
+        let b = st.container_statuses.as_ref().unwrap()[0]
+            .state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap();
+        assert_eq!(b.reason.as_deref(), Some("NodeRestart"));
+        assert!(b.started_at.is_some());
+    }
 }
