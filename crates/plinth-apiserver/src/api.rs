@@ -680,6 +680,23 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// Drops empty metadata collections, as Kubernetes' `omitempty` serialization does.
+fn normalize_metadata(obj: &mut Value) {
+    if let Some(m) = obj.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        for k in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            let empty = match m.get(k) {
+                Some(Value::Null) => true,
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Object(o)) => o.is_empty(),
+                _ => false,
+            };
+            if empty {
+                m.remove(k);
+            }
+        }
+    }
+}
+
 /// Checks labels/annotations/finalizers shapes (metadata must be well typed).
 fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     let name = meta_str(obj, "name").unwrap_or_default().to_string();
@@ -766,6 +783,7 @@ pub(crate) async fn create(
             vec![cause("FieldValueInvalid", "metadata.name", msg)],
         ));
     }
+    normalize_metadata(&mut obj);
     check_metadata(info, &obj)?;
     if info.namespaced {
         let ns = ns.unwrap_or_default();
@@ -892,6 +910,7 @@ async fn prepare_update(
             .map_err(|c| ApiError::invalid(info, &name, c))?;
         return Ok(merged);
     }
+    normalize_metadata(&mut new);
     check_metadata(info, &new)?;
     let old_meta = meta(old).clone();
     let old_fin = finalizers(old);

@@ -655,9 +655,11 @@ impl Applier<'_> {
                 if cur_rv != expected_rv {
                     return Err(StoreError::Conflict { current: cur_rv });
                 }
-                let finalized = obj
-                    .pointer("/metadata/deletionTimestamp")
-                    .is_some_and(|v| !v.is_null())
+                // Namespaces finish through the namespace cleanup (spec.finalizers), not here.
+                let finalized = key.rkey != "/namespaces"
+                    && obj
+                        .pointer("/metadata/deletionTimestamp")
+                        .is_some_and(|v| !v.is_null())
                     && obj
                         .pointer("/metadata/finalizers")
                         .and_then(|f| f.as_array())
