@@ -1,1 +1,39 @@
-//! placeholder
+//! Kratix-compatible API types for Plinth (`platform.kratix.io/v1alpha1`).
+//!
+//! * [`kinds`]: every Kratix kind as a Rust type with `kube::CustomResource` derives
+//!   (Promise, Destination, GitStateStore, BucketStateStore, Work, WorkPlacement,
+//!   PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord), plus the embedded
+//!   [`Pipeline`] object (kratix-spec §1).
+//! * [`constants`]: labels, annotations, finalizers, condition types and reasons (§0, §11).
+//! * [`names`]: deterministic, DNS-1123-safe generated names (§11.4, bug B04).
+//! * [`hash`]: md5 helpers used for change detection and workload group ids (§0, §4.7).
+//! * [`crds`]: the CRD manifests generated from the types, and the resource-request CRD
+//!   transformation a Promise's `spec.api` goes through (§1.13).
+//!
+//! Every type round-trips Kratix YAML losslessly: fields Plinth does not model are kept
+//! in `extra` maps (`#[serde(flatten)]`), which the generated CRDs declare as
+//! `x-kubernetes-preserve-unknown-fields`.
+
+// kube-derive `printcolumn(...)` entries repeat `type_ = "string"`, which this lint misreads
+// as a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+pub mod constants;
+pub mod crds;
+mod error;
+pub mod hash;
+pub mod kinds;
+pub mod names;
+pub mod pipeline;
+mod schema;
+
+pub use error::ApiError;
+pub use kinds::*;
+pub use pipeline::{Pipeline, WorkflowAction, WorkflowType};
+
+/// The API group of every Kratix kind (kratix-spec §0).
+pub const GROUP: &str = "platform.kratix.io";
+/// The API version of every Kratix kind (kratix-spec §0).
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` string of every Kratix kind: `platform.kratix.io/v1alpha1`.
+pub const API_VERSION: &str = "platform.kratix.io/v1alpha1";

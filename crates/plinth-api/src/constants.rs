@@ -1,0 +1,390 @@
+//! Names Kratix gives to labels, annotations, finalizers, conditions and fixed objects
+//! (kratix-spec §0, §2.6, §3.4, §3.5, §5.4, §5.5, §6.5, §11).
+
+/// Namespace of Kratix's own objects (promise workflows, static-dependency Works).
+pub const SYSTEM_NAMESPACE: &str = "kratix-platform-system";
+/// Controller ServiceAccount name (in [`SYSTEM_NAMESPACE`]) that dynamic RBAC binds to.
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "kratix-platform-controller-manager";
+/// Namespace on Destinations that canary files create.
+pub const WORKER_SYSTEM_NAMESPACE: &str = "kratix-worker-system";
+/// Name of the canary ConfigMap.
+pub const CANARY_CONFIGMAP_NAME: &str = "kratix-info";
+/// `data.canary` value of the canary ConfigMap.
+pub const CANARY_CONTENT: &str =
+    "this confirms your infrastructure is reading from Kratix state stores";
+/// Commit name of canary writes.
+pub const CANARY_WORKLOAD_NAME: &str = "kratix-canary";
+/// Canary file for the dependencies directory (nestedByMetadata).
+pub const CANARY_NAMESPACE_FILE: &str = "kratix-canary-namespace.yaml";
+/// Canary file for the resources directory (nestedByMetadata).
+pub const CANARY_CONFIGMAP_FILE: &str = "kratix-canary-configmap.yaml";
+/// Workload group id of the default group: md5(".") (kratix-spec §5.1).
+pub const DEFAULT_WORKLOAD_GROUP_ID: &str = "5058f1af8388633f609cadb75a75dc9d";
+/// Directory of the default workload group.
+pub const DEFAULT_WORKLOAD_GROUP_DIRECTORY: &str = ".";
+/// PromiseRevision version when the Promise has no version label.
+pub const VERSION_NOT_SET: &str = "not-set";
+/// ResourceBinding version meaning "follow the latest revision".
+pub const VERSION_LATEST: &str = "latest";
+/// Maximum length of a pipeline ID `<promise>-<type>-<action>-<pipeline>` (webhook rule).
+pub const MAX_PIPELINE_ID_LEN: usize = 60;
+/// Default workflow re-run and WorkPlacement rewrite interval (10 h), in seconds.
+pub const DEFAULT_RECONCILIATION_INTERVAL_SECS: u64 = 10 * 60 * 60;
+/// Minimum user-supplied reconciliation interval (1 min), in seconds.
+pub const MIN_RECONCILIATION_INTERVAL_SECS: u64 = 60;
+
+/// Label keys (kratix-spec §11.1).
+pub mod labels {
+    /// Promise version → revision, `status.version`.
+    pub const PROMISE_VERSION: &str = "kratix.io/promise-version";
+    /// Ownership/selection by Promise.
+    pub const PROMISE_NAME: &str = "kratix.io/promise-name";
+    /// Owning resource request.
+    pub const RESOURCE_NAME: &str = "kratix.io/resource-name";
+    /// Resource request namespace (only with pipelineNamespace).
+    pub const RESOURCE_NAMESPACE: &str = "kratix.io/resource-namespace";
+    /// Pipeline name.
+    pub const PIPELINE_NAME: &str = "kratix.io/pipeline-name";
+    /// Pipeline namespace (user RBAC).
+    pub const PIPELINE_NAMESPACE: &str = "kratix.io/pipeline-namespace";
+    /// `promise` | `resource`.
+    pub const WORKFLOW_TYPE: &str = "kratix.io/workflow-type";
+    /// `configure` | `delete`.
+    pub const WORKFLOW_ACTION: &str = "kratix.io/workflow-action";
+    /// Work type: `promise`, `resource`, `static-dependency`.
+    pub const WORK_TYPE: &str = "kratix.io/work-type";
+    /// Legacy, selectors only.
+    pub const WORK_ACTION: &str = "kratix.io/work-action";
+    /// Spec hash of a Job (§4.7).
+    pub const HASH: &str = "kratix.io/hash";
+    /// Compared in job matching, never set.
+    pub const PIPELINE_HASH: &str = "kratix.io/pipeline-hash";
+    /// `app.kubernetes.io/managed-by` key.
+    pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// `app.kubernetes.io/managed-by` value on Jobs and pods.
+    pub const MANAGED_BY_VALUE: &str = "Kratix";
+    /// Parent Work of a WorkPlacement.
+    pub const WORK: &str = "kratix.io/work";
+    /// Workload group id of a WorkPlacement.
+    pub const WORKLOAD_GROUP_ID: &str = "kratix.io/workload-group-id";
+    /// Destination of a WorkPlacement.
+    pub const TARGET_DESTINATION_NAME: &str = "kratix.io/targetDestinationName";
+    /// `"true"` when a WorkPlacement's Destination no longer matches.
+    pub const MISPLACED: &str = "kratix.io/misplaced";
+    /// `"true"` on the current PromiseRevision.
+    pub const LATEST_REVISION: &str = "kratix.io/latest-revision";
+    /// PromiseRelease that installed a Promise.
+    pub const PROMISE_RELEASE_NAME: &str = "kratix.io/promise-release-name";
+    /// `"true"`: re-run the workflow from the start (§3.5).
+    pub const MANUAL_RECONCILIATION: &str = "kratix.io/manual-reconciliation";
+    /// `"true"` on a Promise: re-run all its resource requests.
+    pub const RECONCILE_RESOURCES: &str = "kratix.io/reconcile-resources";
+    /// `"true"`: skip all reconciliation.
+    pub const PAUSED: &str = "kratix.io/paused";
+    /// `"true"`: set by the status-writer when a pipeline suspends or retries (§4.10).
+    pub const WORKFLOW_SUSPENDED: &str = "kratix.io/workflow-suspended";
+    /// Internal: next configure run starts at pipeline 0.
+    pub const RUN_FROM_START: &str = "internal.workflows.kratix.io/run-from-start";
+    /// Dry-run plumbing.
+    pub const DRY_RUN: &str = "kratix.io/dry-run";
+    /// Dry-run plumbing.
+    pub const DRY_RUN_SUMMARY: &str = "kratix.io/dry-run-summary";
+    /// Dry-run plumbing.
+    pub const DRY_RUN_OWNER: &str = "kratix.io/dry-run-owner";
+    /// Dry-run plumbing.
+    pub const DRY_RUN_PARENT: &str = "kratix.io/dry-run-parent";
+    /// Compound Promise traceability.
+    pub const PARENT_PROMISE_NAME: &str = "kratix.io/parent-promise-name";
+    /// Compound Promise traceability.
+    pub const PARENT_RESOURCE_NAME: &str = "kratix.io/parent-resource-name";
+    /// Compound Promise traceability.
+    pub const PARENT_RESOURCE_NAMESPACE: &str = "kratix.io/parent-resource-namespace";
+    /// `app.kubernetes.io/part-of` key (Secrets with `selectiveCache`).
+    pub const PART_OF: &str = "app.kubernetes.io/part-of";
+    /// Value `true` of boolean labels.
+    pub const TRUE: &str = "true";
+}
+
+/// Work types (`kratix.io/work-type` values).
+pub mod work_type {
+    /// Work from a promise configure pipeline.
+    pub const PROMISE: &str = "promise";
+    /// Work from a resource configure pipeline.
+    pub const RESOURCE: &str = "resource";
+    /// Work from `Promise.spec.dependencies`.
+    pub const STATIC_DEPENDENCY: &str = "static-dependency";
+}
+
+/// `source` values of workload-group destination selectors (§5.1, §5.4).
+pub mod selector_source {
+    /// From the Promise's `destinationSelectors`.
+    pub const PROMISE: &str = "promise";
+    /// From a promise workflow's destination-selectors.yaml.
+    pub const PROMISE_WORKFLOW: &str = "promise-workflow";
+    /// From a resource workflow's destination-selectors.yaml.
+    pub const RESOURCE_WORKFLOW: &str = "resource-workflow";
+}
+
+/// Annotation keys (kratix-spec §11.2).
+pub mod annotations {
+    /// Per-Promise/PromiseRevision reconciliation interval.
+    pub const RECONCILIATION_INTERVAL: &str = "kratix.io/reconciliation-interval";
+    /// Skip resource-request cleanup when a PromiseRevision is deleted.
+    pub const SKIP_RESOURCE_REQUEST_CLEANUP_ON_DELETE: &str =
+        "kratix.io/skip-resource-request-cleanup-on-delete";
+    /// Static-dependency Work update time.
+    pub const LAST_UPDATED_AT: &str = "kratix.io/last-updated-at";
+    /// Job → object namespace.
+    pub const JOB_RESOURCE_NAMESPACE: &str = "kratix.io/job-resource-namespace";
+    /// Job → object name.
+    pub const JOB_RESOURCE_NAME: &str = "kratix.io/job-resource-name";
+    /// Job → object kind.
+    pub const JOB_RESOURCE_KIND: &str = "kratix.io/job-resource-kind";
+    /// Job → object apiVersion.
+    pub const JOB_RESOURCE_API_VERSION: &str = "kratix.io/job-resource-api-version";
+    /// Trace context.
+    pub const TRACE_PARENT: &str = "kratix.io/trace-parent";
+    /// Trace context.
+    pub const TRACE_STATE: &str = "kratix.io/trace-state";
+    /// Trace context.
+    pub const TRACE_TIMESTAMP: &str = "kratix.io/trace-timestamp";
+    /// Trace context.
+    pub const TRACE_GENERATION: &str = "kratix.io/trace-generation";
+    /// Ephemeral dry-run RR.
+    pub const DRY_RUN_RESOURCE_NAME: &str = "kratix.io/dry-run-resource-name";
+    /// Ephemeral dry-run RR.
+    pub const DRY_RUN_RESOURCE_NAMESPACE: &str = "kratix.io/dry-run-resource-namespace";
+}
+
+/// Finalizers (kratix-spec §11.3).
+pub mod finalizers {
+    /// Promise / PromiseRevision: delete resource requests.
+    pub const RESOURCE_REQUEST_CLEANUP: &str = "kratix.io/resource-request-cleanup";
+    /// Promise: dynamic controller RBAC etc.
+    pub const DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP: &str =
+        "kratix.io/dynamic-controller-dependant-resources-cleanup";
+    /// Promise: delete the API CRD.
+    pub const API_CRD_CLEANUP: &str = "kratix.io/api-crd-cleanup";
+    /// Promise: delete static-dependency Works.
+    pub const DEPENDENCIES_CLEANUP: &str = "kratix.io/dependencies-cleanup";
+    /// Promise / RR: delete workflow Jobs and objects.
+    pub const WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
+    /// Promise / RR: run the delete workflow.
+    pub const DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
+    /// Promise: delete revisions.
+    pub const REVISION_CLEANUP: &str = "kratix.io/revision-cleanup";
+    /// RR / Work: delete Works / WorkPlacements.
+    pub const WORK_CLEANUP: &str = "kratix.io/work-cleanup";
+    /// RR: delete the ResourceBinding.
+    pub const RESOURCE_BINDING_CLEANUP: &str = "kratix.io/resource-binding-cleanup";
+    /// WorkPlacement: remove files from the state store.
+    pub const WORKPLACEMENT_REPO_CLEANUP: &str = "finalizers.workplacement.kratix.io/repo-cleanup";
+    /// WorkPlacement (mode none): remove `.kratix` index files.
+    pub const WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP: &str =
+        "finalizers.workplacement.kratix.io/kratix-dot-files-cleanup";
+    /// Destination with `cleanup: all`.
+    pub const DESTINATION_CLEANUP: &str = "kratix.io/destination-cleanup";
+    /// PromiseRelease: delete installed Promises.
+    pub const PROMISE_CLEANUP: &str = "kratix.io/promise-cleanup";
+    /// HealthRecord.
+    pub const HEALTH_RECORD_CLEANUP: &str = "kratix.io/health-record-cleanup";
+}
+
+/// Condition types (kratix-spec §2.6, §3.4, §5.3–§5.5, §6.5, §1.8, §1.10).
+pub mod condition_types {
+    /// Promise availability.
+    pub const AVAILABLE: &str = "Available";
+    /// Promise requirements.
+    pub const REQUIREMENTS_FULFILLED: &str = "RequirementsFulfilled";
+    /// Configure workflow state.
+    pub const CONFIGURE_WORKFLOW_COMPLETED: &str = "ConfigureWorkflowCompleted";
+    /// Works state.
+    pub const WORKS_SUCCEEDED: &str = "WorksSucceeded";
+    /// Overall state.
+    pub const RECONCILED: &str = "Reconciled";
+    /// Delete workflow state.
+    pub const DELETE_WORKFLOW_COMPLETED: &str = "DeleteWorkflowCompleted";
+    /// RR: Promise requirements met.
+    pub const PROMISE_AVAILABLE: &str = "PromiseAvailable";
+    /// Work / WorkPlacement / Destination / state store readiness.
+    pub const READY: &str = "Ready";
+    /// Work / WorkPlacement scheduling.
+    pub const SCHEDULE_SUCCEEDED: &str = "ScheduleSucceeded";
+    /// WorkPlacement write.
+    pub const WRITE_SUCCEEDED: &str = "WriteSucceeded";
+    /// PromiseRelease.
+    pub const INSTALLED: &str = "Installed";
+    /// ResourceBinding.
+    pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";
+}
+
+/// Condition reasons (kratix-spec §2.6, §3.4, §5.3–§5.5, §6.2, §6.5, §2.7, §1.10).
+pub mod reasons {
+    /// Promise Available=True.
+    pub const PROMISE_AVAILABLE: &str = "PromiseAvailable";
+    /// Promise Available=False.
+    pub const PROMISE_UNAVAILABLE: &str = "PromiseUnavailable";
+    /// Paused label present.
+    pub const PAUSED_RECONCILIATION: &str = "PausedReconciliation";
+    /// A pipeline suspended itself.
+    pub const WORKFLOW_SUSPENDED: &str = "WorkflowSuspended";
+    /// ConfigureWorkflowCompleted=False while running.
+    pub const PIPELINES_IN_PROGRESS: &str = "PipelinesInProgress";
+    /// ConfigureWorkflowCompleted=False after a failure; Reconciled=False.
+    pub const CONFIGURE_WORKFLOW_FAILED: &str = "ConfigureWorkflowFailed";
+    /// ConfigureWorkflowCompleted=True (status-writer of the last pipeline).
+    pub const PIPELINES_EXECUTED_SUCCESSFULLY: &str = "PipelinesExecutedSuccessfully";
+    /// WorksSucceeded=True.
+    pub const WORKS_SUCCEEDED: &str = "WorksSucceeded";
+    /// WorksSucceeded=Unknown / Reconciled=Unknown.
+    pub const WORKS_PENDING: &str = "WorksPending";
+    /// WorksSucceeded=False / Reconciled=False.
+    pub const WORKS_FAILING: &str = "WorksFailing";
+    /// WorksSucceeded=False (misplaced).
+    pub const WORKS_MISPLACED: &str = "WorksMisplaced";
+    /// Reconciled=Unknown while a workflow runs.
+    pub const WORKFLOW_PENDING: &str = "WorkflowPending";
+    /// Reconciled=True.
+    pub const RECONCILED: &str = "Reconciled";
+    /// Reconciled=True for dry runs.
+    pub const DRY_RUN_SUCCEEDED: &str = "DryRunSucceeded";
+    /// Reconciled=Unknown: requirements not fulfilled.
+    pub const REQUIREMENTS_NOT_FULFILLED: &str = "RequirementsNotFulfilled";
+    /// Reconciled=Unknown after unpausing.
+    pub const UNPAUSED: &str = "Unpaused";
+    /// DeleteWorkflowCompleted=False.
+    pub const DELETE_WORKFLOW_FAILED: &str = "DeleteWorkflowFailed";
+    /// DeleteWorkflowCompleted=False while suspended.
+    pub const DELETE_WORKFLOW_SUSPENDED: &str = "DeleteWorkflowSuspended";
+    /// RR PromiseAvailable=False.
+    pub const PROMISE_REQUIREMENTS_NOT_INSTALLED: &str = "PromiseRequirementsNotInstalled";
+    /// Work: WorkPlacement writes failing.
+    pub const WORKPLACEMENTS_FAILING: &str = "WorkplacementsFailing";
+    /// WorkPlacement / Work misplaced.
+    pub const DESTINATION_SELECTOR_MISMATCH: &str = "DestinationSelectorMismatch";
+    /// WorkPlacement Ready=False.
+    pub const MISPLACED: &str = "Misplaced";
+    /// WorkPlacement ScheduleSucceeded=True.
+    pub const SCHEDULED_TO_DESTINATION: &str = "ScheduledToDestination";
+    /// Work unscheduled groups.
+    pub const UNSCHEDULED_WORKLOADS: &str = "UnscheduledWorkloads";
+    /// Work fully scheduled.
+    pub const ALL_WORKPLACEMENTS_SCHEDULED: &str = "AllWorkplacementsScheduled";
+    /// Work scheduling error.
+    pub const FAILED_TO_SCHEDULE_WORKLOADS: &str = "FailedToScheduleWorkloads";
+    /// WorkPlacement WriteSucceeded=True.
+    pub const WORKLOADS_WRITTEN_TO_STATE_STORE: &str = "WorkloadsWrittenToStateStore";
+    /// WorkPlacement Ready=True.
+    pub const WORKLOADS_WRITTEN_TO_TARGET_DESTINATION: &str = "WorkloadsWrittenToTargetDestination";
+    /// WorkPlacement write failure.
+    pub const WORKLOADS_FAILED_WRITE: &str = "WorkloadsFailedWrite";
+    /// State store Secret missing.
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// State store other error.
+    pub const STATE_STORE_ERROR: &str = "StateStoreError";
+    /// State store writer init failure.
+    pub const ERROR_INITIALISING_WRITER: &str = "ErrorInitialisingWriter";
+    /// State store permission check failure.
+    pub const ERROR_VALIDATING_PERMISSIONS: &str = "ErrorValidatingPermissions";
+    /// State store Ready=True.
+    pub const STATE_STORE_READY: &str = "StateStoreReady";
+    /// Destination without a Ready condition yet.
+    pub const DESTINATION_NOT_READY: &str = "DestinationNotReady";
+    /// Destination's store missing.
+    pub const STATE_STORE_NOT_FOUND: &str = "StateStoreNotFound";
+    /// Destination's store not ready.
+    pub const STATE_STORE_NOT_READY: &str = "StateStoreNotReady";
+    /// Destination Ready=True with `initWorkloads.enabled: false`.
+    pub const DESTINATION_READY: &str = "DestinationReady";
+    /// Destination canary write failed.
+    pub const STATE_STORE_WRITE_FAILED: &str = "StateStoreWriteFailed";
+    /// Destination Ready=True after canary write.
+    pub const TEST_DOCUMENTS_WRITTEN: &str = "TestDocumentsWritten";
+    /// PromiseRelease installed.
+    pub const INSTALLED_SUCCESSFULLY: &str = "InstalledSuccessfully";
+    /// PromiseRelease fetch failure.
+    pub const FAILED_TO_FETCH_PROMISE: &str = "FailedToFetchPromise";
+    /// PromiseRelease: fetched Promise has no version label.
+    pub const VERSION_LABEL_NOT_FOUND: &str = "VersionLabelNotFound";
+    /// PromiseRelease: version mismatch.
+    pub const VERSION_NOT_MATCHING: &str = "VersionNotMatching";
+    /// PromiseRelease: apply failure.
+    pub const FAILED_TO_CREATE_OR_UPDATE_PROMISE: &str = "FailedToCreateOrUpdatePromise";
+    /// ResourceBinding upgrade running.
+    pub const UPGRADE_IN_PROGRESS: &str = "UpgradeInProgress";
+    /// ResourceBinding upgrade done.
+    pub const UPGRADE_COMPLETE: &str = "UpgradeComplete";
+    /// ResourceBinding upgrade failed.
+    pub const UPGRADE_FAILED: &str = "UpgradeFailed";
+}
+
+/// Fixed condition/status messages (kratix-spec §2.6, §3.3, §3.4, §4.11, §5.4, §6.5).
+pub mod messages {
+    /// `status.message` while a pipeline runs.
+    pub const PENDING: &str = "Pending";
+    /// `status.message` of an RR after the last pipeline completes (if still Pending).
+    pub const RESOURCE_REQUESTED: &str = "Resource requested";
+    /// `status.message` of a Promise after the last pipeline completes (if still Pending).
+    pub const PROMISE_CONFIGURED: &str = "Promise configured";
+    /// `status.message` after a dry run.
+    pub const DRY_RUN_EXECUTED: &str = "Dry run executed";
+    /// ConfigureWorkflowCompleted=True message.
+    pub const PIPELINES_COMPLETED: &str = "Pipelines completed";
+    /// ConfigureWorkflowCompleted=False/PipelinesInProgress message.
+    pub const PIPELINES_IN_PROGRESS: &str = "Pipelines are still in progress";
+    /// Prefix of ConfigureWorkflowCompleted=False/ConfigureWorkflowFailed (+ pipeline name).
+    pub const CONFIGURE_PIPELINE_FAILED_PREFIX: &str = "A Configure Pipeline has failed: ";
+    /// Promise Available=True message.
+    pub const READY_TO_FULFIL: &str = "Ready to fulfil resource requests";
+    /// Promise Available=False message.
+    pub const CANNOT_FULFIL: &str = "Cannot fulfil resource requests";
+    /// Reconciled message values.
+    pub const RECONCILED: &str = "Reconciled";
+    /// Reconciled=False message.
+    pub const FAILING: &str = "Failing";
+    /// Paused.
+    pub const PAUSED: &str = "Paused";
+    /// Suspended.
+    pub const SUSPENDED: &str = "Suspended";
+    /// Work Ready=True message.
+    pub const READY: &str = "Ready";
+    /// Misplaced.
+    pub const MISPLACED: &str = "Misplaced";
+    /// Delete pipeline failed.
+    pub const DELETE_PIPELINE_FAILED: &str = "The Delete Pipeline has failed";
+    /// Delete workflow suspended.
+    pub const DELETE_WORKFLOW_SUSPENDED: &str = "The delete workflow is suspended";
+    /// State store Ready=True.
+    pub const STATE_STORE_READY: &str = "State store is ready";
+    /// Destination without Ready condition.
+    pub const DESTINATION_NOT_READY: &str = "Destination is not ready";
+    /// Destination Ready=True (initWorkloads disabled).
+    pub const DESTINATION_READY: &str = "Destination is ready";
+    /// Destination Ready=True after canary write.
+    pub const TEST_DOCUMENTS_WRITTEN: &str = "Test documents written to State Store";
+    /// WorkPlacement WriteSucceeded=True.
+    pub const WORKLOADS_WRITTEN: &str = "Workloads written to State Store";
+    /// WorkPlacement ScheduleSucceeded=True.
+    pub const SCHEDULED_TO_CORRECT_DESTINATION: &str = "Scheduled to correct Destination";
+    /// WorkPlacement misplaced.
+    pub const TARGET_NO_LONGER_MATCHES: &str =
+        "Target destination no longer matches destinationSelectors";
+    /// Work fully scheduled.
+    pub const ALL_WORKPLACEMENTS_SCHEDULED: &str = "All workplacements scheduled successfully";
+    /// PromiseRelease installed.
+    pub const INSTALLED_SUCCESSFULLY: &str = "Installed successfully";
+}
+
+/// `status.requiredPromises[].state` strings (kratix-spec §1.1).
+pub mod requirement_state {
+    /// Installed at the right version and Available.
+    pub const INSTALLED: &str = "Requirement installed";
+    /// Not installed.
+    pub const NOT_INSTALLED: &str = "Requirement not installed";
+    /// Installed at another version.
+    pub const NOT_INSTALLED_AT_VERSION: &str = "Requirement not installed at the specified version";
+    /// Installed but not Available.
+    pub const NOT_AVAILABLE: &str = "Requirement not available";
+    /// Unknown.
+    pub const UNKNOWN: &str = "Requirement state unknown";
+}
