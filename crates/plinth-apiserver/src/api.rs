@@ -1503,11 +1503,11 @@ pub(crate) async fn group_resources(
 }
 
 pub(crate) async fn openapi_index(State(app): State<AppRef>) -> Response {
-    json_ok(openapi_pending::v3_index(&app.registry.all()))
+    json_ok(crate::openapi::v3_index(&app.registry.all()))
 }
 
 pub(crate) async fn openapi_core(State(app): State<AppRef>) -> Response {
-    openapi_pending::v3_group_version(&app.registry.all(), "", "v1")
+    crate::openapi::v3_group_version(&app.registry.all(), "", "v1")
         .map(json_ok)
         .unwrap_or_else(|| not_found_path().into_response())
 }
@@ -1516,7 +1516,7 @@ pub(crate) async fn openapi_group(
     State(app): State<AppRef>,
     axum::extract::Path((group, version)): axum::extract::Path<(String, String)>,
 ) -> Response {
-    openapi_pending::v3_group_version(&app.registry.all(), &group, &version)
+    crate::openapi::v3_group_version(&app.registry.all(), &group, &version)
         .map(json_ok)
         .unwrap_or_else(|| not_found_path().into_response())
 }
@@ -1543,39 +1543,6 @@ pub(crate) fn routes(app: AppRef) -> axum::Router {
         .route("/healthz", get(healthz))
         .fallback(handle)
         .with_state(app)
-}
-
-/// Temporary pass-through until `crate::openapi` provides the documents.
-mod openapi_pending {
-    use crate::resource::ResourceInfo;
-    use serde_json::{Value, json};
-
-    pub fn v3_index(resources: &[ResourceInfo]) -> Value {
-        let mut paths = serde_json::Map::new();
-        for r in resources {
-            let p = if r.group.is_empty() {
-                "api/v1".to_string()
-            } else {
-                format!("apis/{}/{}", r.group, r.version)
-            };
-            paths.insert(
-                p.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{p}")}),
-            );
-        }
-        json!({"paths": paths})
-    }
-
-    pub fn v3_group_version(
-        resources: &[ResourceInfo],
-        group: &str,
-        version: &str,
-    ) -> Option<Value> {
-        resources
-            .iter()
-            .any(|r| r.group == group && r.version == version)
-            .then(|| json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0"}, "paths": {}, "components": {"schemas": {}}}))
-    }
 }
 
 #[cfg(test)]
