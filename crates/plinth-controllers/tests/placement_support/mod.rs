@@ -253,30 +253,28 @@ impl Env {
         reason: &str,
     ) -> String {
         let api: Api<Work> = Api::namespaced(self.client.clone(), ns);
-        let mut msg = String::new();
-        wait_for(
-            &format!("Work {ns}/{name} {type_}={status}/{reason}"),
-            || {
-                let api = api.clone();
-                let msg = &mut msg;
-                async move {
-                    match api
-                        .get(name)
-                        .await
-                        .ok()
-                        .and_then(|w| cond(&w.status.and_then(|s| s.conditions), type_))
-                    {
-                        Some((s, r, m)) if s == status && r == reason => {
-                            *msg = m;
-                            true
-                        }
-                        _ => false,
-                    }
-                }
-            },
-        )
-        .await;
-        msg
+        let deadline = tokio::time::Instant::now() + CONVERGE;
+        let mut last = None;
+        loop {
+            let got = api
+                .get(name)
+                .await
+                .ok()
+                .and_then(|w| cond(&w.status.and_then(|s| s.conditions), type_));
+            if let Some((s, r, m)) = &got
+                && s == status
+                && r == reason
+            {
+                return m.clone();
+            }
+            last = got.or(last);
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for Work {ns}/{name} {type_}={status}/{reason}; last seen {last:?}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Waits until the WorkPlacement is Ready (written) and returns it.
