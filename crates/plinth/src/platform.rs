@@ -55,6 +55,7 @@ impl Platform {
             .await
             .with_context(|| format!("starting the API server in {}", opts.data_dir.display()))?;
         let client = server.client();
+        register_kratix_crds(&client).await?;
         let mut tasks = Vec::new();
 
         if opts.controllers {
@@ -91,6 +92,28 @@ impl Platform {
         }
         self.server.shutdown().await;
     }
+}
+
+/// Creates or updates the Kratix CRDs (generated from `plinth-api`'s types) so every
+/// `platform.kratix.io` kind is served before the controllers start.
+async fn register_kratix_crds(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in plinth_api::crds::all_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match crds.get_opt(&name).await? {
+            None => {
+                crds.create(&PostParams::default(), &crd).await.with_context(|| format!("registering CRD {name}"))?;
+            }
+            Some(existing) if existing.spec != crd.spec => {
+                let mut updated = crd.clone();
+                updated.metadata.resource_version = existing.metadata.resource_version.clone();
+                crds.replace(&name, &PostParams::default(), &updated).await.with_context(|| format!("updating CRD {name}"))?;
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Creates (once) a bare Git repository in the data dir, a `GitStateStore` pointing at it

@@ -1,80 +1,70 @@
-//! `plinth up`: runs the platform in the foreground on this machine.
-//!
-//! Starts the embedded API server on `--data-dir` (default `<user data dir>/plinth`,
-//! e.g. `~/.local/share/plinth`), serving HTTPS on `--listen` (default `127.0.0.1:6443`;
-//! port 0 picks a free port and the kubeconfig holds the real address), prints the
-//! kubeconfig path and an `export KUBECONFIG=...` line, and runs until Ctrl-C or SIGTERM.
+//! `plinth up`: the whole platform in the foreground — the embedded API server, the
+//! controllers and the Job runner — until Ctrl-C or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use anyhow::Context;
-use plinth_apiserver::{ApiServer, ServerConfig};
+use crate::platform::{BOOTSTRAP_NAME, Platform, PlatformOptions, default_data_dir};
 
 /// Arguments of `plinth up`.
 #[derive(clap::Args)]
 pub struct UpArgs {
-    /// Directory for the database, TLS material, kubeconfig and pod logs
+    /// Where the database, CA, kubeconfig, pod logs and the local state store live
     /// [default: <user data dir>/plinth, e.g. ~/.local/share/plinth].
     #[arg(long, env = "PLINTH_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// HTTPS listen address for kubectl and pipelines (loopback). Port 0 picks a free port.
+    /// HTTPS address for kubectl and pipelines; `127.0.0.1:0` picks a free port and the
+    /// kubeconfig holds the real one.
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
+    /// Do not create the local Git state store and Destination in a fresh data dir.
+    #[arg(long)]
+    pub no_bootstrap: bool,
+    /// Serve the API only; run the controllers elsewhere (`plinth operator`).
+    #[arg(long)]
+    pub no_controllers: bool,
+    /// Do not run pipeline Jobs in this process.
+    #[arg(long)]
+    pub no_runner: bool,
+    /// Image map: a YAML file mapping images to local commands for pipelines whose
+    /// images cannot be pulled.
+    #[arg(long)]
+    pub image_map: Option<PathBuf>,
+    /// Milliseconds the Git writer waits to batch writes into one commit.
+    #[arg(long, default_value_t = 200)]
+    pub git_batch_window_ms: u64,
 }
 
-/// The data directory `plinth up` uses when none is given.
-pub fn default_data_dir() -> PathBuf {
-    dirs::data_dir()
-        .unwrap_or_else(|| std::env::temp_dir())
-        .join("plinth")
-}
-
-/// Builds and starts the embedded API server for `args`.
-pub async fn start_api_server(args: &UpArgs) -> anyhow::Result<ApiServer> {
-    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    let mut config = ServerConfig::new(&data_dir);
-    config.listen = Some(args.listen);
-    ApiServer::start(config)
-        .await
-        .with_context(|| format!("starting the API server in {}", data_dir.display()))
-}
-
-/// Runs `plinth up` until Ctrl-C or SIGTERM.
+/// Runs `plinth up`.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    let server = start_api_server(&args).await?;
-    let addr = server
-        .https_addr()
-        .context("the API server is not listening")?;
-    let kubeconfig = server
-        .kubeconfig_path()
-        .context("the API server wrote no kubeconfig")?;
-    tracing::info!("API server listening on https://{addr}");
-    println!("plinth is up: API server at https://{addr}");
-    println!("kubeconfig: {}", kubeconfig.display());
-    println!("export KUBECONFIG={}", kubeconfig.display());
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    wait_for_shutdown().await?;
-    tracing::info!("shutting down");
-    server.shutdown().await;
-    Ok(())
-}
-
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM.
-pub async fn wait_for_shutdown() -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
-            _ = term.recv() => {}
-        }
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let platform = Platform::start(PlatformOptions {
+        data_dir: data_dir.clone(),
+        listen: args.listen,
+        bootstrap: !args.no_bootstrap,
+        controllers: !args.no_controllers,
+        runner: !args.no_runner,
+        image_map: args.image_map.clone(),
+        git_batch_window: Duration::from_millis(args.git_batch_window_ms),
+    })
+    .await?;
+    let addr = platform.server.https_addr().map(|a| a.to_string()).unwrap_or_default();
+    println!("Plinth is up: API server https://{addr}, data in {}", data_dir.display());
+    if let Some(kc) = platform.server.kubeconfig_path() {
+        // Printed unindented: scripts and tests read this line.
+        println!("export KUBECONFIG={}", kc.display());
+        println!("  kubectl get promises,destinations,gitstatestores");
     }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    if let Some(repo) = &platform.state_store_repo {
+        println!("  state store: GitStateStore/{BOOTSTRAP_NAME} -> file://{} (Destination {BOOTSTRAP_NAME}, label environment=dev)", repo.display());
+    }
+    if args.no_controllers {
+        println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
+    }
+    println!("Press Ctrl-C to stop.");
+    crate::signal::shutdown_signal().await;
+    println!("Stopping…");
+    platform.shutdown().await;
     Ok(())
 }
