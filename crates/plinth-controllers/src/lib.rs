@@ -37,6 +37,10 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
     tokio::join!(
         config::watch(ctx.clone(), defaults),
         promise::run(ctx.clone()),
+        scheduler::run(ctx.clone()),
+        workplacement::run(ctx.clone()),
+        destination::run(ctx.clone()),
+        statestore::run(ctx.clone()),
     );
 }
 
