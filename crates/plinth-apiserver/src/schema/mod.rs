@@ -25,5 +25,44 @@ pub use admission::{admit, unknown_fields};
 pub use messages::{format_invalid, strict_decoding_error};
 pub use structural::check_crd;
 
+use crate::resource::ResourceInfo;
+
+/// Apply the `fieldValidation` query parameter of a create/update/patch request to the
+/// object as received (before [`admit`] prunes it; for a patch, the patched object).
+///
+/// * `Strict` — unknown fields fail the request: `Err(message)` for a `400 BadRequest`
+///   `Status` with `reason: BadRequest` and message
+///   `strict decoding error: unknown field "spec.foo"`.
+/// * `Warn` (and an absent parameter, the Kubernetes default since 1.27) — `Ok(warnings)`:
+///   send each as a `Warning: 299 - "<warning>"` response header (`unknown field "spec.foo"`).
+/// * `Ignore` — `Ok(vec![])`.
+///
+/// Any other value is `Err` with Kubernetes' message for an invalid directive.
+pub fn field_validation(
+    info: &ResourceInfo,
+    obj: &serde_json::Value,
+    directive: Option<&str>,
+) -> Result<Vec<String>, String> {
+    match directive.unwrap_or("Warn") {
+        "Ignore" => Ok(Vec::new()),
+        "Warn" | "" => Ok(unknown_fields(info, obj)
+            .iter()
+            .map(|p| format!("unknown field {}", messages::quote(p)))
+            .collect()),
+        "Strict" => {
+            let unknown = unknown_fields(info, obj);
+            if unknown.is_empty() {
+                Ok(Vec::new())
+            } else {
+                Err(strict_decoding_error(&unknown))
+            }
+        }
+        other => Err(format!(
+            "fieldValidation directive {} is not supported; valid values are \"Ignore\", \"Warn\", \"Strict\"",
+            messages::quote(other)
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -632,3 +632,28 @@ fn check_crd_checks_printer_columns_and_cel() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn field_validation_directives() {
+    let info = info_for(widget_schema());
+    let o = obj(json!({"name": "a", "foo": 1, "bar": {"x": 1}}));
+    assert_eq!(field_validation(&info, &o, Some("Ignore")), Ok(vec![]));
+    assert_eq!(
+        field_validation(&info, &o, Some("Warn")),
+        Ok(vec![
+            r#"unknown field "spec.foo""#.to_string(),
+            r#"unknown field "spec.bar""#.to_string()
+        ])
+    );
+    assert_eq!(field_validation(&info, &o, None).unwrap().len(), 2);
+    assert_eq!(
+        field_validation(&info, &o, Some("Strict")),
+        Err(
+            r#"strict decoding error: unknown field "spec.foo", unknown field "spec.bar""#
+                .to_string()
+        )
+    );
+    let clean = obj(json!({"name": "a"}));
+    assert_eq!(field_validation(&info, &clean, Some("Strict")), Ok(vec![]));
+    assert!(field_validation(&info, &clean, Some("Loose")).is_err());
+}
