@@ -1,0 +1,367 @@
+//! Admission for Kratix kinds (`platform.kratix.io`): the checks Kratix's validating
+//! webhooks make (reference §1.1, §1.3, §1.5), answered as 422 `Invalid` with field
+//! causes at apply time, so a bad Promise never reaches the controllers.
+//!
+//! Beyond Kratix: a Destination whose effective root overlaps another Destination's on
+//! the same state store is rejected (Kratix only rejects identical paths; overlapping
+//! roots clobber each other's files, §13).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::api::App;
+use crate::error::ApiError;
+use crate::registry::rkey;
+use crate::resource::{Cause, ResourceInfo};
+use crate::store::ObjKey;
+
+/// Kratix's floor for every user-supplied interval (§0 `MinReconciliationInterval`).
+const MIN_INTERVAL: Duration = Duration::from_secs(60);
+/// Longest pipeline ID `<promise>-<type>-<action>-<pipeline>` (§1.1 webhook rule 3).
+const MAX_PIPELINE_ID: usize = 60;
+
+fn cause(field: &str, reason: &str, message: impl Into<String>) -> Cause {
+    Cause { reason: reason.into(), message: message.into(), field: field.into() }
+}
+
+/// Validates a Kratix object of `kind` on create (`old` None) or update. `others` are the
+/// stored objects of the same kind (used for Destination overlap checks); `store_path`
+/// resolves a Destination's state store to its `spec.path` (None when it does not exist).
+pub fn validate(
+    kind: &str,
+    obj: &Value,
+    old: Option<&Value>,
+    others: &[Value],
+    store_path: &dyn Fn(&str, &str) -> Option<String>,
+) -> Result<(), Vec<Cause>> {
+    let causes = match kind {
+        "Promise" => validate_promise(obj, old),
+        "Destination" => validate_destination(obj, others, store_path),
+        "BucketStateStore" => validate_bucket_store(obj),
+        "PromiseRelease" => {
+            let url = obj.pointer("/spec/sourceRef/url").and_then(Value::as_str).unwrap_or("");
+            if url.is_empty() { vec![cause("spec.sourceRef.url", "FieldValueRequired", "Required value")] } else { vec![] }
+        }
+        _ => vec![],
+    };
+    if causes.is_empty() { Ok(()) } else { Err(causes) }
+}
+
+/// The admission step for a Kratix object about to be stored: reads what [`validate`]
+/// needs from the store and answers 422 `Invalid` with the causes.
+pub(crate) async fn admit(app: &App, info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut others = Vec::new();
+    let mut stores: Vec<(String, String, Option<String>)> = Vec::new();
+    if info.kind == "Destination" {
+        let store_err = |e: crate::store::StoreError| ApiError::internal(format!("reading Destinations: {e}"));
+        others = app.store.list(rkey(&info.group, &info.plural), None, None, 0, Box::new(|_| true)).await.map_err(store_err)?.items;
+        for (kind, plural) in [("GitStateStore", "gitstatestores"), ("BucketStateStore", "bucketstatestores")] {
+            let sname = obj.pointer("/spec/stateStoreRef/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let key = ObjKey { rkey: rkey(&info.group, plural), ns: String::new(), name: sname.clone() };
+            let found = app.store.get(key).await.map_err(store_err)?;
+            stores.push((kind.to_string(), sname, found.and_then(|s| s.pointer("/spec/path").and_then(Value::as_str).map(str::to_string))));
+        }
+    }
+    let lookup = |kind: &str, name: &str| stores.iter().find(|(k, n, _)| k == kind && n == name).and_then(|(_, _, p)| p.clone());
+    validate(&info.kind, obj, old, &others, &lookup).map_err(|causes| ApiError::invalid(info, &name, causes))
+}
+
+fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+
+    // Pipelines: Kratix kind, unique names per workflow, ID length.
+    for wtype in ["promise", "resource"] {
+        for action in ["configure", "delete"] {
+            let Some(list) = spec.pointer(&format!("/workflows/{wtype}/{action}")).and_then(Value::as_array) else { continue };
+            let mut seen = BTreeSet::new();
+            for (i, p) in list.iter().enumerate() {
+                let field = format!("spec.workflows.{wtype}.{action}[{i}]");
+                if p["apiVersion"] != "platform.kratix.io/v1alpha1" || p["kind"] != "Pipeline" {
+                    causes.push(cause(&field, "FieldValueInvalid", format!(
+                        "Invalid value: unsupported pipeline {}/{}: must be apiVersion platform.kratix.io/v1alpha1, kind Pipeline",
+                        p["apiVersion"].as_str().unwrap_or(""), p["kind"].as_str().unwrap_or("")
+                    )));
+                    continue;
+                }
+                let pname = p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                if pname.is_empty() {
+                    causes.push(cause(&format!("{field}.metadata.name"), "FieldValueRequired", "Required value"));
+                    continue;
+                }
+                if !seen.insert(pname.to_string()) {
+                    causes.push(cause(&format!("{field}.metadata.name"), "FieldValueDuplicate", format!("Duplicate value: {pname:?}: pipeline names must be unique within {wtype}.{action}")));
+                }
+                let id = format!("{name}-{wtype}-{action}-{pname}");
+                if id.len() > MAX_PIPELINE_ID {
+                    causes.push(cause(&format!("{field}.metadata.name"), "FieldValueTooLong", format!(
+                        "Too long: the pipeline ID {id:?} is {} characters; at most {MAX_PIPELINE_ID} are allowed (shorten the Promise or pipeline name)", id.len()
+                    )));
+                }
+                if p.pointer("/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
+                    causes.push(cause(&format!("{field}.spec.containers"), "FieldValueRequired", "Required value: a pipeline needs at least one container"));
+                }
+            }
+        }
+    }
+
+    // Intervals of at least one minute.
+    if let Some(v) = spec.pointer("/workflows/config/reconciliationInterval").and_then(Value::as_str) {
+        if let Some(c) = interval_cause("spec.workflows.config.reconciliationInterval", v) {
+            causes.push(c);
+        }
+    }
+    let annotation = |o: &Value| o.pointer("/metadata/annotations/kratix.io~1reconciliation-interval").and_then(Value::as_str).map(str::to_string);
+    if let Some(v) = annotation(obj) {
+        if old.is_none_or(|o| annotation(o).as_deref() != Some(v.as_str())) {
+            if let Some(c) = interval_cause("metadata.annotations[kratix.io/reconciliation-interval]", &v) {
+                causes.push(c);
+            }
+        }
+    }
+
+    // The API: a valid, namespaced CRD whose names do not change.
+    let api = spec.get("api").filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
+    if let Some(api) = api {
+        if let Err(e) = plinth_api::crds::validate_api_crd(api) {
+            causes.push(cause("spec.api", "FieldValueInvalid", format!("Invalid value: {e}")));
+        } else {
+            if api.pointer("/spec/scope").and_then(Value::as_str) != Some("Namespaced") {
+                causes.push(cause("spec.api.spec.scope", "FieldValueNotSupported", "Unsupported value: a Promise API must be Namespaced"));
+            }
+            match plinth_api::crds::build_request_crd(name, api) {
+                Ok(crd) => {
+                    if let Err(cs) = crate::schema::check_crd(&crd) {
+                        causes.extend(cs.into_iter().map(|c| Cause { field: format!("spec.api.{}", c.field), ..c }));
+                    }
+                }
+                Err(e) => causes.push(cause("spec.api", "FieldValueInvalid", format!("Invalid value: {e}"))),
+            }
+        }
+    }
+    if let Some(old) = old {
+        let old_api = old.pointer("/spec/api").filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
+        match (old_api, api) {
+            (Some(_), None) => causes.push(cause("spec.api", "FieldValueForbidden", "Forbidden: the API of a Promise cannot be removed")),
+            (Some(o), Some(n)) => {
+                for (field, ptr) in [
+                    ("spec.api.metadata.name", "/metadata/name"),
+                    ("spec.api.spec.group", "/spec/group"),
+                    ("spec.api.spec.names", "/spec/names"),
+                ] {
+                    if o.pointer(ptr) != n.pointer(ptr) {
+                        causes.push(cause(field, "FieldValueForbidden", "Forbidden: field is immutable once the Promise is installed"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    causes
+}
+
+fn interval_cause(field: &str, value: &str) -> Option<Cause> {
+    match parse_duration(value) {
+        None => Some(cause(field, "FieldValueInvalid", format!("Invalid value: {value:?}: not a duration such as \"10m\" or \"1h30m\""))),
+        Some(d) if d < MIN_INTERVAL => Some(cause(field, "FieldValueInvalid", format!("Invalid value: {value:?}: must be at least 1m"))),
+        _ => None,
+    }
+}
+
+/// Parses a Go duration (`90s`, `1h30m`, `500ms`).
+fn parse_duration(s: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    if rest == "0" {
+        return Some(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let uend = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        total += n * match &rest[..uend] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[uend..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+/// `a//b/` → `a/b`; `.`, `/` and empty → empty (the store root); `None` for `..`.
+fn normalize(path: &str) -> Option<String> {
+    let mut out = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => return None,
+            s => out.push(s),
+        }
+    }
+    Some(out.join("/"))
+}
+
+fn overlaps(a: &str, b: &str) -> bool {
+    if a.is_empty() || b.is_empty() || a == b {
+        return true;
+    }
+    let (short, long) = if a.len() < b.len() { (a, b) } else { (b, a) };
+    long.starts_with(short) && long.as_bytes()[short.len()] == b'/'
+}
+
+fn validate_destination(obj: &Value, others: &[Value], store_path: &dyn Fn(&str, &str) -> Option<String>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let path = obj.pointer("/spec/path").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.pointer("/spec/stateStoreRef/kind").and_then(Value::as_str).unwrap_or("");
+    let store = obj.pointer("/spec/stateStoreRef/name").and_then(Value::as_str).unwrap_or("");
+    if path.is_empty() {
+        causes.push(cause("spec.path", "FieldValueRequired", "Required value: the Destination's path in its state store (\".\" for the root)"));
+    }
+    if obj.pointer("/spec/stateStoreRef").is_none_or(Value::is_null) {
+        causes.push(cause("spec.stateStoreRef", "FieldValueRequired", "Required value"));
+    } else if store.is_empty() {
+        causes.push(cause("spec.stateStoreRef.name", "FieldValueRequired", "Required value"));
+    }
+    let Some(mine) = normalize(path) else {
+        causes.push(cause("spec.path", "FieldValueInvalid", format!("Invalid value: {path:?}: must not contain \"..\"")));
+        return causes;
+    };
+    if !causes.is_empty() {
+        return causes;
+    }
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let prefix = store_path(kind, store).and_then(|p| normalize(&p)).unwrap_or_default();
+    let root = |p: &str| if prefix.is_empty() { p.to_string() } else if p.is_empty() { prefix.clone() } else { format!("{prefix}/{p}") };
+    let my_root = root(&mine);
+    for other in others {
+        let oname = other.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        if oname == name || other.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let same_store = other.pointer("/spec/stateStoreRef/kind").and_then(Value::as_str) == Some(kind)
+            && other.pointer("/spec/stateStoreRef/name").and_then(Value::as_str) == Some(store);
+        if !same_store {
+            continue;
+        }
+        let Some(theirs) = other.pointer("/spec/path").and_then(Value::as_str).and_then(normalize) else { continue };
+        let their_root = root(&theirs);
+        if overlaps(&my_root, &their_root) {
+            causes.push(cause("spec.path", "FieldValueInvalid", format!(
+                "Invalid value: {path:?}: its root {:?} in {kind}/{store} overlaps Destination {oname:?} (root {:?}); Destinations on one state store need disjoint paths",
+                if my_root.is_empty() { "/" } else { &my_root },
+                if their_root.is_empty() { "/" } else { &their_root },
+            )));
+        }
+    }
+    causes
+}
+
+fn validate_bucket_store(obj: &Value) -> Vec<Cause> {
+    let auth = obj.pointer("/spec/authMethod").and_then(Value::as_str).unwrap_or("accessKey");
+    if auth != "accessKey" {
+        return vec![];
+    }
+    let mut causes = Vec::new();
+    for (field, ptr) in [("spec.secretRef.name", "/spec/secretRef/name"), ("spec.secretRef.namespace", "/spec/secretRef/namespace")] {
+        if obj.pointer(ptr).and_then(Value::as_str).is_none_or(str::is_empty) {
+            causes.push(cause(field, "FieldValueRequired", "Required value: authMethod accessKey needs a Secret with accessKeyID and secretAccessKey"));
+        }
+    }
+    causes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn none(_: &str, _: &str) -> Option<String> {
+        None
+    }
+
+    fn promise(pipelines: Value) -> Value {
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise", "metadata": {"name": "redis"},
+               "spec": {"workflows": {"resource": {"configure": pipelines}}}})
+    }
+
+    fn pipe(name: &str) -> Value {
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": name}, "spec": {"containers": [{"name": "a", "image": "busybox"}]}})
+    }
+
+    #[test]
+    fn duplicate_and_long_pipeline_names_are_rejected() {
+        let err = validate("Promise", &promise(json!([pipe("a"), pipe("a")])), None, &[], &none).unwrap_err();
+        assert_eq!(err[0].reason, "FieldValueDuplicate");
+        assert_eq!(err[0].field, "spec.workflows.resource.configure[1].metadata.name");
+        let long = "x".repeat(50);
+        let err = validate("Promise", &promise(json!([pipe(&long)])), None, &[], &none).unwrap_err();
+        assert_eq!(err[0].reason, "FieldValueTooLong");
+        assert!(validate("Promise", &promise(json!([pipe("a"), pipe("b")])), None, &[], &none).is_ok());
+    }
+
+    #[test]
+    fn short_intervals_are_rejected() {
+        let mut p = promise(json!([]));
+        p["spec"]["workflows"]["config"] = json!({"reconciliationInterval": "30s"});
+        let err = validate("Promise", &p, None, &[], &none).unwrap_err();
+        assert_eq!(err[0].field, "spec.workflows.config.reconciliationInterval");
+        p["spec"]["workflows"]["config"] = json!({"reconciliationInterval": "2m"});
+        assert!(validate("Promise", &p, None, &[], &none).is_ok());
+    }
+
+    #[test]
+    fn api_names_are_immutable_and_cluster_scope_rejected() {
+        let api = |kind: &str, scope: &str| json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.test"},
+            "spec": {"group": "example.test", "scope": scope, "names": {"kind": kind, "plural": "widgets", "singular": "widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let mut old = promise(json!([]));
+        old["spec"]["api"] = api("Widget", "Namespaced");
+        assert!(validate("Promise", &old, None, &[], &none).is_ok());
+        let mut new = old.clone();
+        new["spec"]["api"] = api("Gadget", "Namespaced");
+        let err = validate("Promise", &new, Some(&old), &[], &none).unwrap_err();
+        assert!(err.iter().any(|c| c.field == "spec.api.spec.names" && c.reason == "FieldValueForbidden"));
+        let mut cluster = promise(json!([]));
+        cluster["spec"]["api"] = api("Widget", "Cluster");
+        let err = validate("Promise", &cluster, None, &[], &none).unwrap_err();
+        assert!(err.iter().any(|c| c.field == "spec.api.spec.scope"));
+        let mut removed = old.clone();
+        removed["spec"].as_object_mut().unwrap().remove("api");
+        assert!(validate("Promise", &removed, Some(&old), &[], &none).is_err());
+    }
+
+    #[test]
+    fn destinations_need_path_and_store_and_disjoint_roots() {
+        let dest = |name: &str, path: &str| json!({"metadata": {"name": name}, "spec": {"path": path, "stateStoreRef": {"kind": "GitStateStore", "name": "s"}}});
+        let err = validate("Destination", &json!({"metadata": {"name": "d"}, "spec": {}}), None, &[], &none).unwrap_err();
+        assert_eq!(err.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(), ["spec.path", "spec.stateStoreRef"]);
+        let others = vec![dest("a", "clusters/dev")];
+        assert!(validate("Destination", &dest("b", "clusters/dev/team"), None, &others, &none).is_err());
+        assert!(validate("Destination", &dest("b", "/clusters//dev/"), None, &others, &none).is_err());
+        assert!(validate("Destination", &dest("b", "."), None, &others, &none).is_err());
+        assert!(validate("Destination", &dest("b", "clusters/devtest"), None, &others, &none).is_ok());
+        assert!(validate("Destination", &dest("a", "clusters/dev"), None, &others, &none).is_ok(), "an update of itself");
+        assert!(validate("Destination", &dest("b", "../x"), None, &others, &none).is_err());
+    }
+
+    #[test]
+    fn access_key_bucket_stores_need_a_secret() {
+        let err = validate("BucketStateStore", &json!({"spec": {"bucketName": "b", "endpoint": "e"}}), None, &[], &none).unwrap_err();
+        assert_eq!(err.len(), 2);
+        assert!(validate("BucketStateStore", &json!({"spec": {"authMethod": "IAM"}}), None, &[], &none).is_ok());
+    }
+}
