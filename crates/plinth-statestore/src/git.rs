@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use git2::{
     AutotagOption, CertificateCheckStatus, Cred, CredentialType, Direction, ErrorClass, ErrorCode,
     FetchOptions, FetchPrune, Index, IndexEntry, IndexTime, Oid, PushOptions, RemoteCallbacks,
-    Repository, RepositoryInitOptions, Signature,
+    Repository, RepositoryInitOptions,
 };
 use sha2::Digest;
 use tokio::sync::oneshot;
@@ -173,19 +173,46 @@ pub fn init_bare(path: &Path, branch: &str) -> Result<String, StoreError> {
         .treebuilder(None)
         .and_then(|b| b.write())
         .map_err(git_err)?;
-    let tree = repo.find_tree(tree_id).map_err(git_err)?;
-    let sig = Signature::now(DEFAULT_AUTHOR_NAME, "").map_err(git_err)?;
-    let id = repo
-        .commit(
-            Some(&refname),
-            &sig,
-            &sig,
-            "Initialise state store",
-            &tree,
-            &[],
-        )
+    let id = write_commit(
+        &repo,
+        tree_id,
+        None,
+        DEFAULT_AUTHOR_NAME,
+        "",
+        "Initialise state store",
+    )
+    .map_err(git_err)?;
+    repo.reference(&refname, id, false, "init")
         .map_err(git_err)?;
     Ok(id.to_string())
+}
+
+/// Writes a commit object directly, so that an empty author email (Kratix's default
+/// `gitAuthor` is `{name: kratix}`, reference §1.4) is kept as `kratix <>` like the git CLI
+/// writes it; libgit2's signature type refuses empty emails.
+fn write_commit(
+    repo: &Repository,
+    tree: Oid,
+    parent: Option<Oid>,
+    name: &str,
+    email: &str,
+    message: &str,
+) -> Result<Oid, git2::Error> {
+    let clean = |s: &str| s.replace(['<', '>', '\n', '\r', '\0'], "");
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let ident = format!("{} <{}> {secs} +0000", clean(name), clean(email));
+    let mut raw = format!("tree {tree}\n");
+    if let Some(p) = parent {
+        raw.push_str(&format!("parent {p}\n"));
+    }
+    raw.push_str(&format!("author {ident}\ncommitter {ident}\n\n{message}"));
+    if !raw.ends_with('\n') {
+        raw.push('\n');
+    }
+    repo.odb()?.write(git2::ObjectType::Commit, raw.as_bytes())
 }
 
 /// Removes credentials from a URL for messages (`https://user:pw@host` → `https://host`).
@@ -195,10 +222,10 @@ pub(crate) fn redact_url(url: &str) -> String {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
-        if let Some((userinfo, host)) = authority.rsplit_once('@') {
-            if scheme.starts_with("http") || userinfo.contains(':') {
-                return format!("{scheme}://{host}{path}");
-            }
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
+            && (scheme.starts_with("http") || userinfo.contains(':'))
+        {
+            return format!("{scheme}://{host}{path}");
         }
     }
     url.to_string()
@@ -281,7 +308,7 @@ impl GitHandle {
             cause: e.to_string(),
         })?;
         if cfg.branch.is_empty()
-            || git2::Reference::is_valid_name(&format!("refs/heads/{}", cfg.branch)) == false
+            || !git2::Reference::is_valid_name(&format!("refs/heads/{}", cfg.branch))
         {
             return Err(StoreError::InvalidConfig {
                 field: "branch".into(),
@@ -854,6 +881,12 @@ impl Worker {
         ]) {
             return self.branch_missing();
         }
+        if has(&["failed to resolve path"]) {
+            return StoreError::RepositoryMissing {
+                url: target,
+                cause: msg,
+            };
+        }
         if has(&[
             "failed to connect",
             "connection refused",
@@ -1050,12 +1083,16 @@ impl Worker {
                     .collect(),
             ));
         }
-        let tree = repo.find_tree(tree_id).map_err(ge("write-tree"))?;
-        let sig = Signature::now(&self.author_name, &self.author_email).map_err(ge("commit"))?;
         let message = commit_message(batch);
-        let commit = repo
-            .commit(None, &sig, &sig, &message, &tree, &[&base_commit])
-            .map_err(ge("commit"))?;
+        let commit = write_commit(
+            repo,
+            tree_id,
+            Some(base),
+            &self.author_name,
+            &self.author_email,
+            &message,
+        )
+        .map_err(ge("commit"))?;
         match self.push(commit)? {
             PushResult::Rejected(cause) => Ok(BatchResult::Rejected(cause)),
             PushResult::Pushed => {
@@ -1174,7 +1211,7 @@ impl Worker {
         })();
         let heads = heads.map_err(|e| self.classify("push", e, &failure))?;
         let want = format!("refs/heads/{}", self.branch);
-        if heads.iter().any(|h| *h == want) {
+        if heads.contains(&want) {
             Ok(())
         } else {
             Err(self.branch_missing())

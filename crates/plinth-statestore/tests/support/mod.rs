@@ -30,6 +30,18 @@ pub fn wait_for_port(port: u16, timeout: Duration, what: &str) {
     panic!("{what} did not start listening on 127.0.0.1:{port} within {timeout:?}");
 }
 
+/// A global git config for the CLI in tests: only `safe.directory=*`.
+fn test_gitconfig() -> PathBuf {
+    let p = std::env::temp_dir().join(format!(
+        "plinth-statestore-test-{}.gitconfig",
+        std::process::id()
+    ));
+    if !p.exists() {
+        std::fs::write(&p, "[safe]\n\tdirectory = *\n").unwrap();
+    }
+    p
+}
+
 /// Runs the `git` CLI with an isolated configuration; panics with its stderr on failure.
 pub fn git(cwd: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -37,7 +49,8 @@ pub fn git(cwd: &Path, args: &[&str]) -> String {
         .args(args)
         .current_dir(cwd)
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        // Repositories served over SSH belong to the SSH user; allow reading them locally.
+        .env("GIT_CONFIG_GLOBAL", test_gitconfig())
         .env("GIT_AUTHOR_NAME", "someone-else")
         .env("GIT_AUTHOR_EMAIL", "else@example.test")
         .env("GIT_COMMITTER_NAME", "someone-else")
@@ -58,14 +71,24 @@ pub fn cli_clone(parent: &Path, url: &str, branch: &str) -> PathBuf {
     let dir = parent.join(format!("clone-{}", rand_suffix()));
     git(
         parent,
-        &["clone", "-q", "--branch", branch, url, dir.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            branch,
+            url,
+            dir.to_str().unwrap(),
+        ],
     );
     dir
 }
 
 /// Number of commits on `branch` of the bare repository.
 pub fn commit_count(bare: &Path, branch: &str) -> usize {
-    git(bare, &["rev-list", "--count", branch]).trim().parse().unwrap()
+    git(bare, &["rev-list", "--count", branch])
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Every file of a checkout (except `.git`), relative path → bytes.
@@ -118,13 +141,18 @@ impl Drop for Server {
 pub fn git_daemon(base: &Path, receive_pack: bool) -> Server {
     let port = free_port();
     let mut cmd = Command::new("git");
-    cmd.args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1"])
-        .arg(format!("--base-path={}", base.display()))
-        .arg(format!("--port={port}"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.args([
+        "daemon",
+        "--reuseaddr",
+        "--export-all",
+        "--listen=127.0.0.1",
+    ])
+    .arg(format!("--base-path={}", base.display()))
+    .arg(format!("--port={port}"))
+    .env("GIT_CONFIG_NOSYSTEM", "1")
+    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     if receive_pack {
         cmd.arg("--enable=receive-pack");
     }
@@ -143,9 +171,7 @@ pub fn git_daemon(base: &Path, receive_pack: bool) -> Server {
 pub fn tools_dir() -> PathBuf {
     std::env::var_os("PLINTH_TEST_TOOLS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools")
-        })
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools"))
 }
 
 /// moto's S3 server, or None (with a SKIPPED line) when it is not installed.
