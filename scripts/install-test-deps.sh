@@ -22,6 +22,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# SSH git server for the Git writer tests: a user whose login shell is git-shell
+# (crates/plinth-statestore/tests/support). useradd leaves the account locked ('!'),
+# which sshd refuses, hence the usermod.
+if [ "$(id -u)" = 0 ] && ! id plinth-git >/dev/null 2>&1; then
+  git_shell=$(command -v git-shell || echo /usr/bin/git-shell)
+  echo "install-test-deps: creating user plinth-git (shell $git_shell)"
+  useradd -r -M -d /nonexistent -s "$git_shell" plinth-git
+  usermod -p '*' plinth-git
+fi
+
 # S3-compatible server for the bucket writer tests.
 if [ ! -x "$tools/venv/bin/moto_server" ]; then
   echo "install-test-deps: installing moto[server] into $tools/venv"
