@@ -483,6 +483,14 @@ pub(crate) fn decode_body(content_type: &str, bytes: &[u8]) -> Result<Value, Api
             .map_err(|e| ApiError::bad_request(format!("request body is not UTF-8: {e}")))?;
         serde_saphyr::from_str(s)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML request body: {e}")))?
+    } else if ct == "application/vnd.kubernetes.protobuf" {
+        crate::protobuf::decode(bytes).map_err(|e| {
+            if e.contains("not supported") {
+                ApiError::new(415, "UnsupportedMediaType", e)
+            } else {
+                ApiError::bad_request(format!("error decoding protobuf request body: {e}"))
+            }
+        })?
     } else if ct.is_empty() || ct.ends_with("json") || ct == "*/*" {
         serde_json::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("error decoding JSON request body: {e}")))?
