@@ -168,7 +168,7 @@ pub fn destination_matches(
         return false;
     }
     if resolved.is_empty() {
-        return !(dest.strict_match_labels && !dest.labels.is_empty());
+        return !dest.strict_match_labels || dest.labels.is_empty();
     }
     resolved.iter().all(|(k, v)| dest.labels.get(k) == Some(v))
 }
@@ -264,8 +264,18 @@ fn work_conditions(work: &Work) -> Vec<Condition> {
 
 struct SchedulerState {
     ctx: Arc<Context>,
+    /// Events of the scheduling step (reporting component `Scheduler`, §8.4).
     recorder: Recorder,
+    /// Events of the Work lifecycle (reporting component `WorkController`, §8.4).
+    work_recorder: Recorder,
 }
+
+/// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
+const WORK_CONTROLLER_REASONS: [&str; 3] = [
+    "WaitingDestination",
+    "WorkplacementsFailing",
+    "FailedDelete",
+];
 
 /// Runs the Work controller (scheduler) until the process stops.
 ///
@@ -293,6 +303,13 @@ pub async fn run(ctx: Arc<Context>) {
             client.clone(),
             Reporter {
                 controller: REPORTER.into(),
+                instance: None,
+            },
+        ),
+        work_recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "WorkController".into(),
                 instance: None,
             },
         ),
@@ -403,7 +420,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 && !crate::objstatus::is_not_found(&e)
             {
                 publish(
-                    &state.recorder,
+                    &state.work_recorder,
                     work.as_ref(),
                     EventType::Warning,
                     "FailedDelete",
@@ -614,7 +631,12 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     .await
     .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
     for (t, reason, msg) in changed_reasons {
-        publish(&state.recorder, work.as_ref(), t, reason, "Schedule", msg).await;
+        let recorder = if WORK_CONTROLLER_REASONS.contains(&reason) {
+            &state.work_recorder
+        } else {
+            &state.recorder
+        };
+        publish(recorder, work.as_ref(), t, reason, "Schedule", msg).await;
     }
 
     if let Some(err) = outcomes.iter().find_map(|(_, o)| o.failed.clone()) {
@@ -1062,7 +1084,8 @@ mod tests {
 
     #[test]
     fn matching_table_of_section_5_4() {
-        let cases: &[(&[(&str, &str)], &[(&str, &str)], bool)] = &[
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)], bool);
+        let cases: &[Case] = &[
             (&[], &[], true),
             (&[("env", "dev")], &[], true),
             (&[("env", "dev")], &[("env", "dev")], true),

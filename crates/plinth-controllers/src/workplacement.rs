@@ -208,12 +208,15 @@ pub fn resolve_target(dest: &Destination, wp: &WorkPlacement) -> Result<Target, 
     }
 }
 
+/// `(namespace, name)` of a WorkPlacement.
+type ObjectKey = (String, String);
+
 struct WpState {
     ctx: Arc<Context>,
     recorder: Recorder,
     /// `(namespace, name)` → (generation written, when). Bridges status-only events and
     /// Destination events without re-writing; the interval requeue forces a re-write.
-    written: Mutex<HashMap<(String, String), (Option<i64>, Instant)>>,
+    written: Mutex<HashMap<ObjectKey, (Option<i64>, Instant)>>,
 }
 
 /// Runs the WorkPlacement controller until the process stops.

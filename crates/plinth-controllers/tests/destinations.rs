@@ -431,3 +431,75 @@ async fn identical_output_makes_no_new_commit_and_recreated_destination_needs_no
     env.destination_ready("dev").await;
     assert_eq!(env.commits(), commits, "Ready without an empty commit");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equivalent_path_spellings_give_the_same_tree() {
+    // B15: store path "/" and Destination path "//platform//" are normalised.
+    let env = start().await;
+    let api: Api<GitStateStore> = Api::all(env.client.clone());
+    let s: GitStateStore = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "GitStateStore",
+        "metadata": {"name": "slashes"},
+        "spec": {"url": env.repo_url(), "branch": "main", "path": "/"},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &s).await.unwrap();
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "platform"},
+        "spec": {"path": "//platform//", "stateStoreRef": {"kind": "GitStateStore", "name": "slashes"}, "filepath": {"mode": "none"}},
+    }))
+    .await;
+    env.destination_ready("platform").await;
+    env.create_work(
+        "team-a",
+        "ns",
+        "widget",
+        "r1",
+        "configure",
+        &[(".", vec![], vec![("namespace.yaml", NS_YAML)])],
+    )
+    .await;
+    env.wait_file("platform/namespace.yaml", true).await;
+    let out = git(&env.repo, &["ls-tree", "main", "platform/namespace.yaml"]);
+    assert!(
+        out.starts_with("100644 blob "),
+        "a regular file, not a directory: {out}"
+    );
+    assert_eq!(env.show("platform/namespace.yaml"), NS_YAML);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_rewrite_restores_files_removed_outside_plinth() {
+    let env =
+        start_with(|c| c.state_store_reconciliation_interval = std::time::Duration::from_secs(1))
+            .await;
+    env.git_store("default").await;
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "dev"},
+        "spec": {"path": "dev", "stateStoreRef": {"kind": "GitStateStore", "name": "default"}},
+    }))
+    .await;
+    env.destination_ready("dev").await;
+    env.create_work(
+        "team-a",
+        "drift",
+        "widget",
+        "r1",
+        "configure",
+        &[(".", vec![], vec![("a.yaml", "a: 1\n")])],
+    )
+    .await;
+    let file = "dev/resources/team-a/widget/r1/configure/5058f/a.yaml";
+    env.wait_file(file, true).await;
+    external_commit(&env.repo, "remove by hand", |wt| {
+        std::fs::remove_file(wt.join(file)).unwrap()
+    });
+    assert!(!env.files().iter().any(|f| f == file));
+    env.wait_file(file, true).await;
+    assert_eq!(env.show(file), "a: 1\n");
+}

@@ -540,3 +540,83 @@ async fn placements_of_a_deleted_destination_do_not_block_deletion() {
             .any(|f| f == "worker-1/resources/team-a/widget/r5/configure/5058f/a.yaml")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_pipelines_of_one_request_get_separate_directories() {
+    // B20: two configure pipelines of the same request both emit config.yaml.
+    let env = start().await;
+    env.git_store("default").await;
+    env.create_destination(dest_json("dev", json!({}), "dev"))
+        .await;
+    env.destination_ready("dev").await;
+    env.create_work(
+        "team-a",
+        "widget-r1-p1",
+        "widget",
+        "r1",
+        "p1",
+        &[(".", vec![], vec![("config.yaml", "from: p1\n")])],
+    )
+    .await;
+    env.create_work(
+        "team-a",
+        "widget-r1-p2",
+        "widget",
+        "r1",
+        "p2",
+        &[(".", vec![], vec![("config.yaml", "from: p2\n")])],
+    )
+    .await;
+    env.wait_file("dev/resources/team-a/widget/r1/p1/5058f/config.yaml", true)
+        .await;
+    env.wait_file("dev/resources/team-a/widget/r1/p2/5058f/config.yaml", true)
+        .await;
+    assert_eq!(
+        env.show("dev/resources/team-a/widget/r1/p1/5058f/config.yaml"),
+        "from: p1\n"
+    );
+    assert_eq!(
+        env.show("dev/resources/team-a/widget/r1/p2/5058f/config.yaml"),
+        "from: p2\n"
+    );
+    env.delete_work("team-a", "widget-r1-p1").await;
+    env.wait_file("dev/resources/team-a/widget/r1/p1/5058f/config.yaml", false)
+        .await;
+    assert_eq!(
+        env.show("dev/resources/team-a/widget/r1/p2/5058f/config.yaml"),
+        "from: p2\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_without_workload_groups_is_ready_with_no_placements() {
+    // B44: empty pipeline output makes no placements, directories or commits.
+    let env = start().await;
+    env.git_store("default").await;
+    env.create_destination(dest_json("dev", json!({}), "dev"))
+        .await;
+    env.destination_ready("dev").await;
+    let commits = env.commits();
+    env.create_work("team-a", "empty", "widget", "r9", "configure", &[])
+        .await;
+    env.work_condition(
+        "team-a",
+        "empty",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
+    let st = Api::<Work>::namespaced(env.client.clone(), "team-a")
+        .get("empty")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        (st.work_placements, st.work_placements_created),
+        (Some(0), Some(0))
+    );
+    assert!(env.placements("team-a", "empty").await.is_empty());
+    assert_eq!(env.commits(), commits);
+}

@@ -20,6 +20,14 @@ use plinth_controllers::workplacement::encode_workload;
 use plinth_controllers::{Context, ControllerConfig};
 use serde_json::{Value, json};
 
+/// A workload group to put in a test Work: `(directory, selectors [(source, labels)],
+/// files [(path, content)])`.
+pub type GroupSpec<'a> = (
+    &'a str,
+    Vec<(&'a str, BTreeMap<String, String>)>,
+    Vec<(&'a str, &'a str)>,
+);
+
 /// One running platform.
 pub struct Env {
     pub server: TestServer,
@@ -44,6 +52,11 @@ pub const CONVERGE: Duration = Duration::from_secs(40);
 /// Starts the API server, registers the Kratix CRDs, creates a bare repository with a
 /// `main` branch and starts the controllers with short intervals.
 pub async fn start() -> Env {
+    start_with(|_| {}).await
+}
+
+/// [`start`] with the controller configuration adjusted by `f`.
+pub async fn start_with(f: impl FnOnce(&mut ControllerConfig)) -> Env {
     let server = TestServer::start().await.expect("API server starts");
     let client = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -86,7 +99,7 @@ pub async fn start() -> Env {
     let repo = dir.path().join("state.git");
     plinth_statestore::git::init_bare(&repo, "main").expect("bare repo");
 
-    let config = ControllerConfig {
+    let mut config = ControllerConfig {
         requeue_short: Duration::from_millis(200),
         requeue_default: Duration::from_millis(500),
         requeue_slow: Duration::from_secs(2),
@@ -94,6 +107,7 @@ pub async fn start() -> Env {
         git_batch_window: Duration::from_millis(20),
         ..ControllerConfig::default()
     };
+    f(&mut config);
     let ctx = Context::new(client.clone(), config);
     let tasks = vec![
         tokio::spawn(plinth_controllers::scheduler::run(ctx.clone())),
@@ -194,11 +208,7 @@ impl Env {
         promise: &str,
         resource: &str,
         pipeline: &str,
-        groups: &[(
-            &str,
-            Vec<(&str, BTreeMap<String, String>)>,
-            Vec<(&str, &str)>,
-        )],
+        groups: &[GroupSpec<'_>],
     ) -> Work {
         let groups: Vec<Value> = groups
             .iter()
@@ -338,6 +348,52 @@ impl Env {
         )
         .await;
     }
+}
+
+/// Commits a change to the bare repository from outside Plinth (a person or another
+/// tool): clones it, runs `edit` in the work tree, commits everything and pushes.
+pub fn external_commit(repo: &Path, message: &str, edit: impl FnOnce(&Path)) {
+    let dir = tempfile::tempdir().unwrap();
+    let wt = dir.path().join("wt");
+    let run = |args: &[&str], cwd: &Path| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("git CLI runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            "main",
+            repo.to_str().unwrap(),
+            wt.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    edit(&wt);
+    run(&["add", "-A"], &wt);
+    run(
+        &[
+            "-c",
+            "user.name=someone",
+            "-c",
+            "user.email=someone@example.test",
+            "commit",
+            "-q",
+            "-m",
+            message,
+        ],
+        &wt,
+    );
+    run(&["push", "-q", "origin", "main"], &wt);
 }
 
 /// `(status, reason, message)` of condition `type_`.
