@@ -433,6 +433,33 @@ impl Op<'_> {
     }
 }
 
+/// Patch media types of a resource. Strategic merge patch only for built-in kinds:
+/// kubectl's client-side apply picks strategic merge exactly when the PATCH operation
+/// lists `application/strategic-merge-patch+json`, and custom resources must get a JSON
+/// merge patch (as on Kubernetes, whose CRD documents omit it).
+fn patch_content(info: &ResourceInfo) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "application/json-patch+json".into(),
+        json!({"schema": reference(PATCH)}),
+    );
+    m.insert(
+        "application/merge-patch+json".into(),
+        json!({"schema": reference(PATCH)}),
+    );
+    if info.builtin {
+        m.insert(
+            "application/strategic-merge-patch+json".into(),
+            json!({"schema": reference(PATCH)}),
+        );
+    }
+    m.insert(
+        "application/apply-patch+yaml".into(),
+        json!({"schema": reference(PATCH)}),
+    );
+    Value::Object(m)
+}
+
 fn add_paths(paths: &mut Map<String, Value>, info: &ResourceInfo, item: &str, list: &str) {
     let prefix = if info.group.is_empty() {
         format!("/api/{}", info.version)
@@ -566,12 +593,7 @@ fn add_paths(paths: &mut Map<String, Value>, info: &ResourceInfo, item: &str, li
                 suffix,
                 json!({"description": format!("partially update {what}"),
                        "parameters": write_params(true),
-                       "requestBody": {"content": {
-                           "application/json-patch+json": {"schema": reference(PATCH)},
-                           "application/merge-patch+json": {"schema": reference(PATCH)},
-                           "application/strategic-merge-patch+json": {"schema": reference(PATCH)},
-                           "application/apply-patch+yaml": {"schema": reference(PATCH)}
-                       }, "required": true},
+                       "requestBody": {"content": patch_content(info), "required": true},
                        "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())}}}),
             ),
         );
@@ -794,6 +816,15 @@ mod tests {
                 .is_object()
         );
         assert!(kratix["paths"]["/apis/platform.kratix.io/v1alpha1/promises"]["post"].is_object());
+
+        // kubectl apply uses strategic merge patch only where the PATCH operation offers it.
+        let smp = "application/strategic-merge-patch+json";
+        let cm_patch = &core["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+        assert!(cm_patch["requestBody"]["content"][smp].is_object());
+        let p_patch =
+            &kratix["paths"]["/apis/platform.kratix.io/v1alpha1/promises/{name}"]["patch"];
+        assert!(p_patch["requestBody"]["content"].get(smp).is_none());
+        assert!(p_patch["requestBody"]["content"]["application/merge-patch+json"].is_object());
     }
 
     #[test]
