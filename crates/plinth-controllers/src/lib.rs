@@ -18,6 +18,7 @@ pub mod events;
 pub mod labels;
 pub mod objstatus;
 pub mod promise;
+pub mod promiserelease;
 pub mod request;
 pub mod scheduler;
 pub mod statestore;
@@ -37,6 +38,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
     tokio::join!(
         config::watch(ctx.clone(), defaults),
         promise::run(ctx.clone()),
+        promiserelease::run(ctx.clone()),
         scheduler::run(ctx.clone()),
         workplacement::run(ctx.clone()),
         destination::run(ctx.clone()),
