@@ -53,6 +53,25 @@ async fn corpus_destinations_produce_kratix_trees_for_all_three_modes() {
         )
     );
 
+    let ev = wait_event(
+        &env.client,
+        "default",
+        &nested.name_any(),
+        "DestinationReady",
+    )
+    .await;
+    assert_eq!(
+        ev,
+        (
+            "Normal".to_string(),
+            "DestinationController".to_string(),
+            "Destination is Ready".to_string()
+        )
+    );
+    let ev = wait_event(&env.client, "default", store, "Ready").await;
+    assert_eq!(ev.1, "GitStateStoreController");
+    assert_eq!(ev.2, format!("GitStateStore \"{store}\" is ready"));
+
     // Canary files per mode (§6.5, B22).
     let files = env.files();
     for f in [

@@ -374,6 +374,17 @@ async fn escaping_workload_path_is_a_terminal_condition_and_nothing_is_written()
     assert_eq!(env.commits(), before, "nothing committed");
     assert_eq!(env.files(), files_before);
     assert!(!env.files().iter().any(|f| f.contains("escape")));
+    let ev = wait_event(&env.client, "team-a", wp_name, "FailedWriteToDestination").await;
+    assert_eq!(
+        (ev.0.as_str(), ev.1.as_str()),
+        ("Warning", "WorkPlacementController")
+    );
+    assert!(ev.2.contains("escape.yaml"), "{}", ev.2);
+    let ev = wait_event(&env.client, "team-a", "evil", "WorkplacementsFailing").await;
+    assert_eq!(
+        (ev.0.as_str(), ev.1.as_str()),
+        ("Warning", "WorkController")
+    );
 
     // Deleting such a Work still completes.
     env.delete_work("team-a", "evil").await;

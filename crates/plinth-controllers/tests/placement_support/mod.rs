@@ -396,6 +396,38 @@ pub fn external_commit(repo: &Path, message: &str, edit: impl FnOnce(&Path)) {
     run(&["push", "-q", "origin", "main"], &wt);
 }
 
+/// Waits until an event with `reason` about object `name` exists in namespace `ns`
+/// (cluster-scoped objects' events go to `default`); returns `(type, reporting
+/// controller, note)`.
+pub async fn wait_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+) -> (String, String, String) {
+    use k8s_openapi::api::events::v1::Event;
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        if let Ok(list) = api.list(&Default::default()).await
+            && let Some(e) = list.items.iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+        {
+            return (
+                e.type_.clone().unwrap_or_default(),
+                e.reporting_controller.clone().unwrap_or_default(),
+                e.note.clone().unwrap_or_default(),
+            );
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for event {reason} about {ns}/{name}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// `(status, reason, message)` of condition `type_`.
 pub fn cond(
     conds: &Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
