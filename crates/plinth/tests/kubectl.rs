@@ -495,3 +495,47 @@ fn kubectl_strict_field_validation_rejects_unknown_fields() {
     // Path helper sanity: the data dir is private to this test.
     assert!(Path::new(&p.kubeconfig).exists());
 }
+
+#[test]
+fn kubectl_applies_a_marketplace_promise_and_built_in_kinds() {
+    let p = plinth_or_skip!();
+
+    // A real Kratix Promise (which embeds a CRD) applies with default validation.
+    let promise = "/work/shared/corpus/kratix-marketplace/redis/promise.yaml";
+    if std::path::Path::new(promise).exists() {
+        let out = p.kubectl(&["apply", "-f", promise]);
+        assert!(
+            out.contains("promise.platform.kratix.io/redis created"),
+            "{out}"
+        );
+        let out = p.kubectl(&["get", "promises"]);
+        assert!(out.lines().next().unwrap().starts_with("NAME"), "{out}");
+        assert!(out.lines().any(|l| l.starts_with("redis ")), "{out}");
+        let out = p.kubectl(&["explain", "promises.spec.api"]);
+        assert!(out.contains("KIND:       Promise"), "{out}");
+    }
+
+    // Built-in kinds: strategic-merge three-way apply removes a dropped key.
+    let cm = p.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  namespace: default\ndata:\n  a: \"1\"\n  b: \"2\"\n",
+    );
+    let out = p.kubectl(&["apply", "-f", &cm]);
+    assert!(out.contains("configmap/c1 created"), "{out}");
+    let out = p.kubectl(&["get", "configmap", "c1", "-n", "default"]);
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..2], ["c1", "2"], "{out}");
+    let cm = p.write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  namespace: default\ndata:\n  a: \"3\"\n",
+    );
+    let out = p.kubectl(&["apply", "-f", &cm]);
+    assert!(out.contains("configmap/c1 configured"), "{out}");
+    let obj = json(&p.kubectl(&["get", "configmap", "c1", "-n", "default", "-o", "json"]));
+    assert_eq!(obj["data"], serde_json::json!({"a": "3"}), "{obj}");
+
+    // Namespaces print their phase.
+    let out = p.kubectl(&["get", "namespace", "default"]);
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(&row[..2], ["default", "Active"], "{out}");
+}
