@@ -161,6 +161,41 @@ fn resolve_container_path(path: &str) -> String {
     path.to_string()
 }
 
+/// Host directories (deepest existing ancestors of missing mount points, inside the
+/// read-only host view) that must be rebuilt as tmpfs, shallowest first.
+fn writable_parents(mounts: &[Mount], hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let private = |p: &Path| {
+        ["/tmp", "/run", "/dev", "/proc", "/sys"]
+            .iter()
+            .any(|d| p.starts_with(d))
+            || hidden.iter().any(|h| p.starts_with(h))
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for m in mounts {
+        let dest = PathBuf::from(resolve_container_path(&m.container_path));
+        if dest.exists() || private(&dest) {
+            continue;
+        }
+        let mut anc = dest.parent();
+        while let Some(a) = anc {
+            if a.exists() {
+                break;
+            }
+            anc = a.parent();
+        }
+        if let Some(a) = anc
+            && a != Path::new("/")
+            && a.is_dir()
+            && !private(a)
+            && !out.iter().any(|o| o == a)
+        {
+            out.push(a.to_path_buf());
+        }
+    }
+    out.sort_by_key(|p| p.components().count());
+    out
+}
+
 impl BwrapSandbox {
     /// The bwrap arguments (everything before `--` and the program).
     pub fn args(&self, c: &PreparedContainer) -> Vec<OsString> {
@@ -202,6 +237,22 @@ impl BwrapSandbox {
         for b in &c.host_binds {
             if b.exists() {
                 push(&[&"--ro-bind", &b.as_os_str(), &b.as_os_str()]);
+            }
+        }
+        // A mount point that does not exist under a read-only host directory (e.g.
+        // /etc/cfg) cannot be created there: that directory becomes a tmpfs holding
+        // read-only binds of its host entries, in which the mount point can be made.
+        for dir in writable_parents(&c.mounts, &self.hidden) {
+            push(&[&"--tmpfs", &dir.as_os_str()]);
+            let mut children: Vec<_> = std::fs::read_dir(&dir)
+                .map(|rd| rd.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            children.sort();
+            for child in children {
+                match std::fs::read_link(&child) {
+                    Ok(target) => push(&[&"--symlink", &target.as_os_str(), &child.as_os_str()]),
+                    Err(_) => push(&[&"--ro-bind-try", &child.as_os_str(), &child.as_os_str()]),
+                }
             }
         }
         for m in &c.mounts {
@@ -505,9 +556,7 @@ pub fn plan_container(
         .first()
         .map(|c| c == KRATIX_ADAPTER_ENTRYPOINT)
         .unwrap_or(false);
-    if image_matches(&config.adapter_image, &image) && (command.is_empty() || is_adapter_cmd)
-        || is_adapter_cmd
-    {
+    if is_adapter_cmd || (image_matches(&config.adapter_image, &image) && command.is_empty()) {
         let rest = if is_adapter_cmd {
             &command[1..]
         } else {

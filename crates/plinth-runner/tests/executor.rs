@@ -431,3 +431,42 @@ async fn host_mode_exposes_mounts_under_the_container_root() {
         "data\nno-identity\n"
     );
 }
+
+#[tokio::test]
+async fn mount_point_under_a_read_only_host_directory() {
+    if !have_bwrap("mount_point_under_a_read_only_host_directory") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let access = FakeAccess::default().with_config_map(
+        "team-a",
+        json!({"metadata": {"name": "c"}, "data": {"k": "v"}}),
+    );
+    let p = pod(json!({
+        "metadata": {"name": "etc-mount", "namespace": "team-a"},
+        "spec": {
+            "volumes": [{"name": "cfg", "configMap": {"name": "c"}}, {"name": "out", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "busybox",
+                "command": ["sh", "-c", "cat /etc/plinth-test/cfg/k; echo; test -f /etc/hostname && echo host-etc-visible; echo x > /usr/local/plinth-out/f && cat /usr/local/plinth-out/f"],
+                "volumeMounts": [{"name": "cfg", "mountPath": "/etc/plinth-test/cfg"}, {"name": "out", "mountPath": "/usr/local/plinth-out"}]}]
+        }
+    }));
+    let st = run_pod_once(&access, &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        st.phase.as_deref(),
+        Some("Succeeded"),
+        "{}",
+        read(&cfg.log_path("team-a", "etc-mount", "c"))
+    );
+    assert_eq!(
+        read(&cfg.log_path("team-a", "etc-mount", "c")),
+        "v\nhost-etc-visible\nx\n"
+    );
+    assert!(
+        !std::path::Path::new("/etc/plinth-test").exists(),
+        "nothing is created on the host"
+    );
+}

@@ -1,0 +1,562 @@
+//! The Job runner against the embedded API server (HTTPS, so in-pod kubectl works).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use plinth_apiserver::testing::TestServer;
+use plinth_runner::{EngineMode, RunnerConfig, SandboxMode};
+use serde_json::json;
+
+struct Platform {
+    server: TestServer,
+    config: RunnerConfig,
+    runner: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        if let Some(h) = self.runner.take() {
+            h.abort();
+        }
+    }
+}
+
+impl Platform {
+    async fn start(test: &str) -> Option<Platform> {
+        if !have_bwrap(test) {
+            return None;
+        }
+        let server = TestServer::start_https().await.expect("api server");
+        let addr = server.server().https_addr().expect("https");
+        let ca =
+            std::fs::read_to_string(server.server().ca_cert_path().expect("ca")).expect("ca pem");
+        let mut config =
+            RunnerConfig::new(server.data_dir(), addr.ip().to_string(), addr.port(), ca);
+        config.engine = EngineMode::Disabled;
+        config.sandbox = SandboxMode::Bwrap;
+        config.retry_backoff = Duration::from_millis(10);
+        let mut p = Platform {
+            server,
+            config,
+            runner: None,
+        };
+        p.start_runner();
+        Some(p)
+    }
+
+    fn start_runner(&mut self) {
+        let client = self.server.client();
+        let cfg = self.config.clone();
+        self.runner = Some(tokio::spawn(async move {
+            plinth_runner::run(client, cfg).await.expect("runner");
+        }));
+    }
+
+    fn client(&self) -> kube::Client {
+        self.server.client()
+    }
+
+    async fn namespace(&self, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.client());
+        let _ = api
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await;
+        let sa: Api<ServiceAccount> = Api::namespaced(self.client(), ns);
+        let _ = sa
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap(),
+            )
+            .await;
+    }
+
+    async fn create<K>(&self, ns: &str, v: serde_json::Value) -> K
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client(), ns);
+        api.create(&PostParams::default(), &serde_json::from_value(v).unwrap())
+            .await
+            .expect("create")
+    }
+
+    async fn wait_job(&self, ns: &str, name: &str, cond: &'static str) -> Job {
+        let api: Api<Job> = Api::namespaced(self.client(), ns);
+        // Stop at the wanted condition or at a terminal one, whichever comes first.
+        let done = move |j: Option<&Job>| {
+            j.and_then(|j| j.status.as_ref())
+                .and_then(|s| s.conditions.as_ref())
+                .map(|cs| {
+                    cs.iter().any(|c| {
+                        (c.type_ == cond || c.type_ == "Complete" || c.type_ == "Failed")
+                            && c.status == "True"
+                    })
+                })
+                .unwrap_or(false)
+        };
+        let job = tokio::time::timeout(Duration::from_secs(60), await_condition(api, name, done))
+            .await
+            .unwrap_or_else(|_| panic!("Job {ns}/{name} did not reach {cond} in 60 s"))
+            .expect("watch")
+            .expect("job exists");
+        let reached = job
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == cond && c.status == "True"));
+        if !reached {
+            let pods = self.pods_of(ns, name).await;
+            panic!(
+                "Job {ns}/{name} ended without {cond}: {:?}\npods: {:#?}",
+                job.status,
+                pods.iter().map(|p| &p.status).collect::<Vec<_>>()
+            );
+        }
+        job
+    }
+
+    async fn pods_of(&self, ns: &str, job: &str) -> Vec<Pod> {
+        let api: Api<Pod> = Api::namespaced(self.client(), ns);
+        let mut pods = api
+            .list(&ListParams::default().labels(&format!("job-name={job}")))
+            .await
+            .unwrap()
+            .items;
+        pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+        pods
+    }
+}
+
+fn cond<'a>(job: &'a Job, t: &str) -> &'a k8s_openapi::api::batch::v1::JobCondition {
+    job.status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} condition on {job:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_with_init_container_hands_files_to_the_container() {
+    let Some(p) = Platform::start("job_with_init_container_hands_files_to_the_container").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let job: Job = p
+        .create(
+            "team-a",
+            json!({
+                "metadata": {"name": "kratix-redis-example-instance-configure-x1y2z"},
+                "spec": {"template": {
+                    "metadata": {"labels": {"kratix.io/promise-name": "redis"}, "annotations": {"kratix.io/trace-parent": "00-t"}},
+                    "spec": {
+                        "restartPolicy": "OnFailure",
+                        "volumes": [{"name": "shared-output", "emptyDir": {}}],
+                        "initContainers": [{"name": "writer", "image": "busybox",
+                            "command": ["sh", "-c", "echo from-init > /kratix/output/f; echo init done"],
+                            "volumeMounts": [{"name": "shared-output", "mountPath": "/kratix/output"}]}],
+                        "containers": [{"name": "status-writer", "image": "busybox",
+                            "env": [{"name": "TRACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}],
+                            "command": ["sh", "-c", "cat /kratix/output/f; echo $TRACE"],
+                            "volumeMounts": [{"name": "shared-output", "mountPath": "/kratix/output"}]}]
+                    }
+                }}
+            }),
+        )
+        .await;
+    let name = job.metadata.name.clone().unwrap();
+    let done = p.wait_job("team-a", &name, "Complete").await;
+    let st = done.status.as_ref().unwrap();
+    assert_eq!(st.succeeded, Some(1));
+    assert_eq!(st.active, Some(0));
+    assert!(st.start_time.is_some() && st.completion_time.is_some());
+    assert_eq!(cond(&done, "SuccessCriteriaMet").status, "True");
+
+    let pods = p.pods_of("team-a", &name).await;
+    assert_eq!(pods.len(), 1);
+    let pod = &pods[0];
+    let pod_name = pod.metadata.name.clone().unwrap();
+    assert!(pod_name.starts_with(&format!("{name}-")) && pod_name.len() == name.len() + 6);
+    let labels = pod.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["job-name"], name);
+    assert_eq!(labels["batch.kubernetes.io/job-name"], name);
+    assert_eq!(
+        &labels["controller-uid"],
+        done.metadata.uid.as_ref().unwrap()
+    );
+    assert_eq!(labels["kratix.io/promise-name"], "redis");
+    let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.controller), ("Job", Some(true)));
+    let ps = pod.status.as_ref().unwrap();
+    assert_eq!(ps.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(exit_code(container(ps, true, "writer")), 0);
+    let t = container(ps, false, "status-writer")
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .unwrap();
+    assert_eq!((t.exit_code, t.reason.as_deref()), (0, Some("Completed")));
+
+    assert_eq!(
+        read(&p.config.log_path("team-a", &pod_name, "status-writer")),
+        "from-init\n00-t\n"
+    );
+    // The API server serves the same file.
+    let pods_api: Api<Pod> = Api::namespaced(p.client(), "team-a");
+    let logs = pods_api
+        .logs(
+            &pod_name,
+            &LogParams {
+                container: Some("writer".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(logs, "init done\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_and_env_from_config_map_and_secret_through_the_api() {
+    let Some(p) = Platform::start("env_and_env_from_config_map_and_secret_through_the_api").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: k8s_openapi::api::core::v1::ConfigMap = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "cfg"}, "data": {"REGION": "eu", "TIER": "gold"}}),
+        )
+        .await;
+    let _: k8s_openapi::api::core::v1::Secret =
+        p.create("team-a", json!({"metadata": {"name": "sec"}, "stringData": {"TOKEN": "t0k"}, "data": {"USER": "YWRtaW4="}})).await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({
+                "metadata": {"name": "env-job"},
+                "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+                    "volumes": [{"name": "cfgvol", "configMap": {"name": "cfg", "items": [{"key": "TIER", "path": "tier.txt"}]}}],
+                    "containers": [{"name": "c", "image": "alpine:3.20",
+                        "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+                        "env": [{"name": "U", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "USER"}}},
+                                {"name": "T", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "TOKEN"}}},
+                                {"name": "MSG", "value": "$(CFG_REGION)-$(U)"}],
+                        "command": ["sh", "-c", "echo $MSG $T $CFG_TIER $(cat /etc/cfg/tier.txt)"],
+                        "volumeMounts": [{"name": "cfgvol", "mountPath": "/etc/cfg"}]}]}}}
+            }),
+        )
+        .await;
+    let done = p.wait_job("team-a", "env-job", "Complete").await;
+    assert_eq!(done.status.as_ref().unwrap().succeeded, Some(1));
+    let pod = &p.pods_of("team-a", "env-job").await[0];
+    let log = read(
+        &p.config
+            .log_path("team-a", pod.metadata.name.as_ref().unwrap(), "c"),
+    );
+    assert_eq!(log, "eu-admin t0k gold gold\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_container_fails_the_job_after_the_backoff_limit() {
+    let Some(p) = Platform::start("failing_container_fails_the_job_after_the_backoff_limit").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({
+                "metadata": {"name": "broken"},
+                "spec": {"backoffLimit": 1, "template": {"spec": {"restartPolicy": "OnFailure",
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "echo failing attempt; exit 3"]}]}}}
+            }),
+        )
+        .await;
+    let done = p.wait_job("team-a", "broken", "Failed").await;
+    let failed = cond(&done, "Failed");
+    assert_eq!(failed.reason.as_deref(), Some("BackoffLimitExceeded"));
+    assert_eq!(
+        cond(&done, "FailureTarget").reason.as_deref(),
+        Some("BackoffLimitExceeded")
+    );
+    assert_eq!(done.status.as_ref().unwrap().failed, Some(2));
+    assert_eq!(done.status.as_ref().unwrap().active, Some(0));
+    let pods = p.pods_of("team-a", "broken").await;
+    assert_eq!(pods.len(), 2, "backoffLimit 1 means one retry");
+    for pod in &pods {
+        let ps = pod.status.as_ref().unwrap();
+        assert_eq!(ps.phase.as_deref(), Some("Failed"));
+        let t = container(ps, false, "c")
+            .state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .as_ref()
+            .unwrap();
+        assert_eq!((t.exit_code, t.reason.as_deref()), (3, Some("Error")));
+        let log = p
+            .config
+            .log_path("team-a", pod.metadata.name.as_ref().unwrap(), "c");
+        assert_eq!(read(&log), "failing attempt\n");
+    }
+    assert_ne!(pods[0].metadata.name, pods[1].metadata.name);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_in_the_sandbox_uses_the_pods_service_account() {
+    let Some(p) = Platform::start("kubectl_in_the_sandbox_uses_the_pods_service_account").await
+    else {
+        return;
+    };
+    if plinth_runner::config::find_on_path("kubectl").is_none() {
+        println!(
+            "SKIPPED: kubectl_in_the_sandbox_uses_the_pods_service_account: kubectl is not installed"
+        );
+        return;
+    }
+    p.namespace("team-b").await;
+    let _: ServiceAccount = p
+        .create("team-b", json!({"metadata": {"name": "pipeline"}}))
+        .await;
+    let _: k8s_openapi::api::rbac::v1::Role = p
+        .create(
+            "team-b",
+            json!({"metadata": {"name": "read-cm"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}),
+        )
+        .await;
+    let _: k8s_openapi::api::rbac::v1::RoleBinding = p
+        .create(
+            "team-b",
+            json!({"metadata": {"name": "read-cm"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-cm"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "pipeline", "namespace": "team-b"}]}),
+        )
+        .await;
+    let _: k8s_openapi::api::core::v1::ConfigMap = p
+        .create(
+            "team-b",
+            json!({"metadata": {"name": "marker-cm"}, "data": {"a": "b"}}),
+        )
+        .await;
+    let _: Job = p
+        .create(
+            "team-b",
+            json!({
+                "metadata": {"name": "kubectl-job"},
+                "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never", "serviceAccountName": "pipeline",
+                    "containers": [{"name": "k", "image": "bitnami/kubectl:1.33",
+                        "command": ["sh", "-c",
+                          "set -e; kubectl get configmaps -n team-b -o name; env -u KUBECONFIG kubectl get configmaps -n team-b -o name; cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo"]}]}}}
+            }),
+        )
+        .await;
+    let done = tokio::time::timeout(Duration::from_secs(90), async {
+        loop {
+            let api: Api<Job> = Api::namespaced(p.client(), "team-b");
+            let j = api.get("kubectl-job").await.unwrap();
+            let conds = j
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default();
+            if conds
+                .iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            {
+                return j;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("job finished");
+    let pod = &p.pods_of("team-b", "kubectl-job").await[0];
+    let log = read(
+        &p.config
+            .log_path("team-b", pod.metadata.name.as_ref().unwrap(), "k"),
+    );
+    assert_eq!(
+        cond(&done, "Complete").status,
+        "True",
+        "kubectl failed in the sandbox:\n{log}"
+    );
+    assert_eq!(log, "configmap/marker-cm\nconfigmap/marker-cm\nteam-b\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unrunnable_image_fails_the_job_with_a_clear_message() {
+    let Some(p) = Platform::start("unrunnable_image_fails_the_job_with_a_clear_message").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "noimage"}, "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "ghcr.io/example/private-pipeline:v1"}]}}}}),
+        )
+        .await;
+    let done = p.wait_job("team-a", "noimage", "Failed").await;
+    assert_eq!(
+        cond(&done, "Failed").reason.as_deref(),
+        Some("BackoffLimitExceeded")
+    );
+    let pod = &p.pods_of("team-a", "noimage").await[0];
+    let ps = pod.status.as_ref().unwrap();
+    assert_eq!(ps.phase.as_deref(), Some("Failed"));
+    let w = container(ps, false, "c")
+        .state
+        .as_ref()
+        .unwrap()
+        .waiting
+        .as_ref()
+        .unwrap();
+    assert_eq!(w.reason.as_deref(), Some("ImageUnavailable"));
+    let msg = w.message.as_deref().unwrap();
+    assert!(
+        msg.starts_with("image \"ghcr.io/example/private-pipeline:v1\" cannot be run: no container engine (podman/docker) found and no image-map entry matches; add one to"),
+        "{msg}"
+    );
+    assert!(msg.ends_with("or install podman"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_deadline_fails_the_job_with_deadline_exceeded() {
+    let Some(p) = Platform::start("active_deadline_fails_the_job_with_deadline_exceeded").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "slow"}, "spec": {"activeDeadlineSeconds": 1, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "30"]}]}}}}),
+        )
+        .await;
+    let done = p.wait_job("team-a", "slow", "Failed").await;
+    assert_eq!(
+        cond(&done, "Failed").reason.as_deref(),
+        Some("DeadlineExceeded")
+    );
+    let pod = &p.pods_of("team-a", "slow").await[0];
+    assert_eq!(
+        pod.status.as_ref().unwrap().reason.as_deref(),
+        Some("DeadlineExceeded")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_job_starts_nothing_until_resumed() {
+    let Some(p) = Platform::start("suspended_job_starts_nothing_until_resumed").await else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "held"}, "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}}}),
+        )
+        .await;
+    let held = p.wait_job("team-a", "held", "Suspended").await;
+    assert_eq!(
+        cond(&held, "Suspended").reason.as_deref(),
+        Some("JobSuspended")
+    );
+    assert!(p.pods_of("team-a", "held").await.is_empty());
+    let api: Api<Job> = Api::namespaced(p.client(), "team-a");
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": false}})),
+    )
+    .await
+    .unwrap();
+    let done = p.wait_job("team-a", "held", "Complete").await;
+    assert_eq!(cond(&done, "Suspended").status, "False");
+    assert_eq!(p.pods_of("team-a", "held").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_restart_marks_the_running_pod_and_retries() {
+    let Some(mut p) = Platform::start("runner_restart_marks_the_running_pod_and_retries").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "survivor"}, "spec": {"backoffLimit": 2, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 1; echo finished"]}]}}}}),
+        )
+        .await;
+    // Wait until the first Pod runs, then stop the runner.
+    let pods: Api<Pod> = Api::namespaced(p.client(), "team-a");
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let list = pods
+                .list(&ListParams::default().labels("job-name=survivor"))
+                .await
+                .unwrap();
+            if list
+                .items
+                .iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("first pod running");
+    p.runner.take().unwrap().abort();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    p.start_runner();
+    let done = p.wait_job("team-a", "survivor", "Complete").await;
+    let st = done.status.as_ref().unwrap();
+    assert_eq!((st.succeeded, st.failed), (Some(1), Some(1)));
+    let all = p.pods_of("team-a", "survivor").await;
+    assert_eq!(all.len(), 2);
+    let first = all
+        .iter()
+        .find(|p| p.status.as_ref().unwrap().phase.as_deref() == Some("Failed"))
+        .unwrap();
+    assert_eq!(
+        first.status.as_ref().unwrap().reason.as_deref(),
+        Some("NodeRestart")
+    );
+    let t = container(first.status.as_ref().unwrap(), false, "c")
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .unwrap();
+    assert_eq!(t.reason.as_deref(), Some("NodeRestart"));
+}
