@@ -657,3 +657,81 @@ fn field_validation_directives() {
     assert_eq!(field_validation(&info, &clean, Some("Strict")), Ok(vec![]));
     assert!(field_validation(&info, &clean, Some("Loose")).is_err());
 }
+
+#[test]
+fn plinth_kratix_crds_pass_check_crd_and_admit_marketplace_promises() {
+    let crds: Vec<Value> = plinth_api::crds::all_crds()
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    assert!(!crds.is_empty());
+    for crd in &crds {
+        if let Err(causes) = check_crd(crd) {
+            panic!("{}: {:?}", crd["metadata"]["name"], messages(&causes));
+        }
+    }
+    let promise_crd = crds
+        .iter()
+        .find(|c| c["spec"]["names"]["kind"] == "Promise")
+        .expect("Promise CRD");
+    let info = info_from_crd(promise_crd);
+    let mut admitted = 0;
+    let mut dirs: Vec<_> = std::fs::read_dir(MARKETPLACE)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let p = dir.join("promise.yaml");
+        if !p.exists() {
+            continue;
+        }
+        let mut promise = load_yaml(p.to_str().unwrap());
+        let before = promise.clone();
+        if let Err(causes) = admit(&info, &mut promise, None) {
+            panic!("{}: {:?}", p.display(), messages(&causes));
+        }
+        assert_eq!(
+            promise["spec"]["api"],
+            before["spec"]["api"],
+            "{}: spec.api kept whole",
+            p.display()
+        );
+        admitted += 1;
+    }
+    assert!(admitted >= 15, "admitted {admitted}");
+}
+
+#[test]
+fn generated_request_crds_pass_check_crd_and_admit_requests_with_status() {
+    for (name, api) in marketplace_crds() {
+        let crd = plinth_api::crds::build_request_crd(&name, &api)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Err(causes) = check_crd(&crd) {
+            panic!("{name}: {:?}", messages(&causes));
+        }
+        let rr = format!("{MARKETPLACE}/{name}/resource-request.yaml");
+        if !std::path::Path::new(&rr).exists() {
+            continue;
+        }
+        let info = info_from_crd(&crd);
+        let mut request = load_yaml(&rr);
+        request["status"] = json!({
+            "message": "Resource requested",
+            "observedGeneration": 1,
+            "conditions": [{"type": "Reconciled", "status": "True", "reason": "Reconciled",
+                            "message": "Reconciled", "lastTransitionTime": "2024-01-01T00:00:00Z"}],
+            "custom": {"anything": true}
+        });
+        if let Err(causes) = admit(&info, &mut request, None) {
+            panic!("{name}: {:?}", messages(&causes));
+        }
+        assert_eq!(
+            request["status"]["custom"],
+            json!({"anything": true}),
+            "{name}: status preserves unknown fields"
+        );
+        assert_eq!(request["status"]["conditions"][0]["type"], "Reconciled");
+    }
+}
