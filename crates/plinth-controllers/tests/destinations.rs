@@ -522,3 +522,116 @@ async fn periodic_rewrite_restores_files_removed_outside_plinth() {
     env.wait_file(file, true).await;
     assert_eq!(env.show(file), "a: 1\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_state_store_from_the_corpus_writes_and_reports_secret_problems() {
+    let Some(moto) = moto().await else { return };
+    moto.create_bucket("kratix").await;
+    let env = start().await;
+    let stores: Api<plinth_api::BucketStateStore> = Api::all(env.client.clone());
+
+    // B16b: accessKey without a secretRef is rejected at admission, naming the field.
+    let bad: plinth_api::BucketStateStore = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "BucketStateStore",
+        "metadata": {"name": "no-secret"},
+        "spec": {"bucketName": "kratix", "endpoint": format!("127.0.0.1:{}", moto.port), "insecure": true},
+    }))
+    .unwrap();
+    match stores.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(s)) => {
+            assert!(s.code == 422 && s.message.contains("secretRef"), "{s:?}")
+        }
+        other => panic!("expected a 422 naming secretRef, got {other:?}"),
+    }
+
+    // The corpus store (endpoint pointed at moto): its Secret is missing, and says so.
+    let mut store: serde_json::Value = serde_saphyr::from_str(&corpus(
+        "kratix-system-tests/destination/destination-test-store.yaml",
+    ))
+    .unwrap();
+    store["spec"]["endpoint"] = json!(format!("127.0.0.1:{}", moto.port));
+    stores
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(store).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_for("bucket store SecretNotFound", || async {
+        stores
+            .get("destination-test-store")
+            .await
+            .ok()
+            .is_some_and(|s| {
+                let st = s.status.unwrap_or_default();
+                st.status.as_deref() == Some("NotReady")
+                    && cond(&st.conditions, "Ready").is_some_and(|c| {
+                        c.1 == "SecretNotFound"
+                            && c.2 == "Secret minio-credentials not found in namespace default"
+                    })
+            })
+    })
+    .await;
+
+    // The Secret appears: the store turns Ready, and the corpus Destination worker-3 writes.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "minio-credentials", "namespace": "default"},
+        "stringData": {"accessKeyID": "minioadmin", "secretAccessKey": "minioadmin"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(env.client.clone(), "default")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    wait_for("bucket store Ready", || async {
+        stores
+            .get("destination-test-store")
+            .await
+            .ok()
+            .and_then(|s| s.status)
+            .and_then(|s| s.status)
+            .as_deref()
+            == Some("Ready")
+    })
+    .await;
+    let d: Destination = serde_json::from_value(
+        serde_saphyr::from_str::<serde_json::Value>(&corpus(
+            "kratix-system-tests/destination/destination-worker-3.yaml",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    Api::<Destination>::all(env.client.clone())
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    env.destination_ready("worker-3").await;
+    assert_eq!(
+        moto.get("kratix", "worker-3/resources/kratix-canary-configmap.yaml")
+            .await
+            .as_deref(),
+        Some(plinth_statestore::layout::CANARY_CONFIGMAP_YAML)
+    );
+    env.create_work(
+        "default",
+        "b-r1",
+        "bucketed",
+        "r1",
+        "configure",
+        &[(
+            ".",
+            vec![("promise", labels(&[("environment", "dev")]))],
+            vec![("cm.yaml", CM_YAML)],
+        )],
+    )
+    .await;
+    let key = "worker-3/resources/default/bucketed/r1/configure/5058f/cm.yaml";
+    wait_for("object written", || async {
+        moto.get("kratix", key).await.is_some()
+    })
+    .await;
+    assert_eq!(moto.get("kratix", key).await.unwrap(), CM_YAML);
+    env.delete_work("default", "b-r1").await;
+    assert_eq!(moto.get("kratix", key).await, None);
+}

@@ -428,6 +428,98 @@ pub async fn wait_event(
     }
 }
 
+/// moto's S3 server on a free loopback port, killed on drop.
+pub struct Moto {
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts moto (installed by scripts/install-test-deps.sh), or prints a SKIPPED line and
+/// returns `None` when it is absent.
+pub async fn moto() -> Option<Moto> {
+    let tools = std::env::var_os("PLINTH_TEST_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools"));
+    let bin = tools.join("venv/bin/moto_server");
+    if !bin.exists() {
+        println!(
+            "SKIPPED: {} not found; run scripts/install-test-deps.sh",
+            bin.display()
+        );
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(&bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    let m = Moto { port, child };
+    wait_for("moto_server listening", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    Some(m)
+}
+
+impl Moto {
+    /// `http://127.0.0.1:<port>/<path>` with moto's unsigned access.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.port)
+    }
+
+    /// Creates a bucket.
+    pub async fn create_bucket(&self, bucket: &str) {
+        let r = reqwest::Client::new()
+            .put(self.url(bucket))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "creating bucket {bucket}: {}",
+            r.status()
+        );
+    }
+
+    /// An object's body, or `None` when it does not exist, read with S3 credentials
+    /// through the bucket reader (moto refuses anonymous object reads).
+    pub async fn get(&self, bucket: &str, key: &str) -> Option<String> {
+        use plinth_statestore::{BucketAuth, BucketConfig, StateStore, StoreConfig};
+        let mut cfg = BucketConfig::s3(
+            format!("127.0.0.1:{}", self.port),
+            bucket,
+            BucketAuth::AccessKey {
+                id: "minioadmin".into(),
+                secret: "minioadmin".into(),
+            },
+        );
+        cfg.insecure = true;
+        let store = StateStore::open(StoreConfig::Bucket(cfg))
+            .await
+            .expect("bucket opens");
+        store
+            .read(key)
+            .await
+            .expect("bucket read")
+            .map(|b| String::from_utf8(b).unwrap())
+    }
+}
+
 /// `(status, reason, message)` of condition `type_`.
 pub fn cond(
     conds: &Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
