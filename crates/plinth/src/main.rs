@@ -15,9 +15,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "plinth", version, about, long_about = None, propagate_version = true)]
 struct Cli {
-    /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`).
-    #[arg(long, global = true, env = "PLINTH_LOG", default_value = "info")]
-    log: String,
+    /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`)
+    /// [default: `warn` for quickstart, `info` otherwise].
+    #[arg(long, global = true, env = "PLINTH_LOG")]
+    log: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -40,7 +41,9 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging(&cli.log);
+    // quickstart prints its own progress; controller logs would drown it.
+    let default_log = if matches!(cli.command, Command::Quickstart(_)) { "warn" } else { "info" };
+    init_logging(cli.log.as_deref().unwrap_or(default_log));
     // kube (ring) and object_store (aws-lc-rs) both link rustls providers; choose one
     // process-wide so no TLS handshake panics for want of a default.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -188,10 +188,13 @@ fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
     status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
 }
 
+/// The first Job of `sel` that failed or has a failed attempt: the quickstart's pipeline
+/// is deterministic, so a failed attempt will not succeed on retry.
 async fn failed_job(jobs: &Api<Job>, sel: &str) -> anyhow::Result<Option<String>> {
     for j in jobs.list(&ListParams::default().labels(sel)).await?.items {
-        let failed = j.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Failed" && c.status == "True"));
-        if failed {
+        let status = j.status.clone().unwrap_or_default();
+        let failed = status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Failed" && c.status == "True");
+        if failed || status.failed.unwrap_or(0) > 0 {
             return Ok(Some(j.name_any()));
         }
     }
