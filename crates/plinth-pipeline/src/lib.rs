@@ -1,1 +1,29 @@
-//! placeholder
+//! The `/kratix` pipeline contract and the pipeline adapter roles (kratix-spec §4.3–§4.5,
+//! §4.10, §4.11, §5.1).
+//!
+//! Every pipeline Job runs three adapter containers around the user's containers:
+//!
+//! * [`reader`]: writes the Promise or resource request to `/kratix/input/object.yaml`;
+//! * [`work_creator`]: turns `/kratix/output` (plus destination selectors) into a Work;
+//! * [`status_writer`]: merges `/kratix/metadata/status.yaml` into the object's status and
+//!   handles suspend/retry requests (`workflow-control.yaml`).
+//!
+//! [`contract`] holds the paths, file names and environment variable names; [`sdk`] is a
+//! small library for pipeline authors writing their containers in Rust. The pure parts
+//! ([`work_creator::build_workload_groups`], [`status_writer::merge_status`]) do no I/O
+//! beyond reading the given directories; the `run_*` functions talk to the control plane
+//! only through a `kube::Client`.
+
+pub mod contract;
+pub mod control;
+mod error;
+pub mod object;
+pub mod reader;
+pub mod sdk;
+pub mod selectors;
+pub mod status_writer;
+pub mod work_creator;
+mod yaml;
+
+pub use error::PipelineError;
+pub use plinth_api::WorkflowType;

@@ -1,0 +1,197 @@
+//! `workflow-control.yaml`: a pipeline asking to suspend or retry its workflow
+//! (kratix-spec §4.10).
+
+use crate::contract::WORKFLOW_CONTROL_FILE;
+use crate::{PipelineError, yaml};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// Contents of `/kratix/metadata/workflow-control.yaml`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowControl {
+    /// `true`: suspend the workflow after this pipeline until the
+    /// `kratix.io/workflow-suspended` label is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    /// Go duration (`30s`, `5m`, `1h30m`): retry this pipeline after that long. Wins over
+    /// `suspend`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
+    /// Message shown on the pipeline's status entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What a workflow-control file asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlRequest {
+    /// Carry on (no file, or neither suspend nor retry).
+    Continue,
+    /// Suspend until the label is removed.
+    Suspend {
+        /// Optional message.
+        message: Option<String>,
+    },
+    /// Run this pipeline again after `after`.
+    Retry {
+        /// Delay before the retry.
+        after: Duration,
+        /// Optional message.
+        message: Option<String>,
+    },
+}
+
+impl ControlRequest {
+    /// True for [`ControlRequest::Suspend`] and [`ControlRequest::Retry`]: no Work is written
+    /// and completion is not marked.
+    pub fn is_suspended(&self) -> bool {
+        !matches!(self, ControlRequest::Continue)
+    }
+}
+
+impl WorkflowControl {
+    /// Reads `workflow-control.yaml` from `metadata_dir` (missing file = default).
+    pub fn read(metadata_dir: &Path) -> Result<WorkflowControl, PipelineError> {
+        let path = metadata_dir.join(WORKFLOW_CONTROL_FILE);
+        Ok(yaml::read_optional(&path)?.unwrap_or_default())
+    }
+
+    /// Interprets the file: a non-empty `retryAfter` means retry (its duration must parse),
+    /// else `suspend: true` means suspend, else continue.
+    pub fn request(&self) -> Result<ControlRequest, PipelineError> {
+        if let Some(after) = self.retry_after.as_deref().filter(|s| !s.trim().is_empty()) {
+            let after = parse_go_duration(after.trim()).map_err(|e| {
+                PipelineError::metadata(WORKFLOW_CONTROL_FILE, format!("retryAfter: {e}"))
+            })?;
+            return Ok(ControlRequest::Retry {
+                after,
+                message: self.message.clone(),
+            });
+        }
+        if self.suspend == Some(true) {
+            return Ok(ControlRequest::Suspend {
+                message: self.message.clone(),
+            });
+        }
+        Ok(ControlRequest::Continue)
+    }
+}
+
+/// Parses a Go `time.ParseDuration` string: a sequence of decimal numbers with units
+/// `ns`, `us`/`µs`, `ms`, `s`, `m`, `h` (e.g. `1h30m`, `1.5s`, `300ms`). Negative durations
+/// are rejected (a retry cannot be in the past).
+pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let orig = s;
+    let mut s = s.strip_prefix('+').unwrap_or(s);
+    if s.starts_with('-') {
+        return Err(format!("negative duration {orig:?}"));
+    }
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    let mut total = 0f64;
+    while !s.is_empty() {
+        let num_end = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
+        if num_end == 0 {
+            return Err(format!("invalid duration {orig:?}"));
+        }
+        let value: f64 = s[..num_end]
+            .parse()
+            .map_err(|_| format!("invalid duration {orig:?}"))?;
+        s = &s[num_end..];
+        let unit_end = s
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(s.len());
+        let unit = &s[..unit_end];
+        s = &s[unit_end..];
+        let secs = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => return Err(format!("missing unit in duration {orig:?}")),
+            other => return Err(format!("unknown unit {other:?} in duration {orig:?}")),
+        };
+        total += value * secs;
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {orig:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(
+            parse_go_duration("1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("1.5s").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            parse_go_duration("300ms").unwrap(),
+            Duration::from_millis(300)
+        );
+        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_go_duration("5").is_err());
+        assert!(
+            parse_go_duration("5d")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_go_duration("-5s").is_err());
+        assert!(parse_go_duration("").is_err());
+    }
+
+    #[test]
+    fn retry_wins_over_suspend() {
+        let c = WorkflowControl {
+            suspend: Some(true),
+            retry_after: Some("1m".into()),
+            message: Some("m".into()),
+        };
+        assert_eq!(
+            c.request().unwrap(),
+            ControlRequest::Retry {
+                after: Duration::from_secs(60),
+                message: Some("m".into())
+            }
+        );
+        let c = WorkflowControl {
+            suspend: Some(true),
+            retry_after: Some("".into()),
+            message: None,
+        };
+        assert_eq!(
+            c.request().unwrap(),
+            ControlRequest::Suspend { message: None }
+        );
+        assert_eq!(
+            WorkflowControl::default().request().unwrap(),
+            ControlRequest::Continue
+        );
+        let c = WorkflowControl {
+            retry_after: Some("soon".into()),
+            ..Default::default()
+        };
+        assert!(
+            c.request()
+                .unwrap_err()
+                .to_string()
+                .contains("workflow-control.yaml: retryAfter")
+        );
+    }
+}
