@@ -318,3 +318,33 @@ async fn deleting_a_promise_removes_requests_rbac_and_crd_in_order() {
     assert!(roles.list(&ListParams::default().labels("kratix.io/promise-name=widget")).await.unwrap().items.is_empty());
     assert!(jobs(&env.client, "default", sel).await.is_empty(), "request Jobs removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_follow_the_served_version_without_a_restart() {
+    // B01: the API adds v2 (served, storage) and stops serving v1.
+    let env = start().await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    create(&promises, widget_promise("widget", vec![])).await;
+    wait_condition(&promises, "widget", "Available", "True").await;
+
+    let mut p = promises.get("widget").await.unwrap();
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "string"}}}}}});
+    p.data["spec"]["api"]["spec"]["versions"] = json!([
+        {"name": "v1", "served": false, "storage": false, "schema": schema},
+        {"name": "v2", "served": true, "storage": true, "schema": schema},
+    ]);
+    promises.replace("widget", &PostParams::default(), &p).await.unwrap();
+    for _ in 0..100 {
+        if get_status(&promises, "widget").await["apiVersion"] == "example.test/v2" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(get_status(&promises, "widget").await["apiVersion"], "example.test/v2");
+
+    let v2: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v2"));
+    create(&v2, json!({"apiVersion": "example.test/v2", "kind": "Widget", "metadata": {"name": "new"}, "spec": {"size": "s"}})).await;
+    let status = wait_condition(&v2, "new", "Reconciled", "True").await;
+    assert_eq!(status["observedGeneration"], 1);
+}
