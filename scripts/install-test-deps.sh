@@ -12,6 +12,9 @@ need_apt=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubernetes-client)
+# HTTPS git server (git-http-backend behind lighttpd with basic auth and TLS).
+command -v lighttpd >/dev/null 2>&1 || [ -x /usr/sbin/lighttpd ] || need_apt+=(lighttpd)
+[ -e /usr/lib/lighttpd/mod_openssl.so ] || need_apt+=(lighttpd-mod-openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "install-test-deps: apt-get install ${need_apt[*]}"

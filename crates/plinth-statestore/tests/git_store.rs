@@ -631,3 +631,65 @@ async fn ssh_user_comes_from_url() {
     assert!(matches!(err, StoreError::AuthFailed { .. }), "{err:?}");
     assert!(err.to_string().contains("\"git\""), "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// HTTPS with basic auth
+
+fn https_cfg(url: &str, work: &Path, password: &str, insecure: bool) -> GitConfig {
+    let mut c = cfg(url, work);
+    c.auth = GitAuth::Basic {
+        username: "alice".into(),
+        password: password.into(),
+    };
+    c.insecure_skip_tls_verify = insecure;
+    c
+}
+
+#[tokio::test]
+async fn https_basic_auth_and_tls_verification() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(srv) = https_git_server(tmp.path()) else {
+        return;
+    };
+    init_bare(&srv.repos.join("state.git"), "main").unwrap();
+    let url = srv.url("state.git");
+
+    // TLS verification is on by default: a self-signed certificate is refused.
+    let err = StateStore::open(StoreConfig::Git(https_cfg(
+        &url,
+        &tmp.path().join("w1"),
+        "secret",
+        false,
+    )))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Tls { .. }), "{err:?}");
+
+    // Wrong password: authentication failed, and the password is not in the message.
+    let err = StateStore::open(StoreConfig::Git(https_cfg(
+        &url,
+        &tmp.path().join("w2"),
+        "wrong-pw",
+        true,
+    )))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::AuthFailed { .. }), "{err:?}");
+    assert!(!err.to_string().contains("wrong-pw"));
+
+    // Marked insecure, with the right password: writes land.
+    let store = open(https_cfg(&url, &tmp.path().join("w3"), "secret", true)).await;
+    store.validate().await.unwrap();
+    let out = store
+        .write(put("wp-https", "dev/https.yaml", "over https\n"))
+        .await
+        .unwrap();
+    let clone = cli_clone(
+        tmp.path(),
+        &srv.repos.join("state.git").display().to_string(),
+        "main",
+    );
+    assert_eq!(tree_files(&clone)["dev/https.yaml"], b"over https\n");
+    assert_eq!(git(&clone, &["rev-parse", "HEAD"]).trim(), out.version_id);
+    assert!(srv.cert.exists());
+}

@@ -359,3 +359,117 @@ pub fn hand_to_ssh_user(repo: &Path, top: &Path) {
         p = d.parent();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// HTTPS git server: git-http-backend behind lighttpd with TLS and basic auth
+
+/// lighttpd serving `<dir>/repos/*` over HTTPS (self-signed certificate for 127.0.0.1) with
+/// basic auth user `alice`, password `secret`.
+pub struct HttpsGitServer {
+    pub server: Server,
+    pub repos: PathBuf,
+    /// PEM of the self-signed certificate.
+    pub cert: PathBuf,
+}
+
+impl HttpsGitServer {
+    /// URL of a repository under `repos` (without credentials).
+    pub fn url(&self, repo: &str) -> String {
+        format!("https://127.0.0.1:{}/git/{repo}", self.server.port)
+    }
+}
+
+/// Starts lighttpd; None (after printing SKIPPED) when lighttpd, mod_openssl, openssl or
+/// git-http-backend is missing.
+pub fn https_git_server(dir: &Path) -> Option<HttpsGitServer> {
+    let Some(lighttpd) = find_program(&["/usr/sbin/lighttpd", "/usr/local/sbin/lighttpd"]) else {
+        println!("SKIPPED: lighttpd not installed; run scripts/install-test-deps.sh");
+        return None;
+    };
+    if !Path::new("/usr/lib/lighttpd/mod_openssl.so").exists() {
+        println!("SKIPPED: lighttpd-mod-openssl not installed; run scripts/install-test-deps.sh");
+        return None;
+    }
+    let exec_path = Command::new("git").arg("--exec-path").output().ok()?;
+    let backend =
+        PathBuf::from(String::from_utf8_lossy(&exec_path.stdout).trim()).join("git-http-backend");
+    if !backend.exists() {
+        println!("SKIPPED: git-http-backend not found");
+        return None;
+    }
+    let d = dir.join("lighttpd");
+    let repos = d.join("repos");
+    std::fs::create_dir_all(&repos).unwrap();
+    std::fs::create_dir_all(d.join("www")).unwrap();
+    let (cert, key) = (d.join("cert.pem"), d.join("key.pem"));
+    let st = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !st.map(|s| s.success()).unwrap_or(false) {
+        println!("SKIPPED: openssl could not make a certificate");
+        return None;
+    }
+    std::fs::write(d.join("users"), "alice:secret\n").unwrap();
+    let port = free_port();
+    let conf = format!(
+        r#"server.modules = ("mod_alias", "mod_setenv", "mod_auth", "mod_authn_file", "mod_openssl", "mod_cgi")
+server.document-root = "{d}/www"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{d}/error.log"
+server.upload-dirs = ("{d}")
+ssl.engine = "enable"
+ssl.pemfile = "{cert}"
+ssl.privkey = "{key}"
+alias.url = ( "/git" => "{backend}" )
+$HTTP["url"] =~ "^/git" {{
+  cgi.assign = ("" => "")
+  setenv.set-environment = ( "GIT_PROJECT_ROOT" => "{repos}", "GIT_HTTP_EXPORT_ALL" => "1", "HOME" => "{d}" )
+  auth.backend = "plain"
+  auth.backend.plain.userfile = "{d}/users"
+  auth.require = ( "" => ( "method" => "basic", "realm" => "git", "require" => "valid-user" ) )
+}}
+"#,
+        d = d.display(),
+        cert = cert.display(),
+        key = key.display(),
+        backend = backend.display(),
+        repos = repos.display(),
+    );
+    std::fs::write(d.join("lighttpd.conf"), conf).unwrap();
+    let child = Command::new(lighttpd)
+        .arg("-D")
+        .arg("-f")
+        .arg(d.join("lighttpd.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lighttpd starts");
+    let server = Server {
+        port,
+        child,
+        name: "lighttpd",
+    };
+    wait_for_port(port, Duration::from_secs(10), "lighttpd");
+    Some(HttpsGitServer {
+        server,
+        repos,
+        cert,
+    })
+}
