@@ -15,7 +15,8 @@
 //! (`io.k8s.api.core.v1.ConfigMap`, from k8s-openapi's schemars schemas), custom resources
 //! as `<reversed group>.<version>.<Kind>` (`io.kratix.platform.v1alpha1.Promise`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -43,12 +44,7 @@ pub fn v3_index(resources: &[ResourceInfo]) -> Value {
     let mut paths = Map::new();
     for ((group, version), infos) in by_group_version(resources) {
         let key = gv_path(&group, &version);
-        let mut h = Sha256::new();
-        h.update(LAYOUT_VERSION.as_bytes());
-        for i in infos {
-            h.update(serde_json::to_vec(i).unwrap_or_default());
-        }
-        let hash = hex::encode_upper(h.finalize());
+        let hash = gv_hash(&infos);
         paths.insert(
             key.clone(),
             json!({ "serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}") }),
@@ -67,13 +63,32 @@ pub fn v3_index(resources: &[ResourceInfo]) -> Value {
 /// kind, and the meta.k8s.io types they reference (ObjectMeta, ListMeta, Status,
 /// DeleteOptions, Patch, WatchEvent).
 pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
-    let infos: Vec<&ResourceInfo> = resources
+    let mut infos: Vec<&ResourceInfo> = resources
         .iter()
         .filter(|r| r.group == group && r.version == version)
         .collect();
     if infos.is_empty() {
         return None;
     }
+    infos.sort_by(|a, b| a.plural.cmp(&b.plural));
+    let key = gv_hash(&infos);
+    if let Some(doc) = doc_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+    {
+        return Some((**doc).clone());
+    }
+    let doc = generate(&infos);
+    let mut cache = doc_cache().lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= 256 {
+        cache.clear();
+    }
+    cache.insert(key, Arc::new(doc.clone()));
+    Some(doc)
+}
+
+fn generate(infos: &[&ResourceInfo]) -> Value {
     let mut generator: SchemaGenerator = SchemaSettings::openapi3().into_generator();
     generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
     generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
@@ -82,7 +97,7 @@ pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) 
 
     let mut schemas = Map::new();
     let mut paths = Map::new();
-    for info in &infos {
+    for info in infos {
         let name = match builtin_schema_name(&mut generator, info) {
             Some(n) => n,
             None => {
@@ -97,7 +112,7 @@ pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) 
     }
     let mut defs = generator.take_definitions(true);
     // k8s-openapi's schemas carry no GVK; add it to the kinds served here.
-    for info in &infos {
+    for info in infos {
         if let Some(name) = builtin_name_for(info)
             && let Some(Value::Object(s)) = defs.get_mut(&name)
         {
@@ -136,7 +151,26 @@ pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) 
         "security": [{"BearerToken": []}]
     });
     rewrite_refs(&mut doc);
-    Some(doc)
+    doc
+}
+
+/// SHA-256 (upper-case hex) over everything a group/version document is generated from.
+fn gv_hash(infos: &[&ResourceInfo]) -> String {
+    let mut h = Sha256::new();
+    h.update(LAYOUT_VERSION.as_bytes());
+    for i in infos {
+        h.update(serde_json::to_vec(i).unwrap_or_default());
+    }
+    hex::encode_upper(h.finalize())
+}
+
+type DocCache = Mutex<HashMap<String, Arc<Value>>>;
+
+/// Generated documents by [`gv_hash`]: documents are regenerated only when a resource of
+/// the group/version changes (built-in schemas are large; kubectl asks on every apply).
+fn doc_cache() -> &'static DocCache {
+    static CACHE: OnceLock<DocCache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 fn by_group_version(resources: &[ResourceInfo]) -> BTreeMap<(String, String), Vec<&ResourceInfo>> {
