@@ -374,6 +374,29 @@ fn kubectl_apply_get_watch_reapply_delete_custom_resources() {
     let out = p.kubectl(&["apply", "-f", &changed]);
     assert!(out.contains("widget.test.plinth.dev/w1 unchanged"), "{out}");
 
+    // Re-applying the CRD with another printer column changes what `get` prints.
+    let crd2 = p.write(
+        "crd.yaml",
+        &CRD.replace(
+            "    - name: Age\n",
+            "    - name: Color\n      type: string\n      priority: 1\n      jsonPath: .spec.color\n    - name: Age\n",
+        ),
+    );
+    let out = p.kubectl(&["apply", "-f", &crd2]);
+    assert!(out.contains("widgets.test.plinth.dev configured"), "{out}");
+    wait_for(
+        || {
+            let out = p.kubectl(&["get", "widgets", "-n", "default", "-o", "wide"]);
+            out.lines().next().is_some_and(|h| h.contains("COLOR"))
+        },
+        "the new printer column",
+    );
+    let out = p.kubectl(&["get", "widgets", "-n", "default"]);
+    assert!(
+        !out.contains("COLOR"),
+        "priority 1 columns only with -o wide: {out}"
+    );
+
     // delete.
     let out = p.kubectl(&["delete", "widget", "w1", "-n", "default"]);
     assert!(
