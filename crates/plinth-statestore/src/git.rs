@@ -3,7 +3,8 @@
 //! One worker thread per (repository URL, branch, credentials) owns a disposable local clone in
 //! the caller's work directory and a queue of requests. For each batch it:
 //!
-//! 1. fetches the branch (`+refs/heads/<b>:refs/remotes/origin/<b>`, pruning) — the equivalent of
+//! 1. fetches the branch (`+refs/heads/<b>:refs/remotes/origin/<b>`, pruning, depth 1 except
+//!    over `file://`) — the equivalent of
 //!    Kratix's fetch + `reset --hard` + `clean -ffdx`: the clone is bare and every batch starts
 //!    from the freshly fetched tip, so no local state survives between batches;
 //! 2. applies every request queued within the batch window (default 200 ms, at most
@@ -623,6 +624,10 @@ impl Worker {
         self.release_dir();
     }
 
+    fn is_local(&self) -> bool {
+        self.url.starts_with("file://") || self.url.starts_with('/') || self.url.starts_with('.')
+    }
+
     fn branch_missing(&self) -> StoreError {
         StoreError::BranchMissing {
             url: self.redacted.clone(),
@@ -951,6 +956,11 @@ impl Worker {
             fo.remote_callbacks(self.callbacks(failure.clone()))
                 .download_tags(AutotagOption::None)
                 .prune(FetchPrune::On);
+            // Shallow like Kratix's `--depth 1` over the network; libgit2's local transport
+            // cannot fetch shallow (and copying local objects is cheap).
+            if !self.is_local() {
+                fo.depth(1);
+            }
             remote.fetch(&[&refspec], Some(&mut fo), None)
         })();
         if let Err(e) = result {

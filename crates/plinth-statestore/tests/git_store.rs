@@ -388,6 +388,8 @@ async fn git_daemon_write_validate_and_read_only() {
     let clone = cli_clone(tmp.path(), &url, "main");
     assert_eq!(tree_files(&clone)["dev/a.yaml"], b"a\n");
     assert_eq!(git(&clone, &["rev-parse", "HEAD"]).trim(), out.version_id);
+    // The writer's clone is shallow (depth 1) over the network, and pushes from it work.
+    assert!(tmp.path().join("w/shallow").exists(), "shallow clone");
     drop(store);
     drop(daemon);
 
