@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 
 /// The CustomResourceDefinitions of every `platform.kratix.io/v1alpha1` kind Plinth serves,
 /// generated from the Rust types: Promise, Destination, GitStateStore, BucketStateStore,
-/// Work, WorkPlacement, PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord.
+/// Work, WorkPlacement, PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord,
+/// DryRun (preview).
 ///
 /// Scopes, short names, printer columns, the `kratix` category and status subresources are
 /// as kratix-spec §1 lists them (HealthRecord has no status subresource).
@@ -25,6 +26,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         crate::PromiseRevision::crd(),
         crate::ResourceBinding::crd(),
         crate::HealthRecord::crd(),
+        crate::DryRun::crd(),
     ]
 }
 
@@ -431,7 +433,7 @@ mod tests {
     #[test]
     fn generated_crds_have_the_kratix_shape() {
         let crds = all_crds();
-        assert_eq!(crds.len(), 10);
+        assert_eq!(crds.len(), 11);
         for crd in &crds {
             assert_eq!(crd.spec.group, "platform.kratix.io");
             assert_eq!(

@@ -2,7 +2,7 @@
 //!
 //! * [`kinds`]: every Kratix kind as a Rust type with `kube::CustomResource` derives
 //!   (Promise, Destination, GitStateStore, BucketStateStore, Work, WorkPlacement,
-//!   PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord), plus the embedded
+//!   PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord, DryRun), plus the embedded
 //!   [`Pipeline`] object (kratix-spec §1).
 //! * [`constants`]: labels, annotations, finalizers, condition types and reasons (§0, §11).
 //! * [`names`]: deterministic, DNS-1123-safe generated names (§11.4, bug B04).

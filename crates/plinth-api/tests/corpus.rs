@@ -116,6 +116,7 @@ fn every_kratix_document_round_trips() {
                 "PromiseRevision" => round_trip::<PromiseRevision>(&doc, file),
                 "ResourceBinding" => round_trip::<ResourceBinding>(&doc, file),
                 "HealthRecord" => round_trip::<HealthRecord>(&doc, file),
+                "DryRun" => round_trip::<DryRun>(&doc, file),
                 // Pipelines are embedded objects; standalone ones are checked strictly.
                 "Pipeline" => {
                     Pipeline::parse(&doc).unwrap_or_else(|e| panic!("{}: {e}", file.display()));

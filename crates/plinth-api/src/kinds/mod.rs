@@ -6,6 +6,7 @@
 
 mod binding;
 mod destination;
+mod dryrun;
 mod health;
 mod promise;
 mod release;
@@ -15,6 +16,7 @@ mod work;
 
 pub use binding::*;
 pub use destination::*;
+pub use dryrun::*;
 pub use health::*;
 pub use promise::*;
 pub use release::*;

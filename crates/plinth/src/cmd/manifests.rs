@@ -61,7 +61,7 @@ mod tests {
         let docs = documents(&ManifestsCommand::Crds).unwrap();
         let yaml = to_yaml_stream(&docs).unwrap();
         let back: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
-        assert_eq!(back.len(), 10);
+        assert_eq!(back.len(), 11);
         assert_eq!(back, docs);
         assert!(back.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
     }

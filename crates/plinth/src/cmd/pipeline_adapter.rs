@@ -181,3 +181,77 @@ pub async fn run(args: PipelineAdapterArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        role: AdapterRole,
+    }
+
+    #[test]
+    fn kratix_work_creator_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "pipeline-adapter",
+            "work-creator",
+            "--input-directory",
+            "/work-creator-files",
+            "--promise-name",
+            "redis",
+            "--pipeline-name",
+            "instance-configure",
+            "--namespace",
+            "team-a",
+            "--workflow-type",
+            "resource",
+            "--resource-name",
+            "r1",
+        ])
+        .unwrap();
+        let AdapterRole::WorkCreator(w) = cli.role else {
+            panic!("work-creator expected")
+        };
+        assert_eq!(w.workflow_type, WorkflowType::Resource);
+        assert_eq!(w.resource_name.as_deref(), Some("r1"));
+        assert_eq!(w.input_directory, PathBuf::from("/work-creator-files"));
+        assert!(w.resource_namespace.is_none());
+        assert!(
+            Cli::try_parse_from([
+                "pipeline-adapter",
+                "work-creator",
+                "--promise-name",
+                "p",
+                "--pipeline-name",
+                "x",
+                "--workflow-type",
+                "widget"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn update_status_is_an_alias_and_dirs_can_be_overridden() {
+        let cli = Cli::try_parse_from([
+            "pipeline-adapter",
+            "update-status",
+            "--metadata-dir",
+            "/tmp/meta",
+        ])
+        .unwrap();
+        let AdapterRole::StatusWriter(s) = cli.role else {
+            panic!("status-writer expected")
+        };
+        assert_eq!(s.metadata_dir, PathBuf::from("/tmp/meta"));
+        let cli =
+            Cli::try_parse_from(["pipeline-adapter", "reader", "--input-dir", "/tmp/in"]).unwrap();
+        let AdapterRole::Reader(r) = cli.role else {
+            panic!("reader expected")
+        };
+        assert_eq!(r.input_dir, PathBuf::from("/tmp/in"));
+    }
+}
