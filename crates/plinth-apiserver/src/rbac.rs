@@ -712,4 +712,101 @@ mod tests {
             )
         );
     }
+
+    /// Kratix failure mode B36: pipeline Roles must name the CRD plural (and
+    /// `<plural>/status`); a Role naming the kind grants nothing.
+    #[test]
+    fn pipeline_roles_must_use_the_crd_plural() {
+        let (user, groups) = service_account_user("team-a", "people-pipeline");
+        let binding = |role: &str| RoleBinding {
+            metadata: meta(Some("team-a"), role),
+            role_ref: role_ref("Role", role),
+            subjects: Some(vec![subject(
+                "ServiceAccount",
+                "people-pipeline",
+                Some("team-a"),
+            )]),
+        };
+        let plural_role = Role {
+            metadata: meta(Some("team-a"), "plural"),
+            rules: Some(vec![
+                rule(&["example.test"], &["people"], &["get", "list", "watch"]),
+                rule(
+                    &["example.test"],
+                    &["people/status"],
+                    &["get", "update", "patch"],
+                ),
+            ]),
+        };
+        let kind_role = Role {
+            metadata: meta(Some("team-a"), "kind"),
+            rules: Some(vec![rule(&["example.test"], &["Person", "person"], &["*"])]),
+        };
+        let base = RequestAttributes {
+            user,
+            groups,
+            resource_request: true,
+            ..Default::default()
+        };
+        let get = req(
+            &base,
+            "get",
+            "team-a",
+            "example.test",
+            "people",
+            "",
+            "alice",
+        );
+        let patch_status = req(
+            &base,
+            "patch",
+            "team-a",
+            "example.test",
+            "people",
+            "status",
+            "alice",
+        );
+        let patch_spec = req(
+            &base,
+            "patch",
+            "team-a",
+            "example.test",
+            "people",
+            "",
+            "alice",
+        );
+
+        let by_kind = RbacSnapshot {
+            roles: vec![kind_role],
+            role_bindings: vec![binding("kind")],
+            ..Default::default()
+        };
+        assert_eq!(
+            authorize(&get, &by_kind),
+            Decision::Deny(
+                r#"people.example.test "alice" is forbidden: User "system:serviceaccount:team-a:people-pipeline" cannot get resource "people" in API group "example.test" in the namespace "team-a""#.into()
+            )
+        );
+        let by_plural = RbacSnapshot {
+            roles: vec![plural_role],
+            role_bindings: vec![binding("plural")],
+            ..Default::default()
+        };
+        assert!(authorize(&get, &by_plural).allowed());
+        assert!(authorize(&patch_status, &by_plural).allowed());
+        assert!(
+            !authorize(&patch_spec, &by_plural).allowed(),
+            "least privilege: spec is not writable"
+        );
+        let other_ns = req(
+            &base,
+            "get",
+            "team-b",
+            "example.test",
+            "people",
+            "",
+            "alice",
+        );
+        assert!(!authorize(&other_ns, &by_plural).allowed());
+    }
 }

@@ -735,3 +735,36 @@ fn generated_request_crds_pass_check_crd_and_admit_requests_with_status() {
         assert_eq!(request["status"]["conditions"][0]["type"], "Reconciled");
     }
 }
+
+/// Kratix failure mode B32: a HealthRecord with a state outside the enum is rejected at
+/// admission, naming the field and the allowed values.
+#[test]
+fn health_record_state_outside_enum_is_rejected() {
+    let crd = plinth_api::crds::all_crds()
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .find(|c| c["spec"]["names"]["kind"] == "HealthRecord")
+        .expect("HealthRecord CRD");
+    let info = info_from_crd(&crd);
+    let dir = "/work/shared/corpus/kratix-system-tests/healthchecks";
+    for f in ["healthy-health-record.yaml", "unhealthy-health-record.yaml"] {
+        let mut hr = load_yaml(&format!("{dir}/{f}"));
+        if let Err(causes) = admit(&info, &mut hr, None) {
+            panic!("{f}: {:?}", messages(&causes));
+        }
+    }
+    let mut hr = load_yaml(&format!("{dir}/healthy-health-record.yaml"));
+    hr["data"]["state"] = json!("broken");
+    let causes = admit(&info, &mut hr, None).unwrap_err();
+    assert_eq!(causes.len(), 1, "{:?}", messages(&causes));
+    assert_eq!(causes[0].field, "data.state");
+    assert_eq!(causes[0].reason, "FieldValueNotSupported");
+    assert!(
+        causes[0]
+            .message
+            .starts_with(r#"Unsupported value: "broken": supported values: "#)
+            && causes[0].message.contains(r#""healthy""#),
+        "{:?}",
+        causes[0]
+    );
+}
