@@ -394,6 +394,70 @@ pub fn parse_none_state_file(bytes: &[u8]) -> Result<Vec<String>, PathError> {
     Ok(parsed.files.unwrap_or_default())
 }
 
+/// The ops of a `none`-mode WorkPlacement write (reference §5.5 step 6): every workload at
+/// `<dest.path>/<filepath>`, the state file `<dest.path>/.kratix/<ns>-<name>.yaml` listing
+/// them, and a delete for each file the previous state file listed that is no longer written
+/// (so only files this WorkPlacement wrote are ever deleted). `workloads` is
+/// `(filepath, content)`; `previous_state` is the current state file, if any.
+///
+/// # Errors
+/// [`PathError`] for an unsafe workload path, destination path or name, or a state file that
+/// does not parse or lists an unsafe path.
+pub fn none_mode_write_ops(
+    destination_path: &str,
+    wp_namespace: &str,
+    wp_name: &str,
+    workloads: &[(String, Vec<u8>)],
+    previous_state: Option<&[u8]>,
+) -> Result<Vec<crate::WriteOp>, PathError> {
+    let mut ops = Vec::with_capacity(workloads.len() + 2);
+    let mut written = Vec::with_capacity(workloads.len());
+    for (filepath, content) in workloads {
+        let path = none_file_path(destination_path, filepath)?;
+        written.push(path.clone());
+        ops.push(crate::WriteOp::Put {
+            path,
+            content: content.clone(),
+        });
+    }
+    if let Some(prev) = previous_state {
+        for old in parse_none_state_file(prev)? {
+            let old = safe_join_file("", &old)?;
+            if !written.contains(&old) {
+                ops.push(crate::WriteOp::Delete { path: old });
+            }
+        }
+    }
+    ops.push(crate::WriteOp::Put {
+        path: none_state_file_path(destination_path, wp_namespace, wp_name)?,
+        content: none_state_file_content(&written),
+    });
+    Ok(ops)
+}
+
+/// The ops of a `none`-mode WorkPlacement deletion (reference §5.6): delete every file the
+/// state file lists, then the state file itself.
+///
+/// # Errors
+/// As [`none_mode_write_ops`].
+pub fn none_mode_delete_ops(
+    destination_path: &str,
+    wp_namespace: &str,
+    wp_name: &str,
+    state: &[u8],
+) -> Result<Vec<crate::WriteOp>, PathError> {
+    let mut ops = Vec::new();
+    for f in parse_none_state_file(state)? {
+        ops.push(crate::WriteOp::Delete {
+            path: safe_join_file("", &f)?,
+        });
+    }
+    ops.push(crate::WriteOp::Delete {
+        path: none_state_file_path(destination_path, wp_namespace, wp_name)?,
+    });
+    Ok(ops)
+}
+
 /// A plain YAML scalar when safe, else a double-quoted (JSON-compatible) one.
 fn yaml_scalar(s: &str) -> String {
     let plain = !s.is_empty()
@@ -672,6 +736,65 @@ mod tests {
         assert_eq!(none_state_file_content(&[]), b"files: []\n");
         assert!(parse_none_state_file(b"files: []\n").unwrap().is_empty());
         assert!(parse_none_state_file(b"files: [a").is_err());
+    }
+
+    #[test]
+    fn none_mode_plans() {
+        use crate::WriteOp;
+        let first = none_mode_write_ops(
+            "w2",
+            "default",
+            "wp",
+            &[
+                ("a.yaml".into(), b"a".to_vec()),
+                ("b.yaml".into(), b"b".to_vec()),
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(first.len(), 3);
+        let WriteOp::Put { path, content } = &first[2] else {
+            panic!("{first:?}")
+        };
+        assert_eq!(path, "w2/.kratix/default-wp.yaml");
+        let second = none_mode_write_ops(
+            "w2",
+            "default",
+            "wp",
+            &[("b.yaml".into(), b"b2".to_vec())],
+            Some(content),
+        )
+        .unwrap();
+        assert_eq!(
+            second,
+            vec![
+                WriteOp::Put {
+                    path: "w2/b.yaml".into(),
+                    content: b"b2".to_vec()
+                },
+                WriteOp::Delete {
+                    path: "w2/a.yaml".into()
+                },
+                WriteOp::Put {
+                    path: "w2/.kratix/default-wp.yaml".into(),
+                    content: b"files:\n- w2/b.yaml\n".to_vec()
+                },
+            ]
+        );
+        let del = none_mode_delete_ops("w2", "default", "wp", b"files:\n- w2/b.yaml\n").unwrap();
+        assert_eq!(
+            del,
+            vec![
+                WriteOp::Delete {
+                    path: "w2/b.yaml".into()
+                },
+                WriteOp::Delete {
+                    path: "w2/.kratix/default-wp.yaml".into()
+                },
+            ]
+        );
+        // A tampered state file cannot make the writer delete outside the store.
+        assert!(none_mode_delete_ops("w2", "default", "wp", b"files:\n- ../../x\n").is_err());
     }
 
     #[test]
