@@ -1,0 +1,42 @@
+//! `plinth quickstart` as a user runs it: exit 0, every step reported, the written files
+//! and the request's status printed.
+
+use std::process::Command;
+
+#[test]
+fn quickstart_runs_the_main_job_and_prints_the_written_files() {
+    let out = Command::new(env!("CARGO_BIN_EXE_plinth")).args(["quickstart", "--timeout", "120"]).output().expect("run plinth quickstart");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "quickstart failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    for step in [
+        "Promise webapp is Available",
+        "workflow running: Job kratix-webapp-hello-render-",
+        "Work webapp-hello-render-",
+        "scheduled to Destination local and written (commit ",
+        "WebApp default/hello is Reconciled",
+    ] {
+        assert!(stdout.contains(step), "missing step {step:?} in:\n{stdout}");
+    }
+    // Kratix's layout: resources/<ns>/<promise>/<request>/<pipeline>/<group id[0:5]>/...
+    assert!(stdout.contains("--- local/resources/default/webapp/hello/render/5058f/deployment.yaml"), "{stdout}");
+    assert!(stdout.contains("--- local/dependencies/webapp/5058f/static/webapp-dependencies.yaml"), "{stdout}");
+    assert!(stdout.contains("--- local/dependencies/kratix-canary-namespace.yaml"), "{stdout}");
+    assert!(stdout.contains("image: nginx:1.27"), "{stdout}");
+    assert!(stdout.contains("url: http://hello.webapps.svc"), "the pipeline's status.yaml reached the request: {stdout}");
+}
+
+#[test]
+fn quickstart_fails_clearly_when_the_data_dir_is_unusable() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .args(["quickstart", "--timeout", "20", "--data-dir"])
+        .arg(file.path())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run plinth quickstart");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("step 'start the platform' failed"), "{stderr}");
+    assert!(stderr.contains(&file.path().display().to_string()), "names the directory: {stderr}");
+}
