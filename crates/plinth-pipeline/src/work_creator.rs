@@ -780,3 +780,43 @@ mod tests {
         assert!(!p.work_labels().contains_key("kratix.io/resource-name"));
     }
 }
+
+#[cfg(test)]
+mod large_output_tests {
+    use super::*;
+
+    /// Bug B39: a 2 MiB CRD plus 20 small files become one compact Work payload.
+    #[test]
+    fn large_outputs_are_compressed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        let mut big = String::from(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec:\n  versions:\n",
+        );
+        let mut i = 0;
+        while big.len() < 2 * 1024 * 1024 {
+            big.push_str(&format!(
+                "  - name: v{i}\n    description: \"field number {i} of a generated schema\"\n"
+            ));
+            i += 1;
+        }
+        std::fs::write(out.join("crd.yaml"), &big).unwrap();
+        for n in 0..20 {
+            std::fs::write(out.join(format!("small-{n:02}.yaml")), format!("n: {n}\n")).unwrap();
+        }
+        let groups =
+            build_workload_groups(&out, &dir.path().join("meta"), None, WorkflowType::Resource)
+                .unwrap();
+        let workloads = groups[0].workloads.as_ref().unwrap();
+        assert_eq!(workloads.len(), 21);
+        let crd = workloads.iter().find(|w| w.filepath == "crd.yaml").unwrap();
+        assert!(
+            crd.content.len() < big.len() / 4,
+            "compressed {} of {}",
+            crd.content.len(),
+            big.len()
+        );
+        assert_eq!(decode_content(&crd.content).unwrap(), big.as_bytes());
+    }
+}

@@ -453,3 +453,53 @@ async fn reader_writes_the_full_object() {
     assert_eq!(v["spec"]["size"], "small");
     assert_eq!(v["status"]["endpoint"], "old");
 }
+
+#[tokio::test]
+async fn status_writer_on_a_promise() {
+    let ts = platform().await;
+    let promise: plinth_api::Promise = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise",
+        "metadata": {"name": "namespace"},
+        "spec": {}
+    }))
+    .unwrap();
+    let promises: Api<plinth_api::Promise> = Api::all(ts.client());
+    promises
+        .create(&PostParams::default(), &promise)
+        .await
+        .unwrap();
+    promises
+        .patch_status(
+            "namespace",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"message": "Pending"}})),
+        )
+        .await
+        .unwrap();
+    let obj = ObjectRef::from_env_with(|k| {
+        Some(
+            match k {
+                "KRATIX_OBJECT_GROUP" => "platform.kratix.io",
+                "KRATIX_OBJECT_VERSION" => "v1alpha1",
+                "KRATIX_OBJECT_KIND" => "Promise",
+                "KRATIX_CRD_PLURAL" => "promises",
+                "KRATIX_OBJECT_NAME" => "namespace",
+                "KRATIX_CLUSTER_SCOPED" => "true",
+                _ => return None,
+            }
+            .to_string(),
+        )
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = status_args(dir.path(), obj, true);
+    args.workflow_type = WorkflowType::Promise;
+    args.pipeline_name = "promise-configure".into();
+    run_status_writer(ts.client(), args).await.unwrap();
+    let p = promises.get("namespace").await.unwrap();
+    let status = p.status.unwrap();
+    assert_eq!(status.message.as_deref(), Some("Promise configured"));
+    let c = plinth_api::find_condition(&status.conditions, "ConfigureWorkflowCompleted").unwrap();
+    assert_eq!(c.status, "True");
+    assert_eq!(c.reason, "PipelinesExecutedSuccessfully");
+}
