@@ -156,6 +156,182 @@ pub fn authorize(attrs: &RequestAttributes, roles: &RbacSnapshot) -> Decision {
     Decision::Deny(forbidden_message(attrs))
 }
 
+/// Build the attributes of an HTTP request the way the Kubernetes API server's
+/// `RequestInfoFactory` does, so the caller only adds the authenticated identity.
+///
+/// * `method` — HTTP method; `path` — URL path without query; `query` — the raw query
+///   string (`watch=true` and `watch=1` turn `get`/`list` into `watch`).
+/// * Resource paths: `/api/v1/...` and `/apis/<group>/<version>/...`, with
+///   `namespaces/<ns>/<resource>[/<name>[/<subresource>]]` or
+///   `<resource>[/<name>[/<subresource>]]`; `/api/v1/namespaces/<name>` is the
+///   `namespaces` resource itself (namespace = name, as Kubernetes sets it), and
+///   `/apis/<g>/<v>/watch/...` is the legacy watch form.
+/// * Verbs: GET → `get` with a name, `list` without, `watch` with `watch=true`;
+///   POST → `create`; PUT → `update`; PATCH → `patch`; DELETE → `delete` with a name,
+///   `deletecollection` without. Anything else (`/version`, `/healthz`, `/openapi/v3`,
+///   discovery such as `/apis/<g>/<v>`) is a non-resource request with the lower-cased
+///   method as verb.
+pub fn request_attributes(
+    method: &str,
+    path: &str,
+    query: &str,
+    user: &str,
+    groups: &[String],
+) -> RequestAttributes {
+    let mut a = RequestAttributes {
+        user: user.to_string(),
+        groups: groups.to_vec(),
+        verb: method.to_ascii_lowercase(),
+        path: path.to_string(),
+        ..Default::default()
+    };
+    let parts: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    let rest: &[&str] = match parts.as_slice() {
+        ["api", _version, rest @ ..] if !rest.is_empty() => rest,
+        ["apis", group, _version, rest @ ..] if !rest.is_empty() => {
+            a.api_group = (*group).to_string();
+            rest
+        }
+        _ => return a,
+    };
+    let mut rest = rest.to_vec();
+    let mut watch = query
+        .split('&')
+        .any(|kv| kv == "watch=true" || kv == "watch=1" || kv == "watch");
+    if rest.first() == Some(&"watch") {
+        watch = true;
+        rest.remove(0);
+    }
+    if rest.len() >= 2 && rest[0] == "namespaces" {
+        if rest.len() == 2 {
+            // `/api/v1/namespaces/<name>`: the Namespace object itself.
+            a.namespace = rest[1].to_string();
+            rest = vec!["namespaces", rest[1]];
+        } else {
+            a.namespace = rest[1].to_string();
+            rest = rest[2..].to_vec();
+        }
+    }
+    if rest.is_empty() {
+        return a;
+    }
+    a.resource_request = true;
+    a.resource = rest[0].to_string();
+    if let Some(n) = rest.get(1) {
+        a.name = (*n).to_string();
+    }
+    if let Some(sub) = rest.get(2) {
+        a.subresource = (*sub).to_string();
+    }
+    a.verb = match method.to_ascii_uppercase().as_str() {
+        "GET" | "HEAD" if watch => "watch",
+        "GET" | "HEAD" if a.name.is_empty() => "list",
+        "GET" | "HEAD" => "get",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" if a.name.is_empty() => "deletecollection",
+        "DELETE" => "delete",
+        other => {
+            return RequestAttributes {
+                verb: other.to_ascii_lowercase(),
+                ..a
+            };
+        }
+    }
+    .to_string();
+    a
+}
+
+impl RbacSnapshot {
+    /// Build a snapshot from stored JSON objects (as listed from the API), then fill
+    /// aggregated ClusterRoles ([`RbacSnapshot::aggregate`]).
+    ///
+    /// # Errors
+    /// The first object that does not decode as its RBAC type.
+    pub fn from_values(
+        roles: &[serde_json::Value],
+        cluster_roles: &[serde_json::Value],
+        role_bindings: &[serde_json::Value],
+        cluster_role_bindings: &[serde_json::Value],
+    ) -> Result<Self, serde_json::Error> {
+        fn decode<T: serde::de::DeserializeOwned>(
+            v: &[serde_json::Value],
+        ) -> Result<Vec<T>, serde_json::Error> {
+            v.iter()
+                .map(|x| serde_json::from_value(x.clone()))
+                .collect()
+        }
+        let mut s = RbacSnapshot {
+            roles: decode(roles)?,
+            cluster_roles: decode(cluster_roles)?,
+            role_bindings: decode(role_bindings)?,
+            cluster_role_bindings: decode(cluster_role_bindings)?,
+        };
+        s.aggregate();
+        Ok(s)
+    }
+
+    /// Fill every ClusterRole that has an `aggregationRule` with the rules of the
+    /// ClusterRoles whose labels match any of its `clusterRoleSelectors` (what the
+    /// Kubernetes clusterrole-aggregation controller does), in name order.
+    pub fn aggregate(&mut self) {
+        let snapshot = self.cluster_roles.clone();
+        for cr in self.cluster_roles.iter_mut() {
+            let Some(selectors) = cr
+                .aggregation_rule
+                .as_ref()
+                .and_then(|a| a.cluster_role_selectors.as_ref())
+            else {
+                continue;
+            };
+            let mut sources: Vec<&ClusterRole> = snapshot
+                .iter()
+                .filter(|o| o.metadata.name != cr.metadata.name)
+                .filter(|o| selectors.iter().any(|sel| selector_matches(sel, o)))
+                .collect();
+            sources.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            let mut rules: Vec<PolicyRule> = Vec::new();
+            for src in sources {
+                for r in src.rules.iter().flatten() {
+                    if !rules.contains(r) {
+                        rules.push(r.clone());
+                    }
+                }
+            }
+            cr.rules = Some(rules);
+        }
+    }
+}
+
+fn selector_matches(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    cr: &ClusterRole,
+) -> bool {
+    let empty = std::collections::BTreeMap::new();
+    let labels = cr.metadata.labels.as_ref().unwrap_or(&empty);
+    let labels_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
 /// The `Status.message` of Kubernetes' 403 answer, e.g.
 /// `configmaps "cfg" is forbidden: User "system:serviceaccount:ns:sa" cannot get resource
 /// "configmaps" in API group "" in the namespace "ns"`; for collections without a name
@@ -808,5 +984,145 @@ mod tests {
             "alice",
         );
         assert!(!authorize(&other_ns, &by_plural).allowed());
+    }
+
+    #[test]
+    fn request_attributes_follow_kubernetes_request_info() {
+        let g = vec!["system:authenticated".to_string()];
+        let ra = |m: &str, p: &str, q: &str| request_attributes(m, p, q, "u", &g);
+        let a = ra("GET", "/api/v1/namespaces/ns/configmaps/cfg", "");
+        assert_eq!(
+            (
+                a.resource_request,
+                a.verb.as_str(),
+                a.namespace.as_str(),
+                a.api_group.as_str(),
+                a.resource.as_str(),
+                a.name.as_str()
+            ),
+            (true, "get", "ns", "", "configmaps", "cfg")
+        );
+        assert_eq!(
+            ra("GET", "/api/v1/namespaces/ns/configmaps", "").verb,
+            "list"
+        );
+        assert_eq!(
+            ra(
+                "GET",
+                "/api/v1/namespaces/ns/configmaps",
+                "limit=5&watch=true"
+            )
+            .verb,
+            "watch"
+        );
+        assert_eq!(ra("GET", "/api/v1/configmaps", "").namespace, "");
+        let a = ra("POST", "/api/v1/namespaces/ns/serviceaccounts/sa/token", "");
+        assert_eq!(
+            (
+                a.verb.as_str(),
+                a.resource.as_str(),
+                a.name.as_str(),
+                a.subresource.as_str()
+            ),
+            ("create", "serviceaccounts", "sa", "token")
+        );
+        let a = ra(
+            "PATCH",
+            "/apis/platform.kratix.io/v1alpha1/promises/redis/status",
+            "",
+        );
+        assert_eq!(
+            (
+                a.verb.as_str(),
+                a.api_group.as_str(),
+                a.namespace.as_str(),
+                a.subresource.as_str()
+            ),
+            ("patch", "platform.kratix.io", "", "status")
+        );
+        let a = ra("DELETE", "/apis/batch/v1/namespaces/ns/jobs", "");
+        assert_eq!(a.verb, "deletecollection");
+        assert_eq!(
+            ra("DELETE", "/apis/batch/v1/namespaces/ns/jobs/j", "").verb,
+            "delete"
+        );
+        assert_eq!(
+            ra("PUT", "/apis/batch/v1/namespaces/ns/jobs/j", "").verb,
+            "update"
+        );
+        let a = ra("GET", "/api/v1/namespaces/team-a", "");
+        assert_eq!(
+            (
+                a.resource.as_str(),
+                a.name.as_str(),
+                a.namespace.as_str(),
+                a.verb.as_str()
+            ),
+            ("namespaces", "team-a", "team-a", "get")
+        );
+        let a = ra("GET", "/apis/batch/v1/watch/namespaces/ns/jobs", "");
+        assert_eq!(
+            (a.verb.as_str(), a.resource.as_str(), a.namespace.as_str()),
+            ("watch", "jobs", "ns")
+        );
+        for p in [
+            "/version",
+            "/healthz",
+            "/openapi/v3",
+            "/apis/batch/v1",
+            "/api/v1",
+            "/apis",
+        ] {
+            let a = ra("GET", p, "");
+            assert!(!a.resource_request, "{p}");
+            assert_eq!((a.verb.as_str(), a.path.as_str()), ("get", p));
+        }
+    }
+
+    #[test]
+    fn aggregated_cluster_roles_and_snapshot_from_json() {
+        let s = RbacSnapshot::from_values(
+            &[],
+            &[
+                serde_json::json!({"metadata": {"name": "kratix-view"}, "aggregationRule": {"clusterRoleSelectors": [
+                    {"matchLabels": {"kratix.io/aggregate-to-view": "true"}},
+                    {"matchExpressions": [{"key": "extra-view", "operator": "Exists"}]}]}}),
+                serde_json::json!({"metadata": {"name": "promises-view", "labels": {"kratix.io/aggregate-to-view": "true"}},
+                    "rules": [{"apiGroups": ["platform.kratix.io"], "resources": ["promises"], "verbs": ["get", "list"]}]}),
+                serde_json::json!({"metadata": {"name": "works-view", "labels": {"extra-view": "x"}},
+                    "rules": [{"apiGroups": ["platform.kratix.io"], "resources": ["works"], "verbs": ["get"]}]}),
+                serde_json::json!({"metadata": {"name": "unrelated", "labels": {"kratix.io/aggregate-to-view": "false"}},
+                    "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}),
+            ],
+            &[],
+            &[serde_json::json!({"metadata": {"name": "carol-view"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kratix-view"},
+                "subjects": [{"kind": "User", "name": "carol"}]})],
+        )
+        .unwrap();
+        let carol = RequestAttributes {
+            user: "carol".into(),
+            resource_request: true,
+            ..Default::default()
+        };
+        assert!(
+            authorize(
+                &req(&carol, "list", "", "platform.kratix.io", "promises", "", ""),
+                &s
+            )
+            .allowed()
+        );
+        assert!(
+            authorize(
+                &req(&carol, "get", "", "platform.kratix.io", "works", "", "w"),
+                &s
+            )
+            .allowed()
+        );
+        assert!(!authorize(&req(&carol, "get", "ns", "", "secrets", "", "s"), &s).allowed());
+        assert!(
+            RbacSnapshot::from_values(&[serde_json::json!({"rules": "nope"})], &[], &[], &[])
+                .is_err()
+        );
     }
 }
