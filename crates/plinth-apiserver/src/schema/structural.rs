@@ -121,6 +121,10 @@ pub fn check_crd(crd: &Value) -> Result<(), Vec<Cause>> {
         ));
     }
 
+    if let Some(conv) = spec.get("conversion").filter(|c| !c.is_null()) {
+        check_conversion(conv, &mut errs);
+    }
+
     let versions = spec.get("versions").and_then(Value::as_array);
     match versions {
         None => errs.push(required("spec.versions", "must have at least one version")),
@@ -250,6 +254,9 @@ fn check_versions(vs: &[Value], errs: &mut Vec<Cause>) {
                 "schemas are required",
             )),
         }
+        if let Some(scale) = v.pointer("/subresources/scale").filter(|s| !s.is_null()) {
+            check_scale(scale, &format!("{base}.subresources.scale"), errs);
+        }
         if let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
             check_printer_columns(cols, &format!("{base}.additionalPrinterColumns"), errs);
         }
@@ -260,6 +267,81 @@ fn check_versions(vs: &[Value], errs: &mut Vec<Cause>) {
             &Value::Array(vs.to_vec()),
             "must have exactly one version marked as storage version",
         ));
+    }
+}
+
+/// `spec.conversion`: strategy `None` or `Webhook`; a webhook needs a client config and
+/// `conversionReviewVersions`.
+fn check_conversion(conv: &Value, errs: &mut Vec<Cause>) {
+    match conv.get("strategy").and_then(Value::as_str) {
+        None | Some("None") => {
+            if conv.get("webhook").is_some_and(|w| !w.is_null()) {
+                errs.push(forbidden(
+                    "spec.conversion.webhook",
+                    "should not be set when strategy is not set to Webhook",
+                ));
+            }
+        }
+        Some("Webhook") => {
+            if conv
+                .pointer("/webhook/clientConfig")
+                .is_none_or(Value::is_null)
+            {
+                errs.push(required(
+                    "spec.conversion.webhook.clientConfig",
+                    "required when strategy is set to Webhook",
+                ));
+            }
+            if conv
+                .pointer("/webhook/conversionReviewVersions")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                errs.push(required(
+                    "spec.conversion.webhook.conversionReviewVersions",
+                    "must include at least one of v1, v1beta1",
+                ));
+            }
+        }
+        Some(other) => errs.push(not_supported(
+            "spec.conversion.strategy",
+            &Value::from(other),
+            &[Value::from("None"), Value::from("Webhook")],
+        )),
+    }
+}
+
+/// `subresources.scale`: replicas paths are simple JSON paths under `.spec` / `.status`.
+fn check_scale(scale: &Value, base: &str, errs: &mut Vec<Cause>) {
+    for (key, under, mandatory) in [
+        ("specReplicasPath", ".spec.", true),
+        ("statusReplicasPath", ".status.", true),
+        ("labelSelectorPath", ".status.", false),
+    ] {
+        let f = format!("{base}.{key}");
+        match scale.get(key).and_then(Value::as_str) {
+            None | Some("") => {
+                if mandatory {
+                    errs.push(required(&f, ""));
+                }
+            }
+            Some(p) => {
+                let simple = jsonpath::parse(p)
+                    .is_ok_and(|steps| steps.iter().all(|s| matches!(s, jsonpath::Step::Field(_))));
+                let allowed_root =
+                    p.starts_with(under) || (key == "labelSelectorPath" && p.starts_with(".spec."));
+                if !simple || !allowed_root {
+                    errs.push(invalid(
+                        &f,
+                        &Value::from(p),
+                        &format!(
+                            "should be a json path under {}",
+                            under.trim_end_matches('.')
+                        ),
+                    ));
+                }
+            }
+        }
     }
 }
 

@@ -768,3 +768,25 @@ fn health_record_state_outside_enum_is_rejected() {
         causes[0]
     );
 }
+
+#[test]
+fn check_crd_checks_conversion_and_scale() {
+    let mut crd = crd_with(widget_schema());
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook"});
+    crd["spec"]["versions"][0]["subresources"] = json!({"scale": {
+        "specReplicasPath": ".status.replicas", "statusReplicasPath": ".status.replicas"}});
+    assert_eq!(
+        field_errors(&crd),
+        [
+            "spec.conversion.webhook.clientConfig: Required value: required when strategy is set to Webhook",
+            "spec.conversion.webhook.conversionReviewVersions: Required value: must include at least one of v1, v1beta1",
+            r#"spec.versions[0].subresources.scale.specReplicasPath: Invalid value: ".status.replicas": should be a json path under .spec"#,
+        ]
+    );
+    let mut crd = crd_with(widget_schema());
+    crd["spec"]["conversion"] = json!({"strategy": "None"});
+    crd["spec"]["versions"][0]["subresources"] = json!({"status": {}, "scale": {
+        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector"}});
+    check_crd(&crd).unwrap();
+}
