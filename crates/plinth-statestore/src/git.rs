@@ -25,6 +25,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, Once, Weak};
 use std::time::{Duration, Instant};
@@ -255,6 +256,24 @@ enum Cmd {
 struct WorkerShared {
     tx: mpsc::Sender<Cmd>,
     target: String,
+    /// Cleared when the worker thread ends (normally or by panic), so that a dead worker is
+    /// never handed to a new `open`.
+    alive: Arc<AtomicBool>,
+}
+
+impl WorkerShared {
+    fn live(self: Arc<Self>) -> Option<Arc<Self>> {
+        self.alive.load(Ordering::SeqCst).then_some(self)
+    }
+}
+
+/// Clears the worker's liveness flag when the worker thread ends, even by panic.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -323,7 +342,9 @@ impl GitHandle {
         };
         let existing = {
             let map = WORKERS.lock().expect("registry lock");
-            map.get(&key).and_then(Weak::upgrade)
+            map.get(&key)
+                .and_then(Weak::upgrade)
+                .and_then(WorkerShared::live)
         };
         let shared = match existing {
             Some(s) => s,
@@ -332,18 +353,27 @@ impl GitHandle {
                 let worker = Worker::new(&cfg)?;
                 let target = format!("{} (branch {})", worker.redacted, cfg.branch);
                 let (tx, rx) = mpsc::channel();
+                let alive = Arc::new(AtomicBool::new(true));
                 let shared = Arc::new(WorkerShared {
                     tx,
                     target: target.clone(),
+                    alive: alive.clone(),
                 });
                 let mut map = WORKERS.lock().expect("registry lock");
                 // Another task may have raced us; prefer the one already registered.
-                if let Some(s) = map.get(&key).and_then(Weak::upgrade) {
+                if let Some(s) = map
+                    .get(&key)
+                    .and_then(Weak::upgrade)
+                    .and_then(WorkerShared::live)
+                {
                     s
                 } else {
                     std::thread::Builder::new()
                         .name("plinth-git-writer".into())
-                        .spawn(move || worker.run(rx))
+                        .spawn(move || {
+                            let _guard = AliveGuard(alive);
+                            worker.run(rx)
+                        })
                         .map_err(|e| StoreError::Io {
                             path: cfg.work_dir.display().to_string(),
                             cause: format!("cannot start writer thread: {e}"),
@@ -443,6 +473,13 @@ struct Worker {
     max_attempts: u32,
     repo: Option<Repository>,
     holds_dir: bool,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Also runs when the worker thread unwinds from a panic.
+        self.release_dir();
+    }
 }
 
 enum PushResult {
@@ -867,6 +904,16 @@ impl Worker {
             || has(&["certificate", "ssl"])
         {
             return StoreError::Tls { target, cause: msg };
+        }
+        if matches!(&self.auth, PreparedAuth::Ssh { key, .. } if key.passphrase.is_some())
+            && has(&[
+                "unable to extract public key from private key",
+                "wrong passphrase",
+            ])
+        {
+            // libssh2's text for an undecryptable PEM key (OpenSSH-format keys are checked
+            // before connecting).
+            return StoreError::WrongPassphrase;
         }
         if e.code() == ErrorCode::Auth
             || has(&[

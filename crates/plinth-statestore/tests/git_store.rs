@@ -695,3 +695,33 @@ async fn https_basic_auth_and_tls_verification() {
     assert_eq!(git(&clone, &["rev-parse", "HEAD"]).trim(), out.version_id);
     assert!(srv.cert.exists());
 }
+
+#[tokio::test]
+async fn stores_on_one_branch_share_a_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = tmp.path().join("state.git");
+    init_bare(&bare, "main").unwrap();
+    let mut a = GitConfig::new(file_url(&bare), "main", tmp.path().join("wa"));
+    a.path = "store-a".into();
+    a.batch_window = Duration::from_millis(300);
+    let mut b = a.clone();
+    b.path = "store-b".into();
+    b.work_dir = tmp.path().join("wb");
+    let (sa, sb) = (open(a).await, open(b).await);
+    let before = commit_count(&bare, "main");
+    let (ra, rb) = tokio::join!(
+        sa.write(put("wp-a", "dev/a.yaml", "a\n")),
+        sb.write(put("wp-b", "dev/b.yaml", "b\n")),
+    );
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.version_id, rb.version_id, "one commit for both stores");
+    assert_eq!(commit_count(&bare, "main"), before + 1);
+    let clone = cli_clone(tmp.path(), &file_url(&bare), "main");
+    let files = tree_files(&clone);
+    assert_eq!(files["store-a/dev/a.yaml"], b"a\n");
+    assert_eq!(files["store-b/dev/b.yaml"], b"b\n");
+    assert_eq!(
+        git(&clone, &["log", "-1", "--format=%s"]).trim(),
+        "Update from: wp-a, wp-b"
+    );
+}
