@@ -93,27 +93,39 @@ pub struct StatusWriterCli {
     pub max_conflict_retries: u32,
 }
 
-fn env_flag(name: &str) -> bool {
-    std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+/// Environment lookup (the process environment in production, a map in tests).
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn env_flag(env: EnvLookup, name: &str) -> bool {
+    env(name).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
-fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+fn env_nonempty(env: EnvLookup, name: &str) -> Option<String> {
+    env(name).filter(|v| !v.is_empty())
 }
 
-async fn client() -> anyhow::Result<kube::Client> {
-    kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API (KUBECONFIG or in-cluster configuration)")
-}
-
-/// Runs `plinth pipeline-adapter`.
+/// Runs `plinth pipeline-adapter` with a client from `KUBECONFIG` or the in-cluster
+/// configuration and the process environment.
 pub async fn run(args: PipelineAdapterArgs) -> anyhow::Result<()> {
-    match args.role {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API (KUBECONFIG or in-cluster configuration)")?;
+    let process_env = |k: &str| std::env::var(k).ok();
+    run_role(args.role, client, &process_env).await
+}
+
+/// Runs one adapter role with `client`, reading `KRATIX_*`, `IS_LAST_PIPELINE` and trace
+/// variables through `env`.
+pub async fn run_role(
+    role: AdapterRole,
+    client: kube::Client,
+    env: EnvLookup<'_>,
+) -> anyhow::Result<()> {
+    match role {
         AdapterRole::Reader(r) => {
-            let object = ObjectRef::from_env()?;
+            let object = ObjectRef::from_env_with(env)?;
             let path = run_reader(
-                client().await?,
+                client,
                 ReaderArgs {
                     input_dir: r.input_dir,
                     output_dir: Some(r.output_dir),
@@ -142,10 +154,10 @@ pub async fn run(args: PipelineAdapterArgs) -> anyhow::Result<()> {
             }
             a.resource_name = w.resource_name.filter(|s| !s.is_empty());
             a.resource_namespace = w.resource_namespace.filter(|s| !s.is_empty());
-            a.dry_run = env_flag(env::DRY_RUN);
-            a.trace_parent = env_nonempty(env::TRACE_PARENT);
-            a.trace_state = env_nonempty(env::TRACE_STATE);
-            match run_work_creator(client().await?, a).await? {
+            a.dry_run = env_flag(env, env::DRY_RUN);
+            a.trace_parent = env_nonempty(env, env::TRACE_PARENT);
+            a.trace_state = env_nonempty(env, env::TRACE_STATE);
+            match run_work_creator(client, a).await? {
                 WorkOutcome::Skipped => {
                     eprintln!("workflow suspended or retrying: no Work written")
                 }
@@ -154,25 +166,25 @@ pub async fn run(args: PipelineAdapterArgs) -> anyhow::Result<()> {
             }
         }
         AdapterRole::StatusWriter(s) => {
-            let object = ObjectRef::from_env()?;
-            let pipeline_name = env_nonempty(env::PIPELINE_NAME).with_context(|| {
+            let object = ObjectRef::from_env_with(env)?;
+            let pipeline_name = env_nonempty(env, env::PIPELINE_NAME).with_context(|| {
                 format!("environment variable {} is required", env::PIPELINE_NAME)
             })?;
-            let workflow_type: WorkflowType = env_nonempty(env::WORKFLOW_TYPE)
+            let workflow_type: WorkflowType = env_nonempty(env, env::WORKFLOW_TYPE)
                 .with_context(|| {
                     format!("environment variable {} is required", env::WORKFLOW_TYPE)
                 })?
                 .parse()
                 .map_err(|e: String| anyhow::anyhow!("{}: {e}", env::WORKFLOW_TYPE))?;
             run_status_writer(
-                client().await?,
+                client,
                 StatusWriterArgs {
                     metadata_dir: s.metadata_dir,
                     object,
                     pipeline_name,
                     workflow_type,
-                    is_last_pipeline: env_flag(env::IS_LAST_PIPELINE),
-                    dry_run: env_flag(env::DRY_RUN),
+                    is_last_pipeline: env_flag(env, env::IS_LAST_PIPELINE),
+                    dry_run: env_flag(env, env::DRY_RUN),
                     max_conflict_retries: s.max_conflict_retries,
                 },
             )
@@ -253,5 +265,149 @@ mod tests {
             panic!("reader expected")
         };
         assert_eq!(r.input_dir, PathBuf::from("/tmp/in"));
+    }
+
+    /// The three roles, wired exactly as a pipeline Job runs them, against the embedded
+    /// API server: reader → (user container) → work-creator → status-writer.
+    #[tokio::test]
+    async fn roles_run_end_to_end_against_the_embedded_api_server() {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kube::Api;
+        use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+        use serde_json::json;
+        use std::collections::HashMap;
+
+        let ts = plinth_apiserver::testing::TestServer::start()
+            .await
+            .unwrap();
+        let client = ts.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in plinth_api::crds::all_crds() {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let api = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "apps.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "App", "plural": "apps", "singular": "app"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+        });
+        let crd: CustomResourceDefinition =
+            serde_json::from_value(plinth_api::crds::build_request_crd("app", &api).unwrap())
+                .unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+        let gvk = plinth_api::crds::request_gvk(&serde_json::to_value(&crd).unwrap()).unwrap();
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
+            &gvk.plural,
+        );
+        let apps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+        let app: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "App",
+            "metadata": {"name": "shop", "namespace": "default"}, "spec": {"replicas": 2}
+        }))
+        .unwrap();
+        apps.create(&PostParams::default(), &app).await.unwrap();
+        apps.patch_status(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"message": "Pending"}})),
+        )
+        .await
+        .unwrap();
+
+        let env: HashMap<&str, &str> = HashMap::from([
+            ("KRATIX_WORKFLOW_ACTION", "configure"),
+            ("KRATIX_WORKFLOW_TYPE", "resource"),
+            ("KRATIX_PROMISE_NAME", "app"),
+            ("KRATIX_PIPELINE_NAME", "instance-configure"),
+            ("KRATIX_OBJECT_KIND", "App"),
+            ("KRATIX_OBJECT_GROUP", "example.com"),
+            ("KRATIX_OBJECT_VERSION", "v1"),
+            ("KRATIX_OBJECT_NAME", "shop"),
+            ("KRATIX_OBJECT_NAMESPACE", "default"),
+            ("KRATIX_CRD_PLURAL", "apps"),
+            ("KRATIX_CLUSTER_SCOPED", "false"),
+            ("IS_LAST_PIPELINE", "true"),
+        ]);
+        let lookup = |k: &str| env.get(k).map(|v| v.to_string());
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let p = |s: &str| root.join(s).to_string_lossy().into_owned();
+
+        let reader = Cli::try_parse_from([
+            "a",
+            "reader",
+            "--input-dir",
+            &p("in"),
+            "--output-dir",
+            &p("wc/input"),
+        ])
+        .unwrap();
+        run_role(reader.role, client.clone(), &lookup)
+            .await
+            .unwrap();
+        let object: serde_json::Value =
+            serde_saphyr::from_str(&std::fs::read_to_string(root.join("in/object.yaml")).unwrap())
+                .unwrap();
+        assert_eq!(object["spec"]["replicas"], 2);
+
+        // What a user container would do with the contract.
+        std::fs::write(root.join("wc/input/deployment.yaml"), "replicas: 2\n").unwrap();
+        std::fs::create_dir_all(root.join("wc/metadata")).unwrap();
+        std::fs::write(
+            root.join("wc/metadata/status.yaml"),
+            "url: https://shop.example.test\n",
+        )
+        .unwrap();
+
+        let wc = Cli::try_parse_from([
+            "a",
+            "work-creator",
+            "--input-directory",
+            &p("wc"),
+            "--promise-name",
+            "app",
+            "--pipeline-name",
+            "instance-configure",
+            "--namespace",
+            "default",
+            "--workflow-type",
+            "resource",
+            "--resource-name",
+            "shop",
+        ])
+        .unwrap();
+        run_role(wc.role, client.clone(), &lookup).await.unwrap();
+        let works: Api<plinth_api::Work> = Api::namespaced(client.clone(), "default");
+        let list = works.list(&Default::default()).await.unwrap();
+        assert_eq!(list.items.len(), 1);
+        assert_eq!(
+            list.items[0].spec.workload_groups.as_ref().unwrap()[0]
+                .workloads
+                .as_ref()
+                .unwrap()[0]
+                .filepath,
+            "deployment.yaml"
+        );
+
+        let sw = Cli::try_parse_from(["a", "update-status", "--metadata-dir", &p("wc/metadata")])
+            .unwrap();
+        run_role(sw.role, client.clone(), &lookup).await.unwrap();
+        let shop = apps.get("shop").await.unwrap();
+        assert_eq!(shop.data["status"]["url"], "https://shop.example.test");
+        assert_eq!(shop.data["status"]["message"], "Resource requested");
+
+        // Missing object environment is a clear error.
+        let no_env = |_: &str| None;
+        let sw = Cli::try_parse_from(["a", "status-writer", "--metadata-dir", &p("wc/metadata")])
+            .unwrap();
+        let e = run_role(sw.role, client, &no_env)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("KRATIX_OBJECT_VERSION"), "{e}");
     }
 }
