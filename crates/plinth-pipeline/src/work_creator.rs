@@ -443,10 +443,12 @@ pub async fn run_work_creator(
     let patch = |name: String| {
         let api = api.clone();
         let ns = ns.clone();
-        let body = serde_json::json!({
-            "metadata": {"labels": labels, "annotations": args.work_annotations()},
-            "spec": spec,
-        });
+        // Merge patch: `null` would delete, so annotations are only sent when there are some.
+        let mut metadata = serde_json::json!({"labels": labels});
+        if let Some(a) = args.work_annotations() {
+            metadata["annotations"] = serde_json::json!(a);
+        }
+        let body = serde_json::json!({"metadata": metadata, "spec": spec});
         async move {
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                 .await

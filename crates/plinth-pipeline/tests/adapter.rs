@@ -170,6 +170,7 @@ async fn work_creator_finds_existing_work_by_labels_and_rejects_ambiguity() {
     // A Work created by Kratix (random name) carrying this pipeline's labels.
     let mut legacy = Work::new("redis-promise-configure-x7k2q", WorkSpec::default());
     legacy.metadata.labels = Some(a.work_labels());
+    legacy.metadata.annotations = Some([("team".to_string(), "platform".to_string())].into());
     works.create(&PostParams::default(), &legacy).await.unwrap();
     let outcome = run_work_creator(ts.client(), a.clone()).await.unwrap();
     assert_eq!(
@@ -188,6 +189,11 @@ async fn work_creator_finds_existing_work_by_labels_and_rejects_ambiguity() {
         "a.yaml"
     );
     assert!(w.spec.resource_name.is_none());
+    assert_eq!(
+        w.metadata.annotations.unwrap()["team"],
+        "platform",
+        "other annotations are kept"
+    );
 
     let mut dup = Work::new("redis-promise-configure-dup", WorkSpec::default());
     dup.metadata.labels = Some(a.work_labels());
