@@ -367,10 +367,17 @@ async fn reconcile(
         return Ok(Action::await_change());
     }
 
-    let Some(store) = ctx.stores.get(sref.kind.as_str(), &sref.name) else {
-        let exists = store_exists(&state, sref.kind, &sref.name)
-            .await
-            .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+    // The store object is checked even when a writer is registered: a deleted store's
+    // writer may not have been dropped yet when its deletion event reaches us.
+    let exists = store_exists(&state, sref.kind, &sref.name)
+        .await
+        .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+    let store = if exists {
+        ctx.stores.get(sref.kind.as_str(), &sref.name)
+    } else {
+        None
+    };
+    let Some(store) = store else {
         let (reason, msg) = if exists {
             ("StateStoreNotReady", format!("{store_key}: not ready"))
         } else {

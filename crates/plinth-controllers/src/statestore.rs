@@ -314,10 +314,15 @@ async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
     });
     controller
         .watches(
-            Api::<Secret>::all(client),
+            Api::<Secret>::all(client.clone()),
             watcher::Config::default(),
             move |s: Secret| stores_using_secret(&store, &s),
         )
+        // The main watch only reports applied objects; this one also reports deletions,
+        // whose reconcile finds no object and drops the writer (below).
+        .watches(Api::<K>::all(client), watcher::Config::default(), |s: K| {
+            Some(ObjectRef::from_obj(&s))
+        })
         .run(reconcile::<K>, error_policy::<K>, state)
         .for_each(|res| {
             let ctx = ctx.clone();

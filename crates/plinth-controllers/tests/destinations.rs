@@ -635,3 +635,36 @@ async fn bucket_state_store_from_the_corpus_writes_and_reports_secret_problems()
     env.delete_work("default", "b-r1").await;
     assert_eq!(moto.get("kratix", key).await, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_state_store_makes_its_destinations_not_ready() {
+    let env = start().await;
+    env.git_store("short-lived").await;
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "orphan"},
+        "spec": {"path": "orphan", "stateStoreRef": {"kind": "GitStateStore", "name": "short-lived"}},
+    }))
+    .await;
+    env.destination_ready("orphan").await;
+    Api::<GitStateStore>::all(env.client.clone())
+        .delete("short-lived", &DeleteParams::default())
+        .await
+        .unwrap();
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    wait_for("Destination StateStoreNotFound", || async {
+        dests.get("orphan").await.ok().is_some_and(|d| {
+            cond(&d.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| {
+                c.0 == "False"
+                    && c.1 == "StateStoreNotFound"
+                    && c.2 == "GitStateStore/short-lived: not found"
+            })
+        })
+    })
+    .await;
+    assert!(
+        env.ctx.stores.get("GitStateStore", "short-lived").is_none(),
+        "writer dropped"
+    );
+}

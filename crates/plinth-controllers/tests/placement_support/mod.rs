@@ -47,7 +47,7 @@ impl Drop for Env {
 }
 
 /// How long a test waits for the controllers to converge.
-pub const CONVERGE: Duration = Duration::from_secs(40);
+pub const CONVERGE: Duration = Duration::from_secs(60);
 
 /// Starts the API server, registers the Kratix CRDs, creates a bare repository with a
 /// `main` branch and starts the controllers with short intervals.
