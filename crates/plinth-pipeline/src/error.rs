@@ -74,6 +74,18 @@ pub enum PipelineError {
     /// The status write kept conflicting.
     #[error("{0}")]
     Conflict(String),
+    /// The Work would exceed the API server's object size limit (bug B39).
+    #[error(
+        "the Work for this pipeline would be {size} bytes after compression, over the limit of {limit} bytes; largest files: {largest}"
+    )]
+    WorkTooLarge {
+        /// Serialised size of the Work spec in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+        /// The largest workloads (`path (compressed bytes)`), largest first.
+        largest: String,
+    },
     /// JSON (de)serialisation failed.
     #[error("{context}: {source}")]
     Json {

@@ -253,6 +253,43 @@ pub fn build_workload_groups(
     Ok(groups)
 }
 
+/// Default limit on the serialised Work spec: 1.5 MiB, etcd's default request size limit
+/// (bug B39). Kubernetes rejects larger objects with an opaque error.
+pub const DEFAULT_MAX_WORK_BYTES: usize = 1536 * 1024;
+
+/// Checks the serialised size of `spec` against `limit` bytes, naming the largest files
+/// when it is over ([`PipelineError::WorkTooLarge`]).
+pub fn check_work_size(spec: &WorkSpec, limit: usize) -> Result<usize, PipelineError> {
+    let size = serde_json::to_vec(spec)
+        .map_err(|e| PipelineError::Json {
+            context: "serialising the Work spec".into(),
+            source: e,
+        })?
+        .len();
+    if size <= limit {
+        return Ok(size);
+    }
+    let mut files: Vec<(&str, usize)> = spec
+        .workload_groups
+        .iter()
+        .flatten()
+        .flat_map(|g| g.workloads.iter().flatten())
+        .map(|w| (w.filepath.as_str(), w.content.len()))
+        .collect();
+    files.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let largest = files
+        .iter()
+        .take(3)
+        .map(|(p, n)| format!("{p} ({n} bytes)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(PipelineError::WorkTooLarge {
+        size,
+        limit,
+        largest,
+    })
+}
+
 /// Inputs of [`run_work_creator`] (the flags of `pipeline-adapter work-creator`, §4.3).
 #[derive(Clone, Debug)]
 pub struct WorkCreatorArgs {
@@ -280,6 +317,8 @@ pub struct WorkCreatorArgs {
     pub trace_parent: Option<String>,
     /// `KRATIX_TRACE_STATE`.
     pub trace_state: Option<String>,
+    /// Limit on the serialised Work spec in bytes ([`DEFAULT_MAX_WORK_BYTES`]).
+    pub max_work_bytes: usize,
 }
 
 impl WorkCreatorArgs {
@@ -309,6 +348,7 @@ impl WorkCreatorArgs {
             dry_run: false,
             trace_parent: None,
             trace_state: None,
+            max_work_bytes: DEFAULT_MAX_WORK_BYTES,
         }
     }
 
@@ -398,7 +438,8 @@ pub enum WorkOutcome {
 /// An existing Work is found by its labels first (so Works created by Kratix, with random
 /// names, keep being updated); more than one match is an error. Otherwise a Work with the
 /// deterministic name [`names::work_name`] is created (or updated, if it exists).
-/// `spec.lastExecutionTimestamp` is set to now on every run.
+/// `spec.lastExecutionTimestamp` is set to now on every run. A Work over
+/// `args.max_work_bytes` is refused with [`PipelineError::WorkTooLarge`] before any API call.
 pub async fn run_work_creator(
     client: Client,
     args: WorkCreatorArgs,
@@ -428,6 +469,7 @@ pub async fn run_work_creator(
         },
         ..Default::default()
     };
+    check_work_size(&spec, args.max_work_bytes)?;
     let api: Api<Work> = Api::namespaced(client, &ns);
     let selector = labels
         .iter()
@@ -820,5 +862,15 @@ mod large_output_tests {
             big.len()
         );
         assert_eq!(decode_content(&crd.content).unwrap(), big.as_bytes());
+        let spec = WorkSpec {
+            workload_groups: Some(groups),
+            ..Default::default()
+        };
+        let size = check_work_size(&spec, DEFAULT_MAX_WORK_BYTES).unwrap();
+        let e = check_work_size(&spec, size - 1).unwrap_err().to_string();
+        assert!(
+            e.contains("crd.yaml") && e.contains(&size.to_string()),
+            "{e}"
+        );
     }
 }

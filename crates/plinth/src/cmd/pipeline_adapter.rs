@@ -80,6 +80,9 @@ pub struct WorkCreatorCli {
     /// Override of <input-directory>/kratix-system/promise-scheduling.
     #[arg(long)]
     pub promise_scheduling: Option<PathBuf>,
+    /// Refuse Works whose serialised spec exceeds this many bytes (etcd's limit by default).
+    #[arg(long, default_value_t = plinth_pipeline::work_creator::DEFAULT_MAX_WORK_BYTES)]
+    pub max_work_bytes: usize,
 }
 
 /// Flags of `status-writer` / `update-status`.
@@ -157,6 +160,7 @@ pub async fn run_role(
             a.dry_run = env_flag(env, env::DRY_RUN);
             a.trace_parent = env_nonempty(env, env::TRACE_PARENT);
             a.trace_state = env_nonempty(env, env::TRACE_STATE);
+            a.max_work_bytes = w.max_work_bytes;
             match run_work_creator(client, a).await? {
                 WorkOutcome::Skipped => {
                     eprintln!("workflow suspended or retrying: no Work written")
