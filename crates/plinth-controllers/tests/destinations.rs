@@ -668,3 +668,51 @@ async fn deleting_a_state_store_makes_its_destinations_not_ready() {
         "writer dropped"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_flat_placement_whose_state_file_was_removed_by_hand_completes() {
+    // B26: the `.kratix` index is gone; deletion neither hangs nor orphans the files.
+    let env = start().await;
+    env.git_store("default").await;
+    env.destination_from_yaml(
+        &corpus("kratix-system-tests/destination/destination-git-filepathmode-none.yaml"),
+        "default",
+    )
+    .await;
+    env.destination_ready("test-worker-git-filepathmode-none")
+        .await;
+    env.create_work(
+        "kratix-platform-system",
+        "fpn-promise",
+        "filepathmode-none",
+        "",
+        "promise",
+        &[(
+            ".",
+            vec![("promise", labels(&[("target", "filepathmode-none")]))],
+            vec![("filepathmode-none-ns.yaml", NS_YAML)],
+        )],
+    )
+    .await;
+    let state_file = "filepathmode-none/.kratix/kratix-platform-system-fpn-promise.test-worker-git-filepathmode-none-5058f.yaml";
+    env.wait_file(state_file, true).await;
+    env.wait_file("filepathmode-none/filepathmode-none-ns.yaml", true)
+        .await;
+    external_commit(&env.repo, "remove the index by hand", |wt| {
+        std::fs::remove_file(wt.join(state_file)).unwrap()
+    });
+    env.delete_work("kratix-platform-system", "fpn-promise")
+        .await;
+    assert!(
+        env.placements("kratix-platform-system", "fpn-promise")
+            .await
+            .is_empty()
+    );
+    env.wait_file("filepathmode-none/filepathmode-none-ns.yaml", false)
+        .await;
+    assert!(
+        env.files()
+            .iter()
+            .any(|f| f == "filepathmode-none/kratix-canary-namespace.yaml")
+    );
+}
