@@ -66,6 +66,7 @@ fn every_kratix_document_round_trips() {
     yaml_files(&dir, &mut files);
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut pipelines = 0usize;
+    let mut request_crds = 0usize;
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let docs: Vec<Value> = match serde_saphyr::from_multiple(&text) {
@@ -105,6 +106,17 @@ fn every_kratix_document_round_trips() {
                         let crd = crds::build_request_crd(p.metadata.name.as_deref().unwrap(), api)
                             .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                         crds::request_gvk(&crd).unwrap();
+                        // The transformed CRD is a well-formed apiextensions/v1 object.
+                        let typed: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+                            serde_json::from_value(crd.clone())
+                                .unwrap_or_else(|e| panic!("{}: request CRD: {e}", file.display()));
+                        assert!(
+                            typed.spec.versions.iter().all(|v| v
+                                .subresources
+                                .as_ref()
+                                .is_some_and(|s| s.status.is_some()))
+                        );
+                        request_crds += 1;
                     }
                 }
                 "Destination" => round_trip::<Destination>(&doc, file),
@@ -128,7 +140,8 @@ fn every_kratix_document_round_trips() {
         }
     }
     println!(
-        "corpus documents checked per kind: {counts:?}; pipelines parsed strictly: {pipelines}"
+        "corpus documents checked per kind: {counts:?}; pipelines parsed strictly: {pipelines}; \
+         request CRDs built: {request_crds}"
     );
     for kind in [
         "Promise",
@@ -145,4 +158,5 @@ fn every_kratix_document_round_trips() {
     }
     assert!(counts["Promise"] >= 30, "{counts:?}");
     assert!(pipelines > 0);
+    assert!(request_crds >= 25, "{request_crds}");
 }
