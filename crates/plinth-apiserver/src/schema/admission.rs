@@ -222,10 +222,13 @@ fn prune(v: &mut Value, s: &Value, path: &str, mode: Mode, dropped: &mut Vec<Str
                 let special = matches!(mode, Mode::Root | Mode::Embedded)
                     && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
                 let child_path = join(path, &k);
-                if let Some(ps) = props.and_then(|p| p.get(&k)) {
-                    if mode == Mode::Root && k == "metadata" {
-                        continue;
+                if special && k == "metadata" {
+                    if let Some(Value::Object(meta)) = map.get_mut(&k) {
+                        prune_object_meta(meta, &child_path, dropped);
                     }
+                    continue;
+                }
+                if let Some(ps) = props.and_then(|p| p.get(&k)) {
                     let child_mode = if flag(ps, "x-kubernetes-embedded-resource") {
                         Mode::Embedded
                     } else {
@@ -266,6 +269,38 @@ fn prune(v: &mut Value, s: &Value, path: &str, mode: Mode, dropped: &mut Vec<Str
             }
         }
         _ => {}
+    }
+}
+
+/// Fields of `metadata` (ObjectMeta) kept at the root and in embedded resources; others
+/// are pruned, as the API server decodes metadata into ObjectMeta.
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+fn prune_object_meta(meta: &mut Map<String, Value>, path: &str, dropped: &mut Vec<String>) {
+    let unknown: Vec<String> = meta
+        .keys()
+        .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for k in unknown {
+        meta.remove(&k);
+        dropped.push(join(path, &k));
     }
 }
 

@@ -790,3 +790,27 @@ fn check_crd_checks_conversion_and_scale() {
         "labelSelectorPath": ".status.selector"}});
     check_crd(&crd).unwrap();
 }
+
+#[test]
+fn unknown_object_meta_fields_are_pruned_at_root_and_in_embedded_resources() {
+    let info = info_for(widget_schema());
+    let mut o = obj(
+        json!({"name": "a", "template": {"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "labels": {"a": "b"}, "colour": "x"}}}),
+    );
+    o["metadata"]["bogus"] = json!(1);
+    o["metadata"]["labels"] = json!({"team": "a"});
+    assert_eq!(
+        unknown_fields(&info, &o),
+        ["metadata.bogus", "spec.template.metadata.colour"]
+    );
+    admit(&info, &mut o, None).unwrap();
+    assert_eq!(
+        o["metadata"],
+        json!({"name": "w", "namespace": "default", "labels": {"team": "a"}})
+    );
+    assert_eq!(
+        o["spec"]["template"]["metadata"],
+        json!({"name": "cm", "labels": {"a": "b"}})
+    );
+}
