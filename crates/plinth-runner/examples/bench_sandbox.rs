@@ -9,9 +9,13 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use plinth_runner::backend::{BwrapSandbox, ContainerBackend, EffectiveSecurity, Mount, PreparedContainer};
+use plinth_runner::backend::{
+    BwrapSandbox, ContainerBackend, EffectiveSecurity, Mount, PreparedContainer,
+};
 use plinth_runner::config::find_on_path;
-use plinth_runner::{ClusterAccess, EngineMode, RunOptions, RunnerConfig, RunnerError, SandboxMode, run_pod_once};
+use plinth_runner::{
+    ClusterAccess, EngineMode, RunOptions, RunnerConfig, RunnerError, SandboxMode, run_pod_once,
+};
 
 const RUNS: u32 = 100;
 
@@ -24,7 +28,14 @@ impl ClusterAccess for NoApi {
     async fn secret(&self, _: &str, _: &str) -> Result<Option<Secret>, RunnerError> {
         Ok(None)
     }
-    async fn service_account_token(&self, _: &str, _: &str, _: &Pod, _: Vec<String>, _: i64) -> Result<String, RunnerError> {
+    async fn service_account_token(
+        &self,
+        _: &str,
+        _: &str,
+        _: &Pod,
+        _: Vec<String>,
+        _: i64,
+    ) -> Result<String, RunnerError> {
         Ok("token".into())
     }
 }
@@ -106,7 +117,9 @@ async fn main() {
     }))
     .unwrap();
     let whole_pod = mean(async || {
-        let st = run_pod_once(&NoApi, &cfg, &pod, RunOptions::default()).await.unwrap();
+        let st = run_pod_once(&NoApi, &cfg, &pod, RunOptions::default())
+            .await
+            .unwrap();
         assert_eq!(st.phase.as_deref(), Some("Succeeded"));
     })
     .await;
@@ -114,7 +127,16 @@ async fn main() {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("runs per measurement: {RUNS}");
     println!("host `true` (baseline):                 {:.2} ms", ms(host));
-    println!("bwrap sandbox `true` (3 volume binds):  {:.2} ms", ms(sandboxed));
-    println!("sandbox start cost per container:       {:.2} ms", ms(sandboxed.saturating_sub(host)));
-    println!("whole Pod via run_pod_once (1 container, identity files, log): {:.2} ms", ms(whole_pod));
+    println!(
+        "bwrap sandbox `true` (3 volume binds):  {:.2} ms",
+        ms(sandboxed)
+    );
+    println!(
+        "sandbox start cost per container:       {:.2} ms",
+        ms(sandboxed.saturating_sub(host))
+    );
+    println!(
+        "whole Pod via run_pod_once (1 container, identity files, log): {:.2} ms",
+        ms(whole_pod)
+    );
 }

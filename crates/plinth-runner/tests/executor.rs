@@ -470,3 +470,102 @@ async fn mount_point_under_a_read_only_host_directory() {
         "nothing is created on the host"
     );
 }
+
+#[tokio::test]
+async fn adapter_image_and_kratix_entrypoint_run_plinth_pipeline_adapter() {
+    if !have_bwrap("adapter_image_and_kratix_entrypoint_run_plinth_pipeline_adapter") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    // A stand-in for the plinth executable that shows how it was called.
+    let exe = dir.path().join("bin/plinth");
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    std::fs::write(
+        &exe,
+        "#!/bin/sh\necho \"$(id -u) $*\"\necho ok > /kratix/output/by-adapter\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    cfg.plinth_exe = exe;
+    // Kratix's containers run with this security context (kratix-spec §4.3).
+    let kratix_sc = json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": true,
+                           "seccompProfile": {"type": "RuntimeDefault"}, "privileged": false});
+    let p = pod(json!({
+        "metadata": {"name": "adapter", "namespace": "team-a"},
+        "spec": {
+            "volumes": [{"name": "shared-output", "emptyDir": {}}],
+            "initContainers": [{"name": "reader", "image": "ghcr.io/syntasso/kratix-platform-pipeline-adapter:v0.5.0",
+                "command": ["/bin/pipeline-adapter"], "args": ["reader"], "securityContext": kratix_sc,
+                "volumeMounts": [{"name": "shared-output", "mountPath": "/kratix/output"}]}],
+            "containers": [{"name": "status-writer", "image": plinth_runner::DEFAULT_ADAPTER_IMAGE,
+                "args": ["update-status"], "securityContext": kratix_sc,
+                "volumeMounts": [{"name": "shared-output", "mountPath": "/kratix/output"}]}]
+        }
+    }));
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        st.phase.as_deref(),
+        Some("Succeeded"),
+        "{}",
+        read(&cfg.log_path("team-a", "adapter", "reader"))
+    );
+    assert_eq!(
+        read(&cfg.log_path("team-a", "adapter", "reader")),
+        "65534 pipeline-adapter reader\n"
+    );
+    assert_eq!(
+        read(&cfg.log_path("team-a", "adapter", "status-writer")),
+        "65534 pipeline-adapter update-status\n"
+    );
+}
+
+#[tokio::test]
+async fn runner_default_security_context_applies_to_every_container() {
+    if !have_bwrap("runner_default_security_context_applies_to_every_container") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.default_security_context = Some(
+        serde_json::from_value(json!({"runAsUser": 4242, "readOnlyRootFilesystem": true})).unwrap(),
+    );
+    let p = pod(json!({
+        "metadata": {"name": "defaults", "namespace": "team-a"},
+        "spec": {"containers": [
+            {"name": "plain", "image": "busybox", "command": ["sh", "-c", "id -u; touch /x 2>/dev/null || echo ro"]},
+            {"name": "own", "image": "busybox", "securityContext": {"runAsUser": 7}, "command": ["id", "-u"]}
+        ]}
+    }));
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(
+        read(&cfg.log_path("team-a", "defaults", "plain")),
+        "4242\nro\n"
+    );
+    assert_eq!(read(&cfg.log_path("team-a", "defaults", "own")), "7\n");
+}
+
+#[tokio::test]
+async fn network_off_leaves_only_loopback() {
+    if !have_bwrap("network_off_leaves_only_loopback") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.network = false;
+    let p = pod(json!({
+        "metadata": {"name": "nonet", "namespace": "team-a"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "ls /sys/class/net 2>/dev/null || cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"]}]}
+    }));
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(read(&cfg.log_path("team-a", "nonet", "c")), "lo\n");
+}

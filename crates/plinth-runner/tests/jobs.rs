@@ -560,3 +560,95 @@ async fn runner_restart_marks_the_running_pod_and_retries() {
         .unwrap();
     assert_eq!(t.reason.as_deref(), Some("NodeRestart"));
 }
+
+/// kratix-bugs B05: changing a Job while its pipeline runs never kills the running Pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspending_a_running_job_lets_its_pod_finish() {
+    let Some(p) = Platform::start("suspending_a_running_job_lets_its_pod_finish").await else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "long-step"}, "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 1; echo marker"]}]}}}}),
+        )
+        .await;
+    let pods: Api<Pod> = Api::namespaced(p.client(), "team-a");
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let list = pods
+                .list(&ListParams::default().labels("job-name=long-step"))
+                .await
+                .unwrap();
+            if list
+                .items
+                .iter()
+                .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("pod running");
+    let jobs: Api<Job> = Api::namespaced(p.client(), "team-a");
+    jobs.patch(
+        "long-step",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    let done = p.wait_job("team-a", "long-step", "Complete").await;
+    assert_eq!(done.status.as_ref().unwrap().succeeded, Some(1));
+    let all = p.pods_of("team-a", "long-step").await;
+    assert_eq!(all.len(), 1);
+    let log = p
+        .config
+        .log_path("team-a", all[0].metadata.name.as_ref().unwrap(), "c");
+    assert_eq!(read(&log), "marker\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_limit_bounds_concurrent_pods() {
+    let Some(mut p) = Platform::start("parallel_limit_bounds_concurrent_pods").await else {
+        return;
+    };
+    p.runner.take().unwrap().abort();
+    p.config.max_parallel_jobs = 1;
+    p.start_runner();
+    p.namespace("team-a").await;
+    for i in 0..3 {
+        let _: Job = p
+            .create(
+                "team-a",
+                json!({"metadata": {"name": format!("serial-{i}")}, "spec": {"template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "sleep 0.3"]}]}}}}),
+            )
+            .await;
+    }
+    let mut spans = Vec::new();
+    for i in 0..3 {
+        let name = format!("serial-{i}");
+        p.wait_job("team-a", &name, "Complete").await;
+        let pod = &p.pods_of("team-a", &name).await[0];
+        let t = container(pod.status.as_ref().unwrap(), false, "c")
+            .state
+            .as_ref()
+            .unwrap()
+            .terminated
+            .clone()
+            .unwrap();
+        spans.push((t.started_at.unwrap().0, t.finished_at.unwrap().0));
+    }
+    spans.sort();
+    for w in spans.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "pods overlapped with max_parallel_jobs = 1: {spans:?}"
+        );
+    }
+}
