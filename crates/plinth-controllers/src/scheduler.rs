@@ -1222,6 +1222,82 @@ mod tests {
         );
     }
 
+    fn work_obj(
+        name: &str,
+        resource: &str,
+        selector: Option<(&str, &str)>,
+        status: Option<(i64, i64)>,
+    ) -> Work {
+        let mut sels = vec![];
+        if let Some((k, v)) = selector {
+            sels.push(json!({"source": "promise", "matchLabels": {k: v}}));
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Work",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {
+                "resourceName": resource,
+                "workloadGroups": [{"id": "g", "directory": ".", "destinationSelectors": sels}],
+            },
+            "status": status.map(|(t, c)| json!({"workPlacements": t, "workPlacementsCreated": c})),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn destination_events_map_only_to_affected_works() {
+        use kube::runtime::watcher::Event;
+        let (works, mut ww) = reflector::store::<Work>();
+        let (wps, mut pw) = reflector::store::<WorkPlacement>();
+        for w in [
+            work_obj("placed-here", "r1", Some(("env", "prod")), Some((1, 1))),
+            work_obj("placed-elsewhere", "r2", None, Some((1, 1))),
+            work_obj("unscheduled", "r3", Some(("env", "test")), Some((1, 0))),
+            work_obj(
+                "dependency-matching",
+                "",
+                Some(("env", "dev")),
+                Some((1, 1)),
+            ),
+            work_obj(
+                "dependency-not-matching",
+                "",
+                Some(("env", "prod")),
+                Some((1, 1)),
+            ),
+        ] {
+            ww.apply_watcher_event(&Event::Apply(w));
+        }
+        for (wp, work, dest) in [
+            ("p1", "placed-here", "dev"),
+            ("p2", "placed-elsewhere", "other"),
+            ("p3", "dependency-not-matching", "other"),
+        ] {
+            let obj: WorkPlacement = serde_json::from_value(json!({
+                "apiVersion": "platform.kratix.io/v1alpha1",
+                "kind": "WorkPlacement",
+                "metadata": {"name": wp, "namespace": "team-a", "labels": {LABEL_WORK: work, LABEL_TARGET_DESTINATION: dest}},
+                "spec": {"targetDestinationName": dest},
+            }))
+            .unwrap();
+            pw.apply_watcher_event(&Event::Apply(obj));
+        }
+        let dest: Destination = serde_json::from_value(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Destination",
+            "metadata": {"name": "dev", "labels": {"env": "dev"}},
+            "spec": {"path": "dev", "stateStoreRef": {"kind": "GitStateStore", "name": "s"}},
+        }))
+        .unwrap();
+        let mut got: Vec<String> = works_affected_by_destination(&dest, &works, &wps)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        got.sort();
+        assert_eq!(got, ["dependency-matching", "placed-here", "unscheduled"]);
+    }
+
     #[test]
     fn summary_priorities() {
         let ok = GroupOutcome::default();
