@@ -40,6 +40,7 @@ pub struct HealthRecordData {
     /// The resource request.
     pub resource_ref: ResourceRef,
     /// Health state (default `unknown`).
+    #[serde(default)]
     #[schemars(extend("default" = "unknown"))]
     pub state: HealthState,
     /// Unix seconds of the check run.
