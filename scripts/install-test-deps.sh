@@ -12,6 +12,11 @@ need_apt=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v kubectl >/dev/null 2>&1 || need_apt+=(kubernetes-client)
+# Job runner engine tests: podman with runc (crun fails on this hybrid-cgroup host) and a
+# static busybox to build a local test image without a registry.
+command -v podman >/dev/null 2>&1 || need_apt+=(podman)
+command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || need_apt+=(runc)
+[ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || need_apt+=(busybox-static)
 # HTTPS git server (git-http-backend behind lighttpd with basic auth and TLS).
 command -v lighttpd >/dev/null 2>&1 || [ -x /usr/sbin/lighttpd ] || need_apt+=(lighttpd)
 [ -e /usr/lib/lighttpd/mod_openssl.so ] || need_apt+=(lighttpd-mod-openssl)
