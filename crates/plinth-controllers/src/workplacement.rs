@@ -38,11 +38,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{finalizers, labels};
-use plinth_api::{Destination, FilepathMode, WorkPlacement, Workload};
+use plinth_api::{
+    BucketStateStore, Destination, FilepathMode, GitStateStore, StateStoreKind, WorkPlacement,
+    Workload,
+};
 use plinth_statestore::layout::{self, PathError, PlacementSource};
 use plinth_statestore::{StateStore, StoreError, WriteOp, WriteRequest};
 use serde_json::json;
@@ -221,20 +224,31 @@ struct WpState {
 
 /// Runs the WorkPlacement controller until the process stops.
 ///
-/// Watches WorkPlacements (all namespaces) and Destinations (mapped to the placements
-/// that target them, so a deleted Destination releases its placements). Needs
+/// Watches WorkPlacements (all namespaces), Destinations (mapped to the placements
+/// that target them, so a deleted Destination releases its placements) and state
+/// stores (mapped through their Destinations, so placements waiting for a store are
+/// written as soon as it turns Ready). Needs
 /// `ctx.client`, `ctx.stores` (filled by the state store controllers) and, from
 /// `ctx.config()`, `requeue_default` (store not ready, write failures) and
 /// `state_store_reconciliation_interval` (periodic re-write; zero disables).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let wps: Api<WorkPlacement> = Api::all(client.clone());
-    let dests: Api<Destination> = Api::all(client.clone());
+    let (dest_reader, dest_writer) = reflector::store::<Destination>();
+    let dest_stream = watcher(
+        Api::<Destination>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(dest_writer)
+    .touched_objects();
     let controller = Controller::new(wps, watcher::Config::default());
     let store = controller.store();
+    let (s1, s2, s3) = (store.clone(), store.clone(), store);
+    let (d1, d2) = (dest_reader.clone(), dest_reader);
     let state = Arc::new(WpState {
         recorder: Recorder::new(
-            client,
+            client.clone(),
             Reporter {
                 controller: REPORTER.into(),
                 instance: None,
@@ -244,17 +258,28 @@ pub async fn run(ctx: Arc<Context>) {
         written: Mutex::new(HashMap::new()),
     });
     controller
+        .watches_stream(dest_stream, move |dest: Destination| {
+            placements_on(&s1, &[dest.name_any()])
+        })
+        // A state store turning Ready (or going away) re-queues the placements waiting on it.
         .watches(
-            dests,
+            Api::<GitStateStore>::all(client.clone()),
             watcher::Config::default(),
-            move |dest: Destination| {
-                let name = dest.name_any();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|wp| wp.spec.target_destination_name.as_deref() == Some(name.as_str()))
-                    .map(|wp| ObjectRef::from_obj(wp.as_ref()))
-                    .collect::<Vec<_>>()
+            move |s: GitStateStore| {
+                placements_on(
+                    &s2,
+                    &destinations_of_store(&d1, StateStoreKind::GitStateStore, &s.name_any()),
+                )
+            },
+        )
+        .watches(
+            Api::<BucketStateStore>::all(client),
+            watcher::Config::default(),
+            move |s: BucketStateStore| {
+                placements_on(
+                    &s3,
+                    &destinations_of_store(&d2, StateStoreKind::BucketStateStore, &s.name_any()),
+                )
             },
         )
         .run(reconcile, error_policy, state)
@@ -264,6 +289,38 @@ pub async fn run(ctx: Arc<Context>) {
             }
         })
         .await;
+}
+
+/// WorkPlacements targeting any of `destinations`.
+fn placements_on(
+    store: &Store<WorkPlacement>,
+    destinations: &[String],
+) -> Vec<ObjectRef<WorkPlacement>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|wp| {
+            wp.spec
+                .target_destination_name
+                .as_ref()
+                .is_some_and(|d| destinations.contains(d))
+        })
+        .map(|wp| ObjectRef::from_obj(wp.as_ref()))
+        .collect()
+}
+
+/// Names of the Destinations using state store `kind`/`name`.
+fn destinations_of_store(
+    dests: &Store<Destination>,
+    kind: StateStoreKind,
+    name: &str,
+) -> Vec<String> {
+    dests
+        .state()
+        .into_iter()
+        .filter(|d| d.spec.state_store_ref.kind == kind && d.spec.state_store_ref.name == name)
+        .map(|d| d.name_any())
+        .collect()
 }
 
 fn error_policy(wp: Arc<WorkPlacement>, err: &ReconcileError, state: Arc<WpState>) -> Action {
