@@ -445,7 +445,8 @@ async fn reader_writes_the_full_object() {
         ReaderArgs {
             input_dir: input.clone(),
             output_dir: Some(output.clone()),
-            object: obj,
+            object: obj.clone(),
+            dry_run: false,
         },
     )
     .await
@@ -508,4 +509,40 @@ async fn status_writer_on_a_promise() {
     let c = plinth_api::find_condition(&status.conditions, "ConfigureWorkflowCompleted").unwrap();
     assert_eq!(c.status, "True");
     assert_eq!(c.reason, "PipelinesExecutedSuccessfully");
+}
+
+#[tokio::test]
+async fn reader_shows_dry_runs_the_real_request_with_the_proposed_spec() {
+    let ts = platform().await;
+    let real = request_object(&ts).await;
+    let ephemeral: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "marketplace.kratix.io/v1alpha1", "kind": "Redis",
+        "metadata": {"name": "kratix-dry-run-d1", "namespace": "team-a",
+            "labels": {"kratix.io/dry-run": "true"},
+            "annotations": {"kratix.io/dry-run-resource-name": "r1", "kratix.io/dry-run-resource-namespace": "team-a"}},
+        "spec": {"size": "large"}
+    }))
+    .unwrap();
+    real.api(ts.client())
+        .create(&PostParams::default(), &ephemeral)
+        .await
+        .unwrap();
+    let mut obj = real.clone();
+    obj.name = "kratix-dry-run-d1".into();
+    let dir = tempfile::tempdir().unwrap();
+    let path = run_reader(
+        ts.client(),
+        ReaderArgs {
+            input_dir: dir.path().to_path_buf(),
+            output_dir: None,
+            object: obj,
+            dry_run: true,
+        },
+    )
+    .await
+    .unwrap();
+    let v: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(v["metadata"]["name"], "r1");
+    assert_eq!(v["spec"]["size"], "large");
+    assert_eq!(v["status"]["endpoint"], "old");
 }

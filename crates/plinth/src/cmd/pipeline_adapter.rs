@@ -133,6 +133,7 @@ pub async fn run_role(
                     input_dir: r.input_dir,
                     output_dir: Some(r.output_dir),
                     object,
+                    dry_run: env_flag(env, env::DRY_RUN),
                 },
             )
             .await?;
