@@ -11,12 +11,16 @@
 //!   successful Pods and fails after more than `backoffLimit` (default 6) failed Pods
 //!   (`Failed`, reason `BackoffLimitExceeded`) or when `activeDeadlineSeconds` passed since
 //!   `startTime` (reason `DeadlineExceeded`; the running Pod is killed);
-//! * `restartPolicy` `OnFailure` and `Never` both mean "a failed Pod is followed by a new
-//!   Pod" (the runner never restarts containers in place); retries wait
+//! * `restartPolicy` `OnFailure` and `Never` (and `Always`, which Kubernetes rejects for
+//!   Jobs) all mean "a failed Pod is followed by a new Pod" — the runner never restarts
+//!   containers in place, so `restartCount` stays 0; retries wait
 //!   `retry_backoff * 2^(failures-1)`, capped at `max_retry_backoff`;
 //! * `spec.suspend: true` starts no new Pod; a running Pod always finishes (a pipeline is
 //!   never killed because its Job changed), then the Job gets `Suspended=True`;
-//! * at most `max_parallel_jobs` Pods run at a time;
+//! * at most `max_parallel_jobs` Pods run at a time, across all Jobs; within one Job the
+//!   attempts run one after the other (`parallelism` is treated as 1 and `completions`
+//!   are reached sequentially; `completionMode: Indexed`, `podFailurePolicy`,
+//!   `successPolicy` and `ttlSecondsAfterFinished` are not implemented);
 //! * on start, Pods still `Pending`/`Running` from an earlier runner process are marked
 //!   `Failed` with reason `NodeRestart` and count as failed attempts;
 //! * every status write goes through the status subresource, re-read and retried on 409.
@@ -723,6 +727,22 @@ async fn fail_job(
     Ok(())
 }
 
+struct AbortTaskOnDrop(Option<JoinHandle<()>>);
+
+impl AbortTaskOnDrop {
+    fn take(mut self) -> Option<JoinHandle<()>> {
+        self.0.take()
+    }
+}
+
+impl Drop for AbortTaskOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+        }
+    }
+}
+
 /// Runs one Pod, streaming its status snapshots to the API.
 async fn run_attempt(
     ctx: &Ctx,
@@ -743,6 +763,9 @@ async fn run_attempt(
             }
         }
     });
+    // If this attempt is abandoned (the runner stops), the writer must not land a stale
+    // snapshot after a later process marked the Pod.
+    let writer = AbortTaskOnDrop(Some(writer));
     let result = run_pod_once(
         &ctx.client,
         &ctx.config,
@@ -753,7 +776,9 @@ async fn run_attempt(
         },
     )
     .await;
-    let _ = writer.await;
+    if let Some(w) = writer.take() {
+        let _ = w.await;
+    }
     let status = match result {
         Ok(s) => s,
         Err(e) => {
