@@ -716,3 +716,124 @@ async fn deleting_a_flat_placement_whose_state_file_was_removed_by_hand_complete
             .any(|f| f == "filepathmode-none/kratix-canary-namespace.yaml")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passphrase_protected_ssh_keys_are_reported_precisely() {
+    // B11: the Secret's `passphrase` decrypts the key; a wrong or missing one gets its own
+    // message (checked locally, before any connection), and nothing waits on a prompt.
+    let env = start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("id");
+    let out = std::process::Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "right-passphrase",
+            "-C",
+            "plinth-test",
+            "-f",
+        ])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let private_key = std::fs::read_to_string(&key).unwrap();
+    let public_key = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let known_hosts = format!(
+        "[127.0.0.1]:1 {}",
+        public_key
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let put_secret = |passphrase: Option<&str>| {
+        let mut data = json!({"sshPrivateKey": private_key, "knownHosts": known_hosts});
+        if let Some(p) = passphrase {
+            data["passphrase"] = json!(p);
+        }
+        json!({"metadata": {"name": "git-ssh", "namespace": "default"}, "stringData": data})
+    };
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(put_secret(Some("wrong-passphrase"))).unwrap(),
+        )
+        .await
+        .unwrap();
+    let stores: Api<GitStateStore> = Api::all(env.client.clone());
+    let s: GitStateStore = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "GitStateStore",
+        "metadata": {"name": "ssh-store"},
+        "spec": {
+            "url": "ssh://git@127.0.0.1:1/org/state.git",
+            "branch": "main",
+            "authMethod": "ssh",
+            "secretRef": {"name": "git-ssh", "namespace": "default"},
+        },
+    }))
+    .unwrap();
+    stores.create(&PostParams::default(), &s).await.unwrap();
+    let wait_message = |what: &'static str, pred: fn(&str) -> bool| {
+        let stores = stores.clone();
+        async move {
+            wait_for(what, || async {
+                stores.get("ssh-store").await.ok().is_some_and(|s| {
+                    cond(&s.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| {
+                        c.0 == "False" && c.1 == "ErrorInitialisingWriter" && pred(&c.2)
+                    })
+                })
+            })
+            .await
+        }
+    };
+    wait_message("wrong passphrase reported", |m| {
+        m.contains("wrong passphrase")
+    })
+    .await;
+
+    // Secret changed: the store reloads it at once.
+    secrets
+        .replace(
+            "git-ssh",
+            &PostParams::default(),
+            &serde_json::from_value(put_secret(None)).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_message("missing passphrase reported", |m| {
+        m.contains("passphrase-protected")
+    })
+    .await;
+
+    // The right passphrase gets past the key; the (closed) port is what fails now.
+    secrets
+        .replace(
+            "git-ssh",
+            &PostParams::default(),
+            &serde_json::from_value(put_secret(Some("right-passphrase"))).unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_message("key accepted, server unreachable", |m| {
+        !m.contains("passphrase")
+    })
+    .await;
+    let s = stores.get("ssh-store").await.unwrap();
+    let msg = cond(&s.status.and_then(|s| s.conditions), "Ready")
+        .unwrap()
+        .2;
+    assert!(
+        !msg.contains("right-passphrase"),
+        "the passphrase never appears in status: {msg}"
+    );
+}
