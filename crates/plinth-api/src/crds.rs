@@ -274,6 +274,42 @@ pub fn request_status_schema() -> Value {
     })
 }
 
+/// Renames `additionalPrinterColumns` keys to their `apiextensions.k8s.io/v1` spelling
+/// when they differ only in case (e.g. v1beta1's `JSONPath` → `jsonPath`). Kratix decodes
+/// `spec.api` with Go's case-insensitive JSON decoder, so marketplace Promises written
+/// with the old spelling install there; they must install here too.
+fn normalise_printer_column_keys(version: &mut serde_json::Map<String, Value>) {
+    const KEYS: [&str; 6] = [
+        "name",
+        "type",
+        "format",
+        "description",
+        "priority",
+        "jsonPath",
+    ];
+    let Some(columns) = version
+        .get_mut("additionalPrinterColumns")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for column in columns.iter_mut().filter_map(Value::as_object_mut) {
+        let renames: Vec<(String, &str)> = column
+            .keys()
+            .filter_map(|k| {
+                KEYS.iter()
+                    .find(|want| want.eq_ignore_ascii_case(k) && *want != k)
+                    .map(|want| (k.clone(), *want))
+            })
+            .collect();
+        for (from, to) in renames {
+            if let Some(v) = column.remove(&from) {
+                column.entry(to.to_string()).or_insert(v);
+            }
+        }
+    }
+}
+
 /// Builds the resource-request CRD a Promise installs from its `spec.api`
 /// (kratix-spec §1.13):
 ///
@@ -283,7 +319,8 @@ pub fn request_status_schema() -> Value {
 ///   `status` (`.status.conditions[?(@.type=="Reconciled")].message`);
 /// * every version's `properties.status` is replaced with [`request_status_schema`];
 /// * the storage version's `metadata.name` gets `maxLength: 63`;
-/// * `apiVersion` is normalised to `apiextensions.k8s.io/v1`.
+/// * `apiVersion` is normalised to `apiextensions.k8s.io/v1`, and printer-column keys to
+///   their v1 spelling (`JSONPath` → `jsonPath`, as Go's decoder accepts).
 ///
 /// Errors: [`ApiError::InvalidApi`] when `api` is not a usable v1 CRD.
 pub fn build_request_crd(promise_name: &str, api: &Value) -> Result<Value, ApiError> {
@@ -307,6 +344,7 @@ pub fn build_request_crd(promise_name: &str, api: &Value) -> Result<Value, ApiEr
         let v = version
             .as_object_mut()
             .ok_or_else(|| invalid(&field, "not an object"))?;
+        normalise_printer_column_keys(v);
         let sub = v.entry("subresources").or_insert_with(|| json!({}));
         if sub.is_null() {
             *sub = json!({});

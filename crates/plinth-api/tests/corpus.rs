@@ -116,6 +116,16 @@ fn every_kratix_document_round_trips() {
                                 .as_ref()
                                 .is_some_and(|s| s.status.is_some()))
                         );
+                        for v in &typed.spec.versions {
+                            for col in v.additional_printer_columns.iter().flatten() {
+                                assert!(
+                                    !col.json_path.is_empty(),
+                                    "{}: printer column {} lost its jsonPath",
+                                    file.display(),
+                                    col.name
+                                );
+                            }
+                        }
                         request_crds += 1;
                     }
                 }
