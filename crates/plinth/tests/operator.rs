@@ -1,0 +1,61 @@
+//! Cluster mode without a cluster: `plinth operator` runs the controllers against a
+//! `plinth up --no-controllers` over HTTPS with a kubeconfig, exactly as it would against
+//! a real API server. This proves the controllers need nothing embedded. Two replicas
+//! share a Lease; only the holder reconciles, and the other takes over when it dies.
+
+mod support;
+
+use std::path::Path;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use serde_json::Value;
+use support::*;
+
+fn sample(file: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd/quickstart").join(file);
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases.get_opt("plinth-operator").await.ok().flatten().and_then(|l| l.spec?.holder_identity)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_reconciles_against_an_external_api_server_with_leader_election() {
+    let p = Plinth::up(&["--no-controllers"]).await;
+    let client = p.client().await;
+    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
+    create(&promises, &sample("promise.yaml")).await;
+
+    // Nothing reconciles without an operator.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(promises.get("webapp").await.unwrap().data["status"]["status"].is_null());
+
+    let mut a = p.operator("replica-a", 3);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kratix-platform-system");
+    wait_until(30, "replica-a holds the Lease", || async { holder(&leases).await.as_deref() == Some("replica-a") }).await;
+    let mut b = p.operator("replica-b", 3);
+
+    wait_until(60, "Promise webapp Available", || async {
+        promises.get("webapp").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
+    })
+    .await;
+    let webapps = dynamic(&client, "quickstart.plinth.dev", "v1alpha1", "WebApp", "webapps", Some("default"));
+    create(&webapps, &sample("request.yaml")).await;
+    let file = "local/resources/default/webapp/hello/render/5058f/deployment.yaml";
+    wait_until(60, file, || async { repo_file(&p.repo(), "main", file).is_some() }).await;
+    assert_eq!(holder(&leases).await.as_deref(), Some("replica-a"), "the follower never took the Lease");
+
+    // The leader dies; the follower takes over and keeps reconciling.
+    a.kill().unwrap();
+    a.wait().unwrap();
+    wait_until(30, "replica-b takes the Lease", || async { holder(&leases).await.as_deref() == Some("replica-b") }).await;
+    let mut second = sample("request.yaml");
+    second["metadata"]["name"] = "second".into();
+    create(&webapps, &second).await;
+    let file = "local/resources/default/webapp/second/render/5058f/deployment.yaml";
+    wait_until(60, file, || async { repo_file(&p.repo(), "main", file).is_some() }).await;
+    b.kill().unwrap();
+    b.wait().unwrap();
+}
