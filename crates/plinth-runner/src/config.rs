@@ -94,6 +94,10 @@ pub struct RunnerConfig {
     pub node_name: String,
     /// Keep `pods/<ns>/<pod>` (volumes, tokens) after the Pod finished, for debugging.
     pub keep_pod_dirs: bool,
+    /// Host directories the sandbox shows as empty (besides `data_dir`, which is always
+    /// hidden: it holds the API server's database, keys and every Pod's tokens). Default
+    /// `/root` and `/home`, where credentials such as `~/.kube/config` live.
+    pub sandbox_hidden_paths: Vec<PathBuf>,
 }
 
 impl RunnerConfig {
@@ -126,6 +130,7 @@ impl RunnerConfig {
             token_expiration_seconds: 3600,
             node_name: "plinth".to_string(),
             keep_pod_dirs: false,
+            sandbox_hidden_paths: vec![PathBuf::from("/root"), PathBuf::from("/home")],
         }
     }
 

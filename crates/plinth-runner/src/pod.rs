@@ -833,7 +833,9 @@ impl Runtimes {
             b.map(|bwrap| BwrapSandbox {
                 bwrap,
                 network: config.network,
-                hidden: vec![config.data_dir.clone()],
+                hidden: std::iter::once(config.data_dir.clone())
+                    .chain(config.sandbox_hidden_paths.iter().cloned())
+                    .collect(),
             })
         });
         let engine = detect_engine(&config.engine);

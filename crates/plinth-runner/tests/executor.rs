@@ -569,3 +569,29 @@ async fn network_off_leaves_only_loopback() {
     assert_eq!(st.phase.as_deref(), Some("Succeeded"));
     assert_eq!(read(&cfg.log_path("team-a", "nonet", "c")), "lo\n");
 }
+
+#[tokio::test]
+async fn sandbox_hides_the_data_dir_and_home_directories() {
+    if !have_bwrap("sandbox_hides_the_data_dir_and_home_directories") {
+        return;
+    }
+    // A data directory outside /tmp (which is private anyway), like `plinth up` uses.
+    let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(base).unwrap();
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let cfg = config(dir.path());
+    std::fs::create_dir_all(&cfg.data_dir).unwrap();
+    std::fs::write(cfg.data_dir.join("admin.token"), "secret").unwrap();
+    let p = pod(json!({
+        "metadata": {"name": "hidden", "namespace": "team-a"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c",
+            "ls -A /root | wc -l; cat $0/admin.token 2>/dev/null || echo no-token; test -r \"$KUBECONFIG\" && echo kubeconfig-visible",
+            cfg.data_dir.to_str().unwrap()]}]}
+    }));
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    let log = read(&cfg.log_path("team-a", "hidden", "c"));
+    assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{log}");
+    assert_eq!(log, "0\nno-token\nkubeconfig-visible\n");
+}
