@@ -506,6 +506,13 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                         .as_ref()
                         .and_then(|s| s.version_id.clone())
                         .unwrap_or_default();
+                    // A write that changed nothing keeps the recorded version: that commit
+                    // still holds exactly these files (Kratix's version cache, §5.5 step 7).
+                    let version = if !outcome.changed && !old_version.is_empty() {
+                        old_version.clone()
+                    } else {
+                        version.clone()
+                    };
                     ch |= !version.is_empty() && old_version != version;
                     status_changed = ch;
                     ch.then(|| {

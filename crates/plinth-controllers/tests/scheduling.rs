@@ -631,3 +631,74 @@ async fn a_work_without_workload_groups_is_ready_with_no_placements() {
     assert!(env.placements("team-a", "empty").await.is_empty());
     assert_eq!(env.commits(), commits);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_controllers_keep_placements_and_make_no_commits_for_unchanged_work() {
+    let mut env = start().await;
+    env.git_store("default").await;
+    for n in ["d-a", "d-b"] {
+        env.create_destination(dest_json(n, json!({"pool": "x"}), n))
+            .await;
+        env.destination_ready(n).await;
+    }
+    let sel = vec![("promise", labels(&[("pool", "x")]))];
+    env.create_work(
+        "team-a",
+        "keep",
+        "widget",
+        "r1",
+        "configure",
+        &[(".", sel, vec![("a.yaml", "a: 1\n")])],
+    )
+    .await;
+    env.work_condition(
+        "team-a",
+        "keep",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
+    let before = env.placements("team-a", "keep").await;
+    assert_eq!(before.len(), 1);
+    let wp_before = env.placement_ready("team-a", &before[0].name_any()).await;
+    let commits = env.commits();
+
+    env.restart_controllers().await;
+    env.create_work(
+        "team-a",
+        "after",
+        "widget",
+        "r2",
+        "configure",
+        &[(".", vec![], vec![("b.yaml", "b: 1\n")])],
+    )
+    .await;
+    env.work_condition(
+        "team-a",
+        "after",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
+    let after_wp = env.placements("team-a", "after").await[0].name_any();
+    env.placement_ready("team-a", &after_wp).await;
+    let after = env.placements("team-a", "keep").await;
+    assert_eq!(after.len(), 1);
+    assert_eq!(
+        after[0].name_any(),
+        before[0].name_any(),
+        "not moved or duplicated"
+    );
+    assert_eq!(
+        after[0].status.as_ref().unwrap().version_id,
+        wp_before.status.as_ref().unwrap().version_id,
+        "unchanged placement keeps its version"
+    );
+    assert_eq!(
+        env.commits(),
+        commits + 1,
+        "only the new Work made a commit"
+    );
+}

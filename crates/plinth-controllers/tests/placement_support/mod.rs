@@ -109,12 +109,7 @@ pub async fn start_with(f: impl FnOnce(&mut ControllerConfig)) -> Env {
     };
     f(&mut config);
     let ctx = Context::new(client.clone(), config);
-    let tasks = vec![
-        tokio::spawn(plinth_controllers::scheduler::run(ctx.clone())),
-        tokio::spawn(plinth_controllers::workplacement::run(ctx.clone())),
-        tokio::spawn(plinth_controllers::destination::run(ctx.clone())),
-        tokio::spawn(plinth_controllers::statestore::run(ctx.clone())),
-    ];
+    let tasks = spawn_controllers(&ctx);
     Env {
         server,
         client,
@@ -123,6 +118,15 @@ pub async fn start_with(f: impl FnOnce(&mut ControllerConfig)) -> Env {
         _dir: dir,
         tasks,
     }
+}
+
+fn spawn_controllers(ctx: &Arc<Context>) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(plinth_controllers::scheduler::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::workplacement::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::destination::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::statestore::run(ctx.clone())),
+    ]
 }
 
 /// Polls `f` every 100 ms until it returns true; panics naming `what` after [`CONVERGE`].
@@ -144,6 +148,17 @@ where
 }
 
 impl Env {
+    /// Stops the controllers and starts fresh ones (empty registry and caches) with the
+    /// same configuration and data directory, as a process restart would.
+    pub async fn restart_controllers(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+        self.ctx = Context::new(self.client.clone(), (*self.ctx.config()).clone());
+        self.tasks = spawn_controllers(&self.ctx);
+    }
+
     /// `file://` URL of the bare repository.
     pub fn repo_url(&self) -> String {
         format!("file://{}", self.repo.display())
