@@ -679,6 +679,8 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 c.reason = Some("JobResumed".into());
                 c.message = Some("Job resumed".into());
                 c.last_transition_time = Some(now());
+                // As in Kubernetes, activeDeadlineSeconds counts again from the resume.
+                s.start_time = Some(now());
             }
         })
         .await?;
