@@ -216,11 +216,55 @@ fn render_of(headers: &HeaderMap, q: &Query) -> Render {
 
 /// Rewrites a stored object to the requested version of its resource.
 pub(crate) fn present(info: &ResourceInfo, mut obj: Value) -> Value {
+    if info.builtin && info.plural == "events" {
+        let from = obj.get("apiVersion").and_then(|a| a.as_str()).unwrap_or("");
+        if info.group == "events.k8s.io" && from == "v1" {
+            rename_fields(&mut obj, EVENT_FIELDS, false);
+        } else if info.group.is_empty() && from == "events.k8s.io/v1" {
+            rename_fields(&mut obj, EVENT_FIELDS, true);
+        }
+    }
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), json!(info.api_version()));
         m.insert("kind".into(), json!(info.kind));
     }
     obj
+}
+
+/// core/v1 Event field ↔ events.k8s.io/v1 Event field (the Kubernetes conversion);
+/// both versions are one stored resource, as on Kubernetes.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+];
+
+fn rename_fields(obj: &mut Value, pairs: &[(&str, &str)], to_core: bool) {
+    if let Some(m) = obj.as_object_mut() {
+        for (core, new) in pairs {
+            let (from, to) = if to_core { (new, core) } else { (core, new) };
+            if let Some(v) = m.remove(*from) {
+                m.insert((*to).to_string(), v);
+            }
+        }
+    }
+}
+
+fn is_events_v1(info: &ResourceInfo) -> bool {
+    info.builtin && info.group == "events.k8s.io" && info.plural == "events"
+}
+
+/// Storage key of a resource; events.k8s.io/v1 Events share core/v1 Events' storage.
+pub(crate) fn storage_rkey(info: &ResourceInfo) -> String {
+    if is_events_v1(info) {
+        rkey("", "events")
+    } else {
+        rkey(&info.group, &info.plural)
+    }
 }
 
 fn partial_metadata(obj: &Value) -> Value {
@@ -355,13 +399,11 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
         (Method::POST, None) => {
             let bytes = read_body(body).await?;
             let obj = decode_body(&content_type, &bytes)?;
+            let warnings = field_validation(&info, &q, &obj)?;
             let created = create(&app, &info, ns.as_deref(), obj, dry_run(&q)).await?;
-            Ok(respond_objects(
-                &info,
-                &render,
-                vec![created],
-                None,
-                StatusCode::CREATED,
+            Ok(with_warnings(
+                respond_objects(&info, &render, vec![created], None, StatusCode::CREATED),
+                &warnings,
             ))
         }
         (Method::POST, Some(name)) if sub == Some("token") => {
@@ -373,6 +415,7 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
         (Method::PUT, Some(name)) => {
             let bytes = read_body(body).await?;
             let obj = decode_body(&content_type, &bytes)?;
+            let warnings = field_validation(&info, &q, &obj)?;
             let status_only = sub == Some("status");
             let updated = update(
                 &app,
@@ -384,12 +427,9 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
                 dry_run(&q),
             )
             .await?;
-            Ok(respond_objects(
-                &info,
-                &render,
-                vec![updated],
-                None,
-                StatusCode::OK,
+            Ok(with_warnings(
+                respond_objects(&info, &render, vec![updated], None, StatusCode::OK),
+                &warnings,
             ))
         }
         (Method::PATCH, Some(name)) => {
@@ -403,7 +443,7 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
                 &content_type,
                 &bytes,
                 status_only,
-                dry_run(&q),
+                &q,
             )
             .await?;
             Ok(respond_objects(
@@ -511,11 +551,46 @@ pub(crate) fn decode_body(content_type: &str, bytes: &[u8]) -> Result<Value, Api
     Ok(v)
 }
 
+/// `fieldValidation=Strict|Warn|Ignore` (Kubernetes server-side field validation):
+/// Strict answers 400 for fields the schema does not know; Warn returns them as
+/// `Warning` headers; Ignore (and no parameter) prunes silently.
+fn field_validation(info: &ResourceInfo, q: &Query, obj: &Value) -> Result<Vec<String>, ApiError> {
+    let mode = q
+        .get("fieldValidation")
+        .map(String::as_str)
+        .unwrap_or("Ignore");
+    if mode != "Strict" && mode != "Warn" {
+        return Ok(Vec::new());
+    }
+    let unknown = crate::schema::unknown_fields(info, obj);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    if mode == "Strict" {
+        return Err(ApiError::bad_request(crate::schema::strict_decoding_error(
+            &unknown,
+        )));
+    }
+    Ok(unknown
+        .iter()
+        .map(|p| format!("299 - \"unknown field \\\"{p}\\\"\""))
+        .collect())
+}
+
+fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        if let Ok(v) = http::HeaderValue::from_str(w) {
+            r.headers_mut().append("warning", v);
+        }
+    }
+    r
+}
+
 // ---------------------------------------------------------------- get / list
 
 fn key_for(info: &ResourceInfo, ns: Option<&str>, name: &str) -> ObjKey {
     ObjKey {
-        rkey: rkey(&info.group, &info.plural),
+        rkey: storage_rkey(info),
         ns: if info.namespaced {
             ns.unwrap_or_default().to_string()
         } else {
@@ -545,6 +620,23 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
+    /// Like `parse`, with events.k8s.io/v1 field paths mapped to the stored core/v1 form.
+    pub(crate) fn for_resource(info: &ResourceInfo, q: &Query) -> Result<Filter, ApiError> {
+        let mut f = Filter::parse(q)?;
+        if is_events_v1(info) {
+            for r in f.field.iter_mut() {
+                for (core, new) in EVENT_FIELDS {
+                    if r.path == *new {
+                        r.path = core.to_string();
+                    } else if let Some(rest) = r.path.strip_prefix(&format!("{new}.")) {
+                        r.path = format!("{core}.{rest}");
+                    }
+                }
+            }
+        }
+        Ok(f)
+    }
+
     pub(crate) fn parse(q: &Query) -> Result<Filter, ApiError> {
         let label = match q.get("labelSelector").filter(|s| !s.is_empty()) {
             Some(s) => Some(selector::parse_label_selector(s).map_err(ApiError::bad_request)?),
@@ -555,6 +647,10 @@ impl Filter {
             None => Vec::new(),
         };
         Ok(Filter { label, field })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.label.as_ref().is_none_or(|l| l.selects_all()) && self.field.is_empty()
     }
 
     pub(crate) fn matches(&self, obj: &Value) -> bool {
@@ -572,7 +668,7 @@ async fn list(
     q: &Query,
     render: &Render,
 ) -> Result<Response, ApiError> {
-    let filter = Filter::parse(q)?;
+    let filter = Filter::for_resource(info, q)?;
     let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
     let (after, token_rv) = match q.get("continue").filter(|s| !s.is_empty()) {
         Some(c) => {
@@ -581,28 +677,82 @@ async fn list(
         }
         None => (None, None),
     };
+    // Label-only selectors need just the metadata; field selectors need the object.
+    let filter_fn: Box<dyn Fn(&str) -> bool + Send> = if filter.is_empty() {
+        Box::new(|_| true)
+    } else if filter.field.is_empty() {
+        Box::new(move |s: &str| {
+            serde_json::from_str::<MetaOnly>(s)
+                .is_ok_and(|m| filter.matches(&json!({"metadata": {"labels": m.metadata.labels}})))
+        })
+    } else {
+        Box::new(move |s: &str| serde_json::from_str::<Value>(s).is_ok_and(|v| filter.matches(&v)))
+    };
     let res = app
         .store
-        .list(
-            rkey(&info.group, &info.plural),
-            ns,
-            after,
-            limit,
-            Box::new(move |o| filter.matches(o)),
-        )
+        .list_raw(storage_rkey(info), ns, after, limit, filter_fn)
         .await?;
     let rv = token_rv.unwrap_or(res.rv);
     let mut lm = json!({"resourceVersion": rv.to_string()});
     if let Some((ns, name)) = res.more_after {
         lm["continue"] = json!(encode_continue(rv, &ns, &name));
     }
+    // Fast path: stored objects already carry this version's apiVersion; splice the
+    // stored JSON into the list without parsing it.
+    let storage = storage_info(app, info);
+    let needle = format!("\"apiVersion\":\"{}\"", info.api_version());
+    if *render == Render::Plain
+        && storage.api_version() == info.api_version()
+        && storage.kind == info.kind
+        && res.items.iter().all(|s| s.contains(&needle))
+    {
+        let head = serde_json::to_string(
+            &json!({"apiVersion": info.api_version(), "kind": info.list_kind, "metadata": lm}),
+        )
+        .unwrap_or_default();
+        let total: usize = res.items.iter().map(|s| s.len() + 1).sum();
+        let mut body = String::with_capacity(head.len() + total + 16);
+        body.push_str(&head[..head.len() - 1]);
+        body.push_str(",\"items\":[");
+        for (i, item) in res.items.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(item);
+        }
+        body.push_str("]}");
+        return Ok((
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response());
+    }
+    let items = res
+        .items
+        .iter()
+        .map(|s| serde_json::from_str::<Value>(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApiError::internal(format!("corrupt stored object: {e}")))?;
     Ok(respond_objects(
         info,
         render,
-        res.items,
+        items,
         Some(lm),
         StatusCode::OK,
     ))
+}
+
+#[derive(serde::Deserialize)]
+struct MetaOnly {
+    #[serde(default)]
+    metadata: MetaLabels,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct MetaLabels {
+    #[serde(default)]
+    labels: Option<serde_json::Map<String, Value>>,
 }
 
 fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
@@ -871,6 +1021,11 @@ fn is_crd(info: &ResourceInfo) -> bool {
 }
 
 fn storage_info(app: &App, info: &ResourceInfo) -> Arc<ResourceInfo> {
+    if is_events_v1(info)
+        && let Some(core) = app.registry.lookup("", "v1", "events")
+    {
+        return core;
+    }
     app.registry
         .storage_of(&info.group, &info.plural)
         .unwrap_or_else(|| Arc::new(info.clone()))
@@ -1015,6 +1170,7 @@ async fn update_with<F>(
     name: &str,
     status_only: bool,
     dry_run: bool,
+    explicit_rv: bool,
     mut mutate: F,
 ) -> Result<Value, ApiError>
 where
@@ -1035,9 +1191,12 @@ where
         }
         check_namespace_field(info, ns, &mut new)?;
         let old_rv = rv_of(&old);
+        // Only a resourceVersion the client sent is a precondition (a patch result carries
+        // the stored one).
         let wanted_rv = meta_str(&new, "resourceVersion").map(String::from);
-        let conditional = wanted_rv.is_some();
-        if let Some(w) = &wanted_rv
+        let conditional = explicit_rv && wanted_rv.is_some();
+        if conditional
+            && let Some(w) = &wanted_rv
             && w.parse::<u64>().ok() != Some(old_rv)
         {
             return Err(ApiError::conflict(
@@ -1098,7 +1257,8 @@ pub(crate) async fn update(
     status_only: bool,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
-    update_with(app, info, ns, name, status_only, dry_run, |_| {
+    let explicit = meta_str(&obj, "resourceVersion").is_some();
+    update_with(app, info, ns, name, status_only, dry_run, explicit, |_| {
         Ok(obj.clone())
     })
     .await
@@ -1114,14 +1274,40 @@ pub(crate) async fn patch(
     content_type: &str,
     bytes: &[u8],
     status_only: bool,
-    dry_run: bool,
+    q: &Query,
 ) -> Result<Value, ApiError> {
     let kind = crate::patch::PatchKind::from_content_type(content_type, info)?;
     let patch_doc: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch body: {e}")))?;
-    update_with(app, info, ns, name, status_only, dry_run, |old| {
-        crate::patch::apply(kind, old, &patch_doc)
-    })
+    let strict = q.get("fieldValidation").is_some_and(|v| v == "Strict");
+    let explicit = match kind {
+        crate::patch::PatchKind::Json => patch_doc.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op["path"] == "/metadata/resourceVersion"
+                    && op["op"] != "test"
+                    && op["op"] != "remove"
+            })
+        }),
+        _ => patch_doc
+            .pointer("/metadata/resourceVersion")
+            .is_some_and(|v| !v.is_null()),
+    };
+    update_with(
+        app,
+        info,
+        ns,
+        name,
+        status_only,
+        dry_run(q),
+        explicit,
+        |old| {
+            let new = crate::patch::apply(kind, old, &patch_doc)?;
+            if strict {
+                field_validation(info, q, &new)?;
+            }
+            Ok(new)
+        },
+    )
     .await
 }
 
@@ -1133,7 +1319,7 @@ pub(crate) async fn modify(
     name: &str,
     f: impl FnMut(&Value) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
-    update_with(app, info, ns, name, false, false, f).await
+    update_with(app, info, ns, name, false, false, false, f).await
 }
 
 // ---------------------------------------------------------------- delete
@@ -1362,11 +1548,11 @@ async fn delete_collection(
     q: &Query,
     opts: &DeleteOptions,
 ) -> Result<Response, ApiError> {
-    let filter = Filter::parse(q)?;
+    let filter = Filter::for_resource(info, q)?;
     let res = app
         .store
         .list(
-            rkey(&info.group, &info.plural),
+            storage_rkey(info),
             ns,
             None,
             0,

@@ -183,6 +183,17 @@ pub struct ListResult {
     pub more_after: Option<(String, String)>,
 }
 
+/// Result of [`Store::list_raw`]: stored JSON text.
+#[derive(Debug)]
+pub struct RawListResult {
+    /// Matching objects' JSON, ordered by (namespace, name).
+    pub items: Vec<String>,
+    /// resourceVersion of the snapshot the list was read at.
+    pub rv: u64,
+    /// Key of the last returned object when more objects match (for `continue`).
+    pub more_after: Option<(String, String)>,
+}
+
 /// The storage handle; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -338,6 +349,36 @@ impl Store {
         limit: usize,
         filter: Box<dyn Fn(&Value) -> bool + Send>,
     ) -> Result<ListResult, StoreError> {
+        let raw = self
+            .list_raw(
+                rkey,
+                ns,
+                after,
+                limit,
+                Box::new(move |s: &str| serde_json::from_str::<Value>(s).is_ok_and(|v| filter(&v))),
+            )
+            .await?;
+        Ok(ListResult {
+            items: raw
+                .items
+                .iter()
+                .map(|s| parse(s))
+                .collect::<Result<_, _>>()?,
+            rv: raw.rv,
+            more_after: raw.more_after,
+        })
+    }
+
+    /// Like [`Store::list`], returning the stored JSON text unparsed (the fast path for
+    /// large lists); `filter` sees the JSON text.
+    pub async fn list_raw(
+        &self,
+        rkey: String,
+        ns: Option<String>,
+        after: Option<(String, String)>,
+        limit: usize,
+        filter: Box<dyn Fn(&str) -> bool + Send>,
+    ) -> Result<RawListResult, StoreError> {
         self.read(move |c| {
             let tx = c.transaction()?;
             let rv = read_head(&tx)?;
@@ -360,8 +401,7 @@ impl Store {
                 let mut last: Option<(String, String)> = None;
                 while let Some(row) = rows.next()? {
                     let data: String = row.get(2)?;
-                    let v = parse(&data)?;
-                    if !filter(&v) {
+                    if !filter(&data) {
                         continue;
                     }
                     if limit > 0 && items.len() == limit {
@@ -369,11 +409,11 @@ impl Store {
                         break;
                     }
                     last = Some((row.get(0)?, row.get(1)?));
-                    items.push(v);
+                    items.push(data);
                 }
             }
             tx.commit()?;
-            Ok(ListResult {
+            Ok(RawListResult {
                 items,
                 rv,
                 more_after,

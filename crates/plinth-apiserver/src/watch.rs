@@ -24,7 +24,6 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::api::{App, AppRef, Filter, Query, Render, present};
 use crate::error::ApiError;
-use crate::registry::rkey;
 use crate::resource::ResourceInfo;
 use crate::store::{Event, EventType};
 
@@ -106,7 +105,7 @@ pub(crate) async fn watch(
     q: &Query,
     render: Render,
 ) -> Result<Response, ApiError> {
-    let filter = Filter::parse(q)?;
+    let filter = Filter::for_resource(&info, q)?;
     let from: Option<u64> = match q.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => None,
         Some(s) => Some(s.parse().map_err(|_| {
@@ -120,7 +119,7 @@ pub(crate) async fn watch(
         .map(Duration::from_secs);
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
-    let key = rkey(&info.group, &info.plural);
+    let key = crate::api::storage_rkey(&info);
     // Subscribe before reading the log so nothing falls between the two.
     let sub = app.hub.subscribe(&key);
     let mut w = Watcher {
@@ -134,7 +133,7 @@ pub(crate) async fn watch(
     // Initial state is read before answering so errors become HTTP errors.
     let initial: Initial = match from {
         None => {
-            let filter = Filter::parse(q)?;
+            let filter = Filter::for_resource(&w.info, q)?;
             let res = app
                 .store
                 .list(

@@ -5,6 +5,7 @@
 use std::process::Command;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use plinth_apiserver::testing::TestServer;
@@ -59,6 +60,17 @@ async fn https_with_admin_and_service_account_tokens() {
         .body(serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}})).unwrap())
         .unwrap();
     let tr: serde_json::Value = client.request(req).await.unwrap();
+    // Let the account read ConfigMaps (RBAC is enforced for everyone but system:masters).
+    let roles: Api<Role> = Api::namespaced(client.clone(), "default");
+    roles
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "cm-reader"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]})).unwrap())
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "default");
+    bindings
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "cm-reader"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"}, "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]})).unwrap())
+        .await
+        .unwrap();
     let token = tr["status"]["token"].as_str().unwrap().to_string();
     assert!(tr["status"]["expirationTimestamp"].is_string());
     let mut sa_cfg = config(&ts).await;

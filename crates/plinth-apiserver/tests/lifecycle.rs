@@ -881,3 +881,115 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     assert_eq!(code, 400);
     assert_eq!(ts.server().resource_version(), head);
 }
+
+#[tokio::test]
+async fn field_validation_strict_and_warn() {
+    let ts = TestServer::start().await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(ts.client());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    let body = |name: &str| {
+        serde_json::to_vec(&json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": 1, "bogus": true}}))
+            .unwrap()
+    };
+    let head = ts.server().resource_version();
+    let (code, st) = send(
+        &ts,
+        "POST",
+        &format!("{path}?fieldValidation=Strict"),
+        "application/json",
+        body("a"),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field \"spec.bogus\""),
+        "{st}"
+    );
+    assert_eq!(ts.server().resource_version(), head);
+
+    let req = Request::post(format!("{path}?fieldValidation=Warn"))
+        .header("content-type", "application/json")
+        .body(Body::from(body("b")))
+        .unwrap();
+    let resp = ts.router().oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let w = resp
+        .headers()
+        .get("warning")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        w.contains("unknown field") && w.contains("spec.bogus"),
+        "{w}"
+    );
+
+    // Strict on a patch result.
+    let (code, _) = send(
+        &ts,
+        "PATCH",
+        &format!("{path}/b?fieldValidation=Strict"),
+        "application/merge-patch+json",
+        br#"{"spec":{"other":1}}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn events_are_one_resource_in_both_api_versions() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    let ts = TestServer::start().await.unwrap();
+    let new: Api<NewEvent> = Api::namespaced(ts.client(), "default");
+    let ev: NewEvent = serde_json::from_value(json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "plinth.io/promise", "reportingInstance": "x",
+        "action": "Reconcile", "reason": "Created", "type": "Normal",
+        "note": "made a thing",
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "cfg", "namespace": "default", "uid": "u-1"}}))
+    .unwrap();
+    new.create(&PostParams::default(), &ev).await.unwrap();
+    // kubectl describe's query: core/v1 with involvedObject field selectors.
+    let core: Api<CoreEvent> = Api::namespaced(ts.client(), "default");
+    let l =
+        core.list(&kube::api::ListParams::default().fields(
+            "involvedObject.name=cfg,involvedObject.kind=ConfigMap,involvedObject.uid=u-1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(l.items.len(), 1);
+    assert_eq!(l.items[0].message.as_deref(), Some("made a thing"));
+    assert_eq!(
+        l.items[0].reporting_component.as_deref(),
+        Some("plinth.io/promise")
+    );
+    // And back through events.k8s.io with its own field names.
+    let l = new
+        .list(&kube::api::ListParams::default().fields("regarding.name=cfg"))
+        .await
+        .unwrap();
+    assert_eq!(l.items[0].note.as_deref(), Some("made a thing"));
+    // A merge patch through events.k8s.io (what kube-runtime's Recorder sends for series).
+    let p = new
+        .patch(
+            "e1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"series": {"count": 2, "lastObservedTime": "2026-01-01T00:01:00.000000Z"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.series.unwrap().count, 2);
+    assert_eq!(core.get("e1").await.unwrap().series.unwrap().count, Some(2));
+}
