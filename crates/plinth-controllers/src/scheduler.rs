@@ -40,7 +40,7 @@
 //! Deleting a Work deletes its WorkPlacements first (finalizer `kratix.io/work-cleanup`),
 //! so no WorkPlacement or state-store file is orphaned (bug B26).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -538,7 +538,10 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 }
             }
         }
-        if outcome.unscheduled && resource_work {
+        // Announced once per newly unscheduled group, not on every reconcile.
+        let already_reported = get_condition(&work_conditions(&work), "ScheduleSucceeded")
+            .is_some_and(|c| c.reason == "UnscheduledWorkloads" && c.message.contains(&group.id));
+        if outcome.unscheduled && resource_work && !already_reported {
             publish(
                 &state.recorder,
                 work.as_ref(),
@@ -1026,19 +1029,6 @@ fn json_field_eq(a: &Value, b: &Value, key: &str) -> bool {
     norm(a.get(key)) == norm(b.get(key))
 }
 
-/// Groups placed per Destination, for tests and diagnostics: `destination → [group ids]`.
-pub fn placements_by_destination<'a>(
-    wps: impl IntoIterator<Item = &'a WorkPlacement>,
-) -> HashMap<String, Vec<String>> {
-    let mut out: HashMap<String, Vec<String>> = HashMap::new();
-    for wp in wps {
-        out.entry(wp_destination(wp))
-            .or_default()
-            .push(wp.spec.id.clone().unwrap_or_default());
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1175,7 +1165,7 @@ mod tests {
     #[test]
     fn rendezvous_spreads_groups() {
         let names = ["d1", "d2", "d3"];
-        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for i in 0..600 {
             let w = format!("work-{i}");
             *counts
