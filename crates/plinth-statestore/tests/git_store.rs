@@ -550,6 +550,25 @@ async fn ssh_with_passphrase_key_writes() {
     );
     assert_eq!(tree_files(&clone)["dev/ssh.yaml"], b"over ssh\n");
     assert_eq!(git(&clone, &["rev-parse", "HEAD"]).trim(), out.version_id);
+
+    // The same server through a hashed known_hosts file (`ssh-keygen -H`).
+    let kh = f.work.parent().unwrap().join("known_hosts_hashed");
+    std::fs::write(&kh, &f.server.known_hosts).unwrap();
+    let st = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-H", "-f"])
+        .arg(&kh)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let hashed = std::fs::read_to_string(&kh).unwrap();
+    assert!(hashed.starts_with("|1|"), "{hashed}");
+    let store = open(ssh_cfg(&f, "correct horse", &hashed, "hashed")).await;
+    let out = store
+        .write(put("wp-ssh2", "dev/ssh2.yaml", "hashed\n"))
+        .await
+        .unwrap();
+    assert!(out.changed);
 }
 
 #[tokio::test]

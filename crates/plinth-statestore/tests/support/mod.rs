@@ -239,14 +239,16 @@ pub struct SshGitServer {
 
 /// Makes sure the SSH git user exists (root only), as scripts/install-test-deps.sh does.
 fn ensure_ssh_user(git_shell: &Path) -> Result<(), String> {
-    let exists = Command::new("id")
-        .arg(SSH_USER)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if exists {
+    let exists = || {
+        Command::new("id")
+            .arg(SSH_USER)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if exists() {
         return Ok(());
     }
     let st = Command::new("useradd")
@@ -255,7 +257,8 @@ fn ensure_ssh_user(git_shell: &Path) -> Result<(), String> {
         .arg(SSH_USER)
         .status()
         .map_err(|e| format!("useradd: {e}"))?;
-    if !st.success() {
+    // Another test process may have created it at the same moment.
+    if !st.success() && !exists() {
         return Err("useradd failed (not root?)".into());
     }
     // useradd leaves the account locked ('!'), and sshd refuses locked accounts.
