@@ -29,6 +29,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod bucket;
 mod error;
 pub mod git;
@@ -103,7 +105,7 @@ impl WriteOp {
 /// Destination's canary files). All of its ops land together or not at all.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteRequest {
-    /// Who the write is for; named in the Git commit message ("Update from: <name>").
+    /// Who the write is for; named in the Git commit message (`Update from: <name>`).
     pub name: String,
     /// The changes, applied in order.
     pub ops: Vec<WriteOp>,
