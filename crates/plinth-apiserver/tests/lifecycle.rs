@@ -993,3 +993,91 @@ async fn events_are_one_resource_in_both_api_versions() {
     assert_eq!(p.series.unwrap().count, 2);
     assert_eq!(core.get("e1").await.unwrap().series.unwrap().count, Some(2));
 }
+
+#[tokio::test]
+async fn delete_collection_with_a_label_selector() {
+    let ts = TestServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let mut c = cm(name);
+        c.metadata.labels = Some(BTreeMap::from([("app".to_string(), app.to_string())]));
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    api.delete_collection(
+        &DeleteParams::default(),
+        &kube::api::ListParams::default().labels("app=x"),
+    )
+    .await
+    .unwrap();
+    let left: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(left, vec!["c"]);
+}
+
+#[tokio::test]
+async fn pod_logs_from_the_data_directory() {
+    use k8s_openapi::api::core::v1::Pod;
+    let ts = TestServer::start().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(ts.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}})).unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
+    let dir = ts.data_dir().join("pod-logs/default/p");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("main.log"), "one\ntwo\nthree\n").unwrap();
+    assert_eq!(
+        pods.logs("p", &Default::default()).await.unwrap(),
+        "one\ntwo\nthree\n"
+    );
+    let lp = kube::api::LogParams {
+        tail_lines: Some(1),
+        ..Default::default()
+    };
+    assert_eq!(pods.logs("p", &lp).await.unwrap(), "three\n");
+    // follow: streams until the container terminates.
+    let lp = kube::api::LogParams {
+        follow: true,
+        ..Default::default()
+    };
+    let mut stream = pods.log_stream("p", &lp).await.unwrap();
+    let writer = {
+        let pods = pods.clone();
+        let dir = dir.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.join("main.log"))
+                .unwrap();
+            f.write_all(b"four\n").unwrap();
+            pods.patch_status(
+                "p",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+            )
+            .await
+            .unwrap();
+        })
+    };
+    let mut text = Vec::new();
+    use futures::AsyncReadExt;
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut text))
+        .await
+        .unwrap()
+        .unwrap();
+    writer.await.unwrap();
+    assert_eq!(String::from_utf8(text).unwrap(), "one\ntwo\nthree\nfour\n");
+    // Unknown container: 400.
+    let lp = kube::api::LogParams {
+        container: Some("nope".into()),
+        ..Default::default()
+    };
+    assert!(pods.logs("p", &lp).await.is_err());
+}
