@@ -13,6 +13,7 @@ pub mod table;
 
 mod api;
 pub mod auth;
+mod authz;
 pub mod error;
 mod gc;
 mod kinds;

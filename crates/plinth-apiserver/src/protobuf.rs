@@ -134,6 +134,58 @@ const BINDING: &[F] = &[
     ),
 ];
 
+/// authorization.k8s.io/v1 SelfSubjectAccessReview (what `kubectl auth can-i` sends).
+const SELF_SUBJECT_ACCESS_REVIEW: &[F] = &[
+    (1, "metadata", Ty::Msg(OBJECT_META)),
+    (
+        2,
+        "spec",
+        Ty::Msg(&[
+            (
+                1,
+                "resourceAttributes",
+                Ty::Msg(&[
+                    (1, "namespace", Ty::Str),
+                    (2, "verb", Ty::Str),
+                    (3, "group", Ty::Str),
+                    (4, "version", Ty::Str),
+                    (5, "resource", Ty::Str),
+                    (6, "subresource", Ty::Str),
+                    (7, "name", Ty::Str),
+                ]),
+            ),
+            (
+                2,
+                "nonResourceAttributes",
+                Ty::Msg(&[(1, "path", Ty::Str), (2, "verb", Ty::Str)]),
+            ),
+        ]),
+    ),
+];
+
+/// authentication.k8s.io/v1 TokenRequest (what `kubectl create token` sends).
+const TOKEN_REQUEST: &[F] = &[
+    (1, "metadata", Ty::Msg(OBJECT_META)),
+    (
+        2,
+        "spec",
+        Ty::Msg(&[
+            (1, "audiences", Ty::RepStr),
+            (
+                3,
+                "boundObjectRef",
+                Ty::Msg(&[
+                    (1, "kind", Ty::Str),
+                    (2, "apiVersion", Ty::Str),
+                    (3, "name", Ty::Str),
+                    (4, "uid", Ty::Str),
+                ]),
+            ),
+            (4, "expirationSeconds", Ty::I64),
+        ]),
+    ),
+];
+
 fn descriptor(api_version: &str, kind: &str) -> Option<&'static [F]> {
     Some(match (api_version, kind) {
         ("v1", "ConfigMap") => CONFIG_MAP,
@@ -143,6 +195,8 @@ fn descriptor(api_version: &str, kind: &str) -> Option<&'static [F]> {
         ("rbac.authorization.k8s.io/v1", "Role") => ROLE,
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => CLUSTER_ROLE,
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => BINDING,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => SELF_SUBJECT_ACCESS_REVIEW,
+        ("authentication.k8s.io/v1", "TokenRequest") => TOKEN_REQUEST,
         _ => return None,
     })
 }

@@ -170,7 +170,13 @@ impl ApiServer {
             }
         }
 
-        let base = api::routes(app.clone());
+        // RBAC runs after authentication (inner layer): both routers enforce it.
+        let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
+        tasks.push(authz_task);
+        let base = api::routes(app.clone()).layer(axum::middleware::from_fn_with_state(
+            authorizer,
+            crate::authz::authorize_request,
+        ));
         let router = base.clone().layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::in_process_auth,
