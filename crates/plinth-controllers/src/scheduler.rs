@@ -58,8 +58,8 @@ use sha2::{Digest, Sha256};
 
 use crate::context::Context;
 use crate::objstatus::{
-    ReconcileError, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
-    publish, set_condition,
+    ReconcileError, condition_is_false, condition_is_true, describe, edit_finalizers,
+    get_condition, patch_status, publish, set_condition,
 };
 
 /// Finalizer on every Work: its WorkPlacements are deleted before it goes (§11.3).
@@ -598,7 +598,18 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         })
         .collect();
 
-    let summary = summarize(&outcomes, &failing);
+    // Beyond Kratix (§13): a Work is Ready only once every placement is written, so a
+    // request is not Reconciled before its files reached the store.
+    let unwritten: Vec<String> = placed_names
+        .iter()
+        .filter(|n| {
+            !existing.iter().any(|wp| {
+                &wp.name_any() == *n && condition_is_true(&wp_conditions(wp), "WriteSucceeded")
+            })
+        })
+        .cloned()
+        .collect();
+    let summary = summarize(&outcomes, &failing, &unwritten);
     let total = groups(&work).len() as i64;
     let unscheduled_count = outcomes.iter().filter(|(_, o)| o.unscheduled).count() as i64;
     let mut changed_reasons: Vec<(EventType, &'static str, String)> = Vec::new();
@@ -674,7 +685,11 @@ struct Summary {
 
 /// The Work's `Ready` and `ScheduleSucceeded` conditions from the group outcomes and
 /// the failing placements (reference §5.4 "Work status" and §5.3 step 5).
-fn summarize(outcomes: &[(String, GroupOutcome)], failing: &[(String, String)]) -> Summary {
+fn summarize(
+    outcomes: &[(String, GroupOutcome)],
+    failing: &[(String, String)],
+    unwritten: &[String],
+) -> Summary {
     let ids = |pred: &dyn Fn(&GroupOutcome) -> bool| -> String {
         outcomes
             .iter()
@@ -788,6 +803,25 @@ fn summarize(outcomes: &[(String, GroupOutcome)], failing: &[(String, String)]) 
                 "Misplaced".into(),
                 EventType::Warning,
                 "DestinationSelectorMismatch",
+            ),
+        ]
+    } else if !unwritten.is_empty() {
+        vec![
+            cond(
+                "ScheduleSucceeded",
+                true,
+                "AllWorkplacementsScheduled",
+                "All workplacements scheduled successfully".into(),
+                EventType::Normal,
+                "AllWorkplacementsScheduled",
+            ),
+            cond(
+                "Ready",
+                false,
+                "WorkplacementsPending",
+                "Pending".into(),
+                EventType::Normal,
+                "AllWorkplacementsScheduled",
             ),
         ]
     } else {
@@ -1302,6 +1336,7 @@ mod tests {
         let s = summarize(
             &[("g1".into(), ok), ("g2".into(), uns), ("g3".into(), mis)],
             &[],
+            &[],
         );
         assert_eq!(s.conditions[0].reason, "UnscheduledWorkloads");
         assert_eq!(
@@ -1317,11 +1352,13 @@ mod tests {
                 },
             )],
             &[],
+            &[],
         );
         assert_eq!(s.conditions[1].reason, "Misplaced");
         let s = summarize(
             &[("g1".into(), GroupOutcome::default())],
             &[("wp1".into(), "bad path".into())],
+            &[],
         );
         assert_eq!(s.conditions[0].reason, "WorkplacementsFailing");
         assert!(
@@ -1330,7 +1367,18 @@ mod tests {
                 .starts_with("Workplacements failed to write: [wp1]")
         );
         assert!(s.conditions[0].message.contains("bad path"));
-        let s = summarize(&[("g1".into(), GroupOutcome::default())], &[]);
+        let s = summarize(
+            &[("g1".into(), GroupOutcome::default())],
+            &[],
+            &["wp1".into()],
+        );
+        assert_eq!(
+            (s.conditions[0].status, s.conditions[1].status),
+            (true, false),
+            "scheduled, not yet written"
+        );
+        assert_eq!(s.conditions[1].message, "Pending");
+        let s = summarize(&[("g1".into(), GroupOutcome::default())], &[], &[]);
         assert!(s.conditions.iter().all(|c| c.status));
     }
 }

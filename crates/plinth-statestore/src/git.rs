@@ -7,8 +7,12 @@
 //!    over `file://`) — the equivalent of
 //!    Kratix's fetch + `reset --hard` + `clean -ffdx`: the clone is bare and every batch starts
 //!    from the freshly fetched tip, so no local state survives between batches;
-//! 2. applies every request queued within the batch window (default 200 ms, at most
-//!    `max_batch` requests) to an in-memory index built from that tip;
+//! 2. applies every request queued within the batch window to an in-memory index built from
+//!    that tip. The window is a debounce with a ceiling: it restarts with every write that
+//!    arrives (default 200 ms of quiet), but never extends past [`MAX_WINDOW_FACTOR`] times
+//!    the window after the first write, and a batch holds at most `max_batch` requests. Writes
+//!    that trickle in from many pipelines finishing one after another thus share a commit;
+//!    a lone write waits one window;
 //! 3. makes **no commit** when the resulting tree equals the tip's tree (every request gets the
 //!    tip as its versionID), else one commit "Update from: wp-a, wp-b (+N more)" authored by
 //!    `gitAuthor` (default `kratix`);
@@ -43,6 +47,9 @@ use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_
 
 /// Default author name for commits (reference §1.4 `gitAuthor` default `{name: kratix}`).
 pub const DEFAULT_AUTHOR_NAME: &str = "kratix";
+/// A batch is closed at the latest this many batch windows after its first write, however
+/// steadily writes keep arriving (see the module docs).
+pub const MAX_WINDOW_FACTOR: u32 = 10;
 /// Default batch window.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(200);
 /// Default maximum number of requests in one commit.
@@ -109,8 +116,9 @@ pub struct GitConfig {
     /// Directory for the local clone. Created if missing; must be empty, missing, or a clone
     /// this writer made before. Wiped and re-cloned when it holds a clone of another URL.
     pub work_dir: PathBuf,
-    /// How long the worker waits after the first queued write for more writes to put in the
-    /// same commit. Zero batches only what is already queued.
+    /// How long the worker waits for more writes to put in the same commit: the wait restarts
+    /// with each write that arrives, up to [`MAX_WINDOW_FACTOR`] windows after the first.
+    /// Zero batches only what is already queued.
     pub batch_window: Duration,
     /// Maximum number of requests in one commit.
     pub max_batch: usize,
@@ -621,8 +629,10 @@ impl Worker {
             match cmd {
                 Cmd::Write(first) => {
                     let mut batch = vec![*first];
-                    let deadline = Instant::now() + self.window;
-                    // Take whatever is already queued, then wait out the window.
+                    let ceiling = Instant::now() + self.window * MAX_WINDOW_FACTOR;
+                    let mut deadline = Instant::now() + self.window;
+                    // Take whatever is already queued, then wait until the queue has been
+                    // quiet for a window (or the ceiling is reached).
                     while batch.len() < self.max_batch {
                         let now = Instant::now();
                         let next = if now >= deadline {
@@ -634,7 +644,10 @@ impl Worker {
                             rx.recv_timeout(deadline - now)
                         };
                         match next {
-                            Ok(Cmd::Write(w)) => batch.push(*w),
+                            Ok(Cmd::Write(w)) => {
+                                batch.push(*w);
+                                deadline = (Instant::now() + self.window).min(ceiling);
+                            }
                             Ok(other) => deferred.push(other),
                             Err(_) => break,
                         }

@@ -31,8 +31,9 @@ pub struct UpArgs {
     /// images cannot be pulled.
     #[arg(long)]
     pub image_map: Option<PathBuf>,
-    /// Milliseconds the Git writer waits to batch writes into one commit.
-    #[arg(long, default_value_t = 200)]
+    /// Milliseconds of quiet the Git writer waits for before committing the writes it has
+    /// queued (the wait restarts with each write, up to ten times this after the first).
+    #[arg(long, default_value_t = 500)]
     pub git_batch_window_ms: u64,
 }
 
