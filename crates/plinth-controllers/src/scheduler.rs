@@ -36,6 +36,10 @@
 //! * Write failures reported by WorkPlacements (`WriteSucceeded=False`, including the
 //!   terminal `InvalidWorkloadPath`) are folded into the Work's conditions as
 //!   `WorkplacementsFailing` (§5.3 step 5), with each failing placement's message.
+//! * A Work is `Ready=True` only once every placement reports `WriteSucceeded=True`;
+//!   until then it is `Ready=False/WorkplacementsPending` "Pending". Kratix marks a Work
+//!   Ready as soon as it is scheduled, so requests turned Reconciled before their files
+//!   reached the store (§13).
 //!
 //! Deleting a Work deletes its WorkPlacements first (finalizer `kratix.io/work-cleanup`),
 //! so no WorkPlacement or state-store file is orphaned (bug B26).
