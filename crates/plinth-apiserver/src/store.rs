@@ -113,6 +113,9 @@ pub struct Event {
     /// The object after the change (for `Deleted`, its last state), with
     /// `metadata.resourceVersion` set to `rv`.
     pub object: Arc<Value>,
+    /// The watch-protocol line for this event in its stored form, serialized once and
+    /// shared by every watcher that wants exactly that form.
+    pub line: std::sync::OnceLock<bytes::Bytes>,
 }
 
 /// A write request. Every write appends one revision per changed object.
@@ -457,6 +460,7 @@ impl Store {
                             name: row.get(2)?,
                         },
                         object: Arc::new(parse(&data)?),
+                        line: std::sync::OnceLock::new(),
                     });
                 }
             }
@@ -636,6 +640,7 @@ impl Applier<'_> {
             kind,
             key: key.clone(),
             object: Arc::new(obj.clone()),
+            line: std::sync::OnceLock::new(),
         });
         Ok(rv)
     }

@@ -75,8 +75,18 @@ impl Watcher {
         if !self.filter.matches(&ev.object) {
             return true;
         }
-        let obj = present(&self.info, (*ev.object).clone());
-        let line = self.line(ev.kind.as_str(), obj);
+        let stored_form = self.render == Render::Plain
+            && ev.object.get("apiVersion").and_then(|a| a.as_str())
+                == Some(self.info.api_version().as_str())
+            && ev.object.get("kind").and_then(|k| k.as_str()) == Some(self.info.kind.as_str());
+        let line = if stored_form {
+            ev.line
+                .get_or_init(|| self.line(ev.kind.as_str(), (*ev.object).clone()))
+                .clone()
+        } else {
+            let obj = present(&self.info, (*ev.object).clone());
+            self.line(ev.kind.as_str(), obj)
+        };
         self.out.send(Ok(line)).await.is_ok()
     }
 
