@@ -986,10 +986,11 @@ pub(crate) async fn create(
         m.remove("managedFields");
         m.remove("selfLink");
     }
-    if info.status_subresource && !is_crd(info) {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+    if info.status_subresource
+        && !is_crd(info)
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
     }
     crate::kinds::prepare(app, info, &mut obj, None).await?;
     crate::schema::admit(info, &mut obj, None).map_err(|c| ApiError::invalid(info, &name, c))?;
@@ -1163,6 +1164,7 @@ async fn prepare_update(
 
 /// Runs an update: `mutate` turns the stored object into the proposed new one. Retries
 /// on storage conflicts unless the proposal carried its own resourceVersion.
+#[allow(clippy::too_many_arguments)]
 async fn update_with<F>(
     app: &App,
     info: &ResourceInfo,

@@ -66,10 +66,10 @@ async fn handle(app: &App, ev: &Event) -> Result<(), ApiError> {
             }
             // Owners waiting in foreground deletion for this dependent.
             for owner_uid in owner_uids(obj) {
-                if let Some((okey, owner)) = app.store.find_by_uid(owner_uid.clone()).await? {
-                    if finalizers(&owner).iter().any(|f| f == "foregroundDeletion") {
-                        foreground(app, &okey, &owner).await?;
-                    }
+                if let Some((okey, owner)) = app.store.find_by_uid(owner_uid.clone()).await?
+                    && finalizers(&owner).iter().any(|f| f == "foregroundDeletion")
+                {
+                    foreground(app, &okey, &owner).await?;
                 }
             }
             // The last object of a terminating namespace.
@@ -251,9 +251,9 @@ async fn orphan(app: &App, key: &ObjKey, owner: &Value) -> Result<(), ApiError> 
 }
 
 async fn namespace_cleanup(app: &App, ns_key: &ObjKey, ns: &Value) -> Result<(), ApiError> {
-    if !meta(ns)
+    if meta(ns)
         .get("deletionTimestamp")
-        .is_some_and(|d| !d.is_null())
+        .is_none_or(|d| d.is_null())
     {
         return Ok(());
     }

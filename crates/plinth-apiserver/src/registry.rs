@@ -113,9 +113,8 @@ impl Registry {
                 vs.push(i.version.clone());
             }
         }
-        for (g, vs) in out.iter_mut() {
-            vs.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
-            let _ = g;
+        for vs in out.values_mut() {
+            vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         }
         out
     }
@@ -452,7 +451,7 @@ mod tests {
     #[test]
     fn version_order() {
         let mut v = vec!["v1alpha1", "v1", "v2beta1", "v1beta1"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
         assert_eq!(v, vec!["v1", "v2beta1", "v1beta1", "v1alpha1"]);
     }
 

@@ -602,8 +602,10 @@ async fn owner_reference_gc_background_foreground_orphan() {
     // Cross-kind: a Secret owned by a ConfigMap.
     let owner = api.create(&pp, &cm("x-owner")).await.unwrap();
     let secrets: Api<Secret> = Api::namespaced(ts.client(), "default");
-    let mut s = Secret::default();
-    s.metadata = owned("x-dep", &owner).metadata;
+    let s = Secret {
+        metadata: owned("x-dep", &owner).metadata,
+        ..Default::default()
+    };
     secrets.create(&pp, &s).await.unwrap();
     api.delete("x-owner", &DeleteParams::default())
         .await

@@ -50,15 +50,25 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         git_batch_window: Duration::from_millis(args.git_batch_window_ms),
     })
     .await?;
-    let addr = platform.server.https_addr().map(|a| a.to_string()).unwrap_or_default();
-    println!("Plinth is up: API server https://{addr}, data in {}", data_dir.display());
+    let addr = platform
+        .server
+        .https_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    println!(
+        "Plinth is up: API server https://{addr}, data in {}",
+        data_dir.display()
+    );
     if let Some(kc) = platform.server.kubeconfig_path() {
         // Printed unindented: scripts and tests read this line.
         println!("export KUBECONFIG={}", kc.display());
         println!("  kubectl get promises,destinations,gitstatestores");
     }
     if let Some(repo) = &platform.state_store_repo {
-        println!("  state store: GitStateStore/{BOOTSTRAP_NAME} -> file://{} (Destination {BOOTSTRAP_NAME}, label environment=dev)", repo.display());
+        println!(
+            "  state store: GitStateStore/{BOOTSTRAP_NAME} -> file://{} (Destination {BOOTSTRAP_NAME}, label environment=dev)",
+            repo.display()
+        );
     }
     if args.no_controllers {
         println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
