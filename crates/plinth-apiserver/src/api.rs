@@ -1009,11 +1009,29 @@ pub(crate) async fn create(
     {
         Ok(WriteOutcome::Stored(v)) => {
             crate::kinds::after_write(app, info, &v).await?;
+            if info.builtin && info.group.is_empty() && info.plural == "namespaces" {
+                default_service_account(app, &name).await?;
+            }
             Ok(v)
         }
         Ok(_) => Err(ApiError::internal("unexpected storage outcome")),
         Err(StoreError::AlreadyExists) => Err(ApiError::already_exists(info, &name)),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Every namespace gets a `default` ServiceAccount (what Kubernetes' service-account
+/// controller does), so Pods without `serviceAccountName` can get a token.
+async fn default_service_account(app: &App, ns: &str) -> Result<(), ApiError> {
+    let Some(sa) = app.registry.lookup("", "v1", "serviceaccounts") else {
+        return Ok(());
+    };
+    let obj =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    match Box::pin(create(app, &sa, Some(ns), obj, false)).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

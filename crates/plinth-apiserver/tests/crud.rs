@@ -92,6 +92,9 @@ async fn configmap_crud() {
     let nss: Api<Namespace> = Api::all(ts.client());
     for n in plinth_apiserver::STANDARD_NAMESPACES {
         nss.get(n).await.unwrap();
+        // Each namespace has its `default` ServiceAccount.
+        let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(ts.client(), n);
+        sas.get("default").await.unwrap();
     }
 }
 
