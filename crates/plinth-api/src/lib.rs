@@ -24,6 +24,7 @@ mod error;
 pub mod hash;
 pub mod kinds;
 pub mod names;
+pub mod paths;
 pub mod pipeline;
 mod schema;
 

@@ -201,25 +201,8 @@ fn parse_duration(s: &str) -> Option<Duration> {
     Some(Duration::from_secs_f64(total))
 }
 
-/// `a//b/` → `a/b`; `.`, `/` and empty → empty (the store root); `None` for `..`.
 fn normalize(path: &str) -> Option<String> {
-    let mut out = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => return None,
-            s => out.push(s),
-        }
-    }
-    Some(out.join("/"))
-}
-
-fn overlaps(a: &str, b: &str) -> bool {
-    if a.is_empty() || b.is_empty() || a == b {
-        return true;
-    }
-    let (short, long) = if a.len() < b.len() { (a, b) } else { (b, a) };
-    long.starts_with(short) && long.as_bytes()[short.len()] == b'/'
+    plinth_api::paths::normalize(path).ok()
 }
 
 fn validate_destination(obj: &Value, others: &[Value], store_path: &dyn Fn(&str, &str) -> Option<String>) -> Vec<Cause> {
@@ -244,7 +227,7 @@ fn validate_destination(obj: &Value, others: &[Value], store_path: &dyn Fn(&str,
     }
     let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let prefix = store_path(kind, store).and_then(|p| normalize(&p)).unwrap_or_default();
-    let root = |p: &str| if prefix.is_empty() { p.to_string() } else if p.is_empty() { prefix.clone() } else { format!("{prefix}/{p}") };
+    let root = |p: &str| plinth_api::paths::join(&prefix, p);
     let my_root = root(&mine);
     for other in others {
         let oname = other.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
@@ -258,7 +241,7 @@ fn validate_destination(obj: &Value, others: &[Value], store_path: &dyn Fn(&str,
         }
         let Some(theirs) = other.pointer("/spec/path").and_then(Value::as_str).and_then(normalize) else { continue };
         let their_root = root(&theirs);
-        if overlaps(&my_root, &their_root) {
+        if plinth_api::paths::overlapping_roots(&my_root, &their_root) {
             causes.push(cause("spec.path", "FieldValueInvalid", format!(
                 "Invalid value: {path:?}: its root {:?} in {kind}/{store} overlaps Destination {oname:?} (root {:?}); Destinations on one state store need disjoint paths",
                 if my_root.is_empty() { "/" } else { &my_root },
@@ -354,6 +337,9 @@ mod tests {
         assert!(validate("Destination", &dest("b", "/clusters//dev/"), None, &others, &none).is_err());
         assert!(validate("Destination", &dest("b", "."), None, &others, &none).is_err());
         assert!(validate("Destination", &dest("b", "clusters/devtest"), None, &others, &none).is_ok());
+        let mut bucket = dest("b", "clusters/dev");
+        bucket["spec"]["stateStoreRef"]["kind"] = json!("BucketStateStore");
+        assert!(validate("Destination", &bucket, None, &others, &none).is_ok(), "another store");
         assert!(validate("Destination", &dest("a", "clusters/dev"), None, &others, &none).is_ok(), "an update of itself");
         assert!(validate("Destination", &dest("b", "../x"), None, &others, &none).is_err());
     }

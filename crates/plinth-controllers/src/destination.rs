@@ -1,5 +1,5 @@
-//! The Destination controller (Kratix reference §6.5) and the admission rule for
-//! overlapping Destination roots ([`destination_conflicts`]).
+//! The Destination controller (Kratix reference §6.5). Overlapping Destination roots are
+//! rejected at apply time by the API server's admission for Kratix kinds.
 //!
 //! Per reconcile:
 //! 1. `cleanup: all` ⇒ finalizer `kratix.io/destination-cleanup`; `none` ⇒ no finalizer.
@@ -49,45 +49,6 @@ use crate::objstatus::{
 };
 
 const REPORTER: &str = "DestinationController";
-
-/// Checks a Destination about to be created or updated against the existing ones:
-/// two Destinations on the same state store (same `stateStoreRef` kind and name) whose
-/// effective roots are equal or nested (`a` and `a/b`; the store root `.`/`/`/`""`
-/// overlaps everything) would delete each other's files, so the new one is rejected.
-/// Kratix only rejects exact duplicates (reference §1.3 webhook, §13, bug B22).
-///
-/// `existing` may contain `new` itself (an update): objects with the same name are
-/// skipped. Returns the rejection message naming both Destinations, their paths and the
-/// store, or `None` when there is no conflict. Called by the API server's admission hook
-/// for Kratix kinds.
-pub fn destination_conflicts(new: &Destination, existing: &[Destination]) -> Option<String> {
-    let new_name = new.name_any();
-    let store = &new.spec.state_store_ref;
-    if let Err(e) = layout::normalize_path(&new.spec.path) {
-        return Some(format!("Destination {new_name}: spec.path: {e}"));
-    }
-    for other in existing {
-        if other.name_any() == new_name {
-            continue;
-        }
-        let o = &other.spec.state_store_ref;
-        if o.kind != store.kind || o.name != store.name {
-            continue;
-        }
-        if layout::overlapping_roots(&new.spec.path, &other.spec.path) {
-            return Some(format!(
-                "Destination {new_name}: spec.path {:?} overlaps spec.path {:?} of Destination {} on {}/{}; \
-                 Destinations sharing a state store need disjoint directories",
-                new.spec.path,
-                other.spec.path,
-                other.name_any(),
-                store.kind.as_str(),
-                store.name
-            ));
-        }
-    }
-    None
-}
 
 /// The layout crate's mode for a Destination's `filepath.mode`.
 pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
@@ -497,52 +458,6 @@ mod tests {
         }))
         .unwrap();
         Destination::new(name, spec)
-    }
-
-    #[test]
-    fn overlapping_roots_on_one_store_conflict() {
-        let existing = vec![
-            dest("a", "GitStateStore", "s", "worker-1"),
-            dest("b", "GitStateStore", "s", "team/x"),
-        ];
-        // Exact duplicate and nested paths conflict.
-        let msg = destination_conflicts(&dest("c", "GitStateStore", "s", "/worker-1/"), &existing)
-            .unwrap();
-        assert!(
-            msg.contains("Destination c")
-                && msg.contains("Destination a")
-                && msg.contains("GitStateStore/s"),
-            "{msg}"
-        );
-        assert!(
-            destination_conflicts(&dest("c", "GitStateStore", "s", "worker-1/sub"), &existing)
-                .is_some()
-        );
-        assert!(
-            destination_conflicts(&dest("c", "GitStateStore", "s", "team"), &existing).is_some()
-        );
-        // The store root overlaps everything.
-        assert!(destination_conflicts(&dest("c", "GitStateStore", "s", "."), &existing).is_some());
-        // Disjoint paths, or another store, or the same object (update): fine.
-        assert_eq!(
-            destination_conflicts(&dest("c", "GitStateStore", "s", "worker-10"), &existing),
-            None
-        );
-        assert_eq!(
-            destination_conflicts(&dest("c", "BucketStateStore", "s", "worker-1"), &existing),
-            None
-        );
-        assert_eq!(
-            destination_conflicts(&dest("c", "GitStateStore", "other", "worker-1"), &existing),
-            None
-        );
-        assert_eq!(
-            destination_conflicts(&dest("a", "GitStateStore", "s", "worker-1"), &existing),
-            None
-        );
-        // A path that cannot be normalised is refused with the field named.
-        let msg = destination_conflicts(&dest("c", "GitStateStore", "s", "../x"), &[]).unwrap();
-        assert!(msg.contains("spec.path"), "{msg}");
     }
 
     #[test]

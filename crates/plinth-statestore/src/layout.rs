@@ -117,24 +117,14 @@ pub enum PathError {
 /// [`PathError::ParentSegment`] for any `..` segment, [`PathError::InvalidCharacter`] for NUL
 /// or `\`.
 pub fn normalize_path(path: &str) -> Result<String, PathError> {
-    if path.contains('\0') || path.contains('\\') {
-        return Err(PathError::InvalidCharacter {
+    plinth_api::paths::normalize(path).map_err(|problem| match problem {
+        PathProblem::ParentSegment => PathError::ParentSegment {
             path: path.to_string(),
-        });
-    }
-    let mut out: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                return Err(PathError::ParentSegment {
-                    path: path.to_string(),
-                });
-            }
-            s => out.push(s),
-        }
-    }
-    Ok(out.join("/"))
+        },
+        PathProblem::InvalidCharacter => PathError::InvalidCharacter {
+            path: path.to_string(),
+        },
+    })
 }
 
 /// Joins a relative path under a root, refusing anything that could escape it.
@@ -172,35 +162,10 @@ pub fn safe_join_file(root: &str, rel: &str) -> Result<String, PathError> {
     Ok(p)
 }
 
-fn join_normalized(a: &str, b: &str) -> String {
-    match (a.is_empty(), b.is_empty()) {
-        (true, _) => b.to_string(),
-        (_, true) => a.to_string(),
-        _ => format!("{a}/{b}"),
-    }
-}
-
-/// True when two effective roots overlap: equal, or one is an ancestor directory of the other
-/// (`a` and `a/b`; the root `""`/`.`/`/` overlaps everything). `ab` and `a` do not overlap.
-///
-/// Used to reject two Destinations on one state store whose roots would clobber each other
-/// (Kratix only rejects exact duplicates — reference §13 "State stores / folder ownership",
-/// bug B22). Paths that fail normalisation are treated as overlapping everything, so a bad
-/// path is never silently accepted.
-pub fn overlapping_roots(a: &str, b: &str) -> bool {
-    let (Ok(a), Ok(b)) = (normalize_path(a), normalize_path(b)) else {
-        return true;
-    };
-    if a.is_empty() || b.is_empty() || a == b {
-        return true;
-    }
-    let (short, long) = if a.len() < b.len() {
-        (&a, &b)
-    } else {
-        (&b, &a)
-    };
-    long.starts_with(short.as_str()) && long.as_bytes()[short.len()] == b'/'
-}
+/// Root overlap (reference §13 "State stores / folder ownership", bug B22): shared with
+/// the API server's admission check.
+pub use plinth_api::paths::overlapping_roots;
+use plinth_api::paths::{PathProblem, join as join_normalized};
 
 /// The effective root of a Destination inside the repository or bucket:
 /// `<statestore.spec.path>/<destination.spec.path>`, normalised (reference §6.6).
