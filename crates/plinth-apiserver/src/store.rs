@@ -116,6 +116,9 @@ pub struct Event {
     /// The watch-protocol line for this event in its stored form, serialized once and
     /// shared by every watcher that wants exactly that form.
     pub line: std::sync::OnceLock<bytes::Bytes>,
+    /// For live `Modified` events, the object before the change (lets filtered watches
+    /// turn an object entering or leaving their selector into ADDED / DELETED).
+    pub prev: Option<Arc<Value>>,
 }
 
 /// A write request. Every write appends one revision per changed object.
@@ -461,6 +464,7 @@ impl Store {
                         },
                         object: Arc::new(parse(&data)?),
                         line: std::sync::OnceLock::new(),
+                        prev: None,
                     });
                 }
             }
@@ -641,6 +645,7 @@ impl Applier<'_> {
             key: key.clone(),
             object: Arc::new(obj.clone()),
             line: std::sync::OnceLock::new(),
+            prev: None,
         });
         Ok(rv)
     }
@@ -715,6 +720,9 @@ impl Applier<'_> {
                     Ok(WriteOutcome::Deleted(obj))
                 } else {
                     self.append(EventType::Modified, &key, &mut obj)?;
+                    if let Some(e) = self.events.last_mut() {
+                        e.prev = Some(Arc::new(cur.clone()));
+                    }
                     self.set_owners(&key, Some(&cur), Some(&obj))?;
                     Ok(WriteOutcome::Stored(obj))
                 }

@@ -72,10 +72,22 @@ impl Watcher {
         {
             return true;
         }
-        if !self.filter.matches(&ev.object) {
-            return true;
-        }
-        let stored_form = self.render == Render::Plain
+        // Kubernetes' filtered-watch semantics: entering the selector is ADDED, leaving
+        // it is DELETED.
+        let kind = if self.filter.is_empty() {
+            ev.kind
+        } else {
+            let now = self.filter.matches(&ev.object);
+            let was = ev.prev.as_ref().map(|p| self.filter.matches(p));
+            match (ev.kind, was, now) {
+                (EventType::Modified, Some(false), true) => EventType::Added,
+                (EventType::Modified, Some(true), false) => EventType::Deleted,
+                (k, _, true) => k,
+                _ => return true,
+            }
+        };
+        let stored_form = kind == ev.kind
+            && self.render == Render::Plain
             && ev.object.get("apiVersion").and_then(|a| a.as_str())
                 == Some(self.info.api_version().as_str())
             && ev.object.get("kind").and_then(|k| k.as_str()) == Some(self.info.kind.as_str());
@@ -85,7 +97,7 @@ impl Watcher {
                 .clone()
         } else {
             let obj = present(&self.info, (*ev.object).clone());
-            self.line(ev.kind.as_str(), obj)
+            self.line(kind.as_str(), obj)
         };
         self.out.send(Ok(line)).await.is_ok()
     }

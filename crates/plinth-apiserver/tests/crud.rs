@@ -247,3 +247,37 @@ async fn watch_from_resource_version() {
     }
     assert_eq!(got, vec!["ADDED w2", "DELETED w1", "ADDED w3"]);
 }
+
+#[tokio::test]
+async fn filtered_watch_sees_objects_enter_and_leave_the_selector() {
+    use kube::api::{Patch, PatchParams};
+    let ts = TestServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
+    let c = api
+        .create(&PostParams::default(), &cm("f", &[("app", "other")]))
+        .await
+        .unwrap();
+    let rv = c.metadata.resource_version.unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=web").timeout(10), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let set = |v: &str| Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": v}}}));
+    api.patch("f", &PatchParams::default(), &set("web"))
+        .await
+        .unwrap();
+    api.patch("f", &PatchParams::default(), &set("other"))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        match stream.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(_) => got.push("ADDED"),
+            WatchEvent::Modified(_) => got.push("MODIFIED"),
+            WatchEvent::Deleted(_) => got.push("DELETED"),
+            _ => {}
+        }
+    }
+    assert_eq!(got, vec!["ADDED", "DELETED"]);
+}
