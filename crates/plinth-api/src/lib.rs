@@ -20,6 +20,7 @@
 
 pub mod constants;
 pub mod crds;
+pub mod duration;
 mod error;
 pub mod hash;
 pub mod kinds;

@@ -165,40 +165,11 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
 }
 
 fn interval_cause(field: &str, value: &str) -> Option<Cause> {
-    match parse_duration(value) {
+    match plinth_api::duration::parse_go_duration(value).ok() {
         None => Some(cause(field, "FieldValueInvalid", format!("Invalid value: {value:?}: not a duration such as \"10m\" or \"1h30m\""))),
         Some(d) if d < MIN_INTERVAL => Some(cause(field, "FieldValueInvalid", format!("Invalid value: {value:?}: must be at least 1m"))),
         _ => None,
     }
-}
-
-/// Parses a Go duration (`90s`, `1h30m`, `500ms`).
-fn parse_duration(s: &str) -> Option<Duration> {
-    let mut total = 0f64;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    while !rest.is_empty() {
-        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        let n: f64 = rest[..end].parse().ok()?;
-        rest = &rest[end..];
-        let uend = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        total += n * match &rest[..uend] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[uend..];
-    }
-    Some(Duration::from_secs_f64(total))
 }
 
 fn normalize(path: &str) -> Option<String> {

@@ -29,15 +29,23 @@ pub enum ConfigError {
 
 /// Applies the keys of a `config` document over `base` (unknown keys are ignored, as
 /// Kratix does).
-pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<ControllerConfig, ConfigError> {
+pub fn apply_config(
+    base: &ControllerConfig,
+    data: Option<&str>,
+) -> Result<ControllerConfig, ConfigError> {
     let text = data.ok_or(ConfigError::MissingKey)?;
     let doc: Value = serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
     let mut c = base.clone();
     let dur = |field: &str, v: &Value| -> Result<Option<Duration>, ConfigError> {
         match v.as_str() {
             None if v.is_null() => Ok(None),
-            None => Err(ConfigError::Field { field: field.into(), message: format!("expected a duration string such as \"10h\", got {v}") }),
-            Some(s) => parse_go_duration(s).map(Some).ok_or_else(|| ConfigError::Field { field: field.into(), message: format!("invalid duration {s:?}") }),
+            None => Err(ConfigError::Field {
+                field: field.into(),
+                message: format!("expected a duration string such as \"10h\", got {v}"),
+            }),
+            Some(s) => plinth_api::duration::parse_go_duration(s)
+                .map(Some)
+                .map_err(|message| ConfigError::Field { field: field.into(), message }),
         }
     };
     if let Some(n) = doc["numberOfJobsToKeep"].as_u64() {
@@ -46,11 +54,18 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Contr
     if let Some(d) = dur("reconciliationInterval", &doc["reconciliationInterval"])? {
         c.reconciliation_interval = d;
     }
-    if let Some(d) = dur("stateStoreReconciliationInterval", &doc["stateStoreReconciliationInterval"])? {
+    if let Some(d) = dur(
+        "stateStoreReconciliationInterval",
+        &doc["stateStoreReconciliationInterval"],
+    )? {
         c.state_store_reconciliation_interval = d;
     }
     if let Some(s) = doc["resourceBindingVersionStrategy"].as_str() {
-        c.resource_binding_version_strategy = if s == "pinned" { "pinned".into() } else { "floating".into() };
+        c.resource_binding_version_strategy = if s == "pinned" {
+            "pinned".into()
+        } else {
+            "floating".into()
+        };
     }
     let wf = &doc["workflows"];
     if let Some(b) = wf["reconcileAfterFailure"].as_bool() {
@@ -71,37 +86,6 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Contr
     Ok(c)
 }
 
-/// Parses a Go duration (`1h30m`, `10s`, `500ms`, `2h45m10s`).
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_end = rest.find(|ch: char| !(ch.is_ascii_digit() || ch == '.'))?;
-        let n: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest.find(|ch: char| ch.is_ascii_digit() || ch == '.').unwrap_or(rest.len());
-        let factor = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += n * factor;
-        rest = &rest[unit_end..];
-    }
-    Some(Duration::from_secs_f64(total))
-}
-
 /// Watches the ConfigMap and applies every change; a bad document is reported and the
 /// previous configuration kept.
 pub async fn watch(ctx: Arc<Context>, defaults: ControllerConfig) {
@@ -111,7 +95,11 @@ pub async fn watch(ctx: Arc<Context>, defaults: ControllerConfig) {
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(cm) => {
-                let data = cm.data.as_ref().and_then(|d| d.get("config")).map(String::as_str);
+                let data = cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("config"))
+                    .map(String::as_str);
                 match apply_config(&defaults, data) {
                     Ok(c) => {
                         tracing::info!(?c.reconciliation_interval, c.number_of_jobs_to_keep, "applied the kratix ConfigMap");
@@ -130,15 +118,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("10x"), None);
-        assert_eq!(parse_go_duration(""), None);
-    }
-
-    #[test]
     fn corpus_config_applies() {
         let text = "numberOfJobsToKeep: 2\nreconciliationInterval: 10s\nworkflows:\n  reconcileAfterFailure: false\n  jobOptions:\n    defaultBackoffLimit: 4\n  defaultContainerSecurityContext:\n    windowsOptions:\n      runAsUserName: setInKratixConfig\n";
         let c = apply_config(&ControllerConfig::default(), Some(text)).unwrap();
@@ -146,8 +125,20 @@ mod tests {
         assert_eq!(c.reconciliation_interval, Duration::from_secs(10));
         assert!(!c.reconcile_after_failure);
         assert_eq!(c.default_backoff_limit, Some(4));
-        assert_eq!(c.default_security_context.unwrap()["windowsOptions"]["runAsUserName"], "setInKratixConfig");
-        assert!(matches!(apply_config(&ControllerConfig::default(), None), Err(ConfigError::MissingKey)));
-        assert!(matches!(apply_config(&ControllerConfig::default(), Some("reconciliationInterval: soon")), Err(ConfigError::Field { .. })));
+        assert_eq!(
+            c.default_security_context.unwrap()["windowsOptions"]["runAsUserName"],
+            "setInKratixConfig"
+        );
+        assert!(matches!(
+            apply_config(&ControllerConfig::default(), None),
+            Err(ConfigError::MissingKey)
+        ));
+        assert!(matches!(
+            apply_config(
+                &ControllerConfig::default(),
+                Some("reconciliationInterval: soon")
+            ),
+            Err(ConfigError::Field { .. })
+        ));
     }
 }
