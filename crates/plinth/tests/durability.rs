@@ -118,11 +118,15 @@ async fn acknowledged_writes_survive_kill_9() {
     proc1.0.kill().unwrap(); // SIGKILL
     proc1.0.wait().unwrap();
     let inflight_acked = inflight.await.unwrap();
+    assert!(
+        !inflight_acked.is_empty(),
+        "some writes were acknowledged while in flight"
+    );
     acked.extend(inflight_acked);
     let max_acked_rv = acked.iter().map(|a| a.2).max().unwrap();
 
     // Restart on the same directory.
-    let (_proc2, kc) = start(&data);
+    let (mut proc2, kc) = start(&data);
     let api: Api<ConfigMap> = Api::namespaced(client(&kc).await, "default");
     for (name, i, _) in &acked {
         let c = api
@@ -160,4 +164,23 @@ async fn acknowledged_writes_survive_kill_9() {
         }
     }
     assert!(saw, "the resumed watch delivered the new object");
+
+    // SIGTERM stops it cleanly.
+    let status = Command::new("kill")
+        .args(["-TERM", &proc2.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(code) = proc2.0.try_wait().unwrap() {
+            assert!(code.success(), "plinth up exited with {code}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "plinth up did not stop on SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
