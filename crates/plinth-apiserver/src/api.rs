@@ -40,6 +40,9 @@ pub struct App {
     pub tokens: crate::auth::Tokens,
     /// Address served over HTTPS (for discovery's serverAddressByClientCIDRs).
     pub https_addr: std::sync::OnceLock<std::net::SocketAddr>,
+    /// The CA certificate (PEM) of the HTTPS listener, published in every namespace as
+    /// ConfigMap `kube-root-ca.crt` (key `ca.crt`), as Kubernetes does.
+    pub ca_pem: Option<String>,
 }
 
 pub(crate) type AppRef = Arc<App>;
@@ -1010,7 +1013,7 @@ pub(crate) async fn create(
         Ok(WriteOutcome::Stored(v)) => {
             crate::kinds::after_write(app, info, &v).await?;
             if info.builtin && info.group.is_empty() && info.plural == "namespaces" {
-                default_service_account(app, &name).await?;
+                namespace_defaults(app, &name).await?;
             }
             Ok(v)
         }
@@ -1020,19 +1023,32 @@ pub(crate) async fn create(
     }
 }
 
-/// Every namespace gets a `default` ServiceAccount (what Kubernetes' service-account
-/// controller does), so Pods without `serviceAccountName` can get a token.
-async fn default_service_account(app: &App, ns: &str) -> Result<(), ApiError> {
-    let Some(sa) = app.registry.lookup("", "v1", "serviceaccounts") else {
-        return Ok(());
-    };
-    let obj =
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-    match Box::pin(create(app, &sa, Some(ns), obj, false)).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
+/// What every namespace gets (Kubernetes' service-account controller and root-CA
+/// publisher): a `default` ServiceAccount, so Pods without `serviceAccountName` can get
+/// a token, and, when serving HTTPS, the ConfigMap `kube-root-ca.crt` holding the CA
+/// (`ca.crt`) for in-cluster clients. Existing objects are left alone.
+pub(crate) async fn namespace_defaults(app: &App, ns: &str) -> Result<(), ApiError> {
+    let mut wanted = vec![(
+        "serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+    )];
+    if let Some(ca) = &app.ca_pem {
+        wanted.push((
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}}),
+        ));
     }
+    for (plural, obj) in wanted {
+        let Some(info) = app.registry.lookup("", "v1", plural) else {
+            continue;
+        };
+        match Box::pin(create(app, &info, Some(ns), obj, false)).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 || e.code == 403 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn is_crd(info: &ResourceInfo) -> bool {

@@ -117,6 +117,10 @@ impl ApiServer {
                 .await
                 .map_err(|e| Error::Invalid(format!("opening the store: {e}")))??
         };
+        let tls_files = match config.listen {
+            Some(_) => Some(crate::tls::load_or_create(&dir.join("tls"))?),
+            None => None,
+        };
         let registry = Registry::with_builtins();
         for crd in store
             .all_of(rkey("apiextensions.k8s.io", "customresourcedefinitions"))
@@ -139,6 +143,7 @@ impl ApiServer {
             max_body_bytes: config.max_body_bytes,
             tokens,
             https_addr: std::sync::OnceLock::new(),
+            ca_pem: tls_files.as_ref().map(|f| f.ca_pem.clone()),
         });
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(crate::gc::run(Arc::downgrade(&app), gc_rx)));
@@ -169,6 +174,14 @@ impl ApiServer {
                 }
             }
         }
+        // Namespaces from earlier runs get what newer versions add to every namespace.
+        for ns in store.all_of(rkey("", "namespaces")).await? {
+            if let Some(name) = ns.pointer("/metadata/name").and_then(|n| n.as_str()) {
+                api::namespace_defaults(&app, name)
+                    .await
+                    .map_err(|e| Error::Invalid(format!("namespace {name}: {}", e.message)))?;
+            }
+        }
 
         // RBAC runs after authentication (inner layer): both routers enforce it.
         let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
@@ -184,8 +197,8 @@ impl ApiServer {
         let mut https_addr = None;
         let mut kubeconfig = None;
         if let Some(addr) = config.listen {
-            let files = crate::tls::load_or_create(&dir.join("tls"))?;
-            let tls = crate::tls::server_config(&files)?;
+            let files = tls_files.as_ref().expect("loaded above when listening");
+            let tls = crate::tls::server_config(files)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|source| Error::Listen { addr, source })?;

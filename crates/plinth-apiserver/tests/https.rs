@@ -24,6 +24,11 @@ async fn https_with_admin_and_service_account_tokens() {
     let client = kube::Client::try_from(config(&ts).await).unwrap();
     let nss: Api<Namespace> = Api::all(client.clone());
     assert!(nss.list(&Default::default()).await.unwrap().items.len() >= 4);
+    // The CA is published in every namespace for in-cluster clients.
+    let ca: Api<ConfigMap> = Api::namespaced(client.clone(), "kratix-platform-system");
+    let ca = ca.get("kube-root-ca.crt").await.unwrap();
+    let pem = std::fs::read_to_string(ts.server().ca_cert_path().unwrap()).unwrap();
+    assert_eq!(ca.data.unwrap()["ca.crt"], pem);
 
     // No token → 401.
     let mut anon = config(&ts).await;
