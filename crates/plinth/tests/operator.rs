@@ -59,3 +59,62 @@ async fn operator_reconciles_against_an_external_api_server_with_leader_election
     b.kill().unwrap();
     b.wait().unwrap();
 }
+
+/// The operator's own identity with exactly the RBAC `plinth manifests operator` grants:
+/// with RBAC enforced by the embedded API server, any missing grant shows up here
+/// before it would on a real cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_needs_only_the_rbac_its_manifests_grant() {
+    let p = Plinth::up(&["--no-controllers"]).await;
+    let client = p.client().await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plinth")).args(["manifests", "operator"]).output().unwrap();
+    assert!(out.status.success());
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    // Everything but the Deployment (the embedded server runs no Deployments).
+    let manifest = p.dir.path().join("operator-rbac.yaml");
+    let kept: Vec<String> = docs
+        .iter()
+        .filter(|d| d["kind"] != "Deployment" && !d.is_null())
+        .map(|d| serde_json::to_string(d).unwrap())
+        .collect();
+    std::fs::write(&manifest, kept.join("\n---\n")).unwrap();
+    p.kubectl(&["apply", "-f", &manifest.to_string_lossy()]);
+
+    // A kubeconfig for the operator's ServiceAccount, with a token from the TokenRequest API.
+    let token = p.kubectl(&["create", "token", "kratix-platform-controller-manager", "-n", "kratix-platform-system"]);
+    let admin = std::fs::read_to_string(&p.kubeconfig).unwrap();
+    let mut kc: Value = serde_saphyr::from_str(&admin).unwrap();
+    kc["users"][0]["user"] = serde_json::json!({"token": token.trim()});
+    let sa_kubeconfig = p.dir.path().join("operator.kubeconfig");
+    std::fs::write(&sa_kubeconfig, serde_json::to_string(&kc).unwrap()).unwrap();
+    let allowed = p.kubectl_raw(&["--kubeconfig", &sa_kubeconfig.to_string_lossy(), "create", "namespace", "team-x"]);
+    assert!(allowed.status.success(), "the operator may create namespaces: {}", String::from_utf8_lossy(&allowed.stderr));
+    let denied = p.kubectl_raw(&["--kubeconfig", &sa_kubeconfig.to_string_lossy(), "create", "secret", "generic", "x", "-n", "default"]);
+    assert!(!denied.status.success(), "RBAC is enforced: the operator cannot write Secrets");
+
+    let log = std::fs::File::create(p.dir.path().join("operator-sa.log")).unwrap();
+    let mut op = std::process::Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .args(["operator", "--lease-duration", "3", "--kubeconfig"])
+        .arg(&sa_kubeconfig)
+        .arg("--data-dir")
+        .arg(p.dir.path().join("operator-sa"))
+        .env("RUST_BACKTRACE", "0")
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
+    create(&promises, &sample("promise.yaml")).await;
+    let webapps = dynamic(&client, "quickstart.plinth.dev", "v1alpha1", "WebApp", "webapps", Some("default"));
+    wait_until(60, "Promise webapp Available under the operator's identity", || async {
+        promises.get("webapp").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
+    })
+    .await;
+    create(&webapps, &sample("request.yaml")).await;
+    let file = "local/resources/default/webapp/hello/render/5058f/deployment.yaml";
+    let oplog = p.dir.path().join("operator-sa.log");
+    wait_until(90, file, || async { repo_file(&p.repo(), "main", file).is_some() }).await;
+    let log = std::fs::read_to_string(&oplog).unwrap_or_default();
+    assert!(!log.contains("is forbidden"), "the operator hit a missing grant:\n{log}");
+    op.kill().unwrap();
+    op.wait().unwrap();
+}

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Subcommand;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Arguments of `plinth manifests`.
 #[derive(clap::Args)]
@@ -18,13 +18,102 @@ pub struct ManifestsArgs {
 pub enum ManifestsCommand {
     /// CustomResourceDefinitions of every platform.kratix.io/v1alpha1 kind.
     Crds,
+    /// The operator: namespace, ServiceAccount, RBAC and a Deployment running `plinth operator`.
+    Operator(OperatorOptions),
+    /// Everything a cluster needs: the CRDs, then the operator.
+    All(OperatorOptions),
 }
+
+/// Options of the operator manifests.
+#[derive(clap::Args, Clone, Debug)]
+pub struct OperatorOptions {
+    /// Image containing the `plinth` binary (also used as the pipeline adapter image).
+    #[arg(long, default_value = "ghcr.io/plinth-dev/plinth:latest")]
+    pub image: String,
+    /// Replicas of the operator Deployment; one holds the leader Lease at a time.
+    #[arg(long, default_value_t = 2)]
+    pub replicas: u32,
+}
+
+/// Namespace of the operator (Kratix's system namespace, reference §0).
+pub const OPERATOR_NAMESPACE: &str = "kratix-platform-system";
+/// The operator's ServiceAccount: Kratix's name, so per-Promise controller ClusterRoles
+/// (`<promise>-promise-controller`, §2.1 step 8) bind to it unchanged.
+pub const OPERATOR_SERVICE_ACCOUNT: &str = "kratix-platform-controller-manager";
 
 /// The documents of one manifest set, in apply order.
 pub fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
     match what {
         ManifestsCommand::Crds => crd_documents(),
+        ManifestsCommand::Operator(o) => Ok(operator_documents(o)),
+        ManifestsCommand::All(o) => {
+            let mut docs = crd_documents()?;
+            docs.extend(operator_documents(o));
+            Ok(docs)
+        }
     }
+}
+
+/// The operator's RBAC rules: what the controllers do on a cluster (reference §8.5) —
+/// Kratix kinds, CRDs, pipeline Jobs and Pods, the objects pipelines need (including
+/// granting their RBAC, hence `bind`/`escalate`), Secrets of state stores, Events and the
+/// leader Lease. Resource requests of Promise APIs are granted per Promise at run time by
+/// `<promise>-promise-controller` ClusterRoles bound to this ServiceAccount; the operator
+/// needs to read every API group to discover them, hence the `*` get/list/watch rule.
+pub fn operator_rules() -> Value {
+    let all = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+    json!([
+        {"apiGroups": ["platform.kratix.io"], "resources": ["*"], "verbs": all},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
+        {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": all},
+        {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch", "delete"]},
+        {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts", "namespaces"], "verbs": all},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update", "get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update", "get", "list", "watch"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "bind", "escalate"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all},
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+    ])
+}
+
+/// Namespace, ServiceAccount, ClusterRole + binding, and the Deployment running
+/// `plinth operator` with leader election.
+pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
+    let labels = json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "operator"});
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": OPERATOR_SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE, "labels": labels}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "plinth-operator", "labels": labels}, "rules": operator_rules()}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "plinth-operator", "labels": labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "plinth-operator"},
+               "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE}]}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "plinth-operator", "namespace": OPERATOR_NAMESPACE, "labels": labels},
+               "spec": {
+                   "replicas": o.replicas,
+                   "selector": {"matchLabels": labels},
+                   "template": {
+                       "metadata": {"labels": labels},
+                       "spec": {
+                           "serviceAccountName": OPERATOR_SERVICE_ACCOUNT,
+                           "containers": [{
+                               "name": "operator",
+                               "image": o.image,
+                               "args": ["operator", "--data-dir", "/var/lib/plinth", "--adapter-image", o.image],
+                               "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                               "volumeMounts": [{"name": "data", "mountPath": "/var/lib/plinth"}],
+                               "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                                                   "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                           }],
+                           "volumes": [{"name": "data", "emptyDir": {}}],
+                       }
+                   }
+               }}),
+    ]
 }
 
 /// The Kratix CRDs as JSON documents.
@@ -64,5 +153,18 @@ mod tests {
         assert_eq!(back.len(), 11);
         assert_eq!(back, docs);
         assert!(back.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
+    }
+
+    #[test]
+    fn all_is_crds_then_the_operator() {
+        let o = OperatorOptions { image: "example.test/plinth:v1".into(), replicas: 2 };
+        let docs = documents(&ManifestsCommand::All(o)).unwrap();
+        let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(&kinds[11..], ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"]);
+        let deploy = docs.last().unwrap();
+        assert_eq!(deploy["spec"]["template"]["spec"]["serviceAccountName"], OPERATOR_SERVICE_ACCOUNT);
+        assert_eq!(deploy["spec"]["template"]["spec"]["containers"][0]["args"][0], "operator");
+        let yaml = to_yaml_stream(&docs).unwrap();
+        assert_eq!(serde_saphyr::from_multiple::<Value>(&yaml).unwrap(), docs);
     }
 }

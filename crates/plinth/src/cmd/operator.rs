@@ -35,6 +35,10 @@ pub struct OperatorArgs {
     /// Where the controllers keep local state (state store working copies).
     #[arg(long, default_value = "/tmp/plinth-operator")]
     data_dir: PathBuf,
+    /// Image of the pipeline adapter in the Jobs the controllers create (an image holding
+    /// the `plinth` binary; `plinth manifests operator --image` passes its own).
+    #[arg(long, default_value = plinth_controllers::context::DEFAULT_ADAPTER_IMAGE)]
+    adapter_image: String,
 }
 
 /// Runs `plinth operator` until Ctrl-C/SIGTERM or until leadership is lost (then it
@@ -63,7 +67,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         }
     }
     tracing::info!(%identity, "became leader; starting controllers");
-    let defaults = ControllerConfig { data_dir: args.data_dir.clone(), ..ControllerConfig::default() };
+    let defaults = ControllerConfig {
+        data_dir: args.data_dir.clone(),
+        adapter_image: args.adapter_image.clone(),
+        ..ControllerConfig::default()
+    };
     let ctx = Context::new(client.clone(), defaults.clone());
     let controllers = tokio::spawn(plinth_controllers::run_all(ctx, defaults));
     let result = loop {
