@@ -72,6 +72,12 @@ impl Platform {
             let ca_path = server.ca_cert_path().context("the runner needs the cluster CA")?;
             let ca_pem = std::fs::read_to_string(&ca_path)
                 .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?;
+            if plinth_runner::config::find_on_path("bwrap").is_none() {
+                tracing::warn!(
+                    "bubblewrap (bwrap) is not installed: pipeline containers will run on the host, \
+                     where /kratix/input, /kratix/output and /kratix/metadata do not exist; install bubblewrap"
+                );
+            }
             let mut rc = plinth_runner::RunnerConfig::new(opts.data_dir.clone(), addr.ip().to_string(), addr.port(), ca_pem);
             rc.image_map = opts.image_map.clone();
             let runner_client = client.clone();

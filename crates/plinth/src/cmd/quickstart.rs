@@ -33,6 +33,14 @@ pub struct QuickstartArgs {
 
 /// Runs `plinth quickstart`; exits non-zero naming the step that failed.
 pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
+    // The sample pipeline writes to /kratix/output like every Kratix pipeline: without a
+    // sandbox those paths do not exist, so say so up front rather than fail later.
+    if plinth_runner::config::find_on_path("bwrap").is_none() {
+        bail!(
+            "plinth quickstart runs its pipeline in a bubblewrap sandbox, and `bwrap` is not on PATH; \
+             install it (e.g. `apt-get install bubblewrap`, or run scripts/quickstart.sh, which does)"
+        );
+    }
     let started = Instant::now();
     let temp = match &args.data_dir {
         Some(_) => None,
