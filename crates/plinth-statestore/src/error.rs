@@ -58,6 +58,21 @@ pub enum StoreError {
         "sshPrivateKey is passphrase-protected but no passphrase was given (add the Secret key `passphrase`)"
     )]
     PassphraseRequired,
+    /// `privateKey` of a `githubApp` Secret is not a PEM RSA private key that can sign a JWT
+    /// (checked locally, before any connection).
+    #[error("privateKey is not a valid PEM RSA key: {cause}")]
+    InvalidGithubAppKey {
+        /// The PEM/RSA decoder's message (never the key itself).
+        cause: String,
+    },
+    /// GitHub refused to issue an installation token for the App (wrong key or App ID:
+    /// HTTP 401 with GitHub's message; unknown installation: HTTP 404), or answered without
+    /// one.
+    #[error("GitHub App authentication failed: {message}")]
+    GithubAppAuthFailed {
+        /// GitHub's `message` for a 401, else the URL, status and message.
+        message: String,
+    },
     /// `knownHosts` has no entry for the server's host and port.
     #[error("host key for {host} not in knownHosts")]
     UnknownHostKey {

@@ -23,6 +23,8 @@
 //! `https://` (basic auth / token; TLS verification on unless `insecure_skip_tls_verify`),
 //! `http://` (only with `insecure_skip_tls_verify`), SSH (`ssh://user@host:port/path` and
 //! scp-like `user@host:path`) with `knownHosts` checking and passphrase-protected keys.
+//! GitHub App credentials (`authMethod: githubApp`) are exchanged for an installation token
+//! on the worker thread, cached and refreshed before expiry (see [`crate::github_app`]).
 //! libgit2 is blocking, so it only ever runs on the worker threads.
 
 use std::cell::RefCell;
@@ -42,6 +44,7 @@ use git2::{
 use sha2::Digest;
 use tokio::sync::oneshot;
 
+use crate::github_app::{AppTokenSource, GITHUB_APP_USERNAME};
 use crate::ssh::{self, KnownHostsDb, PreparedKey, SshTarget};
 use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_ops};
 
@@ -79,6 +82,24 @@ pub enum GitAuth {
         /// OpenSSH `known_hosts` text; the server's host key must match an entry.
         known_hosts: String,
     },
+    /// `authMethod: githubApp`: Secret keys `appID`, `installationID`, `privateKey` and,
+    /// Plinth's addition, `apiURL` (reference §1.4, §6.3). An RS256 JWT signed with the key is
+    /// exchanged at `POST {api_url}/app/installations/{installation_id}/access_tokens` for an
+    /// installation token, used as basic auth `x-access-token:<token>` over HTTPS; the token is
+    /// cached and replaced when less than 5 minutes of it are left. The key and tokens stay in
+    /// memory only and are never logged.
+    GithubApp {
+        /// The App's ID (JWT `iss`).
+        app_id: String,
+        /// The installation's numeric ID.
+        installation_id: String,
+        /// The App's RSA private key, PEM (`BEGIN RSA PRIVATE KEY` or `BEGIN PRIVATE KEY`).
+        private_key_pem: String,
+        /// API base, e.g. [`crate::github_app::DEFAULT_GITHUB_API_URL`] or a GitHub Enterprise
+        /// Server's `https://<host>/api/v3`. Empty means the default. `http://` is accepted
+        /// only when the store is marked insecure.
+        api_url: String,
+    },
 }
 
 impl std::fmt::Debug for GitAuth {
@@ -90,6 +111,15 @@ impl std::fmt::Debug for GitAuth {
             GitAuth::Ssh { passphrase, .. } => {
                 write!(f, "Ssh {{ passphrase: {}, .. }}", passphrase.is_some())
             }
+            GitAuth::GithubApp {
+                app_id,
+                installation_id,
+                api_url,
+                ..
+            } => write!(
+                f,
+                "GithubApp {{ app_id: {app_id:?}, installation_id: {installation_id:?}, api_url: {api_url:?}, .. }}"
+            ),
         }
     }
 }
@@ -110,8 +140,9 @@ pub struct GitConfig {
     pub author_name: String,
     /// Commit author and committer email (`spec.gitAuthor.email`, may be empty).
     pub author_email: String,
-    /// Accept any TLS certificate (HTTPS) and allow plain `http://`. Off by default — Kratix
-    /// hard-codes it on (§13); Plinth verifies unless told otherwise.
+    /// Accept any TLS certificate (HTTPS) and allow plain `http://`, for the repository and,
+    /// with [`GitAuth::GithubApp`], for the GitHub API. Off by default — Kratix hard-codes it
+    /// on (§13); Plinth verifies unless told otherwise.
     pub insecure_skip_tls_verify: bool,
     /// Directory for the local clone. Created if missing; must be empty, missing, or a clone
     /// this writer made before. Wiped and re-cloned when it holds a clone of another URL.
@@ -324,6 +355,18 @@ fn auth_fingerprint(auth: &GitAuth, insecure: bool) -> String {
             h.update(b"\0");
             h.update(known_hosts.as_bytes());
         }
+        GitAuth::GithubApp {
+            app_id,
+            installation_id,
+            private_key_pem,
+            api_url,
+        } => {
+            h.update(b"githubapp\0");
+            for part in [app_id, installation_id, private_key_pem, api_url] {
+                h.update(part.as_bytes());
+                h.update(b"\0");
+            }
+        }
     }
     h.update([insecure as u8]);
     hex::encode(h.finalize())
@@ -465,6 +508,7 @@ enum PreparedAuth {
         key: PreparedKey,
         known_hosts: KnownHostsDb,
     },
+    GithubApp(Box<AppTokenSource>),
 }
 
 struct Worker {
@@ -585,6 +629,29 @@ impl Worker {
                     key: ssh::prepare_key(private_key, passphrase.as_deref())?,
                     known_hosts: KnownHostsDb::parse(known_hosts)?,
                 }
+            }
+            GitAuth::GithubApp {
+                app_id,
+                installation_id,
+                private_key_pem,
+                api_url,
+            } => {
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(StoreError::InvalidConfig {
+                        field: "url".into(),
+                        cause: format!(
+                            "{}: githubApp auth needs an https:// URL",
+                            redact_url(&url)
+                        ),
+                    });
+                }
+                PreparedAuth::GithubApp(Box::new(AppTokenSource::new(
+                    app_id,
+                    installation_id,
+                    private_key_pem,
+                    api_url,
+                    cfg.insecure_skip_tls_verify,
+                )?))
             }
         };
         if is_ssh && !matches!(auth, PreparedAuth::Ssh { .. }) {
@@ -852,6 +919,22 @@ impl Worker {
                         "the server does not accept username/password ({allowed:?})"
                     ))
                 }
+                PreparedAuth::GithubApp(app) => {
+                    if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+                        && let Some(token) = app.current()
+                    {
+                        if asked_pass {
+                            return refuse(
+                                "the server rejected the GitHub App installation token".into(),
+                            );
+                        }
+                        asked_pass = true;
+                        return Cred::userpass_plaintext(GITHUB_APP_USERNAME, token);
+                    }
+                    refuse(format!(
+                        "the server does not accept an installation token ({allowed:?})"
+                    ))
+                }
                 PreparedAuth::None => {
                     refuse("the server asked for credentials but the state store has none".into())
                 }
@@ -1004,8 +1087,28 @@ impl Worker {
         }
     }
 
+    /// Makes sure short-lived credentials (a GitHub App installation token) have enough life
+    /// left for the operations that follow; fetches a new token when needed.
+    fn refresh_credentials(&mut self) -> Result<(), StoreError> {
+        if let PreparedAuth::GithubApp(app) = &mut self.auth {
+            app.token()?;
+        }
+        Ok(())
+    }
+
+    /// After the server refused a GitHub App token, forgets it so that the next operation
+    /// asks GitHub for a new one (the installation may have been re-created or the token
+    /// revoked).
+    fn forget_refused_credentials(&mut self, err: &StoreError) {
+        if let (PreparedAuth::GithubApp(app), StoreError::AuthFailed { .. }) = (&mut self.auth, err)
+        {
+            app.invalidate();
+        }
+    }
+
     /// Fetches the branch; returns the remote tip (None when the branch does not exist).
     fn fetch(&mut self) -> Result<Option<Oid>, StoreError> {
+        self.refresh_credentials()?;
         self.repo()?;
         let repo = self.repo.as_ref().expect("repo opened");
         let failure = Rc::new(RefCell::new(None));
@@ -1032,6 +1135,7 @@ impl Worker {
                 }
                 return Ok(None);
             }
+            self.forget_refused_credentials(&err);
             return Err(err);
         }
         Ok(repo
@@ -1269,6 +1373,7 @@ impl Worker {
     }
 
     fn validate(&mut self) -> Result<(), StoreError> {
+        self.refresh_credentials()?;
         self.repo()?;
         let repo = self.repo.as_ref().expect("repo opened");
         let failure = Rc::new(RefCell::new(None));
@@ -1279,7 +1384,14 @@ impl Worker {
             let heads = conn.list()?.iter().map(|h| h.name().to_string()).collect();
             Ok(heads)
         })();
-        let heads = heads.map_err(|e| self.classify("push", e, &failure))?;
+        let heads = match heads {
+            Ok(h) => h,
+            Err(e) => {
+                let err = self.classify("push", e, &failure);
+                self.forget_refused_credentials(&err);
+                return Err(err);
+            }
+        };
         let want = format!("refs/heads/{}", self.branch);
         if heads.contains(&want) {
             Ok(())

@@ -34,6 +34,7 @@
 pub mod bucket;
 mod error;
 pub mod git;
+pub mod github_app;
 pub mod layout;
 mod ssh;
 
@@ -212,7 +213,8 @@ impl StateStore {
     /// [`StoreError::PassphraseRequired`], [`StoreError::InvalidKnownHosts`],
     /// [`StoreError::Unreachable`], [`StoreError::AuthFailed`], [`StoreError::UnknownHostKey`],
     /// [`StoreError::BranchMissing`], [`StoreError::RepositoryMissing`],
-    /// [`StoreError::BucketMissing`], and others with the cause.
+    /// [`StoreError::BucketMissing`], [`StoreError::InvalidGithubAppKey`],
+    /// [`StoreError::GithubAppAuthFailed`], and others with the cause.
     pub async fn open(cfg: StoreConfig) -> Result<StateStore, StoreError> {
         let backend = match cfg {
             StoreConfig::Git(g) => Backend::Git(git::GitHandle::open(g).await?),

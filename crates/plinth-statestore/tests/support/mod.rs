@@ -371,6 +371,8 @@ pub fn hand_to_ssh_user(repo: &Path, top: &Path) {
 pub struct HttpsGitServer {
     pub server: Server,
     pub repos: PathBuf,
+    /// lighttpd's plain user file (`user:password` lines), re-read on every request.
+    pub users: PathBuf,
     /// PEM of the self-signed certificate.
     pub cert: PathBuf,
 }
@@ -385,6 +387,11 @@ impl HttpsGitServer {
 /// Starts lighttpd; None (after printing SKIPPED) when lighttpd, mod_openssl, openssl or
 /// git-http-backend is missing.
 pub fn https_git_server(dir: &Path) -> Option<HttpsGitServer> {
+    https_git_server_with_users(dir, "alice:secret\n")
+}
+
+/// Like [`https_git_server`], with the given lighttpd plain user file content.
+pub fn https_git_server_with_users(dir: &Path, users: &str) -> Option<HttpsGitServer> {
     let Some(lighttpd) = find_program(&["/usr/sbin/lighttpd", "/usr/local/sbin/lighttpd"]) else {
         println!("SKIPPED: lighttpd not installed; run scripts/install-test-deps.sh");
         return None;
@@ -428,7 +435,7 @@ pub fn https_git_server(dir: &Path) -> Option<HttpsGitServer> {
         println!("SKIPPED: openssl could not make a certificate");
         return None;
     }
-    std::fs::write(d.join("users"), "alice:secret\n").unwrap();
+    std::fs::write(d.join("users"), users).unwrap();
     let port = free_port();
     let conf = format!(
         r#"server.modules = ("mod_alias", "mod_setenv", "mod_auth", "mod_authn_file", "mod_openssl", "mod_cgi")
@@ -473,6 +480,7 @@ $HTTP["url"] =~ "^/git" {{
     Some(HttpsGitServer {
         server,
         repos,
+        users: d.join("users"),
         cert,
     })
 }

@@ -1,0 +1,337 @@
+//! GitHub App installation tokens for Git state stores (`authMethod: githubApp`, Kratix
+//! reference §1.4, §6.3).
+//!
+//! The App's RSA private key signs a short-lived JWT (RS256; `iat` = now − 60 s, `exp` =
+//! now + 9 min, `iss` = App ID); the JWT is exchanged at
+//! `POST {api_url}/app/installations/{installation_id}/access_tokens` for an installation
+//! token, which Git then sends as basic auth `x-access-token:<token>`. The token is cached
+//! and replaced once less than [`TOKEN_REFRESH_MARGIN`] of its life is left; it is never kept
+//! longer than [`TOKEN_MAX_AGE`] (Kratix's `KRATIX_GITHUB_APP_CREDS_EXPIRATION_DURATION`).
+//!
+//! Kratix fixes the API base to `https://api.github.com` (§13); Plinth takes it from the
+//! Secret key `apiURL` when present (GitHub Enterprise Server: `https://<host>/api/v3`).
+//!
+//! Everything here runs on a Git writer's worker thread: the HTTP call is made on a small
+//! current-thread runtime owned by that thread. Neither the key nor a token is ever logged or
+//! put into an error message.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde::Serialize;
+
+use crate::StoreError;
+
+/// API base used when the Secret has no `apiURL` (reference §1.4).
+pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
+/// User name sent with an installation token over HTTPS (reference §6.3).
+pub const GITHUB_APP_USERNAME: &str = "x-access-token";
+/// A cached installation token is replaced when less than this much of its life is left.
+pub const TOKEN_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+/// An installation token is never used for longer than this after it was obtained (Kratix
+/// caches GitHub App credentials for 60 minutes, reference §6.3).
+pub const TOKEN_MAX_AGE: Duration = Duration::from_secs(60 * 60);
+/// JWT `iat` is back-dated by this much to allow for clock drift (GitHub's recommendation).
+const JWT_BACKDATE_SECS: u64 = 60;
+/// JWT lifetime after "now"; GitHub accepts at most 10 minutes.
+const JWT_LIFETIME_SECS: u64 = 9 * 60;
+
+#[derive(Serialize)]
+struct Claims<'a> {
+    iat: u64,
+    exp: u64,
+    iss: &'a str,
+}
+
+struct CachedToken {
+    token: String,
+    /// When the token must no longer be used: the earlier of GitHub's `expires_at` and
+    /// obtained + [`TOKEN_MAX_AGE`].
+    valid_until: Instant,
+}
+
+/// Mints JWTs and exchanges them for installation tokens, caching the current token.
+pub(crate) struct AppTokenSource {
+    app_id: String,
+    installation_id: String,
+    key: EncodingKey,
+    api_url: String,
+    insecure: bool,
+    cached: Option<CachedToken>,
+    http: Option<(tokio::runtime::Runtime, reqwest::Client)>,
+}
+
+impl AppTokenSource {
+    /// Checks the App settings and the key without any network access.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidConfig`] for an empty `appID`, a non-numeric `installationID` or an
+    /// unusable `apiURL`; [`StoreError::InvalidGithubAppKey`] when `privateKey` is not a PEM
+    /// RSA private key that can sign.
+    pub(crate) fn new(
+        app_id: &str,
+        installation_id: &str,
+        private_key_pem: &str,
+        api_url: &str,
+        insecure: bool,
+    ) -> Result<Self, StoreError> {
+        let app_id = app_id.trim();
+        if app_id.is_empty() || app_id.chars().any(char::is_whitespace) {
+            return Err(StoreError::InvalidConfig {
+                field: "appID".into(),
+                cause: format!("{app_id:?} is not a GitHub App ID"),
+            });
+        }
+        let installation_id = installation_id.trim();
+        if installation_id.is_empty() || !installation_id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(StoreError::InvalidConfig {
+                field: "installationID".into(),
+                cause: format!("{installation_id:?} is not a number"),
+            });
+        }
+        let api_url = api_url.trim().trim_end_matches('/');
+        let api_url = if api_url.is_empty() {
+            DEFAULT_GITHUB_API_URL
+        } else {
+            api_url
+        };
+        if !(api_url.starts_with("https://") || (insecure && api_url.starts_with("http://"))) {
+            return Err(StoreError::InvalidConfig {
+                field: "apiURL".into(),
+                cause: format!(
+                    "{api_url:?} must be an https:// URL (http:// only when the store is marked insecure)"
+                ),
+            });
+        }
+        let key = EncodingKey::from_rsa_pem(private_key_pem.trim().as_bytes()).map_err(|e| {
+            StoreError::InvalidGithubAppKey {
+                cause: e.to_string(),
+            }
+        })?;
+        let source = AppTokenSource {
+            app_id: app_id.to_string(),
+            installation_id: installation_id.to_string(),
+            key,
+            api_url: api_url.to_string(),
+            insecure,
+            cached: None,
+            http: None,
+        };
+        // Parsing the PEM only decodes base64; signing proves the key is a usable RSA key.
+        source.jwt()?;
+        Ok(source)
+    }
+
+    /// An RS256 JWT for the App: `iat` = now − 60 s, `exp` = now + 9 min, `iss` = App ID.
+    pub(crate) fn jwt(&self) -> Result<String, StoreError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let claims = Claims {
+            iat: now.saturating_sub(JWT_BACKDATE_SECS),
+            exp: now + JWT_LIFETIME_SECS,
+            iss: &self.app_id,
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key).map_err(|e| {
+            StoreError::InvalidGithubAppKey {
+                cause: e.to_string(),
+            }
+        })
+    }
+
+    /// The cached installation token, if any (may be close to expiry; call [`Self::token`]
+    /// before a Git operation).
+    pub(crate) fn current(&self) -> Option<&str> {
+        self.cached.as_ref().map(|c| c.token.as_str())
+    }
+
+    /// Forgets the cached token (after Git refused it), so the next call fetches a new one.
+    pub(crate) fn invalidate(&mut self) {
+        self.cached = None;
+    }
+
+    /// Returns an installation token with at least [`TOKEN_REFRESH_MARGIN`] of life left,
+    /// asking GitHub for a new one when needed. Blocking; call on a worker thread only.
+    ///
+    /// # Errors
+    /// [`StoreError::Unreachable`] when the API cannot be reached,
+    /// [`StoreError::GithubAppAuthFailed`] when GitHub refuses the JWT or the installation or
+    /// answers with something other than a token.
+    pub(crate) fn token(&mut self) -> Result<&str, StoreError> {
+        let fresh = self.cached.as_ref().is_some_and(|c| {
+            c.valid_until.saturating_duration_since(Instant::now()) > TOKEN_REFRESH_MARGIN
+        });
+        if !fresh {
+            let t = self.request_token()?;
+            tracing::debug!(api = %self.api_url, installation = %self.installation_id, "GitHub App installation token obtained");
+            self.cached = Some(t);
+        }
+        Ok(self.current().expect("token cached above"))
+    }
+
+    fn endpoint(&self) -> String {
+        format!(
+            "{}/app/installations/{}/access_tokens",
+            self.api_url, self.installation_id
+        )
+    }
+
+    fn request_token(&mut self) -> Result<CachedToken, StoreError> {
+        let jwt = self.jwt()?;
+        let url = self.endpoint();
+        let unreachable = |cause: String| StoreError::Unreachable {
+            target: format!("GitHub API {url}"),
+            cause,
+        };
+        if self.http.is_none() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| unreachable(format!("cannot start HTTP client: {e}")))?;
+            let client = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(Duration::from_secs(30))
+                .danger_accept_invalid_certs(self.insecure)
+                .user_agent(concat!("plinth/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| unreachable(format!("cannot build HTTP client: {}", chain(&e))))?;
+            self.http = Some((rt, client));
+        }
+        let (rt, client) = self.http.as_ref().expect("client built above");
+        let obtained = Instant::now();
+        let (status, body) = rt.block_on(async {
+            let resp = client
+                .post(&url)
+                .header("Authorization", format!("Bearer {jwt}"))
+                .header("Accept", "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28")
+                .send()
+                .await
+                .map_err(|e| unreachable(chain(&e)))?;
+            let status = resp.status();
+            let body = resp.bytes().await.map_err(|e| unreachable(chain(&e)))?;
+            Ok::<_, StoreError>((status, body))
+        })?;
+        let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        let api_message = || {
+            json.as_ref()
+                .and_then(|j| j.get("message"))
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    let text = String::from_utf8_lossy(&body);
+                    let text = text.trim();
+                    if text.is_empty() {
+                        status
+                            .canonical_reason()
+                            .unwrap_or("no message")
+                            .to_string()
+                    } else {
+                        text.chars().take(300).collect()
+                    }
+                })
+        };
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(StoreError::GithubAppAuthFailed {
+                message: api_message(),
+            });
+        }
+        if !status.is_success() {
+            let hint = match status.as_u16() {
+                404 => format!(
+                    " (is installationID {} an installation of App {}?)",
+                    self.installation_id, self.app_id
+                ),
+                _ => String::new(),
+            };
+            return Err(StoreError::GithubAppAuthFailed {
+                message: format!(
+                    "{url} answered HTTP {}: {}{hint}",
+                    status.as_u16(),
+                    api_message()
+                ),
+            });
+        }
+        let token = json
+            .as_ref()
+            .and_then(|j| j.get("token"))
+            .and_then(|t| t.as_str())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| StoreError::GithubAppAuthFailed {
+                message: format!("{url} answered without a token"),
+            })?
+            .to_string();
+        let mut valid_until = obtained + TOKEN_MAX_AGE;
+        if let Some(expires) = json
+            .as_ref()
+            .and_then(|j| j.get("expires_at"))
+            .and_then(|t| t.as_str())
+        {
+            let at: jiff::Timestamp =
+                expires
+                    .parse()
+                    .map_err(|e| StoreError::GithubAppAuthFailed {
+                        message: format!(
+                            "{url} answered an unreadable expires_at {expires:?}: {e}"
+                        ),
+                    })?;
+            let left = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+            let left = Duration::from_millis(left.max(0) as u64);
+            valid_until = valid_until.min(obtained + left);
+        }
+        Ok(CachedToken { token, valid_until })
+    }
+}
+
+/// An error with its causes, `a: b: c` (reqwest's own message omits the transport's reason).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        src = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_checked_before_any_network() {
+        let err = AppTokenSource::new("123", "456", "not a key", "", false)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("privateKey is not a valid PEM RSA key"),
+            "{err}"
+        );
+        let pem_garbage = "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n";
+        let err = AppTokenSource::new("123", "456", pem_garbage, "", false)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, StoreError::InvalidGithubAppKey { .. }),
+            "{err}"
+        );
+        let err = AppTokenSource::new("123", "12a", pem_garbage, "", false)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("installationID"), "{err}");
+        let err = AppTokenSource::new("", "1", pem_garbage, "", false)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("appID"), "{err}");
+        let err = AppTokenSource::new("1", "1", pem_garbage, "http://ghe.example.test", false)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("apiURL"), "{err}");
+    }
+}
