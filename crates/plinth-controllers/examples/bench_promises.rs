@@ -34,7 +34,9 @@ fn promise_json(i: usize) -> Value {
 }
 
 async fn available(api: &Api<DynamicObject>, name: &str) -> bool {
-    api.get(name).await.is_ok_and(|p| p.data["status"]["status"] == "Available")
+    api.get(name)
+        .await
+        .is_ok_and(|p| p.data["status"]["status"] == "Available")
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -47,9 +49,17 @@ async fn main() {
     let client = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in plinth_api::crds::all_crds() {
-        crds.create(&PostParams::default(), &crd).await.expect("Kratix CRDs");
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("Kratix CRDs");
     }
-    let ctx = Context::new(client.clone(), ControllerConfig { data_dir: server.data_dir().join("controllers"), ..ControllerConfig::default() });
+    let ctx = Context::new(
+        client.clone(),
+        ControllerConfig {
+            data_dir: server.data_dir().join("controllers"),
+            ..ControllerConfig::default()
+        },
+    );
     tokio::spawn(promise::run(ctx));
     let promises: Api<DynamicObject> = Api::all_with(client.clone(), &promise::promise_resource());
 
@@ -57,19 +67,36 @@ async fn main() {
     let mut singles = Vec::new();
     for i in 0..20 {
         let start = Instant::now();
-        promises.create(&PostParams::default(), &serde_json::from_value(promise_json(i)).unwrap()).await.unwrap();
+        promises
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(promise_json(i)).unwrap(),
+            )
+            .await
+            .unwrap();
         while !available(&promises, &format!("bench-{i}")).await {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         singles.push(start.elapsed());
     }
     singles.sort();
-    println!("one Promise, apply -> Available (20 runs): p50 {:?}, p95 {:?}, max {:?}", pct(&singles, 0.5), pct(&singles, 0.95), singles.last().unwrap());
+    println!(
+        "one Promise, apply -> Available (20 runs): p50 {:?}, p95 {:?}, max {:?}",
+        pct(&singles, 0.5),
+        pct(&singles, 0.95),
+        singles.last().unwrap()
+    );
 
     // 100 at once.
     let start = Instant::now();
     for i in 100..200 {
-        promises.create(&PostParams::default(), &serde_json::from_value(promise_json(i)).unwrap()).await.unwrap();
+        promises
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(promise_json(i)).unwrap(),
+            )
+            .await
+            .unwrap();
     }
     let created = start.elapsed();
     for i in 100..200 {
@@ -77,5 +104,9 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    println!("100 Promises created at once: all Available after {:?} (creating took {:?})", start.elapsed(), created);
+    println!(
+        "100 Promises created at once: all Available after {:?} (creating took {:?})",
+        start.elapsed(),
+        created
+    );
 }

@@ -1,8 +1,8 @@
 //! Create-or-update of arbitrary objects given as JSON (reference §4.8: "Objects are
 //! applied as Create → on AlreadyExists, Update").
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
 
 use crate::Error;
@@ -10,7 +10,10 @@ use crate::Error;
 /// The dynamic API for an object's apiVersion/kind (namespaced when it has a namespace).
 /// Plurals follow the regular `<kind>s` form, which holds for every kind Plinth applies
 /// this way (ServiceAccount, ConfigMap, Role(Binding), ClusterRole(Binding), Work, ...).
-pub fn dynamic_api(client: &Client, obj: &Value) -> Result<(Api<DynamicObject>, ApiResource), Error> {
+pub fn dynamic_api(
+    client: &Client,
+    obj: &Value,
+) -> Result<(Api<DynamicObject>, ApiResource), Error> {
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
     let kind = obj["kind"].as_str().unwrap_or_default();
     let (group, version) = match api_version.split_once('/') {
@@ -31,7 +34,10 @@ pub fn dynamic_api(client: &Client, obj: &Value) -> Result<(Api<DynamicObject>, 
 /// without the `kratix.io/promise-name` label belongs to someone else and is left alone.
 pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error> {
     let (api, _) = dynamic_api(client, obj)?;
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let desired: DynamicObject = serde_json::from_value(obj.clone()).map_err(Error::Json)?;
     match api.create(&PostParams::default(), &desired).await {
         Ok(_) => return Ok(()),
@@ -41,7 +47,11 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
     for _ in 0..5 {
         let mut existing = api.get(&name).await?;
         if obj["kind"] == "ServiceAccount"
-            && !existing.metadata.labels.as_ref().is_some_and(|l| l.contains_key("kratix.io/promise-name"))
+            && !existing
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("kratix.io/promise-name"))
         {
             return Ok(());
         }
@@ -55,7 +65,10 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
                 changed = true;
             }
         }
-        for (field, target) in [("labels", &mut existing.metadata.labels), ("annotations", &mut existing.metadata.annotations)] {
+        for (field, target) in [
+            ("labels", &mut existing.metadata.labels),
+            ("annotations", &mut existing.metadata.annotations),
+        ] {
             if let Some(map) = obj["metadata"][field].as_object() {
                 let t = target.get_or_insert_with(Default::default);
                 for (k, v) in map {
@@ -76,5 +89,8 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
             Err(e) => return Err(e.into()),
         }
     }
-    Err(Error::Conflict(format!("{} {name}: kept conflicting while updating", obj["kind"])))
+    Err(Error::Conflict(format!(
+        "{} {name}: kept conflicting while updating",
+        obj["kind"]
+    )))
 }

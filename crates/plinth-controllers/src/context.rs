@@ -38,7 +38,9 @@ impl Context {
 
     /// This context as an `Arc` (for spawning controllers from inside a reconcile).
     pub fn self_arc(&self) -> Arc<Context> {
-        self.me.upgrade().expect("context is alive while reconciling")
+        self.me
+            .upgrade()
+            .expect("context is alive while reconciling")
     }
 
     /// A snapshot of the current configuration (cheap: an `Arc` clone).

@@ -9,14 +9,28 @@ use kube::{Resource, ResourceExt};
 use crate::context::Context;
 
 /// Publishes an Event about `reference` from `component` (e.g. `PromiseController`).
-pub async fn publish(ctx: &Context, component: &str, reference: &ObjectReference, warning: bool, reason: &str, note: impl Into<String>) {
+pub async fn publish(
+    ctx: &Context,
+    component: &str,
+    reference: &ObjectReference,
+    warning: bool,
+    reason: &str,
+    note: impl Into<String>,
+) {
     let recorder = Recorder::new(
         ctx.client.clone(),
-        Reporter { controller: component.to_string(), instance: None },
+        Reporter {
+            controller: component.to_string(),
+            instance: None,
+        },
     );
     let note = note.into();
     let event = Event {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
         reason: reason.to_string(),
         note: Some(note.clone()),
         action: reason.to_string(),

@@ -17,7 +17,10 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
 use kube::runtime::controller::{Action as ReconcileAction, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -46,11 +49,17 @@ const F_REVISION_CLEANUP: &str = "kratix.io/revision-cleanup";
 
 /// The `promises` resource.
 pub fn promise_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Promise"), "promises")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Promise"),
+        "promises",
+    )
 }
 
 fn kratix_resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind), plural)
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind),
+        plural,
+    )
 }
 
 /// Runs the Promise controller until the client's watches end.
@@ -61,32 +70,59 @@ pub async fn run(ctx: Arc<Context>) {
     let store = controller.store();
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let jobs: Api<Job> = Api::all(ctx.client.clone());
-    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
+    let works: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
     let requires_store = store.clone();
     controller
         // A Promise's API CRD carries the promise-name label: its Established condition wakes the Promise.
-        .watches(crds, watcher::Config::default().labels(labels::PROMISE_NAME), |crd| {
-            crd.labels().get(labels::PROMISE_NAME).map(|p| ObjectRef::new_with(p, promise_resource()))
-        })
-        .watches(jobs, watcher::Config::default().labels("kratix.io/workflow-type=promise"), |job| {
-            job.labels().get(labels::PROMISE_NAME).map(|p| ObjectRef::new_with(p, promise_resource()))
-        })
-        .watches_with(works, kratix_resource("Work", "works"), watcher::Config::default().labels(labels::PROMISE_NAME), |w| {
-            w.labels().get(labels::PROMISE_NAME).map(|p| ObjectRef::new_with(p, promise_resource()))
-        })
+        .watches(
+            crds,
+            watcher::Config::default().labels(labels::PROMISE_NAME),
+            |crd| {
+                crd.labels()
+                    .get(labels::PROMISE_NAME)
+                    .map(|p| ObjectRef::new_with(p, promise_resource()))
+            },
+        )
+        .watches(
+            jobs,
+            watcher::Config::default().labels("kratix.io/workflow-type=promise"),
+            |job| {
+                job.labels()
+                    .get(labels::PROMISE_NAME)
+                    .map(|p| ObjectRef::new_with(p, promise_resource()))
+            },
+        )
+        .watches_with(
+            works,
+            kratix_resource("Work", "works"),
+            watcher::Config::default().labels(labels::PROMISE_NAME),
+            |w| {
+                w.labels()
+                    .get(labels::PROMISE_NAME)
+                    .map(|p| ObjectRef::new_with(p, promise_resource()))
+            },
+        )
         // Any Promise change wakes the Promises that require it, whether or not they have
         // written themselves into its requiredBy yet (B03).
-        .watches_with(promises, ar.clone(), watcher::Config::default(), move |changed| {
-            let name = changed.name_any();
-            requires_store
-                .state()
-                .into_iter()
-                .filter(|p| {
-                    p.data["spec"]["requiredPromises"].as_array().is_some_and(|r| r.iter().any(|x| x["name"] == name.as_str()))
-                })
-                .map(|p| ObjectRef::new_with(&p.name_any(), promise_resource()))
-                .collect::<Vec<_>>()
-        })
+        .watches_with(
+            promises,
+            ar.clone(),
+            watcher::Config::default(),
+            move |changed| {
+                let name = changed.name_any();
+                requires_store
+                    .state()
+                    .into_iter()
+                    .filter(|p| {
+                        p.data["spec"]["requiredPromises"]
+                            .as_array()
+                            .is_some_and(|r| r.iter().any(|x| x["name"] == name.as_str()))
+                    })
+                    .map(|p| ObjectRef::new_with(&p.name_any(), promise_resource()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -105,12 +141,19 @@ fn promise_api(ctx: &Context) -> Api<DynamicObject> {
     Api::all_with(ctx.client.clone(), &promise_resource())
 }
 
-async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<ReconcileAction, Error> {
+async fn reconcile(
+    promise: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<ReconcileAction, Error> {
     let api = promise_api(&ctx);
     let name = promise.name_any();
     let config = ctx.config();
 
-    if promise.labels().get(labels::PAUSED).is_some_and(|v| v == "true") {
+    if promise
+        .labels()
+        .get(labels::PAUSED)
+        .is_some_and(|v| v == "true")
+    {
         status::update_status(&api, &name, |s, _| {
             let mut c = set_condition(s, "Available", "False", "PausedReconciliation", "Paused");
             c |= set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused");
@@ -128,7 +171,9 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
     // Finalizers (§2.5).
     let spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
     let api_crd = request_crd(&name, &spec)?;
-    let has_delete = spec["workflows"]["promise"]["delete"].as_array().is_some_and(|a| !a.is_empty());
+    let has_delete = spec["workflows"]["promise"]["delete"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty());
     let mut desired: Vec<&str> = Vec::new();
     if api_crd.is_some() {
         desired.extend([F_RR_CLEANUP, F_DYNAMIC_CLEANUP, F_CRD_CLEANUP]);
@@ -161,7 +206,9 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
             let v = v.clone();
             status::update_status(&api, &name, |s, _| {
                 let mut c = set_field(s, "version", json!(v));
-                let k = status::ensure_object(s).entry("kratix").or_insert_with(|| json!({}));
+                let k = status::ensure_object(s)
+                    .entry("kratix")
+                    .or_insert_with(|| json!({}));
                 c |= set_field(k, "version", json!(v));
                 c
             })
@@ -169,7 +216,13 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
             return Ok(ReconcileAction::await_change());
         }
     }
-    ensure_revision(&ctx, &promise, version.as_deref().unwrap_or("not-set"), &spec).await?;
+    ensure_revision(
+        &ctx,
+        &promise,
+        version.as_deref().unwrap_or("not-set"),
+        &spec,
+    )
+    .await?;
 
     // Requirements (§2.3).
     let (fulfilled, requirement_states) = evaluate_requirements(&ctx, &promise, &spec).await?;
@@ -179,9 +232,22 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
         let updated = status::update_status(&api, &name, |s, _| {
             let mut c = set_field(s, "requiredPromises", Value::Array(states.clone()));
             if fulfilled {
-                c |= set_condition(s, "RequirementsFulfilled", "True", "RequirementsInstalled", "Requirements fulfilled");
+                c |= set_condition(
+                    s,
+                    "RequirementsFulfilled",
+                    "True",
+                    "RequirementsInstalled",
+                    "Requirements fulfilled",
+                );
             } else {
-                let reason = if states.iter().any(|x| x["state"] == "Requirement not available") && !states.iter().any(|x| x["state"].as_str().is_some_and(|t| t.contains("not installed"))) {
+                let reason = if states
+                    .iter()
+                    .any(|x| x["state"] == "Requirement not available")
+                    && !states.iter().any(|x| {
+                        x["state"]
+                            .as_str()
+                            .is_some_and(|t| t.contains("not installed"))
+                    }) {
                     "RequirementsNotAvailable"
                 } else {
                     "RequirementsNotInstalled"
@@ -189,18 +255,51 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
                 let detail: Vec<String> = states
                     .iter()
                     .filter(|x| x["state"] != "Requirement installed")
-                    .map(|x| format!("{}@{}: {}", x["name"].as_str().unwrap_or_default(), x["version"].as_str().unwrap_or("any"), x["state"].as_str().unwrap_or_default()))
+                    .map(|x| {
+                        format!(
+                            "{}@{}: {}",
+                            x["name"].as_str().unwrap_or_default(),
+                            x["version"].as_str().unwrap_or("any"),
+                            x["state"].as_str().unwrap_or_default()
+                        )
+                    })
                     .collect();
-                c |= set_condition(s, "RequirementsFulfilled", "False", reason, &format!("Requirements not fulfilled: {}", detail.join("; ")));
-                c |= set_condition(s, "Reconciled", "Unknown", "RequirementsNotFulfilled", "Pending");
-                c |= set_condition(s, "Available", "False", "PromiseUnavailable", "Cannot fulfil resource requests");
+                c |= set_condition(
+                    s,
+                    "RequirementsFulfilled",
+                    "False",
+                    reason,
+                    &format!("Requirements not fulfilled: {}", detail.join("; ")),
+                );
+                c |= set_condition(
+                    s,
+                    "Reconciled",
+                    "Unknown",
+                    "RequirementsNotFulfilled",
+                    "Pending",
+                );
+                c |= set_condition(
+                    s,
+                    "Available",
+                    "False",
+                    "PromiseUnavailable",
+                    "Cannot fulfil resource requests",
+                );
                 c |= set_field(s, "status", json!("Unavailable"));
             }
             c
         })
         .await?;
         if !fulfilled && was_available {
-            events::publish(&ctx, COMPONENT, &events::reference(&updated), true, "Unavailable", "Promise no longer available: Requirements have changed").await;
+            events::publish(
+                &ctx,
+                COMPONENT,
+                &events::reference(&updated),
+                true,
+                "Unavailable",
+                "Promise no longer available: Requirements have changed",
+            )
+            .await;
         }
     }
 
@@ -231,7 +330,8 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
     let progress = if wf.pipelines.is_empty() {
         Progress::Done
     } else {
-        engine::reconcile_configure(&ctx, &wf, &api, &promise, "platform.kratix.io", COMPONENT).await?
+        engine::reconcile_configure(&ctx, &wf, &api, &promise, "platform.kratix.io", COMPONENT)
+            .await?
     };
 
     if progress != Progress::Done {
@@ -250,7 +350,13 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
             let mut c = if matches!(progress, Progress::Suspended { .. }) {
                 set_condition(s, "Available", "False", "WorkflowSuspended", "Suspended")
             } else {
-                set_condition(s, "Available", "False", "PromiseUnavailable", "Cannot fulfil resource requests")
+                set_condition(
+                    s,
+                    "Available",
+                    "False",
+                    "PromiseUnavailable",
+                    "Cannot fulfil resource requests",
+                )
             };
             c |= set_field(s, "status", json!("Unavailable"));
             let _ = &msg;
@@ -259,14 +365,17 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
         .await?;
         return Ok(match progress {
             Progress::Suspended { retry_at: Some(at) } => ReconcileAction::requeue(until(at)),
-            Progress::Failed { .. } if config.reconcile_after_failure => ReconcileAction::requeue(config.reconciliation_interval),
+            Progress::Failed { .. } if config.reconcile_after_failure => {
+                ReconcileAction::requeue(config.reconciliation_interval)
+            }
             _ => ReconcileAction::await_change(),
         });
     }
     // Resource requests: one controller per Promise API (held by the controller while
     // requirements are unmet, §2.3).
     if let Some(r) = &request_api {
-        ctx.request_controllers.ensure(&ctx_arc(&ctx), &name, r.clone());
+        ctx.request_controllers
+            .ensure(&ctx_arc(&ctx), &name, r.clone());
     }
     if !fulfilled {
         return Ok(ReconcileAction::await_change());
@@ -275,11 +384,22 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
     // Re-run every request's workflow when the Promise spec changed (§2.1 step 11, §2.4).
     let generation = promise.meta().generation.unwrap_or(1);
     let observed = status_now["observedGeneration"].as_i64().unwrap_or(0);
-    let reconcile_resources = promise.labels().get(labels::RECONCILE_RESOURCES).is_some_and(|v| v == "true");
+    let reconcile_resources = promise
+        .labels()
+        .get(labels::RECONCILE_RESOURCES)
+        .is_some_and(|v| v == "true");
     if let Some(r) = &request_api {
         if reconcile_resources || (generation != observed && generation != 1 && observed != 0) {
             request::label_all_run_from_start(&ctx, r).await?;
-            events::publish(&ctx, COMPONENT, &events::reference(&promise), false, "ReconcilingResources", "Reconciling all resource requests").await;
+            events::publish(
+                &ctx,
+                COMPONENT,
+                &events::reference(&promise),
+                false,
+                "ReconcilingResources",
+                "Reconciling all resource requests",
+            )
+            .await;
             if reconcile_resources {
                 engine::remove_labels(&api, &promise, &[labels::RECONCILE_RESOURCES]).await?;
             }
@@ -294,7 +414,13 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
         .unwrap_or_default();
     let became_available = status_now["status"] != "Available";
     let stored = status::update_status(&api, &name, |s, _| {
-        let mut c = set_condition(s, "Available", "True", "PromiseAvailable", "Ready to fulfil resource requests");
+        let mut c = set_condition(
+            s,
+            "Available",
+            "True",
+            "PromiseAvailable",
+            "Ready to fulfil resource requests",
+        );
         c |= set_field(s, "status", json!("Available"));
         c |= set_field(s, "observedGeneration", json!(generation));
         if !kind.is_empty() {
@@ -311,7 +437,8 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
         }
         let (ws, wr, wm) = work_state.condition("promise");
         c |= set_condition(s, "WorksSucceeded", ws, wr, &wm);
-        let workflow_done = wf.pipelines.is_empty() || condition_true(s, "ConfigureWorkflowCompleted");
+        let workflow_done =
+            wf.pipelines.is_empty() || condition_true(s, "ConfigureWorkflowCompleted");
         if workflow_done && ws == "True" {
             c |= set_condition(s, "Reconciled", "True", "Reconciled", "Reconciled");
         } else if ws == "False" {
@@ -323,7 +450,15 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Rec
     })
     .await?;
     if became_available {
-        events::publish(&ctx, COMPONENT, &events::reference(&stored), false, "Available", "Promise is available").await;
+        events::publish(
+            &ctx,
+            COMPONENT,
+            &events::reference(&stored),
+            false,
+            "Available",
+            "Promise is available",
+        )
+        .await;
     }
     Ok(ReconcileAction::requeue(config.reconciliation_interval))
 }
@@ -338,15 +473,34 @@ fn until(at: Timestamp) -> Duration {
 }
 
 /// Sets the finalizer list guarded by the object's resourceVersion.
-pub async fn set_finalizers(api: &Api<DynamicObject>, obj: &DynamicObject, finalizers: Vec<String>) -> Result<(), Error> {
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
-    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+pub async fn set_finalizers(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
 }
 
 /// Removes one finalizer (a no-op when absent).
-pub async fn remove_finalizer(api: &Api<DynamicObject>, obj: &DynamicObject, finalizer: &str) -> Result<(), Error> {
-    let remaining: Vec<String> = obj.finalizers().iter().filter(|f| *f != finalizer).cloned().collect();
+pub async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    finalizer: &str,
+) -> Result<(), Error> {
+    let remaining: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
     if remaining.len() == obj.finalizers().len() {
         return Ok(());
     }
@@ -361,7 +515,10 @@ fn request_crd(promise: &str, spec: &Value) -> Result<Option<Value>, Error> {
     }
     plinth_api::crds::build_request_crd(promise, api)
         .map(Some)
-        .map_err(|e| Error::InvalidPromise { promise: promise.to_string(), message: e.to_string() })
+        .map_err(|e| Error::InvalidPromise {
+            promise: promise.to_string(),
+            message: e.to_string(),
+        })
 }
 
 enum ApiState {
@@ -370,17 +527,31 @@ enum ApiState {
     Ready(request::RequestApi),
 }
 
-async fn install_api(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject, crd: &Value) -> Result<ApiState, Error> {
+async fn install_api(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    promise: &DynamicObject,
+    crd: &Value,
+) -> Result<ApiState, Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let desired: CustomResourceDefinition = serde_json::from_value(crd.clone()).map_err(Error::Json)?;
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let desired: CustomResourceDefinition =
+        serde_json::from_value(crd.clone()).map_err(Error::Json)?;
     let existing = match crds.get_opt(&name).await? {
         None => crds.create(&PostParams::default(), &desired).await?,
         Some(mut existing) => {
-            let want_versions = serde_json::to_value(&desired.spec.versions).map_err(Error::Json)?;
-            let have_versions = serde_json::to_value(&existing.spec.versions).map_err(Error::Json)?;
+            let want_versions =
+                serde_json::to_value(&desired.spec.versions).map_err(Error::Json)?;
+            let have_versions =
+                serde_json::to_value(&existing.spec.versions).map_err(Error::Json)?;
             let mut changed = want_versions != have_versions;
-            let labels = existing.metadata.labels.get_or_insert_with(Default::default);
+            let labels = existing
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default);
             for (k, v) in desired.metadata.labels.clone().unwrap_or_default() {
                 if labels.get(&k) != Some(&v) {
                     labels.insert(k, v);
@@ -391,7 +562,8 @@ async fn install_api(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicO
                 existing.spec.versions = desired.spec.versions.clone();
                 existing.spec.conversion = desired.spec.conversion.clone();
                 existing.spec.preserve_unknown_fields = desired.spec.preserve_unknown_fields;
-                crds.replace(&name, &PostParams::default(), &existing).await?
+                crds.replace(&name, &PostParams::default(), &existing)
+                    .await?
             } else {
                 existing
             }
@@ -401,18 +573,35 @@ async fn install_api(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicO
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
     if !established {
         return Ok(ApiState::Waiting);
     }
     let group = existing.spec.group.clone();
     let kind = existing.spec.names.kind.clone();
     let plural = existing.spec.names.plural.clone();
-    let storage = existing.spec.versions.iter().find(|v| v.storage).or(existing.spec.versions.first()).map(|v| v.name.clone()).unwrap_or_default();
+    let storage = existing
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .or(existing.spec.versions.first())
+        .map(|v| v.name.clone())
+        .unwrap_or_default();
     // Watch a version that is served now: the storage version if served, else the first served one (B01).
-    let served = existing.spec.versions.iter().find(|v| v.served && v.name == storage).or_else(|| existing.spec.versions.iter().find(|v| v.served));
+    let served = existing
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.served && v.name == storage)
+        .or_else(|| existing.spec.versions.iter().find(|v| v.served));
     let Some(served) = served else {
-        return Ok(ApiState::NoServedVersion(format!("CRD {name} serves no version: resource requests cannot be watched")));
+        return Ok(ApiState::NoServedVersion(format!(
+            "CRD {name} serves no version: resource requests cannot be watched"
+        )));
     };
     let _ = (api, promise);
     // Controller RBAC (§2.1 step 8), kept for compatibility with Kratix's objects.
@@ -447,8 +636,15 @@ async fn install_api(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicO
 
 /// The promise workflow of `action` for this Promise.
 fn promise_workflow(promise: &DynamicObject, spec: &Value, action: Action) -> Workflow {
-    let pipelines = spec["workflows"]["promise"][action.as_str()].as_array().cloned().unwrap_or_default();
-    let namespace = spec["workflows"]["config"]["pipelineNamespace"].as_str().filter(|s| !s.is_empty()).unwrap_or(SYSTEM_NAMESPACE).to_string();
+    let pipelines = spec["workflows"]["promise"][action.as_str()]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let namespace = spec["workflows"]["config"]["pipelineNamespace"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .unwrap_or(SYSTEM_NAMESPACE)
+        .to_string();
     Workflow {
         promise_name: promise.name_any(),
         promise_spec: spec.clone(),
@@ -471,7 +667,12 @@ fn promise_workflow(promise: &DynamicObject, spec: &Value, action: Action) -> Wo
     }
 }
 
-async fn ensure_revision(ctx: &Context, promise: &DynamicObject, version: &str, spec: &Value) -> Result<(), Error> {
+async fn ensure_revision(
+    ctx: &Context,
+    promise: &DynamicObject,
+    version: &str,
+    spec: &Value,
+) -> Result<(), Error> {
     let name = promise.name_any();
     let rev_name = plinth_api::names::promise_revision_name(&name, version);
     let obj = json!({
@@ -486,8 +687,15 @@ async fn ensure_revision(ctx: &Context, promise: &DynamicObject, version: &str, 
     });
     crate::apply::create_or_update(&ctx.client, &obj).await?;
     // Only the current revision keeps the latest label (§2.8).
-    let revisions: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kratix_resource("PromiseRevision", "promiserevisions"));
-    let lp = ListParams::default().labels(&format!("{}={name},{}=true", labels::PROMISE_NAME, labels::LATEST_REVISION));
+    let revisions: Api<DynamicObject> = Api::all_with(
+        ctx.client.clone(),
+        &kratix_resource("PromiseRevision", "promiserevisions"),
+    );
+    let lp = ListParams::default().labels(&format!(
+        "{}={name},{}=true",
+        labels::PROMISE_NAME,
+        labels::LATEST_REVISION
+    ));
     for r in revisions.list(&lp).await?.items {
         if r.name_any() != rev_name {
             engine::remove_labels(&revisions, &r, &[labels::LATEST_REVISION]).await?;
@@ -498,10 +706,21 @@ async fn ensure_revision(ctx: &Context, promise: &DynamicObject, version: &str, 
 
 /// Evaluates `spec.requiredPromises` (§2.3) and records this Promise in each required
 /// Promise's `status.requiredBy`. Returns whether all are installed and the states.
-async fn evaluate_requirements(ctx: &Context, promise: &DynamicObject, spec: &Value) -> Result<(bool, Vec<Value>), Error> {
+async fn evaluate_requirements(
+    ctx: &Context,
+    promise: &DynamicObject,
+    spec: &Value,
+) -> Result<(bool, Vec<Value>), Error> {
     let api = promise_api(ctx);
-    let revisions: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kratix_resource("PromiseRevision", "promiserevisions"));
-    let my_version = promise.labels().get(labels::PROMISE_VERSION).cloned().unwrap_or_default();
+    let revisions: Api<DynamicObject> = Api::all_with(
+        ctx.client.clone(),
+        &kratix_resource("PromiseRevision", "promiserevisions"),
+    );
+    let my_version = promise
+        .labels()
+        .get(labels::PROMISE_VERSION)
+        .cloned()
+        .unwrap_or_default();
     let mut all = true;
     let mut states = Vec::new();
     for req in spec["requiredPromises"].as_array().into_iter().flatten() {
@@ -511,23 +730,38 @@ async fn evaluate_requirements(ctx: &Context, promise: &DynamicObject, spec: &Va
             Err(_) => "Requirement state unknown".to_string(),
             Ok(None) => "Requirement not installed".to_string(),
             Ok(Some(required)) => {
-                let installed_version = required.labels().get(labels::PROMISE_VERSION).cloned().unwrap_or_default();
+                let installed_version = required
+                    .labels()
+                    .get(labels::PROMISE_VERSION)
+                    .cloned()
+                    .unwrap_or_default();
                 let version_ok = rversion.is_empty() || installed_version == rversion || {
-                    let lp = ListParams::default().labels(&format!("{}={rname}", labels::PROMISE_NAME));
-                    revisions.list(&lp).await?.items.iter().any(|r| r.data["spec"]["version"] == rversion.as_str())
+                    let lp =
+                        ListParams::default().labels(&format!("{}={rname}", labels::PROMISE_NAME));
+                    revisions
+                        .list(&lp)
+                        .await?
+                        .items
+                        .iter()
+                        .any(|r| r.data["spec"]["version"] == rversion.as_str())
                 };
                 // Record who requires it (§2.3), so its own events can reach us too.
                 let me = promise.name_any();
                 let my_v = my_version.clone();
                 let rv = rversion.clone();
                 status::update_status(&api, &rname, |s, _| {
-                    let list = status::ensure_object(s).entry("requiredBy").or_insert_with(|| json!([]));
+                    let list = status::ensure_object(s)
+                        .entry("requiredBy")
+                        .or_insert_with(|| json!([]));
                     if !list.is_array() {
                         *list = json!([]);
                     }
                     let arr = list.as_array_mut().expect("array");
-                    let entry = json!({"promise": {"name": me, "version": my_v}, "requiredVersion": rv});
-                    if let Some(existing) = arr.iter_mut().find(|e| e["promise"]["name"] == me.as_str()) {
+                    let entry =
+                        json!({"promise": {"name": me, "version": my_v}, "requiredVersion": rv});
+                    if let Some(existing) =
+                        arr.iter_mut().find(|e| e["promise"]["name"] == me.as_str())
+                    {
                         if *existing == entry {
                             return false;
                         }
@@ -539,7 +773,14 @@ async fn evaluate_requirements(ctx: &Context, promise: &DynamicObject, spec: &Va
                 })
                 .await?;
                 if !version_ok {
-                    format!("Requirement not installed at the specified version (installed: {})", if installed_version.is_empty() { "not-set" } else { &installed_version })
+                    format!(
+                        "Requirement not installed at the specified version (installed: {})",
+                        if installed_version.is_empty() {
+                            "not-set"
+                        } else {
+                            &installed_version
+                        }
+                    )
                 } else if required.data["status"]["status"] != "Available" {
                     "Requirement not available".to_string()
                 } else {
@@ -564,9 +805,17 @@ pub fn encode_content(bytes: &[u8]) -> String {
 
 /// The static-dependency Work (§5.2): created or updated while `spec.dependencies` is
 /// non-empty, deleted when it becomes empty.
-async fn reconcile_static_dependencies(ctx: &Context, promise: &DynamicObject, spec: &Value) -> Result<(), Error> {
+async fn reconcile_static_dependencies(
+    ctx: &Context,
+    promise: &DynamicObject,
+    spec: &Value,
+) -> Result<(), Error> {
     let name = promise.name_any();
-    let works: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), SYSTEM_NAMESPACE, &kratix_resource("Work", "works"));
+    let works: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        SYSTEM_NAMESPACE,
+        &kratix_resource("Work", "works"),
+    );
     let work_name = plinth_api::names::static_dependency_work_name(&name);
     let deps = spec["dependencies"].as_array().cloned().unwrap_or_default();
     if deps.is_empty() {
@@ -577,7 +826,11 @@ async fn reconcile_static_dependencies(ctx: &Context, promise: &DynamicObject, s
         if i > 0 {
             yaml.push_str("---\n");
         }
-        yaml.push_str(&serde_saphyr::to_string(d).map_err(|e| Error::Other(format!("Promise {name}: spec.dependencies[{i}]: {e}")))?);
+        yaml.push_str(
+            &serde_saphyr::to_string(d).map_err(|e| {
+                Error::Other(format!("Promise {name}: spec.dependencies[{i}]: {e}"))
+            })?,
+        );
     }
     let selectors: BTreeMap<String, String> = squash_selectors(spec);
     let mut group = json!({
@@ -605,9 +858,14 @@ async fn reconcile_static_dependencies(ctx: &Context, promise: &DynamicObject, s
 /// conflict (§1.1).
 pub fn squash_selectors(spec: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for s in spec["destinationSelectors"].as_array().into_iter().flatten() {
+    for s in spec["destinationSelectors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         for (k, v) in s["matchLabels"].as_object().into_iter().flatten() {
-            out.entry(k.clone()).or_insert_with(|| v.as_str().unwrap_or_default().to_string());
+            out.entry(k.clone())
+                .or_insert_with(|| v.as_str().unwrap_or_default().to_string());
         }
     }
     out
@@ -624,23 +882,56 @@ impl WorksState {
     /// The `WorksSucceeded` condition (status, reason, message) for `what` ("promise" or "resource").
     pub fn condition(&self, what: &str) -> (&'static str, &'static str, String) {
         if !self.failing.is_empty() {
-            ("False", "WorksFailing", format!("Some works associated with this {what} failed: [{}]", self.failing.join(",")))
+            (
+                "False",
+                "WorksFailing",
+                format!(
+                    "Some works associated with this {what} failed: [{}]",
+                    self.failing.join(",")
+                ),
+            )
         } else if !self.pending.is_empty() {
-            ("Unknown", "WorksPending", format!("Some works associated with this {what} are not ready: [{}]", self.pending.join(",")))
+            (
+                "Unknown",
+                "WorksPending",
+                format!(
+                    "Some works associated with this {what} are not ready: [{}]",
+                    self.pending.join(",")
+                ),
+            )
         } else if !self.misplaced.is_empty() {
-            ("False", "WorksMisplaced", format!("Some works associated with this {what} are misplaced: [{}]", self.misplaced.join(",")))
+            (
+                "False",
+                "WorksMisplaced",
+                format!(
+                    "Some works associated with this {what} are misplaced: [{}]",
+                    self.misplaced.join(",")
+                ),
+            )
         } else {
-            ("True", "WorksSucceeded", format!("All works associated with this {what} are ready"))
+            (
+                "True",
+                "WorksSucceeded",
+                format!("All works associated with this {what} are ready"),
+            )
         }
     }
 }
 
 /// Classifies Works by the message of their `Ready` condition.
 pub fn classify_works(items: &[DynamicObject]) -> WorksState {
-    let mut st = WorksState { failing: vec![], pending: vec![], misplaced: vec![] };
+    let mut st = WorksState {
+        failing: vec![],
+        pending: vec![],
+        misplaced: vec![],
+    };
     for w in items {
-        let ready = status::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
-        let msg = ready.as_ref().and_then(|c| c["message"].as_str().map(str::to_string)).unwrap_or_else(|| "Pending".into());
+        let ready =
+            status::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
+        let msg = ready
+            .as_ref()
+            .and_then(|c| c["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "Pending".into());
         let is_true = ready.as_ref().is_some_and(|c| c["status"] == "True");
         match msg.as_str() {
             _ if is_true => {}
@@ -653,13 +944,22 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
 }
 
 async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> {
-    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
-    let lp = ListParams::default().labels(&format!("{}={promise},{}=promise", labels::PROMISE_NAME, labels::WORK_TYPE));
+    let works: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
+    let lp = ListParams::default().labels(&format!(
+        "{}={promise},{}=promise",
+        labels::PROMISE_NAME,
+        labels::WORK_TYPE
+    ));
     Ok(classify_works(&works.list(&lp).await?.items))
 }
 
 /// Deletion, one step per reconcile in Kratix's order (§2.5).
-async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject) -> Result<ReconcileAction, Error> {
+async fn delete(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    promise: &DynamicObject,
+) -> Result<ReconcileAction, Error> {
     let name = promise.name_any();
     let config = ctx.config();
     let spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
@@ -669,7 +969,17 @@ async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject
     if has(F_DELETE_WORKFLOWS) {
         let wf = promise_workflow(promise, &spec, Action::Delete);
         let configure = promise_workflow(promise, &spec, Action::Configure);
-        match engine::reconcile_delete(ctx, &wf, &configure, api, promise, "platform.kratix.io", COMPONENT).await? {
+        match engine::reconcile_delete(
+            ctx,
+            &wf,
+            &configure,
+            api,
+            promise,
+            "platform.kratix.io",
+            COMPONENT,
+        )
+        .await?
+        {
             Progress::Done => remove_finalizer(api, promise, F_DELETE_WORKFLOWS).await?,
             Progress::Failed { .. } => return Ok(ReconcileAction::await_change()),
             _ => return Ok(ReconcileAction::await_change()),
@@ -678,14 +988,20 @@ async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject
     }
     if has(F_WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::all(ctx.client.clone());
-        let lp = ListParams::default().labels(&format!("{label_sel},kratix.io/workflow-type=promise"));
+        let lp =
+            ListParams::default().labels(&format!("{label_sel},kratix.io/workflow-type=promise"));
         let list = jobs.list(&lp).await?.items;
         if list.is_empty() {
             remove_finalizer(api, promise, F_WORKFLOWS_CLEANUP).await?;
         } else {
             for j in list {
-                let ns_api: Api<Job> = Api::namespaced(ctx.client.clone(), &j.namespace().unwrap_or_default());
-                ignore_not_found(ns_api.delete(&j.name_any(), &DeleteParams::background()).await)?;
+                let ns_api: Api<Job> =
+                    Api::namespaced(ctx.client.clone(), &j.namespace().unwrap_or_default());
+                ignore_not_found(
+                    ns_api
+                        .delete(&j.name_any(), &DeleteParams::background())
+                        .await,
+                )?;
             }
             return Ok(ReconcileAction::requeue(config.requeue_short));
         }
@@ -714,9 +1030,20 @@ async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject
         return Ok(ReconcileAction::await_change());
     }
     if has(F_REVISION_CLEANUP) {
-        let revisions: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kratix_resource("PromiseRevision", "promiserevisions"));
-        for r in revisions.list(&ListParams::default().labels(&label_sel)).await?.items {
-            ignore_not_found(revisions.delete(&r.name_any(), &DeleteParams::background()).await)?;
+        let revisions: Api<DynamicObject> = Api::all_with(
+            ctx.client.clone(),
+            &kratix_resource("PromiseRevision", "promiserevisions"),
+        );
+        for r in revisions
+            .list(&ListParams::default().labels(&label_sel))
+            .await?
+            .items
+        {
+            ignore_not_found(
+                revisions
+                    .delete(&r.name_any(), &DeleteParams::background())
+                    .await,
+            )?;
         }
         remove_finalizer(api, promise, F_REVISION_CLEANUP).await?;
         return Ok(ReconcileAction::await_change());
@@ -725,23 +1052,46 @@ async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject
     if has(F_DYNAMIC_CLEANUP) {
         let mut remaining = 0;
         for (api_version, kind, plural) in [
-            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings"),
-            ("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles"),
-            ("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
+            (
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+            ),
+            (
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRole",
+                "clusterroles",
+            ),
+            (
+                "rbac.authorization.k8s.io/v1",
+                "RoleBinding",
+                "rolebindings",
+            ),
             ("rbac.authorization.k8s.io/v1", "Role", "roles"),
             ("v1", "ServiceAccount", "serviceaccounts"),
             ("v1", "ConfigMap", "configmaps"),
         ] {
             let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-            let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+            let ar = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(group, version, kind),
+                plural,
+            );
             let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
-            for o in all.list(&ListParams::default().labels(&label_sel)).await?.items {
+            for o in all
+                .list(&ListParams::default().labels(&label_sel))
+                .await?
+                .items
+            {
                 remaining += 1;
                 let scoped: Api<DynamicObject> = match o.namespace() {
                     Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &ar),
                     None => Api::all_with(ctx.client.clone(), &ar),
                 };
-                ignore_not_found(scoped.delete(&o.name_any(), &DeleteParams::background()).await)?;
+                ignore_not_found(
+                    scoped
+                        .delete(&o.name_any(), &DeleteParams::background())
+                        .await,
+                )?;
             }
         }
         if remaining > 0 {
@@ -751,16 +1101,28 @@ async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject
         return Ok(ReconcileAction::await_change());
     }
     if has(F_DEPS_CLEANUP) {
-        let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
-        let list = works.list(&ListParams::default().labels(&label_sel)).await?.items;
+        let works: Api<DynamicObject> =
+            Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
+        let list = works
+            .list(&ListParams::default().labels(&label_sel))
+            .await?
+            .items;
         if list.is_empty() {
             remove_finalizer(api, promise, F_DEPS_CLEANUP).await?;
             return Ok(ReconcileAction::await_change());
         }
         for w in list {
-            let scoped: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &w.namespace().unwrap_or_default(), &kratix_resource("Work", "works"));
+            let scoped: Api<DynamicObject> = Api::namespaced_with(
+                ctx.client.clone(),
+                &w.namespace().unwrap_or_default(),
+                &kratix_resource("Work", "works"),
+            );
             if w.meta().deletion_timestamp.is_none() {
-                ignore_not_found(scoped.delete(&w.name_any(), &DeleteParams::background()).await)?;
+                ignore_not_found(
+                    scoped
+                        .delete(&w.name_any(), &DeleteParams::background())
+                        .await,
+                )?;
             }
         }
         return Ok(ReconcileAction::requeue(config.requeue_short));
@@ -768,9 +1130,16 @@ async fn delete(ctx: &Context, api: &Api<DynamicObject>, promise: &DynamicObject
     if has(F_CRD_CLEANUP) {
         if let Some(crd) = request_crd(&name, &spec).ok().flatten() {
             let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-            let crd_name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let crd_name = crd["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             if crds.get_opt(&crd_name).await?.is_some() {
-                ignore_not_found(crds.delete(&crd_name, &DeleteParams::background()).await.map(|_| ()))?;
+                ignore_not_found(
+                    crds.delete(&crd_name, &DeleteParams::background())
+                        .await
+                        .map(|_| ()),
+                )?;
                 return Ok(ReconcileAction::requeue(config.requeue_short));
             }
         }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::runtime::controller::{Action as ReconcileAction, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -26,7 +28,10 @@ pub const RELEASE_LABEL: &str = "kratix.io/promise-release-name";
 
 /// The `promisereleases` resource.
 pub fn release_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRelease"), "promisereleases")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRelease"),
+        "promisereleases",
+    )
 }
 
 /// Runs the PromiseRelease controller.
@@ -52,15 +57,24 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();
     let config = ctx.config();
-    let owned = promises.list(&ListParams::default().labels(&format!("{RELEASE_LABEL}={name}"))).await?.items;
+    let owned = promises
+        .list(&ListParams::default().labels(&format!("{RELEASE_LABEL}={name}")))
+        .await?
+        .items;
 
     if pr.meta().deletion_timestamp.is_some() {
         if owned.is_empty() {
             remove_finalizer(&api, &pr, FINALIZER).await?;
             return Ok(ReconcileAction::await_change());
         }
-        for p in owned.iter().filter(|p| p.meta().deletion_timestamp.is_none()) {
-            match promises.delete(&p.name_any(), &DeleteParams::background()).await {
+        for p in owned
+            .iter()
+            .filter(|p| p.meta().deletion_timestamp.is_none())
+        {
+            match promises
+                .delete(&p.name_any(), &DeleteParams::background())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e.into()),
@@ -75,32 +89,78 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         return Ok(ReconcileAction::await_change());
     }
 
-    let want_version = pr.data["spec"]["version"].as_str().unwrap_or_default().to_string();
-    if owned.len() == 1 && !want_version.is_empty() && owned[0].labels().get(labels::PROMISE_VERSION) == Some(&want_version) {
+    let want_version = pr.data["spec"]["version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if owned.len() == 1
+        && !want_version.is_empty()
+        && owned[0].labels().get(labels::PROMISE_VERSION) == Some(&want_version)
+    {
         installed(&api, &name).await?;
         return Ok(ReconcileAction::await_change());
     }
     if owned.len() > 1 {
-        return fail(&ctx, &api, &pr, "FailedToCreateOrUpdatePromise", format!("more than one Promise carries {RELEASE_LABEL}={name}")).await;
+        return fail(
+            &ctx,
+            &api,
+            &pr,
+            "FailedToCreateOrUpdatePromise",
+            format!("more than one Promise carries {RELEASE_LABEL}={name}"),
+        )
+        .await;
     }
 
     let fetched = match fetch(&ctx, &pr).await {
         Ok(p) => p,
-        Err(cause) => return fail(&ctx, &api, &pr, "FailedToFetchPromise", format!("Failed to fetch Promise from URL: {cause}")).await,
+        Err(cause) => {
+            return fail(
+                &ctx,
+                &api,
+                &pr,
+                "FailedToFetchPromise",
+                format!("Failed to fetch Promise from URL: {cause}"),
+            )
+            .await;
+        }
     };
-    let Some(version) = fetched["metadata"]["labels"][labels::PROMISE_VERSION].as_str().map(str::to_string) else {
-        return fail(&ctx, &api, &pr, "VersionLabelNotFound", format!("the fetched Promise has no {} label", labels::PROMISE_VERSION)).await;
+    let Some(version) = fetched["metadata"]["labels"][labels::PROMISE_VERSION]
+        .as_str()
+        .map(str::to_string)
+    else {
+        return fail(
+            &ctx,
+            &api,
+            &pr,
+            "VersionLabelNotFound",
+            format!(
+                "the fetched Promise has no {} label",
+                labels::PROMISE_VERSION
+            ),
+        )
+        .await;
     };
     if want_version.is_empty() {
         let patch = json!({"spec": {"version": version}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         return Ok(ReconcileAction::await_change());
     }
     if version != want_version {
-        return fail(&ctx, &api, &pr, "VersionNotMatching", format!("Version labels do not match, found: {version}, expected: {want_version}")).await;
+        return fail(
+            &ctx,
+            &api,
+            &pr,
+            "VersionNotMatching",
+            format!("Version labels do not match, found: {version}, expected: {want_version}"),
+        )
+        .await;
     }
 
-    let promise_name = fetched["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let promise_name = fetched["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let mut desired = fetched.clone();
     desired["metadata"]["labels"][RELEASE_LABEL] = json!(name);
     desired["metadata"]["ownerReferences"] = json!([{
@@ -108,19 +168,43 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         "uid": pr.meta().uid, "controller": true, "blockOwnerDeletion": true,
     }]);
     let result = match promises.get_opt(&promise_name).await? {
-        None => promises.create(&Default::default(), &serde_json::from_value(desired).map_err(Error::Json)?).await.map(|_| ()),
+        None => promises
+            .create(
+                &Default::default(),
+                &serde_json::from_value(desired).map_err(Error::Json)?,
+            )
+            .await
+            .map(|_| ()),
         Some(mut existing) => {
             existing.data["spec"] = desired["spec"].clone();
-            let l = existing.metadata.labels.get_or_insert_with(Default::default);
-            for (k, v) in desired["metadata"]["labels"].as_object().into_iter().flatten() {
+            let l = existing
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default);
+            for (k, v) in desired["metadata"]["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+            {
                 l.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
             }
-            let a = existing.metadata.annotations.get_or_insert_with(Default::default);
-            for (k, v) in desired["metadata"]["annotations"].as_object().into_iter().flatten() {
+            let a = existing
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            for (k, v) in desired["metadata"]["annotations"]
+                .as_object()
+                .into_iter()
+                .flatten()
+            {
                 a.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
             }
-            existing.metadata.owner_references = serde_json::from_value(desired["metadata"]["ownerReferences"].clone()).ok();
-            promises.replace(&promise_name, &Default::default(), &existing).await.map(|_| ())
+            existing.metadata.owner_references =
+                serde_json::from_value(desired["metadata"]["ownerReferences"].clone()).ok();
+            promises
+                .replace(&promise_name, &Default::default(), &existing)
+                .await
+                .map(|_| ())
         }
     };
     match result {
@@ -129,26 +213,56 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
             Ok(ReconcileAction::await_change())
         }
         Err(kube::Error::Api(e)) if e.code == 422 => {
-            events::publish(&ctx, COMPONENT, &events::reference(&pr), true, "Invalid Promise", e.message.clone()).await;
+            events::publish(
+                &ctx,
+                COMPONENT,
+                &events::reference(&pr),
+                true,
+                "Invalid Promise",
+                e.message.clone(),
+            )
+            .await;
             fail(&ctx, &api, &pr, "FailedToCreateOrUpdatePromise", e.message).await
         }
-        Err(e) => fail(&ctx, &api, &pr, "FailedToCreateOrUpdatePromise", e.to_string()).await,
+        Err(e) => {
+            fail(
+                &ctx,
+                &api,
+                &pr,
+                "FailedToCreateOrUpdatePromise",
+                e.to_string(),
+            )
+            .await
+        }
     }
 }
 
 async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
     status::update_status(api, name, |s, _| {
         let mut c = set_field(s, "status", json!("Installed"));
-        c |= set_condition(s, "Installed", "True", "InstalledSuccessfully", "Installed successfully");
+        c |= set_condition(
+            s,
+            "Installed",
+            "True",
+            "InstalledSuccessfully",
+            "Installed successfully",
+        );
         c
     })
     .await?;
     Ok(())
 }
 
-async fn fail(ctx: &Context, api: &Api<DynamicObject>, pr: &DynamicObject, reason: &str, message: String) -> Result<ReconcileAction, Error> {
+async fn fail(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    pr: &DynamicObject,
+    reason: &str,
+    message: String,
+) -> Result<ReconcileAction, Error> {
     let before = pr.data["status"].clone();
-    let changed = status::condition(&before, "Installed").is_none_or(|c| c["reason"] != reason || c["message"] != message.as_str());
+    let changed = status::condition(&before, "Installed")
+        .is_none_or(|c| c["reason"] != reason || c["message"] != message.as_str());
     status::update_status(api, &pr.name_any(), |s, _| {
         let mut c = set_field(s, "status", json!("Error installing"));
         c |= set_condition(s, "Installed", "False", reason, &message);
@@ -156,7 +270,15 @@ async fn fail(ctx: &Context, api: &Api<DynamicObject>, pr: &DynamicObject, reaso
     })
     .await?;
     if changed {
-        events::publish(ctx, COMPONENT, &events::reference(pr), true, "Failed", message.clone()).await;
+        events::publish(
+            ctx,
+            COMPONENT,
+            &events::reference(pr),
+            true,
+            "Failed",
+            message.clone(),
+        )
+        .await;
     }
     Ok(ReconcileAction::requeue(ctx.config().requeue_slow))
 }
@@ -164,36 +286,61 @@ async fn fail(ctx: &Context, api: &Api<DynamicObject>, pr: &DynamicObject, reaso
 /// GETs `spec.sourceRef.url` and parses exactly one Promise document from it.
 async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
     let source = &pr.data["spec"]["sourceRef"];
-    let url = source["url"].as_str().filter(|u| !u.is_empty()).ok_or("spec.sourceRef.url is empty")?;
+    let url = source["url"]
+        .as_str()
+        .filter(|u| !u.is_empty())
+        .ok_or("spec.sourceRef.url is empty")?;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!("unsupported URL {url:?}: only http and https sources are supported"));
+        return Err(format!(
+            "unsupported URL {url:?}: only http and https sources are supported"
+        ));
     }
     let mut req = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| e.to_string())?
         .get(url);
-    if let Some(secret_name) = source["secretRef"]["name"].as_str().filter(|s| !s.is_empty()) {
-        let ns = source["secretRef"]["namespace"].as_str().filter(|s| !s.is_empty()).unwrap_or("default");
+    if let Some(secret_name) = source["secretRef"]["name"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+    {
+        let ns = source["secretRef"]["namespace"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-        let secret = secrets.get_opt(secret_name).await.map_err(|e| e.to_string())?.ok_or_else(|| format!("Secret {secret_name} not found in namespace {ns}"))?;
+        let secret = secrets
+            .get_opt(secret_name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("Secret {secret_name} not found in namespace {ns}"))?;
         let header = secret
             .data
             .as_ref()
             .and_then(|d| d.get("authorizationHeader"))
             .ok_or_else(|| format!("Secret {ns}/{secret_name} has no key authorizationHeader"))?;
-        req = req.header("Authorization", String::from_utf8_lossy(&header.0).trim().to_string());
+        req = req.header(
+            "Authorization",
+            String::from_utf8_lossy(&header.0).trim().to_string(),
+        );
     }
     let resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
     if !resp.status().is_success() {
         return Err(format!("GET {url}: HTTP {}", resp.status()));
     }
     let body = resp.text().await.map_err(|e| format!("GET {url}: {e}"))?;
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&body).map_err(|e| format!("{url}: not YAML or JSON: {e}"))?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&body).map_err(|e| format!("{url}: not YAML or JSON: {e}"))?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
     match docs.as_slice() {
         [one] if one["kind"] == "Promise" => Ok(one.clone()),
-        [one] => Err(format!("{url}: expected a Promise, found kind {}", one["kind"])),
-        _ => Err(format!("{url}: expected exactly one document, found {}", docs.len())),
+        [one] => Err(format!(
+            "{url}: expected a Promise, found kind {}",
+            one["kind"]
+        )),
+        _ => Err(format!(
+            "{url}: expected exactly one document, found {}",
+            docs.len()
+        )),
     }
 }

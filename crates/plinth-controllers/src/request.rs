@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::runtime::controller::{Action as ReconcileAction, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -29,7 +31,12 @@ const F_WORK_CLEANUP: &str = "kratix.io/work-cleanup";
 const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
 const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
 const F_BINDING_CLEANUP: &str = "kratix.io/resource-binding-cleanup";
-const FINALIZERS: [&str; 4] = [F_WORK_CLEANUP, F_WORKFLOWS_CLEANUP, F_DELETE_WORKFLOWS, F_BINDING_CLEANUP];
+const FINALIZERS: [&str; 4] = [
+    F_WORK_CLEANUP,
+    F_WORKFLOWS_CLEANUP,
+    F_DELETE_WORKFLOWS,
+    F_BINDING_CLEANUP,
+];
 
 /// A Promise API as the request controller watches it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +53,10 @@ pub struct RequestApi {
 impl RequestApi {
     /// The dynamic API resource at the watched version.
     pub fn resource(&self) -> ApiResource {
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, &self.served_version, &self.kind), &self.plural)
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(&self.group, &self.served_version, &self.kind),
+            &self.plural,
+        )
     }
 }
 
@@ -78,7 +88,12 @@ impl RequestControllers {
 
     /// Stops the controller for `promise` (Promise deleted or API unusable).
     pub fn stop(&self, promise: &str) {
-        if let Some(r) = self.inner.lock().expect("request controllers poisoned").remove(promise) {
+        if let Some(r) = self
+            .inner
+            .lock()
+            .expect("request controllers poisoned")
+            .remove(promise)
+        {
             r.task.abort();
             tracing::info!(promise, "stopped resource request controller");
         }
@@ -86,7 +101,11 @@ impl RequestControllers {
 
     /// The API the controller for `promise` watches, if running.
     pub fn api_of(&self, promise: &str) -> Option<RequestApi> {
-        self.inner.lock().expect("request controllers poisoned").get(promise).map(|r| r.api.clone())
+        self.inner
+            .lock()
+            .expect("request controllers poisoned")
+            .get(promise)
+            .map(|r| r.api.clone())
     }
 }
 
@@ -105,27 +124,57 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
-    let job_sel = format!("{}={promise_name},kratix.io/workflow-type=resource", labels::PROMISE_NAME);
-    let work_sel = format!("{}={promise_name},{}", labels::PROMISE_NAME, labels::RESOURCE_NAME);
-    let rctx = Arc::new(RequestCtx { ctx, promise: promise_name.clone(), api });
+    let job_sel = format!(
+        "{}={promise_name},kratix.io/workflow-type=resource",
+        labels::PROMISE_NAME
+    );
+    let work_sel = format!(
+        "{}={promise_name},{}",
+        labels::PROMISE_NAME,
+        labels::RESOURCE_NAME
+    );
+    let rctx = Arc::new(RequestCtx {
+        ctx,
+        promise: promise_name.clone(),
+        api,
+    });
     controller
-        .watches(jobs, watcher::Config::default().labels(&job_sel), move |job| {
-            let a = job.annotations();
-            let name = a.get("kratix.io/job-resource-name")?;
-            let ns = a.get("kratix.io/job-resource-namespace")?;
-            Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
-        })
-        .watches_with(works, work_resource(), watcher::Config::default().labels(&work_sel), move |w| {
-            let name = w.labels().get(labels::RESOURCE_NAME)?;
-            let ns = w.labels().get("kratix.io/resource-namespace").cloned().or(w.namespace())?;
-            Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
-        })
+        .watches(
+            jobs,
+            watcher::Config::default().labels(&job_sel),
+            move |job| {
+                let a = job.annotations();
+                let name = a.get("kratix.io/job-resource-name")?;
+                let ns = a.get("kratix.io/job-resource-namespace")?;
+                Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
+            },
+        )
+        .watches_with(
+            works,
+            work_resource(),
+            watcher::Config::default().labels(&work_sel),
+            move |w| {
+                let name = w.labels().get(labels::RESOURCE_NAME)?;
+                let ns = w
+                    .labels()
+                    .get("kratix.io/resource-namespace")
+                    .cloned()
+                    .or(w.namespace())?;
+                Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
+            },
+        )
         // The Promise turning (un)available or pausing wakes all of its requests.
         .watches_with(
             promises,
             promise_resource(),
             watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
-            move |_| store.state().into_iter().map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone())).collect::<Vec<_>>(),
+            move |_| {
+                store
+                    .state()
+                    .into_iter()
+                    .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
+                    .collect::<Vec<_>>()
+            },
         )
         .run(reconcile, error_policy, rctx)
         .for_each(|res| async move {
@@ -137,7 +186,10 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
 }
 
 fn work_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Work"), "works")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Work"),
+        "works",
+    )
 }
 
 fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> ReconcileAction {
@@ -145,9 +197,17 @@ fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> R
     ReconcileAction::requeue(rctx.ctx.config().requeue_default)
 }
 
-fn request_workflow(rctx: &RequestCtx, rr: &DynamicObject, promise_spec: &Value, action: Action) -> Workflow {
+fn request_workflow(
+    rctx: &RequestCtx,
+    rr: &DynamicObject,
+    promise_spec: &Value,
+    action: Action,
+) -> Workflow {
     let rr_ns = rr.namespace().unwrap_or_else(|| "default".into());
-    let pipeline_ns = promise_spec["workflows"]["config"]["pipelineNamespace"].as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let pipeline_ns = promise_spec["workflows"]["config"]["pipelineNamespace"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
     Workflow {
         promise_name: rctx.promise.clone(),
         promise_spec: promise_spec.clone(),
@@ -164,18 +224,25 @@ fn request_workflow(rctx: &RequestCtx, rr: &DynamicObject, promise_spec: &Value,
             spec: rr.data.get("spec").cloned().unwrap_or(Value::Null),
             annotations: rr.annotations().clone(),
         },
-        pipelines: promise_spec["workflows"]["resource"][action.as_str()].as_array().cloned().unwrap_or_default(),
+        pipelines: promise_spec["workflows"]["resource"][action.as_str()]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
         namespace: pipeline_ns.clone().unwrap_or(rr_ns.clone()),
         pipeline_namespace_set: pipeline_ns.is_some_and(|p| p != rr_ns),
     }
 }
 
-async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<ReconcileAction, Error> {
+async fn reconcile(
+    rr: Arc<DynamicObject>,
+    rctx: Arc<RequestCtx>,
+) -> Result<ReconcileAction, Error> {
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let ns = rr.namespace().unwrap_or_else(|| "default".into());
     let name = rr.name_any();
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &rctx.api.resource());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &rctx.api.resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let Some(promise) = promises.get_opt(&rctx.promise).await? else {
         return Ok(ReconcileAction::await_change());
@@ -184,12 +251,16 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Reco
 
     let paused = |o: &DynamicObject| o.labels().get(labels::PAUSED).is_some_and(|v| v == "true");
     if paused(&promise) || paused(&rr) {
-        status::update_status(&api, &name, |s, _| set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused")).await?;
+        status::update_status(&api, &name, |s, _| {
+            set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused")
+        })
+        .await?;
         return Ok(ReconcileAction::await_change());
     }
     if rr.labels().get(labels::PROMISE_NAME) != Some(&rctx.promise) {
         let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: rctx.promise}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         return Ok(ReconcileAction::await_change());
     }
 
@@ -199,12 +270,20 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Reco
 
     // Hold requests while the Promise cannot fulfil them (§3.2 step 9–10).
     let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
-    let requirements_met = promise_status["requiredPromises"].as_array().is_none_or(|r| r.iter().all(|x| x["state"] == "Requirement installed"));
+    let requirements_met = promise_status["requiredPromises"]
+        .as_array()
+        .is_none_or(|r| r.iter().all(|x| x["state"] == "Requirement installed"));
     let promise_available = promise_status["status"] == "Available";
     let rr_status = rr.data.get("status").cloned().unwrap_or(Value::Null);
     if !requirements_met || !promise_available {
         status::update_status(&api, &name, |s, _| {
-            let mut c = set_condition(s, "PromiseAvailable", "False", "PromiseRequirementsNotInstalled", "Promise Requirements are not installed");
+            let mut c = set_condition(
+                s,
+                "PromiseAvailable",
+                "False",
+                "PromiseRequirementsNotInstalled",
+                "Promise Requirements are not installed",
+            );
             c |= set_field(s, "message", json!("Pending"));
             c
         })
@@ -212,7 +291,16 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Reco
         return Ok(ReconcileAction::await_change());
     }
     if status::condition(&rr_status, "PromiseAvailable").is_some_and(|c| c["status"] == "False") {
-        status::update_status(&api, &name, |s, _| set_condition(s, "PromiseAvailable", "True", "PromiseAvailable", "Promise Requirements are met")).await?;
+        status::update_status(&api, &name, |s, _| {
+            set_condition(
+                s,
+                "PromiseAvailable",
+                "True",
+                "PromiseAvailable",
+                "Promise Requirements are met",
+            )
+        })
+        .await?;
         return Ok(ReconcileAction::await_change());
     }
 
@@ -234,13 +322,16 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Reco
 
     // Configure workflow (§3.2 steps 16–21).
     let wf = request_workflow(&rctx, &rr, &promise_spec, Action::Configure);
-    let progress = engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
+    let progress =
+        engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
     match progress {
         Progress::Done => {}
         Progress::Running => return Ok(ReconcileAction::await_change()),
         Progress::Suspended { retry_at } => {
             return Ok(match retry_at {
-                Some(at) => ReconcileAction::requeue(std::time::Duration::from_secs((at.as_second() - jiff::Timestamp::now().as_second()).max(1) as u64)),
+                Some(at) => ReconcileAction::requeue(std::time::Duration::from_secs(
+                    (at.as_second() - jiff::Timestamp::now().as_second()).max(1) as u64,
+                )),
                 None => ReconcileAction::await_change(),
             });
         }
@@ -254,15 +345,26 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Reco
     }
 
     // Works and Reconciled (§3.2 step 21, §3.4).
-    let works: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
-    let mut sel = format!("{}={},{}={name},{}=resource", labels::PROMISE_NAME, rctx.promise, labels::RESOURCE_NAME, labels::WORK_TYPE);
+    let works: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
+    let mut sel = format!(
+        "{}={},{}={name},{}=resource",
+        labels::PROMISE_NAME,
+        rctx.promise,
+        labels::RESOURCE_NAME,
+        labels::WORK_TYPE
+    );
     if wf.pipeline_namespace_set {
         sel.push_str(&format!(",kratix.io/resource-namespace={ns}"));
     }
     let state = classify_works(&works.list(&ListParams::default().labels(&sel)).await?.items);
     let generation = rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
-    let version = promise.labels().get(labels::PROMISE_VERSION).cloned().unwrap_or_else(|| "not-set".into());
+    let version = promise
+        .labels()
+        .get(labels::PROMISE_VERSION)
+        .cloned()
+        .unwrap_or_else(|| "not-set".into());
     let stored = status::update_status(&api, &name, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= set_field(s, "promiseVersion", json!(version));
@@ -276,46 +378,90 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Reco
         } else {
             c |= set_condition(s, "Reconciled", "Unknown", "WorksPending", "Pending");
         }
-        if let Some(t) = status::condition(s, "ConfigureWorkflowCompleted").filter(|c| c["status"] == "True").and_then(|c| c["lastTransitionTime"].as_str()).map(str::to_string) {
+        if let Some(t) = status::condition(s, "ConfigureWorkflowCompleted")
+            .filter(|c| c["status"] == "True")
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .map(str::to_string)
+        {
             c |= set_field(s, "lastSuccessfulConfigureWorkflowTime", json!(t));
-            let k = status::ensure_object(s).entry("kratix").or_insert_with(|| json!({}));
-            let w = status::ensure_object(k).entry("workflows").or_insert_with(|| json!({}));
+            let k = status::ensure_object(s)
+                .entry("kratix")
+                .or_insert_with(|| json!({}));
+            let w = status::ensure_object(k)
+                .entry("workflows")
+                .or_insert_with(|| json!({}));
             c |= set_field(w, "lastSuccessfulConfigureWorkflowTime", json!(t));
         }
         c
     })
     .await?;
     let was = status::condition(&rr_status, "Reconciled").is_some_and(|c| c["status"] == "True");
-    if !was && condition_true(stored.data.get("status").unwrap_or(&Value::Null), "Reconciled") {
-        events::publish(ctx, COMPONENT, &events::reference(&stored), false, "ReconcileSucceeded", format!("Resource request reconciled with promise {} version {version}", rctx.promise)).await;
+    if !was
+        && condition_true(
+            stored.data.get("status").unwrap_or(&Value::Null),
+            "Reconciled",
+        )
+    {
+        events::publish(
+            ctx,
+            COMPONENT,
+            &events::reference(&stored),
+            false,
+            "ReconcileSucceeded",
+            format!(
+                "Resource request reconciled with promise {} version {version}",
+                rctx.promise
+            ),
+        )
+        .await;
     }
     Ok(ReconcileAction::requeue(config.reconciliation_interval))
 }
 
 /// Deletion, one step per reconcile (§3.6): delete pipeline, then Works, then Jobs.
-async fn delete(rctx: &RequestCtx, api: &Api<DynamicObject>, rr: &DynamicObject, promise_spec: &Value) -> Result<ReconcileAction, Error> {
+async fn delete(
+    rctx: &RequestCtx,
+    api: &Api<DynamicObject>,
+    rr: &DynamicObject,
+    promise_spec: &Value,
+) -> Result<ReconcileAction, Error> {
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
     let wf = request_workflow(rctx, rr, promise_spec, Action::Delete);
     if has(F_DELETE_WORKFLOWS) {
         let configure = request_workflow(rctx, rr, promise_spec, Action::Configure);
-        match engine::reconcile_delete(ctx, &wf, &configure, api, rr, &rctx.api.group, COMPONENT).await? {
+        match engine::reconcile_delete(ctx, &wf, &configure, api, rr, &rctx.api.group, COMPONENT)
+            .await?
+        {
             Progress::Done => remove_finalizer(api, rr, F_DELETE_WORKFLOWS).await?,
             _ => return Ok(ReconcileAction::await_change()),
         }
         return Ok(ReconcileAction::await_change());
     }
-    let sel = format!("{}={},{}={}", labels::PROMISE_NAME, rctx.promise, labels::RESOURCE_NAME, rr.name_any());
+    let sel = format!(
+        "{}={},{}={}",
+        labels::PROMISE_NAME,
+        rctx.promise,
+        labels::RESOURCE_NAME,
+        rr.name_any()
+    );
     if has(F_WORK_CLEANUP) {
-        let works: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
+        let works: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
         let list = works.list(&ListParams::default().labels(&sel)).await?.items;
         if list.is_empty() {
             remove_finalizer(api, rr, F_WORK_CLEANUP).await?;
             return Ok(ReconcileAction::await_change());
         }
-        for w in list.iter().filter(|w| w.meta().deletion_timestamp.is_none()) {
-            match works.delete(&w.name_any(), &DeleteParams::background()).await {
+        for w in list
+            .iter()
+            .filter(|w| w.meta().deletion_timestamp.is_none())
+        {
+            match works
+                .delete(&w.name_any(), &DeleteParams::background())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e.into()),
@@ -326,8 +472,15 @@ async fn delete(rctx: &RequestCtx, api: &Api<DynamicObject>, rr: &DynamicObject,
     }
     if has(F_WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
-        for j in jobs.list(&ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource"))).await?.items {
-            match jobs.delete(&j.name_any(), &DeleteParams::background()).await {
+        for j in jobs
+            .list(&ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource")))
+            .await?
+            .items
+        {
+            match jobs
+                .delete(&j.name_any(), &DeleteParams::background())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e.into()),
@@ -340,10 +493,19 @@ async fn delete(rctx: &RequestCtx, api: &Api<DynamicObject>, rr: &DynamicObject,
         let bindings: Api<DynamicObject> = Api::namespaced_with(
             ctx.client.clone(),
             &rr.namespace().unwrap_or_default(),
-            &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "ResourceBinding"), "resourcebindings"),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "ResourceBinding"),
+                "resourcebindings",
+            ),
         );
-        for b in bindings.list(&ListParams::default().labels(&sel)).await?.items {
-            let _ = bindings.delete(&b.name_any(), &DeleteParams::background()).await;
+        for b in bindings
+            .list(&ListParams::default().labels(&sel))
+            .await?
+            .items
+        {
+            let _ = bindings
+                .delete(&b.name_any(), &DeleteParams::background())
+                .await;
         }
         remove_finalizer(api, rr, F_BINDING_CLEANUP).await?;
     }
@@ -354,9 +516,19 @@ async fn delete(rctx: &RequestCtx, api: &Api<DynamicObject>, rr: &DynamicObject,
 pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result<(), Error> {
     let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
     for rr in all.list(&ListParams::default()).await?.items {
-        let scoped: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &rr.namespace().unwrap_or_default(), &api.resource());
+        let scoped: Api<DynamicObject> = Api::namespaced_with(
+            ctx.client.clone(),
+            &rr.namespace().unwrap_or_default(),
+            &api.resource(),
+        );
         let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
-        scoped.patch(&rr.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        scoped
+            .patch(
+                &rr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
     }
     Ok(())
 }
@@ -366,9 +538,19 @@ pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result
 pub async fn delete_all(ctx: &Context, api: &RequestApi) -> Result<usize, Error> {
     let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
     let items = all.list(&ListParams::default()).await?.items;
-    for rr in items.iter().filter(|r| r.meta().deletion_timestamp.is_none()) {
-        let scoped: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &rr.namespace().unwrap_or_default(), &api.resource());
-        match scoped.delete(&rr.name_any(), &DeleteParams::background()).await {
+    for rr in items
+        .iter()
+        .filter(|r| r.meta().deletion_timestamp.is_none())
+    {
+        let scoped: Api<DynamicObject> = Api::namespaced_with(
+            ctx.client.clone(),
+            &rr.namespace().unwrap_or_default(),
+            &api.resource(),
+        );
+        match scoped
+            .delete(&rr.name_any(), &DeleteParams::background())
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => return Err(e.into()),

@@ -56,7 +56,13 @@ pub fn now_rfc3339() -> String {
 /// Upserts a condition by `type` in `status.conditions`. `lastTransitionTime` changes
 /// only when the condition's `status` changes (Kubernetes condition convention).
 /// Returns true when anything changed.
-pub fn set_condition(status: &mut Value, type_: &str, cond_status: &str, reason: &str, message: &str) -> bool {
+pub fn set_condition(
+    status: &mut Value,
+    type_: &str,
+    cond_status: &str,
+    reason: &str,
+    message: &str,
+) -> bool {
     let obj = ensure_object(status);
     let conditions = obj.entry("conditions").or_insert_with(|| json!([]));
     if !conditions.is_array() {
@@ -88,7 +94,11 @@ pub fn set_condition(status: &mut Value, type_: &str, cond_status: &str, reason:
 
 /// The condition of `type_` in an object's status, if present.
 pub fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
-    status.get("conditions")?.as_array()?.iter().find(|c| c["type"] == type_)
+    status
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
 }
 
 /// True when the condition of `type_` exists with status `"True"`.
@@ -121,11 +131,32 @@ mod tests {
     #[test]
     fn condition_transition_time_moves_only_on_status_change() {
         let mut status = json!({});
-        assert!(set_condition(&mut status, "Ready", "False", "Pending", "Pending"));
+        assert!(set_condition(
+            &mut status,
+            "Ready",
+            "False",
+            "Pending",
+            "Pending"
+        ));
         let first = condition(&status, "Ready").unwrap()["lastTransitionTime"].clone();
-        assert!(!set_condition(&mut status, "Ready", "False", "Pending", "Pending"));
-        assert!(set_condition(&mut status, "Ready", "False", "Other", "changed reason"));
-        assert_eq!(condition(&status, "Ready").unwrap()["lastTransitionTime"], first);
+        assert!(!set_condition(
+            &mut status,
+            "Ready",
+            "False",
+            "Pending",
+            "Pending"
+        ));
+        assert!(set_condition(
+            &mut status,
+            "Ready",
+            "False",
+            "Other",
+            "changed reason"
+        ));
+        assert_eq!(
+            condition(&status, "Ready").unwrap()["lastTransitionTime"],
+            first
+        );
         assert!(set_condition(&mut status, "Ready", "True", "Done", "Ready"));
         assert_eq!(status["conditions"].as_array().unwrap().len(), 1);
         assert!(condition_true(&status, "Ready"));
