@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
 use kube::{Client, ResourceExt};
 use placement_support::{start, wait_for};
 use plinth_controllers::promise;
@@ -20,7 +23,10 @@ fn promise_api(client: &Client) -> Api<DynamicObject> {
 }
 
 fn widget_resource(version: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.test", version, "Widget"), "widgets")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.test", version, "Widget"),
+        "widgets",
+    )
 }
 
 fn pipeline(name: &str) -> Value {
@@ -58,21 +64,30 @@ fn widget_promise(name: &str, resource_configure: Vec<Value>) -> Value {
 }
 
 async fn create(api: &Api<DynamicObject>, v: Value) -> DynamicObject {
-    api.create(&PostParams::default(), &serde_json::from_value(v).unwrap()).await.expect("create")
+    api.create(&PostParams::default(), &serde_json::from_value(v).unwrap())
+        .await
+        .expect("create")
 }
 
 async fn get_status(api: &Api<DynamicObject>, name: &str) -> Value {
-    api.get(name).await.map(|o| o.data["status"].clone()).unwrap_or(Value::Null)
+    api.get(name)
+        .await
+        .map(|o| o.data["status"].clone())
+        .unwrap_or(Value::Null)
 }
 
 fn condition(status: &Value, type_: &str) -> Option<(String, String, String)> {
-    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_).map(|c| {
-        (
-            c["status"].as_str().unwrap_or_default().to_string(),
-            c["reason"].as_str().unwrap_or_default().to_string(),
-            c["message"].as_str().unwrap_or_default().to_string(),
-        )
-    })
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
 }
 
 async fn wait_condition(api: &Api<DynamicObject>, name: &str, type_: &str, status: &str) -> Value {
@@ -88,8 +103,18 @@ async fn wait_condition(api: &Api<DynamicObject>, name: &str, type_: &str, statu
 }
 
 async fn jobs(client: &Client, ns: &str, selector: &str) -> Vec<Job> {
-    let mut items = Api::<Job>::namespaced(client.clone(), ns).list(&ListParams::default().labels(selector)).await.unwrap().items;
-    items.sort_by_key(|j| j.annotations().get("plinth.dev/workflow-run").cloned().unwrap_or_default() + &j.labels()["kratix.io/pipeline-name"]);
+    let mut items = Api::<Job>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(selector))
+        .await
+        .unwrap()
+        .items;
+    items.sort_by_key(|j| {
+        j.annotations()
+            .get("plinth.dev/workflow-run")
+            .cloned()
+            .unwrap_or_default()
+            + &j.labels()["kratix.io/pipeline-name"]
+    });
     items
 }
 
@@ -101,15 +126,32 @@ async fn wait_jobs(client: &Client, ns: &str, selector: &str, n: usize) -> Vec<J
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("fewer than {n} Jobs matching {selector} in {ns}: {:?}", jobs(client, ns, selector).await.iter().map(|j| j.name_any()).collect::<Vec<_>>());
+    panic!(
+        "fewer than {n} Jobs matching {selector} in {ns}: {:?}",
+        jobs(client, ns, selector)
+            .await
+            .iter()
+            .map(|j| j.name_any())
+            .collect::<Vec<_>>()
+    );
 }
 
 /// Marks a Job finished as the Job controller would.
 async fn finish_job(client: &Client, job: &Job, ok: bool) {
     let api: Api<Job> = Api::namespaced(client.clone(), &job.namespace().unwrap());
-    let (t, field) = if ok { ("Complete", "succeeded") } else { ("Failed", "failed") };
+    let (t, field) = if ok {
+        ("Complete", "succeeded")
+    } else {
+        ("Failed", "failed")
+    };
     let patch = json!({"status": {field: 1, "conditions": [{"type": t, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-    api.patch_status(&job.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await.expect("job status");
+    api.patch_status(
+        &job.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .expect("job status");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,7 +166,10 @@ async fn promise_with_api_becomes_available_and_serves_requests() {
     assert_eq!(status["kind"], "Widget");
     assert_eq!(status["apiVersion"], "example.test/v1");
     assert_eq!(status["version"], "v1");
-    assert_eq!(condition(&status, "Available").unwrap().1, "PromiseAvailable");
+    assert_eq!(
+        condition(&status, "Available").unwrap().1,
+        "PromiseAvailable"
+    );
 
     let p = promises.get("widget").await.unwrap();
     assert_eq!(
@@ -138,18 +183,29 @@ async fn promise_with_api_becomes_available_and_serves_requests() {
             "kratix.io/revision-cleanup",
         ]
     );
-    let crd = Api::<CustomResourceDefinition>::all(env.client.clone()).get("widgets.example.test").await.unwrap();
+    let crd = Api::<CustomResourceDefinition>::all(env.client.clone())
+        .get("widgets.example.test")
+        .await
+        .unwrap();
     assert_eq!(crd.labels()["kratix.io/promise-name"], "widget");
     let revisions: Api<DynamicObject> = Api::all_with(
         env.client.clone(),
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRevision"), "promiserevisions"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRevision"),
+            "promiserevisions",
+        ),
     );
-    let revs = revisions.list(&ListParams::default().labels("kratix.io/promise-name=widget")).await.unwrap().items;
+    let revs = revisions
+        .list(&ListParams::default().labels("kratix.io/promise-name=widget"))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(revs.len(), 1);
     assert_eq!(revs[0].data["spec"]["version"], "v1");
 
     // A request with no pipelines is reconciled straight away.
-    let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
     create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": "s"}})).await;
     let status = wait_condition(&widgets, "w1", "Reconciled", "True").await;
     assert_eq!(status["observedGeneration"], 1);
@@ -163,10 +219,15 @@ async fn resource_pipelines_run_serially_and_a_failure_stops_the_workflow() {
     let env = start().await;
     tokio::spawn(promise::run(env.ctx.clone()));
     let promises = promise_api(&env.client);
-    create(&promises, widget_promise("widget", vec![pipeline("first"), pipeline("second")])).await;
+    create(
+        &promises,
+        widget_promise("widget", vec![pipeline("first"), pipeline("second")]),
+    )
+    .await;
     wait_condition(&promises, "widget", "Available", "True").await;
 
-    let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
     create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": "s"}})).await;
     let sel = "kratix.io/promise-name=widget,kratix.io/resource-name=w1";
     let first = wait_jobs(&env.client, "default", sel, 1).await;
@@ -181,42 +242,116 @@ async fn resource_pipelines_run_serially_and_a_failure_stops_the_workflow() {
     assert!(labels.contains_key("kratix.io/hash"));
     assert!(job.name_any().len() <= 63 && job.name_any().starts_with("kratix-widget-w1-first"));
     let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-    let init: Vec<_> = pod.init_containers.as_ref().unwrap().iter().map(|c| c.name.as_str()).collect();
+    let init: Vec<_> = pod
+        .init_containers
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     assert_eq!(init, ["reader", "step", "work-writer"]);
     assert_eq!(pod.containers[0].name, "status-writer");
-    assert_eq!(pod.service_account_name.as_deref(), Some("widget-resource-configure-first"));
-    let env_names: Vec<_> = pod.init_containers.as_ref().unwrap()[1].env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(&env_names[..3], ["KRATIX_WORKFLOW_ACTION", "KRATIX_WORKFLOW_TYPE", "KRATIX_PROMISE_NAME"]);
+    assert_eq!(
+        pod.service_account_name.as_deref(),
+        Some("widget-resource-configure-first")
+    );
+    let env_names: Vec<_> = pod.init_containers.as_ref().unwrap()[1]
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(
+        &env_names[..3],
+        [
+            "KRATIX_WORKFLOW_ACTION",
+            "KRATIX_WORKFLOW_TYPE",
+            "KRATIX_PROMISE_NAME"
+        ]
+    );
     let status = get_status(&widgets, "w1").await;
-    assert_eq!(condition(&status, "ConfigureWorkflowCompleted").unwrap().1, "PipelinesInProgress");
-    assert_eq!(status["kratix"]["workflows"]["pipelines"][0]["phase"], "Running");
-    assert_eq!(status["kratix"]["workflows"]["pipelines"][1]["phase"], "Pending");
+    assert_eq!(
+        condition(&status, "ConfigureWorkflowCompleted").unwrap().1,
+        "PipelinesInProgress"
+    );
+    assert_eq!(
+        status["kratix"]["workflows"]["pipelines"][0]["phase"],
+        "Running"
+    );
+    assert_eq!(
+        status["kratix"]["workflows"]["pipelines"][1]["phase"],
+        "Pending"
+    );
 
     // The second pipeline starts only when the first has finished.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(jobs(&env.client, "default", sel).await.len(), 1);
     finish_job(&env.client, job, true).await;
     let both = wait_jobs(&env.client, "default", sel, 2).await;
-    let second = both.iter().find(|j| j.labels()["kratix.io/pipeline-name"] == "second").expect("second pipeline Job");
-    let last_env = &second.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].env.as_ref().unwrap()[0];
-    assert_eq!((last_env.name.as_str(), last_env.value.as_deref()), ("IS_LAST_PIPELINE", Some("true")));
+    let second = both
+        .iter()
+        .find(|j| j.labels()["kratix.io/pipeline-name"] == "second")
+        .expect("second pipeline Job");
+    let last_env = &second
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .env
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(
+        (last_env.name.as_str(), last_env.value.as_deref()),
+        ("IS_LAST_PIPELINE", Some("true"))
+    );
 
     // A failing second pipeline fails the workflow with Kratix's condition.
     finish_job(&env.client, second, false).await;
     let status = wait_condition(&widgets, "w1", "Reconciled", "False").await;
     let c = condition(&status, "ConfigureWorkflowCompleted").unwrap();
-    assert_eq!((c.0.as_str(), c.1.as_str(), c.2.as_str()), ("False", "ConfigureWorkflowFailed", "A Configure Pipeline has failed: second"));
+    assert_eq!(
+        (c.0.as_str(), c.1.as_str(), c.2.as_str()),
+        (
+            "False",
+            "ConfigureWorkflowFailed",
+            "A Configure Pipeline has failed: second"
+        )
+    );
     assert_eq!(status["workflowsFailed"], 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(jobs(&env.client, "default", sel).await.len(), 2, "nothing runs after a failure");
+    assert_eq!(
+        jobs(&env.client, "default", sel).await.len(),
+        2,
+        "nothing runs after a failure"
+    );
 
     // Editing the request restarts from the first pipeline, exactly once.
-    widgets.patch("w1", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"size": "m"}}))).await.unwrap();
+    widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"size": "m"}})),
+        )
+        .await
+        .unwrap();
     let all = wait_jobs(&env.client, "default", sel, 3).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     let all_after = jobs(&env.client, "default", sel).await;
-    assert_eq!(all_after.len(), 3, "one new Job per request change: {:?}", all_after.iter().map(|j| j.name_any()).collect::<Vec<_>>());
-    let newest = all.iter().find(|j| j.labels()["kratix.io/hash"] != job.labels()["kratix.io/hash"]).unwrap();
+    assert_eq!(
+        all_after.len(),
+        3,
+        "one new Job per request change: {:?}",
+        all_after.iter().map(|j| j.name_any()).collect::<Vec<_>>()
+    );
+    let newest = all
+        .iter()
+        .find(|j| j.labels()["kratix.io/hash"] != job.labels()["kratix.io/hash"])
+        .unwrap();
     assert_eq!(newest.labels()["kratix.io/pipeline-name"], "first");
 }
 
@@ -227,14 +362,22 @@ async fn a_running_job_is_never_killed_by_a_change() {
     let promises = promise_api(&env.client);
     create(&promises, widget_promise("widget", vec![pipeline("slow")])).await;
     wait_condition(&promises, "widget", "Available", "True").await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
     create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": "s"}})).await;
     let sel = "kratix.io/promise-name=widget,kratix.io/resource-name=w1";
     let running = wait_jobs(&env.client, "default", sel, 1).await.remove(0);
 
     // B05: edit twice while the Job runs; nothing new starts and the Job is untouched.
     for size in ["m", "l"] {
-        widgets.patch("w1", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"size": size}}))).await.unwrap();
+        widgets
+            .patch(
+                "w1",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"size": size}})),
+            )
+            .await
+            .unwrap();
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
     let now = jobs(&env.client, "default", sel).await;
@@ -243,7 +386,12 @@ async fn a_running_job_is_never_killed_by_a_change() {
     finish_job(&env.client, &running, true).await;
     let after = wait_jobs(&env.client, "default", sel, 2).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(jobs(&env.client, "default", sel).await.len(), 2, "exactly one new run: {:?}", after.iter().map(|j| j.name_any()).collect::<Vec<_>>());
+    assert_eq!(
+        jobs(&env.client, "default", sel).await.len(),
+        2,
+        "exactly one new run: {:?}",
+        after.iter().map(|j| j.name_any()).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,39 +400,65 @@ async fn required_promises_hold_requests_until_installed_at_the_right_version() 
     tokio::spawn(promise::run(env.ctx.clone()));
     let promises = promise_api(&env.client);
     let mut app = widget_promise("app", vec![]);
-    app["spec"]["requiredPromises"] = json!([{"name": "db", "version": "v1"}, {"name": "ingress", "version": "v1"}]);
+    app["spec"]["requiredPromises"] =
+        json!([{"name": "db", "version": "v1"}, {"name": "ingress", "version": "v1"}]);
     create(&promises, app).await;
     let status = wait_condition(&promises, "app", "RequirementsFulfilled", "False").await;
     assert_eq!(status["status"], "Unavailable");
-    assert!(status["requiredPromises"].as_array().unwrap().iter().all(|r| r["state"] == "Requirement not installed"));
+    assert!(
+        status["requiredPromises"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "Requirement not installed")
+    );
 
     // A request waits while the Promise is unavailable.
-    let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
-    wait_for("widget API served", || async { widgets.list(&ListParams::default()).await.is_ok() }).await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    wait_for("widget API served", || async {
+        widgets.list(&ListParams::default()).await.is_ok()
+    })
+    .await;
     create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "r1"}, "spec": {}})).await;
     let rr = wait_condition(&widgets, "r1", "PromiseAvailable", "False").await;
     assert_eq!(rr["message"], "Pending");
 
-    let plain = |name: &str, version: &str| {
-        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise", "metadata": {"name": name, "labels": {"kratix.io/promise-version": version}}, "spec": {}})
-    };
+    let plain = |name: &str, version: &str| json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise", "metadata": {"name": name, "labels": {"kratix.io/promise-version": version}}, "spec": {}});
     create(&promises, plain("db", "v1")).await;
     create(&promises, plain("ingress", "v2")).await;
     wait_condition(&promises, "ingress", "Available", "True").await;
     let mut status = Value::Null;
     for _ in 0..100 {
         status = get_status(&promises, "app").await;
-        let states: Vec<_> = status["requiredPromises"].as_array().unwrap().iter().map(|r| r["state"].as_str().unwrap().to_string()).collect();
-        if states[0] == "Requirement installed" && states[1].starts_with("Requirement not installed at the specified version") {
+        let states: Vec<_> = status["requiredPromises"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["state"].as_str().unwrap().to_string())
+            .collect();
+        if states[0] == "Requirement installed"
+            && states[1].starts_with("Requirement not installed at the specified version")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let msg = condition(&status, "RequirementsFulfilled").unwrap().2;
-    assert!(msg.contains("ingress@v1") && msg.contains("installed: v2"), "the mismatch is named: {msg}");
+    assert!(
+        msg.contains("ingress@v1") && msg.contains("installed: v2"),
+        "the mismatch is named: {msg}"
+    );
 
     // Relabelling ingress to v1 makes app Available and the request proceeds, no restart.
-    promises.patch("ingress", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": {"kratix.io/promise-version": "v1"}}}))).await.unwrap();
+    promises
+        .patch(
+            "ingress",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"kratix.io/promise-version": "v1"}}})),
+        )
+        .await
+        .unwrap();
     wait_condition(&promises, "app", "Available", "True").await;
     wait_condition(&widgets, "r1", "Reconciled", "True").await;
     let db = get_status(&promises, "db").await;
@@ -298,25 +472,61 @@ async fn deleting_a_promise_removes_requests_rbac_and_crd_in_order() {
     let promises = promise_api(&env.client);
     create(&promises, widget_promise("widget", vec![pipeline("first")])).await;
     wait_condition(&promises, "widget", "Available", "True").await;
-    let widgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
     create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {}})).await;
     let sel = "kratix.io/promise-name=widget,kratix.io/resource-name=w1";
     let job = wait_jobs(&env.client, "default", sel, 1).await.remove(0);
     finish_job(&env.client, &job, true).await;
     wait_for("the pipeline's ServiceAccount", || async {
-        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(env.client.clone(), "default").get_opt("widget-resource-configure-first").await.unwrap().is_some()
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(env.client.clone(), "default")
+            .get_opt("widget-resource-configure-first")
+            .await
+            .unwrap()
+            .is_some()
     })
     .await;
 
-    promises.delete("widget", &DeleteParams::default()).await.unwrap();
-    wait_for("Promise gone", || async { promises.get_opt("widget").await.unwrap().is_none() }).await;
+    promises
+        .delete("widget", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("Promise gone", || async {
+        promises.get_opt("widget").await.unwrap().is_none()
+    })
+    .await;
     let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-    assert!(crds.get_opt("widgets.example.test").await.unwrap().is_none(), "CRD removed");
-    let sa = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(env.client.clone(), "default");
-    assert!(sa.get_opt("widget-resource-configure-first").await.unwrap().is_none(), "pipeline RBAC removed");
+    assert!(
+        crds.get_opt("widgets.example.test")
+            .await
+            .unwrap()
+            .is_none(),
+        "CRD removed"
+    );
+    let sa = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
+        env.client.clone(),
+        "default",
+    );
+    assert!(
+        sa.get_opt("widget-resource-configure-first")
+            .await
+            .unwrap()
+            .is_none(),
+        "pipeline RBAC removed"
+    );
     let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(env.client.clone(), "default");
-    assert!(roles.list(&ListParams::default().labels("kratix.io/promise-name=widget")).await.unwrap().items.is_empty());
-    assert!(jobs(&env.client, "default", sel).await.is_empty(), "request Jobs removed");
+    assert!(
+        roles
+            .list(&ListParams::default().labels("kratix.io/promise-name=widget"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(
+        jobs(&env.client, "default", sel).await.is_empty(),
+        "request Jobs removed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,16 +544,23 @@ async fn requests_follow_the_served_version_without_a_restart() {
         {"name": "v1", "served": false, "storage": false, "schema": schema},
         {"name": "v2", "served": true, "storage": true, "schema": schema},
     ]);
-    promises.replace("widget", &PostParams::default(), &p).await.unwrap();
+    promises
+        .replace("widget", &PostParams::default(), &p)
+        .await
+        .unwrap();
     for _ in 0..100 {
         if get_status(&promises, "widget").await["apiVersion"] == "example.test/v2" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(get_status(&promises, "widget").await["apiVersion"], "example.test/v2");
+    assert_eq!(
+        get_status(&promises, "widget").await["apiVersion"],
+        "example.test/v2"
+    );
 
-    let v2: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "default", &widget_resource("v2"));
+    let v2: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v2"));
     create(&v2, json!({"apiVersion": "example.test/v2", "kind": "Widget", "metadata": {"name": "new"}, "spec": {"size": "s"}})).await;
     let status = wait_condition(&v2, "new", "Reconciled", "True").await;
     assert_eq!(status["observedGeneration"], 1);

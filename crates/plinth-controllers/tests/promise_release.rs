@@ -8,8 +8,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use placement_support::{start, wait_for};
 use plinth_controllers::{promise, promiserelease};
 use serde_json::{Value, json};
@@ -18,14 +18,20 @@ const PROMISE: &str = "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nm
 
 async fn serve() -> String {
     let app = Router::new()
-        .route("/secure.yaml", get(|h: HeaderMap| async move {
-            if h.get("authorization").and_then(|v| v.to_str().ok()) == Some("Bearer s3cret") {
-                (StatusCode::OK, PROMISE.to_string())
-            } else {
-                (StatusCode::UNAUTHORIZED, "no".to_string())
-            }
-        }))
-        .route("/two.yaml", get(|| async { format!("{PROMISE}---\n{PROMISE}") }));
+        .route(
+            "/secure.yaml",
+            get(|h: HeaderMap| async move {
+                if h.get("authorization").and_then(|v| v.to_str().ok()) == Some("Bearer s3cret") {
+                    (StatusCode::OK, PROMISE.to_string())
+                } else {
+                    (StatusCode::UNAUTHORIZED, "no".to_string())
+                }
+            }),
+        )
+        .route(
+            "/two.yaml",
+            get(|| async { format!("{PROMISE}---\n{PROMISE}") }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -33,8 +39,16 @@ async fn serve() -> String {
 }
 
 fn condition(o: &DynamicObject) -> (String, String, String) {
-    let c = o.data["status"]["conditions"].as_array().and_then(|a| a.iter().find(|c| c["type"] == "Installed")).cloned().unwrap_or(Value::Null);
-    (c["status"].as_str().unwrap_or("").into(), c["reason"].as_str().unwrap_or("").into(), c["message"].as_str().unwrap_or("").into())
+    let c = o.data["status"]["conditions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["type"] == "Installed"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        c["status"].as_str().unwrap_or("").into(),
+        c["reason"].as_str().unwrap_or("").into(),
+        c["message"].as_str().unwrap_or("").into(),
+    )
 }
 
 async fn wait_reason(api: &Api<DynamicObject>, name: &str, reason: &str) -> DynamicObject {
@@ -45,7 +59,10 @@ async fn wait_reason(api: &Api<DynamicObject>, name: &str, reason: &str) -> Dyna
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("{name} never reached reason {reason}: {:#}", api.get(name).await.unwrap().data["status"]);
+    panic!(
+        "{name} never reached reason {reason}: {:#}",
+        api.get(name).await.unwrap().data["status"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,21 +71,35 @@ async fn installs_from_http_with_authorization_and_deletes_with_the_release() {
     tokio::spawn(promise::run(env.ctx.clone()));
     tokio::spawn(promiserelease::run(env.ctx.clone()));
     let base = serve().await;
-    let releases: Api<DynamicObject> = Api::all_with(env.client.clone(), &promiserelease::release_resource());
-    let promises: Api<DynamicObject> = Api::all_with(env.client.clone(), &promise::promise_resource());
+    let releases: Api<DynamicObject> =
+        Api::all_with(env.client.clone(), &promiserelease::release_resource());
+    let promises: Api<DynamicObject> =
+        Api::all_with(env.client.clone(), &promise::promise_resource());
     let create = |v: Value| {
         let releases = releases.clone();
-        async move { releases.create(&PostParams::default(), &serde_json::from_value(v).unwrap()).await.unwrap() }
+        async move {
+            releases
+                .create(&PostParams::default(), &serde_json::from_value(v).unwrap())
+                .await
+                .unwrap()
+        }
     };
 
     // Without the Secret the fetch fails and the condition quotes why.
     create(json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "metadata": {"name": "secure"},
         "spec": {"version": "v1.2.0", "sourceRef": {"type": "http", "url": format!("{base}/secure.yaml"), "secretRef": {"name": "auth", "namespace": "default"}}}})).await;
     let failed = wait_reason(&releases, "secure", "FailedToFetchPromise").await;
-    assert!(condition(&failed).2.contains("Secret auth not found in namespace default"), "{:?}", condition(&failed));
+    assert!(
+        condition(&failed)
+            .2
+            .contains("Secret auth not found in namespace default"),
+        "{:?}",
+        condition(&failed)
+    );
     assert_eq!(failed.data["status"]["status"], "Error installing");
 
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(env.client.clone(), "default");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), "default");
     secrets.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "auth"}, "stringData": {"authorizationHeader": "Bearer s3cret"}})).unwrap()).await.unwrap();
     let ok = wait_reason(&releases, "secure", "InstalledSuccessfully").await;
     assert_eq!(ok.data["status"]["status"], "Installed");
@@ -79,12 +110,20 @@ async fn installs_from_http_with_authorization_and_deletes_with_the_release() {
     create(json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "metadata": {"name": "two"},
         "spec": {"sourceRef": {"type": "http", "url": format!("{base}/two.yaml")}}})).await;
     let two = wait_reason(&releases, "two", "FailedToFetchPromise").await;
-    assert!(condition(&two).2.contains("exactly one document"), "{:?}", condition(&two));
+    assert!(
+        condition(&two).2.contains("exactly one document"),
+        "{:?}",
+        condition(&two)
+    );
 
     // Deleting the release deletes its Promise, then the release.
-    releases.delete("secure", &DeleteParams::default()).await.unwrap();
+    releases
+        .delete("secure", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_for("Promise and release gone", || async {
-        promises.get_opt("securepro").await.unwrap().is_none() && releases.get_opt("secure").await.unwrap().is_none()
+        promises.get_opt("securepro").await.unwrap().is_none()
+            && releases.get_opt("secure").await.unwrap().is_none()
     })
     .await;
 }
