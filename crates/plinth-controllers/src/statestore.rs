@@ -7,8 +7,11 @@
 //!    `StateStoreError`. No `secretRef` is not an error: a `file://` Git store (the
 //!    embedded default) and an `IAM` bucket need none (Kratix dereferenced nil, bug B16).
 //! 2. Build a [`StoreConfig`] from spec + Secret. Keys: basicAuth `username` (optional)
-//!    and `password`; ssh `sshPrivateKey`, `knownHosts`, optional `passphrase`; bucket
-//!    accessKey `accessKeyID`, `secretAccessKey`. A missing key is named with the Secret
+//!    and `password`; ssh `sshPrivateKey`, `knownHosts`, optional `passphrase`; githubApp
+//!    `appID`, `installationID`, `privateKey` and optional `apiURL` (Plinth's addition: the
+//!    GitHub API base, default `https://api.github.com`, e.g. `https://<host>/api/v3` for
+//!    GitHub Enterprise Server — Kratix fixes it, §13); bucket accessKey `accessKeyID`,
+//!    `secretAccessKey`. A missing key is named with the Secret
 //!    (`NotReady/ErrorInitialisingWriter`).
 //! 3. If the registry already holds this store opened from the same store generation and
 //!    Secret `resourceVersion`, keep it; else open it (`ErrorInitialisingWriter` on
@@ -195,9 +198,35 @@ impl StateStoreObject for GitStateStore {
                 }
             }
             GitAuthMethod::GithubApp => {
-                return Err(NotReady::init(
-                    "authMethod githubApp is not supported by Plinth; use basicAuth with a token",
-                ));
+                if !has_secret {
+                    return Err(NotReady::init(
+                        "authMethod githubApp needs spec.secretRef with appID, installationID and privateKey",
+                    ));
+                }
+                let missing: Vec<&str> = ["appID", "installationID", "privateKey"]
+                    .into_iter()
+                    .filter(|k| data.get(*k).is_none_or(|v| v.trim().is_empty()))
+                    .collect();
+                if !missing.is_empty() {
+                    let keys = missing
+                        .iter()
+                        .map(|k| format!("{k:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let noun = if missing.len() == 1 { "key" } else { "keys" };
+                    return Err(NotReady::init(format!(
+                        "Secret {secret} has no {noun} {keys} (authMethod githubApp needs appID, installationID and privateKey)"
+                    )));
+                }
+                GitAuth::GithubApp {
+                    app_id: data["appID"].trim().to_string(),
+                    installation_id: data["installationID"].trim().to_string(),
+                    private_key_pem: data["privateKey"].clone(),
+                    api_url: data
+                        .get("apiURL")
+                        .map(|u| u.trim().to_string())
+                        .unwrap_or_default(),
+                }
             }
         };
         Ok(StoreConfig::Git(g))
@@ -523,6 +552,46 @@ mod tests {
         let data = SecretData::from([("sshPrivateKey".to_string(), "KEY".to_string())]);
         let err = s.build_config("default/k", &data, &cfg).unwrap_err();
         assert!(err.message.contains("knownHosts"), "{}", err.message);
+    }
+
+    #[test]
+    fn github_app_names_missing_keys_and_reads_api_url() {
+        let cfg = ControllerConfig::default();
+        let s = git(json!({
+            "url": "https://github.com/org/state.git",
+            "authMethod": "githubApp",
+            "secretRef": {"name": "app"}
+        }));
+        let data = SecretData::from([
+            ("appID".to_string(), "123".to_string()),
+            ("privateKey".to_string(), "PEM".to_string()),
+        ]);
+        let err = s.build_config("default/app", &data, &cfg).unwrap_err();
+        assert_eq!(err.reason, "ErrorInitialisingWriter");
+        assert!(
+            err.message.contains("default/app")
+                && err.message.contains("\"installationID\"")
+                && !err.message.contains("\"appID\","),
+            "{}",
+            err.message
+        );
+        let mut data = data;
+        data.insert("installationID".into(), " 456 ".into());
+        data.insert("apiURL".into(), "https://ghe.example.test/api/v3".into());
+        match s.build_config("default/app", &data, &cfg).unwrap() {
+            StoreConfig::Git(g) => assert_eq!(
+                g.auth,
+                GitAuth::GithubApp {
+                    app_id: "123".into(),
+                    installation_id: "456".into(),
+                    private_key_pem: "PEM".into(),
+                    api_url: "https://ghe.example.test/api/v3".into(),
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        let err = s.build_config("", &SecretData::new(), &cfg).unwrap_err();
+        assert!(err.message.contains("secretRef"), "{}", err.message);
     }
 
     #[test]

@@ -837,3 +837,74 @@ async fn passphrase_protected_ssh_keys_are_reported_precisely() {
         "the passphrase never appears in status: {msg}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn github_app_store_names_the_missing_secret_key() {
+    // authMethod githubApp (§1.4): a Secret without `installationID` is named precisely; once
+    // the key is added the store gets as far as checking the App's private key.
+    let env = start().await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let secret = |data: serde_json::Value| -> Secret {
+        serde_json::from_value(json!({
+            "metadata": {"name": "github-app", "namespace": "default"},
+            "stringData": data,
+        }))
+        .unwrap()
+    };
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret(json!({"appID": "123", "privateKey": "not a key"})),
+        )
+        .await
+        .unwrap();
+    let stores: Api<GitStateStore> = Api::all(env.client.clone());
+    let s: GitStateStore = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "GitStateStore",
+        "metadata": {"name": "app-store"},
+        "spec": {
+            "url": "https://github.com/org/state.git",
+            "branch": "main",
+            "authMethod": "githubApp",
+            "secretRef": {"name": "github-app", "namespace": "default"},
+        },
+    }))
+    .unwrap();
+    stores.create(&PostParams::default(), &s).await.unwrap();
+    let wait_message = |what: &'static str, pred: fn(&str) -> bool| {
+        let stores = stores.clone();
+        async move {
+            wait_for(what, || async {
+                stores.get("app-store").await.ok().is_some_and(|s| {
+                    s.status.as_ref().and_then(|st| st.status.as_deref()) == Some("NotReady")
+                        && cond(&s.status.and_then(|s| s.conditions), "Ready").is_some_and(|c| {
+                            c.0 == "False" && c.1 == "ErrorInitialisingWriter" && pred(&c.2)
+                        })
+                })
+            })
+            .await
+        }
+    };
+    wait_message("missing installationID named", |m| {
+        m.contains("Secret default/github-app")
+            && m.contains("\"installationID\"")
+            && !m.contains("not supported")
+    })
+    .await;
+
+    // With every key present, the (bad) private key is what is reported — checked locally,
+    // before any request to GitHub.
+    secrets
+        .replace(
+            "github-app",
+            &PostParams::default(),
+            &secret(json!({"appID": "123", "installationID": "456", "privateKey": "not a key"})),
+        )
+        .await
+        .unwrap();
+    wait_message("bad private key reported", |m| {
+        m.starts_with("privateKey is not a valid PEM RSA key")
+    })
+    .await;
+}
