@@ -981,6 +981,10 @@ async fn delete(
         .await?
         {
             Progress::Done => remove_finalizer(api, promise, F_DELETE_WORKFLOWS).await?,
+            // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
+            Progress::Suspended { retry_at: Some(at) } => {
+                return Ok(ReconcileAction::requeue(engine::until(at)));
+            }
             Progress::Failed { .. } => return Ok(ReconcileAction::await_change()),
             _ => return Ok(ReconcileAction::await_change()),
         }

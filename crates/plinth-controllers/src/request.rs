@@ -435,6 +435,10 @@ async fn delete(
             .await?
         {
             Progress::Done => remove_finalizer(api, rr, F_DELETE_WORKFLOWS).await?,
+            // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
+            Progress::Suspended { retry_at: Some(at) } => {
+                return Ok(ReconcileAction::requeue(engine::until(at)));
+            }
             _ => return Ok(ReconcileAction::await_change()),
         }
         return Ok(ReconcileAction::await_change());

@@ -47,9 +47,15 @@ pub enum JobState {
 /// A Job's state from its status: `Complete` (or `succeeded > 0`) is success, `Failed`
 /// is failure, anything else is still running (§4.9).
 pub fn job_state(job: &Job) -> JobState {
-    let Some(status) = &job.status else { return JobState::Running };
+    let Some(status) = &job.status else {
+        return JobState::Running;
+    };
     let has = |t: &str| {
-        status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True")
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == t && c.status == "True")
     };
     if has("Complete") || status.succeeded.unwrap_or(0) > 0 {
         JobState::Succeeded
@@ -60,16 +66,42 @@ pub fn job_state(job: &Job) -> JobState {
     }
 }
 
-fn run_number(job: &Job) -> u64 {
-    job.annotations().get(ANNOTATION_RUN).and_then(|r| r.parse().ok()).unwrap_or(0)
+/// Time from now until `at` (at least one second), for requeueing a retry (§4.10
+/// `nextRetryAt`).
+pub fn until(at: Timestamp) -> std::time::Duration {
+    std::time::Duration::from_secs((at.as_second() - Timestamp::now().as_second()).max(1) as u64)
 }
 
-/// Lists this workflow's Jobs (all pipelines, any hash), oldest run first.
+fn run_number(job: &Job) -> u64 {
+    job.annotations()
+        .get(ANNOTATION_RUN)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Lists this workflow's Jobs (all pipelines, any hash), oldest run first and, within a
+/// run, in pipeline order.
 pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> {
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
     let lp = ListParams::default().labels(&job::selector_string(&job::workflow_selector(wf)));
     let mut jobs = api.list(&lp).await?.items;
-    jobs.sort_by_key(|j| (run_number(j), j.metadata.creation_timestamp.clone().map(|t| t.0), j.name_any()));
+    // Within a run, pipelines run in workflow order; creation times have a one-second
+    // resolution, so the pipeline's position orders Jobs created in the same second.
+    let position = |j: &Job| {
+        let name = j.labels().get(LABEL_PIPELINE_NAME);
+        wf.pipelines
+            .iter()
+            .position(|p| p["metadata"]["name"].as_str() == name.map(String::as_str))
+            .unwrap_or(0)
+    };
+    jobs.sort_by_key(|j| {
+        (
+            run_number(j),
+            position(j),
+            j.metadata.creation_timestamp.clone().map(|t| t.0),
+            j.name_any(),
+        )
+    });
     Ok(jobs)
 }
 
@@ -92,25 +124,41 @@ pub async fn reconcile_configure(
         return Ok(Progress::Running);
     }
     let parent_labels = parent.labels();
-    let manual = parent_labels.get(labels::MANUAL_RECONCILIATION).is_some_and(|v| v == "true");
-    let mut restart = manual || parent_labels.get(labels::RUN_FROM_START).is_some_and(|v| v == "true");
+    let manual = parent_labels
+        .get(labels::MANUAL_RECONCILIATION)
+        .is_some_and(|v| v == "true");
+    let mut restart = manual
+        || parent_labels
+            .get(labels::RUN_FROM_START)
+            .is_some_and(|v| v == "true");
     let parent_status = parent.data.get("status").cloned().unwrap_or(Value::Null);
     let phases = pipeline_phases(&parent_status);
-    let suspended_idx = pipelines.iter().position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"));
+    let suspended_idx = pipelines
+        .iter()
+        .position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"));
 
     // Suspension (§4.10): the status-writer labelled the object; a spec change or a
     // manual reconciliation restarts from the first pipeline, otherwise wait for the
     // retry time (or for the label's removal).
-    if parent_labels.get(labels::WORKFLOW_SUSPENDED).is_some_and(|v| v == "true") {
+    if parent_labels
+        .get(labels::WORKFLOW_SUSPENDED)
+        .is_some_and(|v| v == "true")
+    {
         let generation = parent.meta().generation.unwrap_or(0);
-        let suspended_generation = parent_status["kratix"]["workflows"]["suspendedGeneration"].as_i64().unwrap_or(0);
+        let suspended_generation = parent_status["kratix"]["workflows"]["suspendedGeneration"]
+            .as_i64()
+            .unwrap_or(0);
         if manual || generation > suspended_generation {
             restart = true;
             remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
         } else {
             let retry_at = suspended_idx
                 .and_then(|i| pipeline_entry(&parent_status, &pipelines[i].name))
-                .and_then(|e| e["nextRetryAt"].as_str().and_then(|s| s.parse::<Timestamp>().ok()));
+                .and_then(|e| {
+                    e["nextRetryAt"]
+                        .as_str()
+                        .and_then(|s| s.parse::<Timestamp>().ok())
+                });
             match retry_at {
                 Some(at) if at <= Timestamp::now() => {
                     remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
@@ -122,14 +170,25 @@ pub async fn reconcile_configure(
                         set_condition(s, "Reconciled", "Unknown", "WorkflowSuspended", "Suspended")
                     })
                     .await?;
-                    events::publish(ctx, component, &events::reference(parent), true, "WorkflowSuspended", "Workflow is suspended").await;
+                    events::publish(
+                        ctx,
+                        component,
+                        &events::reference(parent),
+                        true,
+                        "WorkflowSuspended",
+                        "Workflow is suspended",
+                    )
+                    .await;
                     return Ok(Progress::Suspended { retry_at });
                 }
             }
         }
     }
 
-    let current: Vec<&Job> = jobs.iter().filter(|j| j.labels().get(LABEL_HASH) == Some(&hash)).collect();
+    let current: Vec<&Job> = jobs
+        .iter()
+        .filter(|j| j.labels().get(LABEL_HASH) == Some(&hash))
+        .collect();
     let latest = current.last().copied();
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
 
@@ -137,20 +196,27 @@ pub async fn reconcile_configure(
         _ if restart => (0, max_run + 1),
         None => (0, max_run + 1),
         Some(latest) => {
-            let name = latest.labels().get(LABEL_PIPELINE_NAME).cloned().unwrap_or_default();
+            let name = latest
+                .labels()
+                .get(LABEL_PIPELINE_NAME)
+                .cloned()
+                .unwrap_or_default();
             match pipelines.iter().position(|p| p.name == name) {
                 None => (0, max_run + 1),
                 Some(i) => match job_state(latest) {
                     JobState::Failed => {
-                        record_failure(ctx, wf, parent_api, parent, &pipelines, i, component).await?;
+                        record_failure(ctx, wf, parent_api, parent, &pipelines, i, component)
+                            .await?;
                         prune_jobs(ctx, wf, &jobs).await?;
                         return Ok(Progress::Failed { pipeline: name });
                     }
                     JobState::Running => return Ok(Progress::Running),
                     JobState::Succeeded => {
                         if suspended_idx == Some(i) {
-                            // The suspension label was removed: run the suspended pipeline again.
-                            (i, run_number(latest))
+                            // The suspension label was removed (or the retry is due): run the
+                            // suspended pipeline again, as a new run so that its Job gets a
+                            // new name (Job names are deterministic per run).
+                            (i, max_run + 1)
                         } else if i + 1 < pipelines.len() {
                             (i + 1, run_number(latest))
                         } else {
@@ -163,7 +229,10 @@ pub async fn reconcile_configure(
         }
     };
 
-    start_job(ctx, wf, parent_api, parent, &pipelines, index, run, api_group, component).await?;
+    start_job(
+        ctx, wf, parent_api, parent, &pipelines, index, run, api_group, component,
+    )
+    .await?;
     Ok(Progress::Running)
 }
 
@@ -179,53 +248,128 @@ pub async fn reconcile_delete(
     component: &str,
 ) -> Result<Progress, Error> {
     let pipelines = parse_pipelines(&wf.pipelines)?;
-    let Some(first) = pipelines.first().cloned() else { return Ok(Progress::Done) };
+    let Some(first) = pipelines.first().cloned() else {
+        return Ok(Progress::Done);
+    };
     let pipelines = vec![first];
     let hash = job::workflow_hash(wf);
     let jobs = list_jobs(ctx, wf).await?;
     if jobs.iter().any(|j| job_state(j) == JobState::Running) {
         return Ok(Progress::Running);
     }
-    if list_jobs(ctx, configure).await?.iter().any(|j| job_state(j) == JobState::Running) {
+    if list_jobs(ctx, configure)
+        .await?
+        .iter()
+        .any(|j| job_state(j) == JobState::Running)
+    {
         return Ok(Progress::Running);
     }
-    let manual = parent.labels().get(labels::MANUAL_RECONCILIATION).is_some_and(|v| v == "true");
-    let latest = jobs.iter().rev().find(|j| j.labels().get(LABEL_HASH) == Some(&hash));
+    let manual = parent
+        .labels()
+        .get(labels::MANUAL_RECONCILIATION)
+        .is_some_and(|v| v == "true");
+    let latest = jobs
+        .iter()
+        .rev()
+        .find(|j| j.labels().get(LABEL_HASH) == Some(&hash));
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     match latest.map(job_state) {
         Some(JobState::Succeeded) if !manual => {
             let phases = pipeline_phases(parent.data.get("status").unwrap_or(&Value::Null));
-            if phases.get(&pipelines[0].name).is_some_and(|p| p == "Suspended") {
-                if parent.labels().get(labels::WORKFLOW_SUSPENDED).is_some_and(|v| v == "true") {
+            if phases
+                .get(&pipelines[0].name)
+                .is_some_and(|p| p == "Suspended")
+            {
+                let retry_at = pipeline_entry(
+                    parent.data.get("status").unwrap_or(&Value::Null),
+                    &pipelines[0].name,
+                )
+                .and_then(|e| e["nextRetryAt"].as_str())
+                .and_then(|s| s.parse::<Timestamp>().ok());
+                let labelled = parent
+                    .labels()
+                    .get(labels::WORKFLOW_SUSPENDED)
+                    .is_some_and(|v| v == "true");
+                // A retry that is due (§4.10): drop the label and run the pipeline again.
+                if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
+                    remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
+                } else if labelled {
                     status::update_status(parent_api, &parent.name_any(), |s, _| {
-                        set_condition(s, "DeleteWorkflowCompleted", "False", "DeleteWorkflowSuspended", "The delete workflow is suspended")
+                        set_condition(
+                            s,
+                            "DeleteWorkflowCompleted",
+                            "False",
+                            "DeleteWorkflowSuspended",
+                            "The delete workflow is suspended",
+                        )
                     })
                     .await?;
-                    return Ok(Progress::Suspended { retry_at: None });
+                    return Ok(Progress::Suspended { retry_at });
                 }
-                start_job(ctx, wf, parent_api, parent, &pipelines, 0, max_run + 1, api_group, component).await?;
+                start_job(
+                    ctx,
+                    wf,
+                    parent_api,
+                    parent,
+                    &pipelines,
+                    0,
+                    max_run + 1,
+                    api_group,
+                    component,
+                )
+                .await?;
                 return Ok(Progress::Running);
             }
             Ok(Progress::Done)
         }
         Some(JobState::Failed) if !manual => {
             status::update_status(parent_api, &parent.name_any(), |s, _| {
-                set_condition(s, "DeleteWorkflowCompleted", "False", "DeleteWorkflowFailed", "The Delete Pipeline has failed")
+                set_condition(
+                    s,
+                    "DeleteWorkflowCompleted",
+                    "False",
+                    "DeleteWorkflowFailed",
+                    "The Delete Pipeline has failed",
+                )
             })
             .await?;
-            events::publish(ctx, component, &events::reference(parent), true, "Failed Pipeline", format!("The Delete Pipeline has failed: {}", pipelines[0].name)).await;
-            Ok(Progress::Failed { pipeline: pipelines[0].name.clone() })
+            events::publish(
+                ctx,
+                component,
+                &events::reference(parent),
+                true,
+                "Failed Pipeline",
+                format!("The Delete Pipeline has failed: {}", pipelines[0].name),
+            )
+            .await;
+            Ok(Progress::Failed {
+                pipeline: pipelines[0].name.clone(),
+            })
         }
         Some(JobState::Running) => Ok(Progress::Running),
         _ => {
-            start_job(ctx, wf, parent_api, parent, &pipelines, 0, max_run + 1, api_group, component).await?;
+            start_job(
+                ctx,
+                wf,
+                parent_api,
+                parent,
+                &pipelines,
+                0,
+                max_run + 1,
+                api_group,
+                component,
+            )
+            .await?;
             Ok(Progress::Running)
         }
     }
 }
 
 fn parse_pipelines(raw: &[Value]) -> Result<Vec<PipelineDef>, Error> {
-    raw.iter().enumerate().map(|(i, p)| PipelineDef::parse(p, i)).collect()
+    raw.iter()
+        .enumerate()
+        .map(|(i, p)| PipelineDef::parse(p, i))
+        .collect()
 }
 
 /// `status.kratix.workflows.pipelines[]` as name → phase.
@@ -234,24 +378,41 @@ fn pipeline_phases(status: &Value) -> BTreeMap<String, String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|p| Some((p["name"].as_str()?.to_string(), p["phase"].as_str().unwrap_or_default().to_string())))
+        .filter_map(|p| {
+            Some((
+                p["name"].as_str()?.to_string(),
+                p["phase"].as_str().unwrap_or_default().to_string(),
+            ))
+        })
         .collect()
 }
 
 fn pipeline_entry<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
-    status["kratix"]["workflows"]["pipelines"].as_array()?.iter().find(|p| p["name"] == name)
+    status["kratix"]["workflows"]["pipelines"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == name)
 }
 
 /// Sets every pipeline's phase: those before `index` Succeeded, `index` as given, the
 /// rest Pending (§3.3 `status.kratix.workflows.pipelines`).
 fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usize, phase: &str) {
     let now = status::now_rfc3339();
-    let old = status["kratix"]["workflows"]["pipelines"].as_array().cloned().unwrap_or_default();
+    let old = status["kratix"]["workflows"]["pipelines"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let entries: Vec<Value> = pipelines
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let want = if i < index { "Succeeded" } else if i == index { phase } else { "Pending" };
+            let want = if i < index {
+                "Succeeded"
+            } else if i == index {
+                phase
+            } else {
+                "Pending"
+            };
             let prev = old.iter().find(|e| e["name"] == p.name.as_str());
             let mut e = prev.cloned().unwrap_or_else(|| json!({"name": p.name}));
             if e["phase"] != want {
@@ -272,7 +433,9 @@ fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usi
         .collect();
     let s = status::ensure_object(status);
     let kratix = s.entry("kratix").or_insert_with(|| json!({}));
-    let workflows = status::ensure_object(kratix).entry("workflows").or_insert_with(|| json!({}));
+    let workflows = status::ensure_object(kratix)
+        .entry("workflows")
+        .or_insert_with(|| json!({}));
     status::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
 }
 
@@ -302,14 +465,25 @@ async fn start_job(
         Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
         Err(e) => return Err(e.into()),
     }
-    remove_labels(parent_api, parent, &[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START]).await?;
+    remove_labels(
+        parent_api,
+        parent,
+        &[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START],
+    )
+    .await?;
     let configure = wf.action == Action::Configure;
     let total = pipelines.len() as i64;
     // update_status compares before and after, so unconditional setters are fine here.
     status::update_status(parent_api, &parent.name_any(), |s, _| {
         set_field(s, "message", json!("Pending"));
         if configure {
-            set_condition(s, "ConfigureWorkflowCompleted", "False", "PipelinesInProgress", "Pipelines are still in progress");
+            set_condition(
+                s,
+                "ConfigureWorkflowCompleted",
+                "False",
+                "PipelinesInProgress",
+                "Pipelines are still in progress",
+            );
             set_condition(s, "Reconciled", "Unknown", "WorkflowPending", "Pending");
             set_field(s, "workflows", json!(total));
             set_field(s, "workflowsSucceeded", json!(index as i64));
@@ -320,7 +494,15 @@ async fn start_job(
     })
     .await?;
     let what = if configure { "Configure" } else { "Delete" };
-    events::publish(ctx, component, &events::reference(parent), false, "PipelineStarted", format!("{what} Pipeline started: {}", p.name)).await;
+    events::publish(
+        ctx,
+        component,
+        &events::reference(parent),
+        false,
+        "PipelineStarted",
+        format!("{what} Pipeline started: {}", p.name),
+    )
+    .await;
     tracing::info!(promise = %wf.promise_name, object = %parent.name_any(), pipeline = %p.name, run, "pipeline started");
     Ok(())
 }
@@ -336,10 +518,23 @@ async fn record_failure(
 ) -> Result<(), Error> {
     let name = pipelines[index].name.clone();
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let already = status::condition(&before, "ConfigureWorkflowCompleted").is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
+    let already = status::condition(&before, "ConfigureWorkflowCompleted")
+        .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
     status::update_status(parent_api, &parent.name_any(), |s, _| {
-        set_condition(s, "ConfigureWorkflowCompleted", "False", "ConfigureWorkflowFailed", &format!("A Configure Pipeline has failed: {name}"));
-        set_condition(s, "Reconciled", "False", "ConfigureWorkflowFailed", "Failing");
+        set_condition(
+            s,
+            "ConfigureWorkflowCompleted",
+            "False",
+            "ConfigureWorkflowFailed",
+            &format!("A Configure Pipeline has failed: {name}"),
+        );
+        set_condition(
+            s,
+            "Reconciled",
+            "False",
+            "ConfigureWorkflowFailed",
+            "Failing",
+        );
         set_field(s, "workflowsFailed", json!(1));
         set_pipeline_phases(s, pipelines, index, "Failed");
         true
@@ -352,21 +547,31 @@ async fn record_failure(
             &events::reference(parent),
             true,
             "ConfigureWorkflowFailed",
-            format!("A {}/configure Pipeline has failed: {name}", wf.workflow_type.as_str()),
+            format!(
+                "A {}/configure Pipeline has failed: {name}",
+                wf.workflow_type.as_str()
+            ),
         )
         .await;
     }
     Ok(())
 }
 
-async fn finish(parent_api: &Api<DynamicObject>, parent: &DynamicObject, pipelines: &[PipelineDef]) -> Result<Progress, Error> {
+async fn finish(
+    parent_api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    pipelines: &[PipelineDef],
+) -> Result<Progress, Error> {
     let total = pipelines.len() as i64;
     status::update_status(parent_api, &parent.name_any(), |s, _| {
         let mut changed = set_field(s, "workflows", json!(total));
         changed |= set_field(s, "workflowsSucceeded", json!(total));
         changed |= set_field(s, "workflowsFailed", json!(0));
         let phases = pipeline_phases(s);
-        if pipelines.iter().any(|p| phases.get(&p.name).is_none_or(|ph| ph != "Succeeded")) {
+        if pipelines
+            .iter()
+            .any(|p| phases.get(&p.name).is_none_or(|ph| ph != "Succeeded"))
+        {
             set_pipeline_phases(s, pipelines, pipelines.len(), "Succeeded");
             changed = true;
         }
@@ -381,7 +586,15 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
     let keep = ctx.config().number_of_jobs_to_keep.max(1);
     let mut by_pipeline: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
     for j in jobs {
-        by_pipeline.entry(j.labels().get(LABEL_PIPELINE_NAME).cloned().unwrap_or_default()).or_default().push(j);
+        by_pipeline
+            .entry(
+                j.labels()
+                    .get(LABEL_PIPELINE_NAME)
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+            .or_default()
+            .push(j);
     }
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
     for list in by_pipeline.values() {
@@ -399,8 +612,15 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
 }
 
 /// Removes labels from the parent with a merge patch (a no-op when none is present).
-pub async fn remove_labels(api: &Api<DynamicObject>, obj: &DynamicObject, keys: &[&str]) -> Result<(), Error> {
-    let present: Vec<&&str> = keys.iter().filter(|k| obj.labels().contains_key(**k)).collect();
+pub async fn remove_labels(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    keys: &[&str],
+) -> Result<(), Error> {
+    let present: Vec<&&str> = keys
+        .iter()
+        .filter(|k| obj.labels().contains_key(**k))
+        .collect();
     if present.is_empty() {
         return Ok(());
     }
@@ -409,6 +629,11 @@ pub async fn remove_labels(api: &Api<DynamicObject>, obj: &DynamicObject, keys: 
         labels.insert(k.to_string(), Value::Null);
     }
     let patch = json!({"metadata": {"labels": labels}});
-    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(())
 }
