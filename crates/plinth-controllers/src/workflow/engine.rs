@@ -72,6 +72,30 @@ pub fn until(at: Timestamp) -> std::time::Duration {
     std::time::Duration::from_secs((at.as_second() - Timestamp::now().as_second()).max(1) as u64)
 }
 
+/// When a finished Job finished: `completionTime`, else the latest `Complete`/`Failed`
+/// condition's transition time, never earlier than its creation; `None` while it runs.
+pub fn finished_at(job: &Job) -> Option<Timestamp> {
+    if job_state(job) == JobState::Running {
+        return None;
+    }
+    let created = job.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let status = job.status.as_ref()?;
+    let finished = status
+        .completion_time
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| {
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .filter(|c| c.type_ == "Complete" || c.type_ == "Failed")
+                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+                .max()
+        });
+    finished.max(created).or(created)
+}
+
 fn run_number(job: &Job) -> u64 {
     job.annotations()
         .get(ANNOTATION_RUN)
