@@ -1,0 +1,170 @@
+//! Failing pipelines on a real `plinth up` (reference §4.9): a container exiting
+//! non-zero fails its Job with a `Failed` condition and the request's
+//! `ConfigureWorkflowCompleted=False/ConfigureWorkflowFailed` naming the pipeline, with
+//! its logs kept for `kubectl logs <pod> -c <container>` and Kratix's labels on
+//! `kubectl get jobs,pods`; an image with no engine and no image map fails the same way,
+//! with the runner's message on the Job.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+fn promise(name: &str, image: &str, script: &str) -> Value {
+    json!({
+        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise", "metadata": {"name": name},
+        "spec": {
+            "api": {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": format!("{name}s.test.kratix.io")},
+                "spec": {"group": "test.kratix.io", "scope": "Namespaced", "names": {"kind": format!("{}{}", name[..1].to_uppercase(), &name[1..]), "plural": format!("{name}s"), "singular": name},
+                    "versions": [{"name": "v1alpha1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}},
+            "workflows": {"resource": {"configure": [{"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": "step"},
+                "spec": {"jobOptions": {"backoffLimit": 0}, "containers": [{"name": "main", "image": image, "command": ["sh", "-c"], "args": [script]}]}}]}}
+        }
+    })
+}
+
+async fn failed_request(p: &Plinth, name: &str, image: &str, script: &str) -> (Value, Value) {
+    let client = p.client().await;
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
+    create(&promises, &promise(name, image, script)).await;
+    wait_until(90, &format!("Promise {name} Available"), || async {
+        promises
+            .get(name)
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
+    })
+    .await;
+    let kind = format!("{}{}", name[..1].to_uppercase(), &name[1..]);
+    let requests = dynamic(
+        &client,
+        "test.kratix.io",
+        "v1alpha1",
+        &kind,
+        &format!("{name}s"),
+        Some("default"),
+    );
+    create(&requests, &json!({"apiVersion": "test.kratix.io/v1alpha1", "kind": kind, "metadata": {"name": "r1", "namespace": "default"}, "spec": {}})).await;
+    wait_until(
+        120,
+        &format!("{name}/r1 ConfigureWorkflowFailed"),
+        || async {
+            requests.get("r1").await.is_ok_and(|o| {
+                condition(&o, "ConfigureWorkflowCompleted")
+                    .is_some_and(|c| c.1 == "ConfigureWorkflowFailed")
+            })
+        },
+    )
+    .await;
+    let rr = requests.get("r1").await.unwrap();
+    let c = condition(&rr, "ConfigureWorkflowCompleted").unwrap();
+    assert_eq!(c.0, "False");
+    assert!(c.2.contains("step"), "condition names the pipeline: {c:?}");
+    let jobs: Value = serde_json::from_str(&p.kubectl(&[
+        "get",
+        "jobs",
+        "-n",
+        "default",
+        "-l",
+        &format!("kratix.io/promise-name={name}"),
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let job = jobs["items"][0].clone();
+    assert_eq!(job["metadata"]["labels"]["kratix.io/resource-name"], "r1");
+    assert_eq!(job["metadata"]["labels"]["kratix.io/pipeline-name"], "step");
+    (serde_json::to_value(&rr.data).unwrap(), job)
+}
+
+fn failed_condition(job: &Value) -> (String, String) {
+    let c = job["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == "Failed" && c["status"] == "True")
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("Failed condition: {job}"));
+    (
+        c["reason"].as_str().unwrap_or("").into(),
+        c["message"].as_str().unwrap_or("").into(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_containers_and_unrunnable_images() {
+    let p = Plinth::up(&[]).await;
+
+    // Non-zero exit: Job Failed with a reason, logs kept.
+    let (_, job) = failed_request(&p, "exiter", "busybox", "echo boom-output; exit 3").await;
+    let (reason, _) = failed_condition(&job);
+    assert!(!reason.is_empty(), "Failed condition has a reason: {job}");
+    let pods: Value = serde_json::from_str(&p.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "default",
+        "-l",
+        "kratix.io/promise-name=exiter",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let pod = pods["items"][0]["metadata"]["name"]
+        .as_str()
+        .expect("a Pod")
+        .to_string();
+    assert_eq!(
+        pods["items"][0]["metadata"]["labels"]["kratix.io/pipeline-name"],
+        "step"
+    );
+    let logs = p.kubectl(&["logs", &pod, "-n", "default", "-c", "main"]);
+    assert!(logs.contains("boom-output"), "{logs}");
+    let table = p.kubectl(&[
+        "get",
+        "jobs,pods",
+        "-n",
+        "default",
+        "-l",
+        "kratix.io/promise-name=exiter",
+        "--show-labels",
+    ]);
+    assert!(
+        table.contains("kratix.io/workflow-type=resource") && table.contains(&pod),
+        "{table}"
+    );
+
+    // No engine, no map: the runner's message reaches the Job.
+    let (_, job) = failed_request(
+        &p,
+        "unrunnable",
+        "registry.invalid/nothing/here:1.0",
+        "true",
+    )
+    .await;
+    let (_, message) = failed_condition(&job);
+    let pods: Value = serde_json::from_str(&p.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "default",
+        "-l",
+        "kratix.io/promise-name=unrunnable",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let statuses = pods["items"][0]["status"].to_string();
+    assert!(
+        message.contains("registry.invalid/nothing/here:1.0")
+            || statuses.contains("registry.invalid/nothing/here:1.0"),
+        "the image is named: {message} / {statuses}"
+    );
+}
