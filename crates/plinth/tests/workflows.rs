@@ -3,7 +3,9 @@
 //! `ConfigureWorkflowCompleted=False/ConfigureWorkflowFailed` naming the pipeline, with
 //! its logs kept for `kubectl logs <pod> -c <container>` and Kratix's labels on
 //! `kubectl get jobs,pods`; an image with no engine and no image map fails the same way,
-//! with the runner's message on the Job.
+//! with the runner's message on the Job. Editing a request while a pipeline runs lets
+//! it finish, then restarts once (bug B05); pipeline-written status keys survive a
+//! manual reconciliation.
 
 mod support;
 
@@ -166,5 +168,145 @@ async fn failing_containers_and_unrunnable_images() {
         message.contains("registry.invalid/nothing/here:1.0")
             || statuses.contains("registry.invalid/nothing/here:1.0"),
         "the image is named: {message} / {statuses}"
+    );
+}
+
+fn two_pipeline_promise() -> Value {
+    let pipe = |name: &str, script: &str| {
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c"], "args": [script]}]}})
+    };
+    let mut p = promise("sleeper", "busybox", "true");
+    p["spec"]["workflows"]["resource"]["configure"] = json!([
+        pipe(
+            "a",
+            "grep -q 'marker:' /kratix/input/object.yaml || echo 'marker: first-run' > /kratix/metadata/status.yaml"
+        ),
+        pipe(
+            "b",
+            "sleep 3; echo 'slept: true' > /kratix/metadata/status.yaml"
+        ),
+    ]);
+    p
+}
+
+async fn jobs_of(client: &kube::Client, pipeline: &str) -> Vec<k8s_openapi::api::batch::v1::Job> {
+    let api: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(client.clone(), "default");
+    let lp = kube::api::ListParams::default().labels(&format!(
+        "kratix.io/promise-name=sleeper,kratix.io/pipeline-name={pipeline}"
+    ));
+    let mut items = api.list(&lp).await.unwrap().items;
+    items.sort_by_key(|j| j.metadata.creation_timestamp.clone().map(|t| t.0));
+    items
+}
+
+/// B05: editing the request while pipeline `b` sleeps lets that Job finish; then exactly
+/// one new run starts from pipeline `a`. A status key written by a pipeline survives a
+/// manual reconciliation (§3.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_during_run_restarts_once_after_it_finishes() {
+    use kube::api::{Patch, PatchParams};
+    let p = Plinth::up(&[]).await;
+    let client = p.client().await;
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
+    create(&promises, &two_pipeline_promise()).await;
+    wait_until(90, "Promise sleeper Available", || async {
+        promises
+            .get("sleeper")
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
+    })
+    .await;
+    let requests = dynamic(
+        &client,
+        "test.kratix.io",
+        "v1alpha1",
+        "Sleeper",
+        "sleepers",
+        Some("default"),
+    );
+    create(&requests, &json!({"apiVersion": "test.kratix.io/v1alpha1", "kind": "Sleeper", "metadata": {"name": "r1", "namespace": "default"}, "spec": {"v": 1}})).await;
+    wait_until(60, "pipeline b running", || async {
+        !jobs_of(&client, "b").await.is_empty()
+    })
+    .await;
+    requests
+        .patch(
+            "r1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"v": 2}})),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        120,
+        "two runs of both pipelines and the workflow complete",
+        || async {
+            jobs_of(&client, "a").await.len() == 2
+                && jobs_of(&client, "b").await.len() == 2
+                && requests.get("r1").await.is_ok_and(|o| {
+                    condition(&o, "ConfigureWorkflowCompleted").is_some_and(|c| c.0 == "True")
+                        && o.data["status"]["observedGeneration"] == 2
+                })
+        },
+    )
+    .await;
+    let (a, b) = (jobs_of(&client, "a").await, jobs_of(&client, "b").await);
+    let first_b = b[0].status.clone().unwrap();
+    assert_eq!(
+        first_b.succeeded,
+        Some(1),
+        "the running Job finished instead of being killed: {first_b:?}"
+    );
+    let first_b_done = first_b.completion_time.expect("completionTime").0;
+    let second_a = a[1].metadata.creation_timestamp.clone().unwrap().0;
+    // creationTimestamp has one-second resolution.
+    assert!(
+        second_a >= first_b_done - jiff::SignedDuration::from_secs(1),
+        "the new run started after the running Job completed"
+    );
+    let rr = requests.get("r1").await.unwrap();
+    assert_eq!(rr.data["status"]["marker"], "first-run");
+
+    // Manual reconciliation: pipeline a does not rewrite `marker`; it survives.
+    p.kubectl(&[
+        "label",
+        "sleeper",
+        "r1",
+        "-n",
+        "default",
+        "kratix.io/manual-reconciliation=true",
+    ]);
+    wait_until(120, "a third run completes", || async {
+        jobs_of(&client, "b")
+            .await
+            .iter()
+            .filter(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1))
+            .count()
+            == 3
+            && requests.get("r1").await.is_ok_and(|o| {
+                condition(&o, "ConfigureWorkflowCompleted").is_some_and(|c| c.0 == "True")
+            })
+    })
+    .await;
+    let rr = requests.get("r1").await.unwrap();
+    assert_eq!(
+        rr.data["status"]["marker"], "first-run",
+        "{}",
+        rr.data["status"]
+    );
+    assert!(
+        !rr.metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("kratix.io/manual-reconciliation")
     );
 }
