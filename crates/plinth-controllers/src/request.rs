@@ -438,8 +438,12 @@ async fn periodic_rerun(
         return Ok(ReconcileAction::requeue(engine::until(due)));
     }
     let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
-    api.patch(&rr.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    api.patch(
+        &rr.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
     Ok(ReconcileAction::await_change())
 }
 

@@ -80,19 +80,15 @@ pub fn finished_at(job: &Job) -> Option<Timestamp> {
     }
     let created = job.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let status = job.status.as_ref()?;
-    let finished = status
-        .completion_time
-        .as_ref()
-        .map(|t| t.0)
-        .or_else(|| {
-            status
-                .conditions
-                .iter()
-                .flatten()
-                .filter(|c| c.type_ == "Complete" || c.type_ == "Failed")
-                .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-                .max()
-        });
+    let finished = status.completion_time.as_ref().map(|t| t.0).or_else(|| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| c.type_ == "Complete" || c.type_ == "Failed")
+            .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+            .max()
+    });
     finished.max(created).or(created)
 }
 
