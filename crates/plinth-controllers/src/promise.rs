@@ -366,7 +366,8 @@ async fn reconcile(
         return Ok(match progress {
             Progress::Suspended { retry_at: Some(at) } => ReconcileAction::requeue(until(at)),
             Progress::Failed { .. } if config.reconcile_after_failure => {
-                ReconcileAction::requeue(config.reconciliation_interval)
+                engine::periodic_rerun(&ctx, &wf, &api, &promise, config.reconciliation_interval)
+                    .await?
             }
             _ => ReconcileAction::await_change(),
         });
@@ -460,7 +461,7 @@ async fn reconcile(
         )
         .await;
     }
-    Ok(ReconcileAction::requeue(config.reconciliation_interval))
+    engine::periodic_rerun(&ctx, &wf, &api, &stored, config.reconciliation_interval).await
 }
 
 fn ctx_arc(ctx: &Context) -> Arc<Context> {

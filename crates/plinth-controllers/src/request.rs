@@ -337,7 +337,7 @@ async fn reconcile(
         }
         Progress::Failed { .. } => {
             return if config.reconcile_after_failure {
-                periodic_rerun(ctx, &wf, &api, &rr, config.reconciliation_interval).await
+                engine::periodic_rerun(ctx, &wf, &api, &rr, config.reconciliation_interval).await
             } else {
                 Ok(ReconcileAction::await_change())
             };
@@ -415,36 +415,7 @@ async fn reconcile(
         )
         .await;
     }
-    periodic_rerun(ctx, &wf, &api, &stored, config.reconciliation_interval).await
-}
-
-/// The global reconciliation interval (§8.1 `reconciliationInterval`): once `interval`
-/// has passed since the workflow's last Job finished, the request is labelled to run
-/// its configure workflow from the first pipeline again; until then it is requeued for
-/// the remaining time.
-async fn periodic_rerun(
-    ctx: &Context,
-    wf: &crate::workflow::Workflow,
-    api: &Api<DynamicObject>,
-    rr: &DynamicObject,
-    interval: std::time::Duration,
-) -> Result<ReconcileAction, Error> {
-    let jobs = engine::list_jobs(ctx, wf).await?;
-    let Some(done) = jobs.last().and_then(engine::finished_at) else {
-        return Ok(ReconcileAction::requeue(interval));
-    };
-    let due = done + jiff::SignedDuration::try_from(interval).unwrap_or(jiff::SignedDuration::MAX);
-    if jiff::Timestamp::now() < due {
-        return Ok(ReconcileAction::requeue(engine::until(due)));
-    }
-    let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
-    api.patch(
-        &rr.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(ReconcileAction::await_change())
+    engine::periodic_rerun(ctx, &wf, &api, &stored, config.reconciliation_interval).await
 }
 
 /// Deletion, one step per reconcile (§3.6): delete pipeline, then Works, then Jobs.

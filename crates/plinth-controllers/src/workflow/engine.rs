@@ -657,3 +657,32 @@ pub async fn remove_labels(
     .await?;
     Ok(())
 }
+
+/// The global reconciliation interval (§8.1 `reconciliationInterval`): once `interval`
+/// has passed since the workflow's last Job finished, the object (Promise or request) is labelled to run
+/// its configure workflow from the first pipeline again; until then it is requeued for
+/// the remaining time.
+pub async fn periodic_rerun(
+    ctx: &Context,
+    wf: &Workflow,
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    interval: std::time::Duration,
+) -> Result<kube::runtime::controller::Action, Error> {
+    let jobs = list_jobs(ctx, wf).await?;
+    let Some(done) = jobs.last().and_then(finished_at) else {
+        return Ok(kube::runtime::controller::Action::requeue(interval));
+    };
+    let due = done + jiff::SignedDuration::try_from(interval).unwrap_or(jiff::SignedDuration::MAX);
+    if jiff::Timestamp::now() < due {
+        return Ok(kube::runtime::controller::Action::requeue(until(due)));
+    }
+    let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
+    api.patch(
+        &parent.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(kube::runtime::controller::Action::await_change())
+}
