@@ -1140,7 +1140,21 @@ async fn prepare_container<A: ClusterAccess>(
     };
     let (argv, engine_args) = match &plan {
         ContainerPlan::Local { argv, kind, .. } => {
-            let argv = expand_all(argv);
+            let mut argv = expand_all(argv);
+            // A mapped image's program named without a path (`promise-configure.sh`) is
+            // looked up on the container's PATH here, on the host, so it can be bound
+            // into the sandbox below even from a private directory such as /tmp.
+            if matches!(kind, crate::backend::LocalKind::Mapped(_))
+                && let Some(first) = argv.first().filter(|a| !a.contains('/')).cloned()
+                && let Some(found) = env_map.get("PATH").and_then(|path| {
+                    path.split(':')
+                        .filter(|d| !d.is_empty())
+                        .map(|d| Path::new(d).join(&first))
+                        .find(|p| p.is_file())
+                })
+            {
+                argv[0] = found.to_string_lossy().into_owned();
+            }
             // Make the program visible inside the sandbox even when it lives under a
             // hidden or private directory (e.g. /tmp).
             if matches!(

@@ -402,7 +402,12 @@ async fn kubectl_in_the_sandbox_uses_the_pods_service_account() {
         "True",
         "kubectl failed in the sandbox:\n{log}"
     );
-    assert_eq!(log, "configmap/marker-cm\nconfigmap/marker-cm\nteam-b\n");
+    // Every namespace also holds the cluster CA as ConfigMap kube-root-ca.crt, as on
+    // Kubernetes.
+    assert_eq!(
+        log,
+        "configmap/kube-root-ca.crt\nconfigmap/marker-cm\nconfigmap/kube-root-ca.crt\nconfigmap/marker-cm\nteam-b\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

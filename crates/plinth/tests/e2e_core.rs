@@ -108,8 +108,9 @@ fn destination(name: &str, target: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kratix_core_assets_end_to_end_in_git() {
-    // Not under /tmp: the sandbox gives every container a private /tmp.
-    let scripts = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // The runner finds mapped programs on the entry's PATH on the host and binds them into
+    // the sandbox, so they may live anywhere, /tmp included.
+    let scripts = tempfile::tempdir().unwrap();
     let bin = scripts.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     write_script(&bin, "promise-configure.sh", PROMISE_CONFIGURE);

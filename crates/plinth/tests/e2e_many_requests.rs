@@ -18,7 +18,9 @@ fn sample(file: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_requests_at_once_batch_into_few_commits() {
     const N: usize = 50;
-    let p = Plinth::up(&[]).await;
+    // A 2 s window of quiet (restarting with each write, up to 20 s) makes the batching
+    // independent of how fast this machine runs pipelines; the default is 500 ms.
+    let p = Plinth::up(&["--git-batch-window-ms", "2000"]).await;
     let client = p.client().await;
     let repo = p.repo();
     let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
@@ -59,5 +61,5 @@ async fn fifty_requests_at_once_batch_into_few_commits() {
     assert!(wps.iter().all(|wp| condition(wp, "WriteSucceeded").is_some_and(|c| c.0 == "True")), "no write failed");
     let commits = commit_count(&repo, "main") - before;
     println!("{N} WorkPlacements written in {commits} commits");
-    assert!(commits > 0 && commits <= N / 3, "{commits} commits for {N} WorkPlacements: writes were not batched");
+    assert!(commits > 0 && commits <= N / 5, "{commits} commits for {N} WorkPlacements: writes were not batched");
 }
