@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Action, Workflow, WorkflowType};
-use crate::context::ControllerConfig;
 use crate::Error;
+use crate::context::ControllerConfig;
 
 /// Labels Kratix puts on workflow Jobs and their pods (§11.1).
 pub const LABEL_PROMISE_NAME: &str = "kratix.io/promise-name";
@@ -50,17 +50,29 @@ impl PipelineDef {
                 ),
             });
         }
-        let name = raw["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = raw["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if name.is_empty() {
-            return Err(Error::InvalidPipeline { field: format!("{field}.metadata.name"), message: "Required value".into() });
+            return Err(Error::InvalidPipeline {
+                field: format!("{field}.metadata.name"),
+                message: "Required value".into(),
+            });
         }
-        if raw["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+        if raw["spec"]["containers"]
+            .as_array()
+            .is_none_or(|c| c.is_empty())
+        {
             return Err(Error::InvalidPipeline {
                 field: format!("{field}.spec.containers"),
                 message: "a pipeline needs at least one container".into(),
             });
         }
-        Ok(PipelineDef { name, raw: raw.clone() })
+        Ok(PipelineDef {
+            name,
+            raw: raw.clone(),
+        })
     }
 
     fn spec(&self) -> &Value {
@@ -71,7 +83,12 @@ impl PipelineDef {
 /// Pipeline ID `<promise>-<type>-<action>-<pipeline>` (§4.1): names the ServiceAccount
 /// and the default Roles.
 pub fn pipeline_id(wf: &Workflow, pipeline: &str) -> String {
-    plinth_api::names::pipeline_id(&wf.promise_name, wf.workflow_type.as_str(), wf.action.as_str(), pipeline)
+    plinth_api::names::pipeline_id(
+        &wf.promise_name,
+        wf.workflow_type.as_str(),
+        wf.action.as_str(),
+        pipeline,
+    )
 }
 
 /// The ServiceAccount a pipeline's pod runs as (§1.2 `rbac.serviceAccount`, else the ID).
@@ -88,7 +105,9 @@ pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
 pub fn workflow_hash(wf: &Workflow) -> String {
     match wf.workflow_type {
         WorkflowType::Promise => plinth_api::hash::hash_for_spec(&wf.promise_spec),
-        WorkflowType::Resource => plinth_api::hash::resource_workflow_hash(&wf.promise_spec, &wf.subject.spec, false),
+        WorkflowType::Resource => {
+            plinth_api::hash::resource_workflow_hash(&wf.promise_spec, &wf.subject.spec, false)
+        }
     }
 }
 
@@ -112,7 +131,11 @@ pub fn workflow_selector(wf: &Workflow) -> BTreeMap<String, String> {
 
 /// Renders a label map as a label selector string (`a=b,c=d`).
 pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
-    labels.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The Job for `pipelines[index]` in run number `run` (§4.2–4.6). Job names are
@@ -130,13 +153,27 @@ pub fn build_job(
     let ns = &wf.namespace;
     let run_str = run.to_string();
     let resource = (wf.workflow_type == WorkflowType::Resource).then_some(wf.subject.name.as_str());
-    let resource_ns = if wf.pipeline_namespace_set { wf.subject.namespace.as_deref() } else { None };
-    let name = plinth_api::names::job_name(&wf.promise_name, resource, resource_ns, &p.name, &format!("{hash}-{run_str}"));
+    let resource_ns = if wf.pipeline_namespace_set {
+        wf.subject.namespace.as_deref()
+    } else {
+        None
+    };
+    let name = plinth_api::names::job_name(
+        &wf.promise_name,
+        resource,
+        resource_ns,
+        &p.name,
+        &format!("{hash}-{run_str}"),
+    );
 
     // User labels first: Kratix's own labels must win, or Job tracking breaks (§13).
     let mut labels: BTreeMap<String, String> = p.raw["metadata"]["labels"]
         .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
         .unwrap_or_default();
     labels.extend(workflow_selector(wf));
     labels.insert(LABEL_PIPELINE_NAME.into(), p.name.clone());
@@ -144,14 +181,30 @@ pub fn build_job(
     labels.insert(LABEL_HASH.into(), hash.clone());
 
     let mut annotations = BTreeMap::new();
-    annotations.insert(ANNOTATION_JOB_RESOURCE_NAMESPACE.to_string(), wf.subject.namespace.clone().unwrap_or_default());
-    annotations.insert(ANNOTATION_JOB_RESOURCE_NAME.to_string(), wf.subject.name.clone());
-    annotations.insert(ANNOTATION_JOB_RESOURCE_KIND.to_string(), wf.subject.kind.clone());
-    annotations.insert(ANNOTATION_JOB_RESOURCE_API_VERSION.to_string(), wf.subject.api_version());
+    annotations.insert(
+        ANNOTATION_JOB_RESOURCE_NAMESPACE.to_string(),
+        wf.subject.namespace.clone().unwrap_or_default(),
+    );
+    annotations.insert(
+        ANNOTATION_JOB_RESOURCE_NAME.to_string(),
+        wf.subject.name.clone(),
+    );
+    annotations.insert(
+        ANNOTATION_JOB_RESOURCE_KIND.to_string(),
+        wf.subject.kind.clone(),
+    );
+    annotations.insert(
+        ANNOTATION_JOB_RESOURCE_API_VERSION.to_string(),
+        wf.subject.api_version(),
+    );
     annotations.insert(ANNOTATION_RUN.to_string(), run_str.clone());
     let mut pod_annotations: BTreeMap<String, String> = p.raw["metadata"]["annotations"]
         .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
         .unwrap_or_default();
     for key in ["kratix.io/trace-parent", "kratix.io/trace-state"] {
         if let Some(v) = wf.subject.annotations.get(key) {
@@ -293,7 +346,10 @@ pub fn build_job(
         }
     });
     let job_options = &p.spec()["jobOptions"];
-    if let Some(limit) = job_options["backoffLimit"].as_i64().or(config.default_backoff_limit.map(i64::from)) {
+    if let Some(limit) = job_options["backoffLimit"]
+        .as_i64()
+        .or(config.default_backoff_limit.map(i64::from))
+    {
         job_spec["backoffLimit"] = json!(limit);
     }
     if let Some(deadline) = job_options["activeDeadlineSeconds"].as_i64() {
@@ -332,25 +388,37 @@ fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
     let s = &wf.subject;
     let pairs = [
         ("KRATIX_WORKFLOW_ACTION", wf.action.as_str().to_string()),
-        ("KRATIX_WORKFLOW_TYPE", wf.workflow_type.as_str().to_string()),
+        (
+            "KRATIX_WORKFLOW_TYPE",
+            wf.workflow_type.as_str().to_string(),
+        ),
         ("KRATIX_PROMISE_NAME", wf.promise_name.clone()),
         ("KRATIX_PIPELINE_NAME", pipeline.to_string()),
         ("KRATIX_OBJECT_KIND", s.kind.clone()),
         ("KRATIX_OBJECT_GROUP", s.group.clone()),
         ("KRATIX_OBJECT_VERSION", s.version.clone()),
         ("KRATIX_OBJECT_NAME", s.name.clone()),
-        ("KRATIX_OBJECT_NAMESPACE", s.namespace.clone().unwrap_or_default()),
+        (
+            "KRATIX_OBJECT_NAMESPACE",
+            s.namespace.clone().unwrap_or_default(),
+        ),
         ("KRATIX_CRD_PLURAL", s.plural.clone()),
         ("KRATIX_CLUSTER_SCOPED", s.namespace.is_none().to_string()),
     ];
-    pairs.into_iter().map(|(k, v)| json!({"name": k, "value": v})).collect()
+    pairs
+        .into_iter()
+        .map(|(k, v)| json!({"name": k, "value": v}))
+        .collect()
 }
 
 /// The hardened context of Kratix's own containers (§4.3), over the configured default
 /// context: beyond Kratix, a cluster policy that demands settings of every container
 /// (e.g. `runAsUser`) is met by Plinth's containers too.
 fn injected_security_context(config: &ControllerConfig) -> Value {
-    let mut sc = config.default_security_context.clone().unwrap_or_else(|| json!({}));
+    let mut sc = config
+        .default_security_context
+        .clone()
+        .unwrap_or_else(|| json!({}));
     if !sc.is_object() {
         sc = json!({});
     }
@@ -364,12 +432,15 @@ fn injected_security_context(config: &ControllerConfig) -> Value {
 
 /// §4.6 default resources, replaced wholesale by `workflows.defaultContainerResources`.
 fn default_resources(config: &ControllerConfig) -> Value {
-    config.default_container_resources.clone().unwrap_or_else(|| {
-        json!({
-            "requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "128Mi"},
-            "limits": {"cpu": "200m", "memory": "256Mi", "ephemeral-storage": "256Mi"},
+    config
+        .default_container_resources
+        .clone()
+        .unwrap_or_else(|| {
+            json!({
+                "requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "128Mi"},
+                "limits": {"cpu": "200m", "memory": "256Mi", "ephemeral-storage": "256Mi"},
+            })
         })
-    })
 }
 
 /// `destination-selectors-<promise>` (§4.8).
@@ -457,14 +528,25 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
 /// RBAC from `rbac.permissions` (§4.8): rules without `resourceNamespace` become a Role
 /// in the pipeline namespace; each distinct `resourceNamespace` gets a ClusterRole bound
 /// in that namespace, and `*` a ClusterRoleBinding.
-fn user_permission_objects(wf: &Workflow, p: &PipelineDef, id: &str, subject: &Value) -> Vec<Value> {
+fn user_permission_objects(
+    wf: &Workflow,
+    p: &PipelineDef,
+    id: &str,
+    subject: &Value,
+) -> Vec<Value> {
     let rbac = "rbac.authorization.k8s.io/v1";
     let ns = &wf.namespace;
     let mut local_rules = Vec::new();
     let mut by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for perm in p.spec()["rbac"]["permissions"].as_array().into_iter().flatten() {
+    for perm in p.spec()["rbac"]["permissions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         let mut rule = perm.clone();
-        let target = rule.as_object_mut().and_then(|m| m.remove("resourceNamespace"));
+        let target = rule
+            .as_object_mut()
+            .and_then(|m| m.remove("resourceNamespace"));
         match target.as_ref().and_then(Value::as_str) {
             None | Some("") => local_rules.push(rule),
             Some(t) => by_ns.entry(t.to_string()).or_default().push(rule),
@@ -491,7 +573,11 @@ fn user_permission_objects(wf: &Workflow, p: &PipelineDef, id: &str, subject: &V
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}));
     }
     for (target, rules) in by_ns {
-        let label_value = if target == "*" { "kratix_all_namespaces".to_string() } else { target.clone() };
+        let label_value = if target == "*" {
+            "kratix_all_namespaces".to_string()
+        } else {
+            target.clone()
+        };
         let role_name = plinth_api::names::user_cluster_role_name(id, &target);
         let labels = base_labels(Some((LABEL_RESOURCE_NAMESPACE, &label_value)));
         out.push(json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role_name, "labels": labels}, "rules": rules}));
