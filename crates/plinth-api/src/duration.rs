@@ -56,8 +56,14 @@ mod tests {
 
     #[test]
     fn parses_go_durations() {
-        assert_eq!(parse_go_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_go_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            parse_go_duration("1h30m").unwrap(),
+            Duration::from_secs(5400)
+        );
+        assert_eq!(
+            parse_go_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
         assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_go_duration("10x").is_err());
         assert!(parse_go_duration("").is_err());

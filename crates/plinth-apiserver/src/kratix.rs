@@ -23,7 +23,11 @@ const MIN_INTERVAL: Duration = Duration::from_secs(60);
 const MAX_PIPELINE_ID: usize = 60;
 
 fn cause(field: &str, reason: &str, message: impl Into<String>) -> Cause {
-    Cause { reason: reason.into(), message: message.into(), field: field.into() }
+    Cause {
+        reason: reason.into(),
+        message: message.into(),
+        field: field.into(),
+    }
 }
 
 /// Validates a Kratix object of `kind` on create (`old` None) or update. `others` are the
@@ -41,43 +45,112 @@ pub fn validate(
         "Destination" => validate_destination(obj, others, store_path),
         "BucketStateStore" => validate_bucket_store(obj),
         "PromiseRelease" => {
-            let url = obj.pointer("/spec/sourceRef/url").and_then(Value::as_str).unwrap_or("");
-            if url.is_empty() { vec![cause("spec.sourceRef.url", "FieldValueRequired", "Required value")] } else { vec![] }
+            let url = obj
+                .pointer("/spec/sourceRef/url")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if url.is_empty() {
+                vec![cause(
+                    "spec.sourceRef.url",
+                    "FieldValueRequired",
+                    "Required value",
+                )]
+            } else {
+                vec![]
+            }
         }
         _ => vec![],
     };
-    if causes.is_empty() { Ok(()) } else { Err(causes) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(causes)
+    }
 }
 
 /// The admission step for a Kratix object about to be stored: reads what [`validate`]
 /// needs from the store and answers 422 `Invalid` with the causes.
-pub(crate) async fn admit(app: &App, info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+pub(crate) async fn admit(
+    app: &App,
+    info: &ResourceInfo,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let mut others = Vec::new();
     let mut stores: Vec<(String, String, Option<String>)> = Vec::new();
     if info.kind == "Destination" {
-        let store_err = |e: crate::store::StoreError| ApiError::internal(format!("reading Destinations: {e}"));
-        others = app.store.list(rkey(&info.group, &info.plural), None, None, 0, Box::new(|_| true)).await.map_err(store_err)?.items;
-        for (kind, plural) in [("GitStateStore", "gitstatestores"), ("BucketStateStore", "bucketstatestores")] {
-            let sname = obj.pointer("/spec/stateStoreRef/name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let key = ObjKey { rkey: rkey(&info.group, plural), ns: String::new(), name: sname.clone() };
+        let store_err =
+            |e: crate::store::StoreError| ApiError::internal(format!("reading Destinations: {e}"));
+        others = app
+            .store
+            .list(
+                rkey(&info.group, &info.plural),
+                None,
+                None,
+                0,
+                Box::new(|_| true),
+            )
+            .await
+            .map_err(store_err)?
+            .items;
+        for (kind, plural) in [
+            ("GitStateStore", "gitstatestores"),
+            ("BucketStateStore", "bucketstatestores"),
+        ] {
+            let sname = obj
+                .pointer("/spec/stateStoreRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let key = ObjKey {
+                rkey: rkey(&info.group, plural),
+                ns: String::new(),
+                name: sname.clone(),
+            };
             let found = app.store.get(key).await.map_err(store_err)?;
-            stores.push((kind.to_string(), sname, found.and_then(|s| s.pointer("/spec/path").and_then(Value::as_str).map(str::to_string))));
+            stores.push((
+                kind.to_string(),
+                sname,
+                found.and_then(|s| {
+                    s.pointer("/spec/path")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                }),
+            ));
         }
     }
-    let lookup = |kind: &str, name: &str| stores.iter().find(|(k, n, _)| k == kind && n == name).and_then(|(_, _, p)| p.clone());
-    validate(&info.kind, obj, old, &others, &lookup).map_err(|causes| ApiError::invalid(info, &name, causes))
+    let lookup = |kind: &str, name: &str| {
+        stores
+            .iter()
+            .find(|(k, n, _)| k == kind && n == name)
+            .and_then(|(_, _, p)| p.clone())
+    };
+    validate(&info.kind, obj, old, &others, &lookup)
+        .map_err(|causes| ApiError::invalid(info, &name, causes))
 }
 
 fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
 
     // Pipelines: Kratix kind, unique names per workflow, ID length.
     for wtype in ["promise", "resource"] {
         for action in ["configure", "delete"] {
-            let Some(list) = spec.pointer(&format!("/workflows/{wtype}/{action}")).and_then(Value::as_array) else { continue };
+            let Some(list) = spec
+                .pointer(&format!("/workflows/{wtype}/{action}"))
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
             let mut seen = BTreeSet::new();
             for (i, p) in list.iter().enumerate() {
                 let field = format!("spec.workflows.{wtype}.{action}[{i}]");
@@ -88,9 +161,16 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     )));
                     continue;
                 }
-                let pname = p.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let pname = p
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 if pname.is_empty() {
-                    causes.push(cause(&format!("{field}.metadata.name"), "FieldValueRequired", "Required value"));
+                    causes.push(cause(
+                        &format!("{field}.metadata.name"),
+                        "FieldValueRequired",
+                        "Required value",
+                    ));
                     continue;
                 }
                 if !seen.insert(pname.to_string()) {
@@ -102,51 +182,91 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                         "Too long: the pipeline ID {id:?} is {} characters; at most {MAX_PIPELINE_ID} are allowed (shorten the Promise or pipeline name)", id.len()
                     )));
                 }
-                if p.pointer("/spec/containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
-                    causes.push(cause(&format!("{field}.spec.containers"), "FieldValueRequired", "Required value: a pipeline needs at least one container"));
+                if p.pointer("/spec/containers")
+                    .and_then(Value::as_array)
+                    .is_none_or(|c| c.is_empty())
+                {
+                    causes.push(cause(
+                        &format!("{field}.spec.containers"),
+                        "FieldValueRequired",
+                        "Required value: a pipeline needs at least one container",
+                    ));
                 }
             }
         }
     }
 
     // Intervals of at least one minute.
-    if let Some(v) = spec.pointer("/workflows/config/reconciliationInterval").and_then(Value::as_str) {
+    if let Some(v) = spec
+        .pointer("/workflows/config/reconciliationInterval")
+        .and_then(Value::as_str)
+    {
         if let Some(c) = interval_cause("spec.workflows.config.reconciliationInterval", v) {
             causes.push(c);
         }
     }
-    let annotation = |o: &Value| o.pointer("/metadata/annotations/kratix.io~1reconciliation-interval").and_then(Value::as_str).map(str::to_string);
+    let annotation = |o: &Value| {
+        o.pointer("/metadata/annotations/kratix.io~1reconciliation-interval")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     if let Some(v) = annotation(obj) {
         if old.is_none_or(|o| annotation(o).as_deref() != Some(v.as_str())) {
-            if let Some(c) = interval_cause("metadata.annotations[kratix.io/reconciliation-interval]", &v) {
+            if let Some(c) = interval_cause(
+                "metadata.annotations[kratix.io/reconciliation-interval]",
+                &v,
+            ) {
                 causes.push(c);
             }
         }
     }
 
     // The API: a valid, namespaced CRD whose names do not change.
-    let api = spec.get("api").filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
+    let api = spec
+        .get("api")
+        .filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
     if let Some(api) = api {
         if let Err(e) = plinth_api::crds::validate_api_crd(api) {
-            causes.push(cause("spec.api", "FieldValueInvalid", format!("Invalid value: {e}")));
+            causes.push(cause(
+                "spec.api",
+                "FieldValueInvalid",
+                format!("Invalid value: {e}"),
+            ));
         } else {
             if api.pointer("/spec/scope").and_then(Value::as_str) != Some("Namespaced") {
-                causes.push(cause("spec.api.spec.scope", "FieldValueNotSupported", "Unsupported value: a Promise API must be Namespaced"));
+                causes.push(cause(
+                    "spec.api.spec.scope",
+                    "FieldValueNotSupported",
+                    "Unsupported value: a Promise API must be Namespaced",
+                ));
             }
             match plinth_api::crds::build_request_crd(name, api) {
                 Ok(crd) => {
                     if let Err(cs) = crate::schema::check_crd(&crd) {
-                        causes.extend(cs.into_iter().map(|c| Cause { field: format!("spec.api.{}", c.field), ..c }));
+                        causes.extend(cs.into_iter().map(|c| Cause {
+                            field: format!("spec.api.{}", c.field),
+                            ..c
+                        }));
                     }
                 }
-                Err(e) => causes.push(cause("spec.api", "FieldValueInvalid", format!("Invalid value: {e}"))),
+                Err(e) => causes.push(cause(
+                    "spec.api",
+                    "FieldValueInvalid",
+                    format!("Invalid value: {e}"),
+                )),
             }
         }
     }
     if let Some(old) = old {
-        let old_api = old.pointer("/spec/api").filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
+        let old_api = old
+            .pointer("/spec/api")
+            .filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
         match (old_api, api) {
-            (Some(_), None) => causes.push(cause("spec.api", "FieldValueForbidden", "Forbidden: the API of a Promise cannot be removed")),
+            (Some(_), None) => causes.push(cause(
+                "spec.api",
+                "FieldValueForbidden",
+                "Forbidden: the API of a Promise cannot be removed",
+            )),
             (Some(o), Some(n)) => {
                 for (field, ptr) in [
                     ("spec.api.metadata.name", "/metadata/name"),
@@ -154,7 +274,11 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                     ("spec.api.spec.names", "/spec/names"),
                 ] {
                     if o.pointer(ptr) != n.pointer(ptr) {
-                        causes.push(cause(field, "FieldValueForbidden", "Forbidden: field is immutable once the Promise is installed"));
+                        causes.push(cause(
+                            field,
+                            "FieldValueForbidden",
+                            "Forbidden: field is immutable once the Promise is installed",
+                        ));
                     }
                 }
             }
@@ -166,8 +290,16 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
 
 fn interval_cause(field: &str, value: &str) -> Option<Cause> {
     match plinth_api::duration::parse_go_duration(value).ok() {
-        None => Some(cause(field, "FieldValueInvalid", format!("Invalid value: {value:?}: not a duration such as \"10m\" or \"1h30m\""))),
-        Some(d) if d < MIN_INTERVAL => Some(cause(field, "FieldValueInvalid", format!("Invalid value: {value:?}: must be at least 1m"))),
+        None => Some(cause(
+            field,
+            "FieldValueInvalid",
+            format!("Invalid value: {value:?}: not a duration such as \"10m\" or \"1h30m\""),
+        )),
+        Some(d) if d < MIN_INTERVAL => Some(cause(
+            field,
+            "FieldValueInvalid",
+            format!("Invalid value: {value:?}: must be at least 1m"),
+        )),
         _ => None,
     }
 }
@@ -176,41 +308,93 @@ fn normalize(path: &str) -> Option<String> {
     plinth_api::paths::normalize(path).ok()
 }
 
-fn validate_destination(obj: &Value, others: &[Value], store_path: &dyn Fn(&str, &str) -> Option<String>) -> Vec<Cause> {
+fn validate_destination(
+    obj: &Value,
+    others: &[Value],
+    store_path: &dyn Fn(&str, &str) -> Option<String>,
+) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let path = obj.pointer("/spec/path").and_then(Value::as_str).unwrap_or("");
-    let kind = obj.pointer("/spec/stateStoreRef/kind").and_then(Value::as_str).unwrap_or("");
-    let store = obj.pointer("/spec/stateStoreRef/name").and_then(Value::as_str).unwrap_or("");
+    let path = obj
+        .pointer("/spec/path")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = obj
+        .pointer("/spec/stateStoreRef/kind")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let store = obj
+        .pointer("/spec/stateStoreRef/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if path.is_empty() {
-        causes.push(cause("spec.path", "FieldValueRequired", "Required value: the Destination's path in its state store (\".\" for the root)"));
+        causes.push(cause(
+            "spec.path",
+            "FieldValueRequired",
+            "Required value: the Destination's path in its state store (\".\" for the root)",
+        ));
     }
-    if obj.pointer("/spec/stateStoreRef").is_none_or(Value::is_null) {
-        causes.push(cause("spec.stateStoreRef", "FieldValueRequired", "Required value"));
+    if obj
+        .pointer("/spec/stateStoreRef")
+        .is_none_or(Value::is_null)
+    {
+        causes.push(cause(
+            "spec.stateStoreRef",
+            "FieldValueRequired",
+            "Required value",
+        ));
     } else if store.is_empty() {
-        causes.push(cause("spec.stateStoreRef.name", "FieldValueRequired", "Required value"));
+        causes.push(cause(
+            "spec.stateStoreRef.name",
+            "FieldValueRequired",
+            "Required value",
+        ));
     }
     let Some(mine) = normalize(path) else {
-        causes.push(cause("spec.path", "FieldValueInvalid", format!("Invalid value: {path:?}: must not contain \"..\"")));
+        causes.push(cause(
+            "spec.path",
+            "FieldValueInvalid",
+            format!("Invalid value: {path:?}: must not contain \"..\""),
+        ));
         return causes;
     };
     if !causes.is_empty() {
         return causes;
     }
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-    let prefix = store_path(kind, store).and_then(|p| normalize(&p)).unwrap_or_default();
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let prefix = store_path(kind, store)
+        .and_then(|p| normalize(&p))
+        .unwrap_or_default();
     let root = |p: &str| plinth_api::paths::join(&prefix, p);
     let my_root = root(&mine);
     for other in others {
-        let oname = other.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let oname = other
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if oname == name || other.pointer("/metadata/deletionTimestamp").is_some() {
             continue;
         }
-        let same_store = other.pointer("/spec/stateStoreRef/kind").and_then(Value::as_str) == Some(kind)
-            && other.pointer("/spec/stateStoreRef/name").and_then(Value::as_str) == Some(store);
+        let same_store = other
+            .pointer("/spec/stateStoreRef/kind")
+            .and_then(Value::as_str)
+            == Some(kind)
+            && other
+                .pointer("/spec/stateStoreRef/name")
+                .and_then(Value::as_str)
+                == Some(store);
         if !same_store {
             continue;
         }
-        let Some(theirs) = other.pointer("/spec/path").and_then(Value::as_str).and_then(normalize) else { continue };
+        let Some(theirs) = other
+            .pointer("/spec/path")
+            .and_then(Value::as_str)
+            .and_then(normalize)
+        else {
+            continue;
+        };
         let their_root = root(&theirs);
         if plinth_api::paths::overlapping_roots(&my_root, &their_root) {
             causes.push(cause("spec.path", "FieldValueInvalid", format!(
@@ -224,13 +408,23 @@ fn validate_destination(obj: &Value, others: &[Value], store_path: &dyn Fn(&str,
 }
 
 fn validate_bucket_store(obj: &Value) -> Vec<Cause> {
-    let auth = obj.pointer("/spec/authMethod").and_then(Value::as_str).unwrap_or("accessKey");
+    let auth = obj
+        .pointer("/spec/authMethod")
+        .and_then(Value::as_str)
+        .unwrap_or("accessKey");
     if auth != "accessKey" {
         return vec![];
     }
     let mut causes = Vec::new();
-    for (field, ptr) in [("spec.secretRef.name", "/spec/secretRef/name"), ("spec.secretRef.namespace", "/spec/secretRef/namespace")] {
-        if obj.pointer(ptr).and_then(Value::as_str).is_none_or(str::is_empty) {
+    for (field, ptr) in [
+        ("spec.secretRef.name", "/spec/secretRef/name"),
+        ("spec.secretRef.namespace", "/spec/secretRef/namespace"),
+    ] {
+        if obj
+            .pointer(ptr)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             causes.push(cause(field, "FieldValueRequired", "Required value: authMethod accessKey needs a Secret with accessKeyID and secretAccessKey"));
         }
     }
@@ -257,13 +451,33 @@ mod tests {
 
     #[test]
     fn duplicate_and_long_pipeline_names_are_rejected() {
-        let err = validate("Promise", &promise(json!([pipe("a"), pipe("a")])), None, &[], &none).unwrap_err();
+        let err = validate(
+            "Promise",
+            &promise(json!([pipe("a"), pipe("a")])),
+            None,
+            &[],
+            &none,
+        )
+        .unwrap_err();
         assert_eq!(err[0].reason, "FieldValueDuplicate");
-        assert_eq!(err[0].field, "spec.workflows.resource.configure[1].metadata.name");
+        assert_eq!(
+            err[0].field,
+            "spec.workflows.resource.configure[1].metadata.name"
+        );
         let long = "x".repeat(50);
-        let err = validate("Promise", &promise(json!([pipe(&long)])), None, &[], &none).unwrap_err();
+        let err =
+            validate("Promise", &promise(json!([pipe(&long)])), None, &[], &none).unwrap_err();
         assert_eq!(err[0].reason, "FieldValueTooLong");
-        assert!(validate("Promise", &promise(json!([pipe("a"), pipe("b")])), None, &[], &none).is_ok());
+        assert!(
+            validate(
+                "Promise",
+                &promise(json!([pipe("a"), pipe("b")])),
+                None,
+                &[],
+                &none
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -278,17 +492,22 @@ mod tests {
 
     #[test]
     fn api_names_are_immutable_and_cluster_scope_rejected() {
-        let api = |kind: &str, scope: &str| json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        let api = |kind: &str, scope: &str| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "widgets.example.test"},
             "spec": {"group": "example.test", "scope": scope, "names": {"kind": kind, "plural": "widgets", "singular": "widget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+                     "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+        };
         let mut old = promise(json!([]));
         old["spec"]["api"] = api("Widget", "Namespaced");
         assert!(validate("Promise", &old, None, &[], &none).is_ok());
         let mut new = old.clone();
         new["spec"]["api"] = api("Gadget", "Namespaced");
         let err = validate("Promise", &new, Some(&old), &[], &none).unwrap_err();
-        assert!(err.iter().any(|c| c.field == "spec.api.spec.names" && c.reason == "FieldValueForbidden"));
+        assert!(
+            err.iter()
+                .any(|c| c.field == "spec.api.spec.names" && c.reason == "FieldValueForbidden")
+        );
         let mut cluster = promise(json!([]));
         cluster["spec"]["api"] = api("Widget", "Cluster");
         let err = validate("Promise", &cluster, None, &[], &none).unwrap_err();
@@ -301,24 +520,90 @@ mod tests {
     #[test]
     fn destinations_need_path_and_store_and_disjoint_roots() {
         let dest = |name: &str, path: &str| json!({"metadata": {"name": name}, "spec": {"path": path, "stateStoreRef": {"kind": "GitStateStore", "name": "s"}}});
-        let err = validate("Destination", &json!({"metadata": {"name": "d"}, "spec": {}}), None, &[], &none).unwrap_err();
-        assert_eq!(err.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(), ["spec.path", "spec.stateStoreRef"]);
+        let err = validate(
+            "Destination",
+            &json!({"metadata": {"name": "d"}, "spec": {}}),
+            None,
+            &[],
+            &none,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.iter().map(|c| c.field.as_str()).collect::<Vec<_>>(),
+            ["spec.path", "spec.stateStoreRef"]
+        );
         let others = vec![dest("a", "clusters/dev")];
-        assert!(validate("Destination", &dest("b", "clusters/dev/team"), None, &others, &none).is_err());
-        assert!(validate("Destination", &dest("b", "/clusters//dev/"), None, &others, &none).is_err());
+        assert!(
+            validate(
+                "Destination",
+                &dest("b", "clusters/dev/team"),
+                None,
+                &others,
+                &none
+            )
+            .is_err()
+        );
+        assert!(
+            validate(
+                "Destination",
+                &dest("b", "/clusters//dev/"),
+                None,
+                &others,
+                &none
+            )
+            .is_err()
+        );
         assert!(validate("Destination", &dest("b", "."), None, &others, &none).is_err());
-        assert!(validate("Destination", &dest("b", "clusters/devtest"), None, &others, &none).is_ok());
+        assert!(
+            validate(
+                "Destination",
+                &dest("b", "clusters/devtest"),
+                None,
+                &others,
+                &none
+            )
+            .is_ok()
+        );
         let mut bucket = dest("b", "clusters/dev");
         bucket["spec"]["stateStoreRef"]["kind"] = json!("BucketStateStore");
-        assert!(validate("Destination", &bucket, None, &others, &none).is_ok(), "another store");
-        assert!(validate("Destination", &dest("a", "clusters/dev"), None, &others, &none).is_ok(), "an update of itself");
+        assert!(
+            validate("Destination", &bucket, None, &others, &none).is_ok(),
+            "another store"
+        );
+        assert!(
+            validate(
+                "Destination",
+                &dest("a", "clusters/dev"),
+                None,
+                &others,
+                &none
+            )
+            .is_ok(),
+            "an update of itself"
+        );
         assert!(validate("Destination", &dest("b", "../x"), None, &others, &none).is_err());
     }
 
     #[test]
     fn access_key_bucket_stores_need_a_secret() {
-        let err = validate("BucketStateStore", &json!({"spec": {"bucketName": "b", "endpoint": "e"}}), None, &[], &none).unwrap_err();
+        let err = validate(
+            "BucketStateStore",
+            &json!({"spec": {"bucketName": "b", "endpoint": "e"}}),
+            None,
+            &[],
+            &none,
+        )
+        .unwrap_err();
         assert_eq!(err.len(), 2);
-        assert!(validate("BucketStateStore", &json!({"spec": {"authMethod": "IAM"}}), None, &[], &none).is_ok());
+        assert!(
+            validate(
+                "BucketStateStore",
+                &json!({"spec": {"authMethod": "IAM"}}),
+                None,
+                &[],
+                &none
+            )
+            .is_ok()
+        );
     }
 }

@@ -5,9 +5,9 @@
 //! `Router` that in-process controllers use through `kube::Client::new(router, ns)`
 //! and that kubectl reaches over HTTPS on loopback.
 
-pub mod resource;
 pub mod openapi;
 pub mod rbac;
+pub mod resource;
 pub mod schema;
 pub mod table;
 

@@ -45,7 +45,10 @@ pub fn apply_config(
             }),
             Some(s) => plinth_api::duration::parse_go_duration(s)
                 .map(Some)
-                .map_err(|message| ConfigError::Field { field: field.into(), message }),
+                .map_err(|message| ConfigError::Field {
+                    field: field.into(),
+                    message,
+                }),
         }
     };
     if let Some(n) = doc["numberOfJobsToKeep"].as_u64() {

@@ -42,13 +42,19 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // quickstart prints its own progress; controller logs would drown it.
-    let default_log = if matches!(cli.command, Command::Quickstart(_)) { "warn" } else { "info" };
+    let default_log = if matches!(cli.command, Command::Quickstart(_)) {
+        "warn"
+    } else {
+        "info"
+    };
     init_logging(cli.log.as_deref().unwrap_or(default_log));
     // kube (ring) and object_store (aws-lc-rs) both link rustls providers; choose one
     // process-wide so no TLS handshake panics for want of a default.
     let _ = rustls::crypto::ring::default_provider().install_default();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cli.command {
             Command::Up(args) => cmd::up::run(args).await,

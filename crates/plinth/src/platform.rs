@@ -68,8 +68,12 @@ impl Platform {
             tasks.push(tokio::spawn(plinth_controllers::run_all(ctx, defaults)));
         }
         if opts.runner {
-            let addr = server.https_addr().context("the runner needs the HTTPS listener")?;
-            let ca_path = server.ca_cert_path().context("the runner needs the cluster CA")?;
+            let addr = server
+                .https_addr()
+                .context("the runner needs the HTTPS listener")?;
+            let ca_path = server
+                .ca_cert_path()
+                .context("the runner needs the cluster CA")?;
             let ca_pem = std::fs::read_to_string(&ca_path)
                 .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?;
             if plinth_runner::config::find_on_path("bwrap").is_none() {
@@ -78,7 +82,12 @@ impl Platform {
                      where /kratix/input, /kratix/output and /kratix/metadata do not exist; install bubblewrap"
                 );
             }
-            let mut rc = plinth_runner::RunnerConfig::new(opts.data_dir.clone(), addr.ip().to_string(), addr.port(), ca_pem);
+            let mut rc = plinth_runner::RunnerConfig::new(
+                opts.data_dir.clone(),
+                addr.ip().to_string(),
+                addr.port(),
+                ca_pem,
+            );
             rc.image_map = opts.image_map.clone();
             let runner_client = client.clone();
             tasks.push(tokio::spawn(async move {
@@ -87,8 +96,16 @@ impl Platform {
                 }
             }));
         }
-        let state_store_repo = if opts.bootstrap { Some(bootstrap(&server, &opts.data_dir).await?) } else { None };
-        Ok(Platform { server, tasks, state_store_repo })
+        let state_store_repo = if opts.bootstrap {
+            Some(bootstrap(&server, &opts.data_dir).await?)
+        } else {
+            None
+        };
+        Ok(Platform {
+            server,
+            tasks,
+            state_store_repo,
+        })
     }
 
     /// Stops the controllers and the runner, then the API server.
@@ -109,12 +126,16 @@ async fn register_kratix_crds(client: &kube::Client) -> anyhow::Result<()> {
         let name = crd.metadata.name.clone().unwrap_or_default();
         match crds.get_opt(&name).await? {
             None => {
-                crds.create(&PostParams::default(), &crd).await.with_context(|| format!("registering CRD {name}"))?;
+                crds.create(&PostParams::default(), &crd)
+                    .await
+                    .with_context(|| format!("registering CRD {name}"))?;
             }
             Some(existing) if existing.spec != crd.spec => {
                 let mut updated = crd.clone();
                 updated.metadata.resource_version = existing.metadata.resource_version.clone();
-                crds.replace(&name, &PostParams::default(), &updated).await.with_context(|| format!("updating CRD {name}"))?;
+                crds.replace(&name, &PostParams::default(), &updated)
+                    .await
+                    .with_context(|| format!("updating CRD {name}"))?;
             }
             Some(_) => {}
         }
@@ -161,5 +182,7 @@ async fn bootstrap(server: &ApiServer, data_dir: &Path) -> anyhow::Result<PathBu
 
 /// The default data directory: `<user data dir>/plinth` (e.g. `~/.local/share/plinth`).
 pub fn default_data_dir() -> PathBuf {
-    dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("plinth")
+    dirs::data_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("plinth")
 }

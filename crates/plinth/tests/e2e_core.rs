@@ -127,58 +127,139 @@ async fn kratix_core_assets_end_to_end_in_git() {
     let client = p.client().await;
     let repo = p.repo();
     // Only the corpus Destinations: the bootstrapped one would also match environment=dev.
-    let destinations = dynamic(&client, "platform.kratix.io", "v1alpha1", "Destination", "destinations", None);
-    destinations.delete("local", &DeleteParams::default()).await.unwrap();
+    let destinations = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Destination",
+        "destinations",
+        None,
+    );
+    destinations
+        .delete("local", &DeleteParams::default())
+        .await
+        .unwrap();
     create(&destinations, &destination("worker-1", "worker-1")).await;
     create(&destinations, &destination("worker-2", "worker-2")).await;
 
     // C1–C6: the Promise installs, its configure pipeline's output goes to both Destinations.
-    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
-    create(&promises, &corpus_docs("kratix-system-tests/core/promise.yaml").remove(0)).await;
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
+    create(
+        &promises,
+        &corpus_docs("kratix-system-tests/core/promise.yaml").remove(0),
+    )
+    .await;
     wait_until(90, "Promise testbundle Available", || async {
-        promises.get("testbundle").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
+        promises
+            .get("testbundle")
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
     })
     .await;
     for w in ["worker-1", "worker-2"] {
         let path = format!("{w}/dependencies/testbundle/setup-deps/5058f/configmap.yaml");
-        wait_until(60, &path, || async { repo_file(&repo, "main", &path).is_some() }).await;
-        assert!(repo_file(&repo, "main", &path).unwrap().contains("promiseEnv: \"first\""));
-        assert!(repo_file(&repo, "main", &format!("{w}/dependencies/kratix-canary-namespace.yaml")).is_some());
+        wait_until(60, &path, || async {
+            repo_file(&repo, "main", &path).is_some()
+        })
+        .await;
+        assert!(
+            repo_file(&repo, "main", &path)
+                .unwrap()
+                .contains("promiseEnv: \"first\"")
+        );
+        assert!(
+            repo_file(
+                &repo,
+                "main",
+                &format!("{w}/dependencies/kratix-canary-namespace.yaml")
+            )
+            .is_some()
+        );
     }
     let promise = promises.get("testbundle").await.unwrap();
     assert_eq!(promise.data["status"]["workflows"], 1);
-    assert_eq!(promise.data["status"]["kratix"]["workflows"]["pipelines"][0]["phase"], "Succeeded");
+    assert_eq!(
+        promise.data["status"]["kratix"]["workflows"]["pipelines"][0]["phase"],
+        "Succeeded"
+    );
 
     // C7–C9: the request runs both pipelines in order; directories go to their Destinations.
-    let bundles = dynamic(&client, "test.kratix.io", "v1alpha1", "TestBundle", "testbundles", Some("default"));
-    create(&bundles, &corpus_docs("kratix-system-tests/core/example-resource.yaml").remove(0)).await;
+    let bundles = dynamic(
+        &client,
+        "test.kratix.io",
+        "v1alpha1",
+        "TestBundle",
+        "testbundles",
+        Some("default"),
+    );
+    create(
+        &bundles,
+        &corpus_docs("kratix-system-tests/core/example-resource.yaml").remove(0),
+    )
+    .await;
     wait_until(90, "TestBundle kratix-test Reconciled", || async {
-        bundles.get("kratix-test").await.is_ok_and(|o| condition(&o, "Reconciled").is_some_and(|c| c.0 == "True"))
+        bundles
+            .get("kratix-test")
+            .await
+            .is_ok_and(|o| condition(&o, "Reconciled").is_some_and(|c| c.0 == "True"))
     })
     .await;
     let rr = bundles.get("kratix-test").await.unwrap();
     assert_eq!(rr.data["status"]["stage"], "two");
     assert_eq!(rr.data["status"]["completed"], true);
     assert_eq!(rr.data["status"]["workflowsSucceeded"], 2);
-    assert_eq!(condition(&rr, "ConfigureWorkflowCompleted").unwrap().1, "PipelinesExecutedSuccessfully");
+    assert_eq!(
+        condition(&rr, "ConfigureWorkflowCompleted").unwrap().1,
+        "PipelinesExecutedSuccessfully"
+    );
     let dest1 = plinth_api::hash::workload_group_id("dest1")[..5].to_string();
     let dest2 = plinth_api::hash::workload_group_id("dest2")[..5].to_string();
-    let ns_file = format!("worker-1/resources/default/testbundle/kratix-test/resource-pipeline0/{dest1}/dest1/namespace.yaml");
-    let cm2_file = format!("worker-2/resources/default/testbundle/kratix-test/resource-pipeline0/{dest2}/dest2/configmap.yaml");
-    let p1_file = "worker-1/resources/default/testbundle/kratix-test/resource-pipeline1/5058f/pipeline1.yaml".to_string();
+    let ns_file = format!(
+        "worker-1/resources/default/testbundle/kratix-test/resource-pipeline0/{dest1}/dest1/namespace.yaml"
+    );
+    let cm2_file = format!(
+        "worker-2/resources/default/testbundle/kratix-test/resource-pipeline0/{dest2}/dest2/configmap.yaml"
+    );
+    let p1_file =
+        "worker-1/resources/default/testbundle/kratix-test/resource-pipeline1/5058f/pipeline1.yaml"
+            .to_string();
     for f in [&ns_file, &cm2_file, &p1_file] {
         wait_until(60, f, || async { repo_file(&repo, "main", f).is_some() }).await;
     }
-    assert!(repo_file(&repo, "main", &ns_file).unwrap().contains("name: ksystest"));
-    assert!(repo_file(&repo, "main", &cm2_file).unwrap().contains("name: ksystest-cm-2"));
     assert!(
-        !repo_files(&repo, "main").iter().any(|f| f.starts_with("worker-2/") && f.contains("resource-pipeline1")),
+        repo_file(&repo, "main", &ns_file)
+            .unwrap()
+            .contains("name: ksystest")
+    );
+    assert!(
+        repo_file(&repo, "main", &cm2_file)
+            .unwrap()
+            .contains("name: ksystest-cm-2")
+    );
+    assert!(
+        !repo_files(&repo, "main")
+            .iter()
+            .any(|f| f.starts_with("worker-2/") && f.contains("resource-pipeline1")),
         "pipeline 1 only targets worker-1"
     );
 
     // C10: request v2 replaces the files in place.
     let v2 = corpus_docs("kratix-system-tests/core/example-resource-v2.yaml").remove(0);
-    bundles.patch("kratix-test", &PatchParams::default(), &Patch::Merge(&json!({"spec": v2["spec"]}))).await.unwrap();
+    bundles
+        .patch(
+            "kratix-test",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": v2["spec"]})),
+        )
+        .await
+        .unwrap();
     wait_until(90, "namespace renamed to ksystest-updated", || async {
         repo_file(&repo, "main", &ns_file).is_some_and(|c| c.contains("name: ksystest-updated"))
     })
@@ -186,23 +267,54 @@ async fn kratix_core_assets_end_to_end_in_git() {
 
     // C11: Promise v2 re-runs the promise pipeline with VALUE=second.
     let v2p = corpus_docs("kratix-system-tests/core/promise-v2.yaml").remove(0);
-    promises.patch("testbundle", &PatchParams::default(), &Patch::Merge(&json!({"spec": v2p["spec"]}))).await.unwrap();
+    promises
+        .patch(
+            "testbundle",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": v2p["spec"]})),
+        )
+        .await
+        .unwrap();
     let cm = "worker-1/dependencies/testbundle/setup-deps/5058f/configmap.yaml";
-    wait_until(90, "promiseEnv second", || async { repo_file(&repo, "main", cm).is_some_and(|c| c.contains("promiseEnv: \"second\"")) }).await;
+    wait_until(90, "promiseEnv second", || async {
+        repo_file(&repo, "main", cm).is_some_and(|c| c.contains("promiseEnv: \"second\""))
+    })
+    .await;
 
     // C12: deleting the request removes its files.
-    bundles.delete("kratix-test", &DeleteParams::default()).await.unwrap();
+    bundles
+        .delete("kratix-test", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_until(90, "request files removed", || async {
-        !repo_files(&repo, "main").iter().any(|f| f.contains("/resources/default/testbundle/"))
+        !repo_files(&repo, "main")
+            .iter()
+            .any(|f| f.contains("/resources/default/testbundle/"))
     })
     .await;
 
     // C13: deleting the Promise removes its dependencies and the CRD.
-    promises.delete("testbundle", &DeleteParams::default()).await.unwrap();
-    wait_until(90, "Promise gone", || async { promises.get_opt("testbundle").await.unwrap().is_none() }).await;
+    promises
+        .delete("testbundle", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until(90, "Promise gone", || async {
+        promises.get_opt("testbundle").await.unwrap().is_none()
+    })
+    .await;
     let files = repo_files(&repo, "main");
-    assert!(!files.iter().any(|f| f.contains("/dependencies/testbundle/")), "{files:?}");
-    assert!(files.iter().any(|f| f == "worker-1/dependencies/kratix-canary-namespace.yaml"), "canaries stay");
+    assert!(
+        !files
+            .iter()
+            .any(|f| f.contains("/dependencies/testbundle/")),
+        "{files:?}"
+    );
+    assert!(
+        files
+            .iter()
+            .any(|f| f == "worker-1/dependencies/kratix-canary-namespace.yaml"),
+        "canaries stay"
+    );
     let crds = p.kubectl_raw(&["get", "crd", "testbundles.test.kratix.io"]);
     assert!(!crds.status.success(), "CRD removed");
 }

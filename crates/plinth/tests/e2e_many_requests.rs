@@ -11,7 +11,9 @@ use serde_json::Value;
 use support::*;
 
 fn sample(file: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd/quickstart").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/cmd/quickstart")
+        .join(file);
     serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -23,15 +25,32 @@ async fn fifty_requests_at_once_batch_into_few_commits() {
     let p = Plinth::up(&["--git-batch-window-ms", "2000"]).await;
     let client = p.client().await;
     let repo = p.repo();
-    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
     create(&promises, &sample("promise.yaml")).await;
     wait_until(60, "Promise webapp Available", || async {
-        promises.get("webapp").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
+        promises
+            .get("webapp")
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
     })
     .await;
     let before = commit_count(&repo, "main");
 
-    let webapps = dynamic(&client, "quickstart.plinth.dev", "v1alpha1", "WebApp", "webapps", Some("default"));
+    let webapps = dynamic(
+        &client,
+        "quickstart.plinth.dev",
+        "v1alpha1",
+        "WebApp",
+        "webapps",
+        Some("default"),
+    );
     let template = sample("request.yaml");
     for i in 0..N {
         let mut r = template.clone();
@@ -41,25 +60,43 @@ async fn fifty_requests_at_once_batch_into_few_commits() {
     }
     wait_until(240, "every request Reconciled", || async {
         let list = webapps.list(&Default::default()).await.unwrap().items;
-        list.len() == N && list.iter().all(|o| condition(o, "Reconciled").is_some_and(|c| c.0 == "True"))
+        list.len() == N
+            && list
+                .iter()
+                .all(|o| condition(o, "Reconciled").is_some_and(|c| c.0 == "True"))
     })
     .await;
 
     let files = repo_files(&repo, "main");
     for i in 0..N {
         let path = format!("local/resources/default/webapp/app-{i}/render/5058f/deployment.yaml");
-        let content = repo_file(&repo, "main", &path).unwrap_or_else(|| panic!("{path} missing; files: {}", files.len()));
+        let content = repo_file(&repo, "main", &path)
+            .unwrap_or_else(|| panic!("{path} missing; files: {}", files.len()));
         // Byte-identical to what the pipeline script writes for this request.
         let expected = format!(
             "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-{i}\n  namespace: webapps\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: app-{i}}}\n  template:\n    metadata:\n      labels: {{app: app-{i}}}\n    spec:\n      containers:\n        - name: app\n          image: nginx:1.{i}\n"
         );
         assert_eq!(content, expected, "{path}");
     }
-    let placements = dynamic(&client, "platform.kratix.io", "v1alpha1", "WorkPlacement", "workplacements", Some("default"));
+    let placements = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "WorkPlacement",
+        "workplacements",
+        Some("default"),
+    );
     let wps = placements.list(&Default::default()).await.unwrap().items;
     assert_eq!(wps.len(), N);
-    assert!(wps.iter().all(|wp| condition(wp, "WriteSucceeded").is_some_and(|c| c.0 == "True")), "no write failed");
+    assert!(
+        wps.iter()
+            .all(|wp| condition(wp, "WriteSucceeded").is_some_and(|c| c.0 == "True")),
+        "no write failed"
+    );
     let commits = commit_count(&repo, "main") - before;
     println!("{N} WorkPlacements written in {commits} commits");
-    assert!(commits > 0 && commits <= N / 5, "{commits} commits for {N} WorkPlacements: writes were not batched");
+    assert!(
+        commits > 0 && commits <= N / 5,
+        "{commits} commits for {N} WorkPlacements: writes were not batched"
+    );
 }

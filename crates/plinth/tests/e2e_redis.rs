@@ -50,41 +50,113 @@ async fn marketplace_redis_end_to_end() {
     let p = Plinth::up(&["--image-map", map.to_str().unwrap()]).await;
     let client = p.client().await;
     let repo = p.repo();
-    p.kubectl(&["apply", "-f", &corpus("kratix-marketplace/redis/promise.yaml").to_string_lossy()]);
-    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
+    p.kubectl(&[
+        "apply",
+        "-f",
+        &corpus("kratix-marketplace/redis/promise.yaml").to_string_lossy(),
+    ]);
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
     wait_until(90, "Promise redis Available", || async {
-        promises.get("redis").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
+        promises
+            .get("redis")
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
     })
     .await;
 
     // The operator's manifests reach the Destination byte for byte.
     let crd_path = "local/dependencies/redis/promise-configure/5058f/databases.spotahome.com_redisfailovers.yaml";
-    wait_until(60, crd_path, || async { repo_file(&repo, "main", crd_path).is_some() }).await;
-    let shipped = std::fs::read_to_string(resources.join("dependencies/databases.spotahome.com_redisfailovers.yaml")).unwrap();
-    assert!(repo_file(&repo, "main", crd_path).unwrap() == shipped, "dependency written byte for byte");
-    assert!(repo_file(&repo, "main", "local/dependencies/redis/promise-configure/5058f/all-redis-operator-resources.yaml").is_some());
-    let table = p.kubectl(&["get", "promises", "redis"]);
-    assert!(table.contains("Available") && table.contains("v0.1.0"), "{table}");
-
-    // The example request.
-    p.kubectl(&["apply", "-f", &corpus("kratix-marketplace/redis/resource-request.yaml").to_string_lossy()]);
-    let instances = dynamic(&client, "marketplace.kratix.io", "v1alpha1", "redis", "redis", Some("default"));
-    wait_until(90, "redis example Reconciled", || async {
-        instances.get("example").await.is_ok_and(|o| condition(&o, "Reconciled").is_some_and(|c| c.0 == "True"))
+    wait_until(60, crd_path, || async {
+        repo_file(&repo, "main", crd_path).is_some()
     })
     .await;
-    let instance = "local/resources/default/redis/example/instance-configure/5058f/redis-instance.yaml";
-    wait_until(60, instance, || async { repo_file(&repo, "main", instance).is_some() }).await;
+    let shipped = std::fs::read_to_string(
+        resources.join("dependencies/databases.spotahome.com_redisfailovers.yaml"),
+    )
+    .unwrap();
+    assert!(
+        repo_file(&repo, "main", crd_path).unwrap() == shipped,
+        "dependency written byte for byte"
+    );
+    assert!(
+        repo_file(
+            &repo,
+            "main",
+            "local/dependencies/redis/promise-configure/5058f/all-redis-operator-resources.yaml"
+        )
+        .is_some()
+    );
+    let table = p.kubectl(&["get", "promises", "redis"]);
+    assert!(
+        table.contains("Available") && table.contains("v0.1.0"),
+        "{table}"
+    );
+
+    // The example request.
+    p.kubectl(&[
+        "apply",
+        "-f",
+        &corpus("kratix-marketplace/redis/resource-request.yaml").to_string_lossy(),
+    ]);
+    let instances = dynamic(
+        &client,
+        "marketplace.kratix.io",
+        "v1alpha1",
+        "redis",
+        "redis",
+        Some("default"),
+    );
+    wait_until(90, "redis example Reconciled", || async {
+        instances
+            .get("example")
+            .await
+            .is_ok_and(|o| condition(&o, "Reconciled").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    let instance =
+        "local/resources/default/redis/example/instance-configure/5058f/redis-instance.yaml";
+    wait_until(60, instance, || async {
+        repo_file(&repo, "main", instance).is_some()
+    })
+    .await;
     let rendered = repo_file(&repo, "main", instance).unwrap();
-    assert!(rendered.contains("kind: RedisFailover") && rendered.contains("name: example"), "{rendered}");
-    assert!(rendered.contains("replicas: 1"), "size small renders one replica: {rendered}");
+    assert!(
+        rendered.contains("kind: RedisFailover") && rendered.contains("name: example"),
+        "{rendered}"
+    );
+    assert!(
+        rendered.contains("replicas: 1"),
+        "size small renders one replica: {rendered}"
+    );
     let got = p.kubectl(&["get", "redis", "example", "-o", "jsonpath={.spec.size}"]);
     assert_eq!(got, "small", "the schema default/value is kept");
 
     // Deletion removes what was written, then the Promise's dependencies and API.
-    p.kubectl(&["delete", "-f", &corpus("kratix-marketplace/redis/resource-request.yaml").to_string_lossy()]);
-    wait_until(60, "instance file removed", || async { repo_file(&repo, "main", instance).is_none() }).await;
+    p.kubectl(&[
+        "delete",
+        "-f",
+        &corpus("kratix-marketplace/redis/resource-request.yaml").to_string_lossy(),
+    ]);
+    wait_until(60, "instance file removed", || async {
+        repo_file(&repo, "main", instance).is_none()
+    })
+    .await;
     p.kubectl(&["delete", "promise", "redis", "--timeout=90s"]);
-    wait_until(60, "dependencies removed", || async { repo_file(&repo, "main", crd_path).is_none() }).await;
-    assert!(!p.kubectl_raw(&["get", "crd", "redis.marketplace.kratix.io"]).status.success(), "API CRD removed");
+    wait_until(60, "dependencies removed", || async {
+        repo_file(&repo, "main", crd_path).is_none()
+    })
+    .await;
+    assert!(
+        !p.kubectl_raw(&["get", "crd", "redis.marketplace.kratix.io"])
+            .status
+            .success(),
+        "API CRD removed"
+    );
 }

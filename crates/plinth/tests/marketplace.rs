@@ -20,7 +20,9 @@ fn marketplace_promises() -> Vec<PathBuf> {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "yaml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                if text.lines().any(|l| l == "kind: Promise") && !path.to_string_lossy().contains("/internal/") {
+                if text.lines().any(|l| l == "kind: Promise")
+                    && !path.to_string_lossy().contains("/internal/")
+                {
                     out.push(path);
                 }
             }
@@ -43,15 +45,25 @@ fn violating(request: &Value, schema: &Value) -> Option<(Value, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_marketplace_promise_installs_with_kubectl() {
     let promises = marketplace_promises();
-    assert!(promises.len() >= 20, "the corpus holds the marketplace Promises: {promises:?}");
+    assert!(
+        promises.len() >= 20,
+        "the corpus holds the marketplace Promises: {promises:?}"
+    );
     // Two pairs of marketplace Promises share a name (`app`, `sql`) and cannot live in
     // one platform, as on Kratix: the second of each goes to a second platform.
     let name_of = |f: &PathBuf| -> String {
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(f).unwrap()).unwrap();
-        docs.iter().find(|d| d["kind"] == "Promise").unwrap()["metadata"]["name"].as_str().unwrap().to_string()
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&std::fs::read_to_string(f).unwrap()).unwrap();
+        docs.iter().find(|d| d["kind"] == "Promise").unwrap()["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
     };
     let mut seen = std::collections::BTreeSet::new();
-    let (first, second): (Vec<PathBuf>, Vec<PathBuf>) = promises.iter().cloned().partition(|f| seen.insert(name_of(f)));
+    let (first, second): (Vec<PathBuf>, Vec<PathBuf>) = promises
+        .iter()
+        .cloned()
+        .partition(|f| seen.insert(name_of(f)));
     assert!(!second.is_empty() && second.len() < 4, "{second:?}");
     let mut requests_checked = 0;
     let mut violations_checked = 0;
@@ -63,53 +75,95 @@ async fn every_marketplace_promise_installs_with_kubectl() {
             check_redis_and_columns(&p);
         }
     }
-    assert!(requests_checked >= 10, "example requests applied: {requests_checked}");
-    assert!(violations_checked >= 5, "violations rejected: {violations_checked}");
+    assert!(
+        requests_checked >= 10,
+        "example requests applied: {requests_checked}"
+    );
+    assert!(
+        violations_checked >= 5,
+        "violations rejected: {violations_checked}"
+    );
 }
 
-async fn install_batch(p: &Plinth, promises: &[PathBuf], requests_checked: &mut usize, violations_checked: &mut usize) {
+async fn install_batch(
+    p: &Plinth,
+    promises: &[PathBuf],
+    requests_checked: &mut usize,
+    violations_checked: &mut usize,
+) {
     for file in promises {
         let path = file.to_string_lossy().to_string();
         let out = p.kubectl(&["apply", "-f", &path]);
-        assert!(out.contains("created") || out.contains("configured"), "{path}: {out}");
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(file).unwrap()).unwrap();
+        assert!(
+            out.contains("created") || out.contains("configured"),
+            "{path}: {out}"
+        );
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&std::fs::read_to_string(file).unwrap()).unwrap();
         let promise = docs.into_iter().find(|d| d["kind"] == "Promise").unwrap();
         let api = &promise["spec"]["api"];
-        let Some(crd) = api["metadata"]["name"].as_str() else { continue };
-        p.kubectl(&["wait", "--for=condition=Established", &format!("crd/{crd}"), "--timeout=60s"]);
+        let Some(crd) = api["metadata"]["name"].as_str() else {
+            continue;
+        };
+        p.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{crd}"),
+            "--timeout=60s",
+        ]);
 
         let dir = file.parent().unwrap();
         let request_file = dir.join("resource-request.yaml");
         if !request_file.exists() {
             continue;
         }
-        let request: Value = serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(&request_file).unwrap())
-            .unwrap()
-            .into_iter()
-            .find(|d| !d.is_null())
-            .unwrap();
+        let request: Value =
+            serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(&request_file).unwrap())
+                .unwrap()
+                .into_iter()
+                .find(|d| !d.is_null())
+                .unwrap();
         if request["kind"] != api["spec"]["names"]["kind"] {
             continue;
         }
         // Wait until kubectl's discovery sees the new kind, then apply the example request.
         let plural = api["spec"]["names"]["plural"].as_str().unwrap().to_string();
         let group = api["spec"]["group"].as_str().unwrap().to_string();
-        wait_until(30, &format!("{plural}.{group} served"), || async { p.kubectl_raw(&["get", &format!("{plural}.{group}"), "-A"]).status.success() }).await;
-        let ns = request["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+        wait_until(30, &format!("{plural}.{group} served"), || async {
+            p.kubectl_raw(&["get", &format!("{plural}.{group}"), "-A"])
+                .status
+                .success()
+        })
+        .await;
+        let ns = request["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
         let _ = p.kubectl_raw(&["create", "namespace", &ns]);
         // sql/aws, sql/azure and sql/gcp share one API and one example request.
         let out = p.kubectl(&["apply", "-f", &request_file.to_string_lossy()]);
-        assert!(out.contains("created") || out.contains("unchanged"), "{}: {out}", request_file.display());
+        assert!(
+            out.contains("created") || out.contains("unchanged"),
+            "{}: {out}",
+            request_file.display()
+        );
         *requests_checked += 1;
 
         let versions = api["spec"]["versions"].as_array().unwrap();
-        let storage = versions.iter().find(|v| v["storage"] == true).unwrap_or(&versions[0]);
+        let storage = versions
+            .iter()
+            .find(|v| v["storage"] == true)
+            .unwrap_or(&versions[0]);
         if let Some((bad, field)) = violating(&request, &storage["schema"]["openAPIV3Schema"]) {
             let bad_file = p.dir.path().join(format!("bad-{plural}.yaml"));
             std::fs::write(&bad_file, serde_json::to_string(&bad).unwrap()).unwrap();
             let out = p.kubectl_raw(&["apply", "-f", &bad_file.to_string_lossy()]);
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(!out.status.success(), "{}: the violating request was accepted", file.display());
+            assert!(
+                !out.status.success(),
+                "{}: the violating request was accepted",
+                file.display()
+            );
             // Strict field validation may answer first (the object's keys are unknown
             // fields under a string); either way the error names the field.
             assert!(stderr.contains(&field), "{}: {stderr}", file.display());
@@ -124,12 +178,22 @@ fn check_redis_and_columns(p: &Plinth) {
     std::fs::write(&redis, "apiVersion: marketplace.kratix.io/v1alpha1\nkind: redis\nmetadata:\n  name: medium\n  namespace: default\nspec:\n  size: medium\n").unwrap();
     let out = p.kubectl_raw(&["apply", "-f", &redis.to_string_lossy()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("spec.size"), "{stderr}");
+    assert!(
+        !out.status.success() && stderr.contains("spec.size"),
+        "{stderr}"
+    );
 
     // The Promises are listed with Kratix's printer columns.
     let table = p.kubectl(&["get", "promises"]);
     let header = table.lines().next().unwrap();
-    for col in ["NAME", "STATUS", "KIND", "API VERSION", "VERSION", "MESSAGE"] {
+    for col in [
+        "NAME",
+        "STATUS",
+        "KIND",
+        "API VERSION",
+        "VERSION",
+        "MESSAGE",
+    ] {
         assert!(header.contains(col), "{header}");
     }
 }

@@ -13,19 +13,33 @@ use serde_json::Value;
 use support::*;
 
 fn sample(file: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cmd/quickstart").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/cmd/quickstart")
+        .join(file);
     serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases.get_opt("plinth-operator").await.ok().flatten().and_then(|l| l.spec?.holder_identity)
+    leases
+        .get_opt("plinth-operator")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_reconciles_against_an_external_api_server_with_leader_election() {
     let p = Plinth::up(&["--no-controllers"]).await;
     let client = p.client().await;
-    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
     create(&promises, &sample("promise.yaml")).await;
 
     // Nothing reconciles without an operator.
@@ -34,28 +48,54 @@ async fn operator_reconciles_against_an_external_api_server_with_leader_election
 
     let mut a = p.operator("replica-a", 3);
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kratix-platform-system");
-    wait_until(30, "replica-a holds the Lease", || async { holder(&leases).await.as_deref() == Some("replica-a") }).await;
+    wait_until(30, "replica-a holds the Lease", || async {
+        holder(&leases).await.as_deref() == Some("replica-a")
+    })
+    .await;
     let mut b = p.operator("replica-b", 3);
 
     wait_until(60, "Promise webapp Available", || async {
-        promises.get("webapp").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
+        promises
+            .get("webapp")
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
     })
     .await;
-    let webapps = dynamic(&client, "quickstart.plinth.dev", "v1alpha1", "WebApp", "webapps", Some("default"));
+    let webapps = dynamic(
+        &client,
+        "quickstart.plinth.dev",
+        "v1alpha1",
+        "WebApp",
+        "webapps",
+        Some("default"),
+    );
     create(&webapps, &sample("request.yaml")).await;
     let file = "local/resources/default/webapp/hello/render/5058f/deployment.yaml";
-    wait_until(60, file, || async { repo_file(&p.repo(), "main", file).is_some() }).await;
-    assert_eq!(holder(&leases).await.as_deref(), Some("replica-a"), "the follower never took the Lease");
+    wait_until(60, file, || async {
+        repo_file(&p.repo(), "main", file).is_some()
+    })
+    .await;
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some("replica-a"),
+        "the follower never took the Lease"
+    );
 
     // The leader dies; the follower takes over and keeps reconciling.
     a.kill().unwrap();
     a.wait().unwrap();
-    wait_until(30, "replica-b takes the Lease", || async { holder(&leases).await.as_deref() == Some("replica-b") }).await;
+    wait_until(30, "replica-b takes the Lease", || async {
+        holder(&leases).await.as_deref() == Some("replica-b")
+    })
+    .await;
     let mut second = sample("request.yaml");
     second["metadata"]["name"] = "second".into();
     create(&webapps, &second).await;
     let file = "local/resources/default/webapp/second/render/5058f/deployment.yaml";
-    wait_until(60, file, || async { repo_file(&p.repo(), "main", file).is_some() }).await;
+    wait_until(60, file, || async {
+        repo_file(&p.repo(), "main", file).is_some()
+    })
+    .await;
     b.kill().unwrap();
     b.wait().unwrap();
 }
@@ -67,9 +107,13 @@ async fn operator_reconciles_against_an_external_api_server_with_leader_election
 async fn operator_needs_only_the_rbac_its_manifests_grant() {
     let p = Plinth::up(&["--no-controllers"]).await;
     let client = p.client().await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plinth")).args(["manifests", "operator"]).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .args(["manifests", "operator"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
     // Everything but the Deployment (the embedded server runs no Deployments).
     let manifest = p.dir.path().join("operator-rbac.yaml");
     let kept: Vec<String> = docs
@@ -81,16 +125,44 @@ async fn operator_needs_only_the_rbac_its_manifests_grant() {
     p.kubectl(&["apply", "-f", &manifest.to_string_lossy()]);
 
     // A kubeconfig for the operator's ServiceAccount, with a token from the TokenRequest API.
-    let token = p.kubectl(&["create", "token", "kratix-platform-controller-manager", "-n", "kratix-platform-system"]);
+    let token = p.kubectl(&[
+        "create",
+        "token",
+        "kratix-platform-controller-manager",
+        "-n",
+        "kratix-platform-system",
+    ]);
     let admin = std::fs::read_to_string(&p.kubeconfig).unwrap();
     let mut kc: Value = serde_saphyr::from_str(&admin).unwrap();
     kc["users"][0]["user"] = serde_json::json!({"token": token.trim()});
     let sa_kubeconfig = p.dir.path().join("operator.kubeconfig");
     std::fs::write(&sa_kubeconfig, serde_json::to_string(&kc).unwrap()).unwrap();
-    let allowed = p.kubectl_raw(&["--kubeconfig", &sa_kubeconfig.to_string_lossy(), "create", "namespace", "team-x"]);
-    assert!(allowed.status.success(), "the operator may create namespaces: {}", String::from_utf8_lossy(&allowed.stderr));
-    let denied = p.kubectl_raw(&["--kubeconfig", &sa_kubeconfig.to_string_lossy(), "create", "secret", "generic", "x", "-n", "default"]);
-    assert!(!denied.status.success(), "RBAC is enforced: the operator cannot write Secrets");
+    let allowed = p.kubectl_raw(&[
+        "--kubeconfig",
+        &sa_kubeconfig.to_string_lossy(),
+        "create",
+        "namespace",
+        "team-x",
+    ]);
+    assert!(
+        allowed.status.success(),
+        "the operator may create namespaces: {}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let denied = p.kubectl_raw(&[
+        "--kubeconfig",
+        &sa_kubeconfig.to_string_lossy(),
+        "create",
+        "secret",
+        "generic",
+        "x",
+        "-n",
+        "default",
+    ]);
+    assert!(
+        !denied.status.success(),
+        "RBAC is enforced: the operator cannot write Secrets"
+    );
 
     let log = std::fs::File::create(p.dir.path().join("operator-sa.log")).unwrap();
     let mut op = std::process::Command::new(env!("CARGO_BIN_EXE_plinth"))
@@ -102,19 +174,46 @@ async fn operator_needs_only_the_rbac_its_manifests_grant() {
         .stderr(log)
         .spawn()
         .unwrap();
-    let promises = dynamic(&client, "platform.kratix.io", "v1alpha1", "Promise", "promises", None);
+    let promises = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    );
     create(&promises, &sample("promise.yaml")).await;
-    let webapps = dynamic(&client, "quickstart.plinth.dev", "v1alpha1", "WebApp", "webapps", Some("default"));
-    wait_until(60, "Promise webapp Available under the operator's identity", || async {
-        promises.get("webapp").await.is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
+    let webapps = dynamic(
+        &client,
+        "quickstart.plinth.dev",
+        "v1alpha1",
+        "WebApp",
+        "webapps",
+        Some("default"),
+    );
+    wait_until(
+        60,
+        "Promise webapp Available under the operator's identity",
+        || async {
+            promises
+                .get("webapp")
+                .await
+                .is_ok_and(|o| o.data["status"]["status"] == "Available")
+        },
+    )
     .await;
     create(&webapps, &sample("request.yaml")).await;
     let file = "local/resources/default/webapp/hello/render/5058f/deployment.yaml";
     let oplog = p.dir.path().join("operator-sa.log");
-    wait_until(90, file, || async { repo_file(&p.repo(), "main", file).is_some() }).await;
+    wait_until(90, file, || async {
+        repo_file(&p.repo(), "main", file).is_some()
+    })
+    .await;
     let log = std::fs::read_to_string(&oplog).unwrap_or_default();
-    assert!(!log.contains("is forbidden"), "the operator hit a missing grant:\n{log}");
+    assert!(
+        !log.contains("is forbidden"),
+        "the operator hit a missing grant:\n{log}"
+    );
     op.kill().unwrap();
     op.wait().unwrap();
 }

@@ -5,10 +5,16 @@ use std::process::Command;
 
 #[test]
 fn quickstart_runs_the_main_job_and_prints_the_written_files() {
-    let out = Command::new(env!("CARGO_BIN_EXE_plinth")).args(["quickstart", "--timeout", "120"]).output().expect("run plinth quickstart");
+    let out = Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .args(["quickstart", "--timeout", "120"])
+        .output()
+        .expect("run plinth quickstart");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "quickstart failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        out.status.success(),
+        "quickstart failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     for step in [
         "Promise webapp is Available",
         "workflow running: Job kratix-webapp-hello-render-",
@@ -19,11 +25,23 @@ fn quickstart_runs_the_main_job_and_prints_the_written_files() {
         assert!(stdout.contains(step), "missing step {step:?} in:\n{stdout}");
     }
     // Kratix's layout: resources/<ns>/<promise>/<request>/<pipeline>/<group id[0:5]>/...
-    assert!(stdout.contains("--- local/resources/default/webapp/hello/render/5058f/deployment.yaml"), "{stdout}");
-    assert!(stdout.contains("--- local/dependencies/webapp/5058f/static/webapp-dependencies.yaml"), "{stdout}");
-    assert!(stdout.contains("--- local/dependencies/kratix-canary-namespace.yaml"), "{stdout}");
+    assert!(
+        stdout.contains("--- local/resources/default/webapp/hello/render/5058f/deployment.yaml"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("--- local/dependencies/webapp/5058f/static/webapp-dependencies.yaml"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("--- local/dependencies/kratix-canary-namespace.yaml"),
+        "{stdout}"
+    );
     assert!(stdout.contains("image: nginx:1.27"), "{stdout}");
-    assert!(stdout.contains("url: http://hello.webapps.svc"), "the pipeline's status.yaml reached the request: {stdout}");
+    assert!(
+        stdout.contains("url: http://hello.webapps.svc"),
+        "the pipeline's status.yaml reached the request: {stdout}"
+    );
 }
 
 #[test]
@@ -37,6 +55,12 @@ fn quickstart_fails_clearly_when_the_data_dir_is_unusable() {
         .expect("run plinth quickstart");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("step 'start the platform' failed"), "{stderr}");
-    assert!(stderr.contains(&file.path().display().to_string()), "names the directory: {stderr}");
+    assert!(
+        stderr.contains("step 'start the platform' failed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&file.path().display().to_string()),
+        "names the directory: {stderr}"
+    );
 }

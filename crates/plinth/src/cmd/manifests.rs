@@ -61,7 +61,16 @@ pub fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
 /// `<promise>-promise-controller` ClusterRoles bound to this ServiceAccount; the operator
 /// needs to read every API group to discover them, hence the `*` get/list/watch rule.
 pub fn operator_rules() -> Value {
-    let all = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+    let all = [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ];
     json!([
         {"apiGroups": ["platform.kratix.io"], "resources": ["*"], "verbs": all},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
@@ -80,7 +89,8 @@ pub fn operator_rules() -> Value {
 /// Namespace, ServiceAccount, ClusterRole + binding, and the Deployment running
 /// `plinth operator` with leader election.
 pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
-    let labels = json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "operator"});
+    let labels =
+        json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "operator"});
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
@@ -92,27 +102,27 @@ pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "plinth-operator"},
                "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_SERVICE_ACCOUNT, "namespace": OPERATOR_NAMESPACE}]}),
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
-               "metadata": {"name": "plinth-operator", "namespace": OPERATOR_NAMESPACE, "labels": labels},
-               "spec": {
-                   "replicas": o.replicas,
-                   "selector": {"matchLabels": labels},
-                   "template": {
-                       "metadata": {"labels": labels},
-                       "spec": {
-                           "serviceAccountName": OPERATOR_SERVICE_ACCOUNT,
-                           "containers": [{
-                               "name": "operator",
-                               "image": o.image,
-                               "args": ["operator", "--data-dir", "/var/lib/plinth", "--adapter-image", o.image],
-                               "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                               "volumeMounts": [{"name": "data", "mountPath": "/var/lib/plinth"}],
-                               "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
-                                                   "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-                           }],
-                           "volumes": [{"name": "data", "emptyDir": {}}],
-                       }
-                   }
-               }}),
+        "metadata": {"name": "plinth-operator", "namespace": OPERATOR_NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": o.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": OPERATOR_SERVICE_ACCOUNT,
+                    "containers": [{
+                        "name": "operator",
+                        "image": o.image,
+                        "args": ["operator", "--data-dir", "/var/lib/plinth", "--adapter-image", o.image],
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/plinth"}],
+                        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                                            "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    }],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                }
+            }
+        }}),
     ]
 }
 
@@ -157,13 +167,31 @@ mod tests {
 
     #[test]
     fn all_is_crds_then_the_operator() {
-        let o = OperatorOptions { image: "example.test/plinth:v1".into(), replicas: 2 };
+        let o = OperatorOptions {
+            image: "example.test/plinth:v1".into(),
+            replicas: 2,
+        };
         let docs = documents(&ManifestsCommand::All(o)).unwrap();
         let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-        assert_eq!(&kinds[11..], ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"]);
+        assert_eq!(
+            &kinds[11..],
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Deployment"
+            ]
+        );
         let deploy = docs.last().unwrap();
-        assert_eq!(deploy["spec"]["template"]["spec"]["serviceAccountName"], OPERATOR_SERVICE_ACCOUNT);
-        assert_eq!(deploy["spec"]["template"]["spec"]["containers"][0]["args"][0], "operator");
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["serviceAccountName"],
+            OPERATOR_SERVICE_ACCOUNT
+        );
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["containers"][0]["args"][0],
+            "operator"
+        );
         let yaml = to_yaml_stream(&docs).unwrap();
         assert_eq!(serde_saphyr::from_multiple::<Value>(&yaml).unwrap(), docs);
     }

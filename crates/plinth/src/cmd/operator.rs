@@ -46,7 +46,9 @@ pub struct OperatorArgs {
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_deref()).await?;
     let identity = args.identity.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "plinth".into());
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "plinth".into());
         format!("{host}-{}", std::process::id())
     });
     let leases: Api<Lease> = Api::namespaced(client.clone(), &args.lease_namespace);
@@ -93,17 +95,27 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
 async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &Default::default()).await.with_context(|| format!("using kubeconfig {}", path.display()))?
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
         }
-        None => Config::infer().await.context("no kubeconfig given and none found (KUBECONFIG, ~/.kube/config, in-cluster)")?,
+        None => Config::infer().await.context(
+            "no kubeconfig given and none found (KUBECONFIG, ~/.kube/config, in-cluster)",
+        )?,
     };
     Client::try_from(config).context("building the Kubernetes client")
 }
 
 /// Takes or renews the Lease. Returns false while another holder's Lease is still valid.
 /// Writes carry the Lease's resourceVersion, so two replicas can never both win.
-async fn try_acquire(leases: &Api<Lease>, name: &str, identity: &str, duration: Duration) -> anyhow::Result<bool> {
+async fn try_acquire(
+    leases: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    duration: Duration,
+) -> anyhow::Result<bool> {
     let now = jiff::Timestamp::now();
     let spec = json!({
         "holderIdentity": identity,
@@ -113,7 +125,10 @@ async fn try_acquire(leases: &Api<Lease>, name: &str, identity: &str, duration: 
     let Some(mut lease) = leases.get_opt(name).await? else {
         let mut body = json!({"metadata": {"name": name}, "spec": spec});
         body["spec"]["acquireTime"] = json!(MicroTime(now));
-        return match leases.create(&PostParams::default(), &serde_json::from_value(body)?).await {
+        return match leases
+            .create(&PostParams::default(), &serde_json::from_value(body)?)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e.into()),

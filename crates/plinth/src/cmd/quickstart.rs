@@ -44,12 +44,22 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let temp = match &args.data_dir {
         Some(_) => None,
-        None => Some(tempfile::Builder::new().prefix("plinth-quickstart-").tempdir()?),
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("plinth-quickstart-")
+                .tempdir()?,
+        ),
     };
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| temp.as_ref().expect("temp dir").path().to_path_buf());
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| temp.as_ref().expect("temp dir").path().to_path_buf());
     let deadline = started + Duration::from_secs(args.timeout);
 
-    step(started, &format!("starting the platform in {}", data_dir.display()));
+    step(
+        started,
+        &format!("starting the platform in {}", data_dir.display()),
+    );
     let platform = Platform::start(PlatformOptions {
         data_dir: data_dir.clone(),
         listen: "127.0.0.1:0".parse().expect("address"),
@@ -70,15 +80,25 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
                 let kept = t.keep();
                 println!("\nData directory kept at {}", kept.display());
             } else if args.data_dir.is_some() {
-                println!("\nData directory: {} (state store: {})", data_dir.display(), repo.map(|r| r.display().to_string()).unwrap_or_default());
+                println!(
+                    "\nData directory: {} (state store: {})",
+                    data_dir.display(),
+                    repo.map(|r| r.display().to_string()).unwrap_or_default()
+                );
             }
-            println!("Quickstart finished in {:.1}s.", started.elapsed().as_secs_f64());
+            println!(
+                "Quickstart finished in {:.1}s.",
+                started.elapsed().as_secs_f64()
+            );
             Ok(())
         }
         Err(e) => {
             if let Some(t) = temp {
                 let kept = t.keep();
-                eprintln!("\nThe platform's data directory is kept for inspection: {}", kept.display());
+                eprintln!(
+                    "\nThe platform's data directory is kept for inspection: {}",
+                    kept.display()
+                );
             }
             Err(e)
         }
@@ -92,14 +112,33 @@ fn step(started: Instant, what: &str) {
 async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyhow::Result<()> {
     let client = platform.server.client();
     if let Some(kc) = platform.server.kubeconfig_path() {
-        step(started, &format!("API server ready at https://{} (kubectl --kubeconfig {})", platform.server.https_addr().map(|a| a.to_string()).unwrap_or_default(), kc.display()));
+        step(
+            started,
+            &format!(
+                "API server ready at https://{} (kubectl --kubeconfig {})",
+                platform
+                    .server
+                    .https_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+                kc.display()
+            ),
+        );
     }
     if let Some(repo) = &platform.state_store_repo {
-        step(started, &format!("local state store: GitStateStore/{BOOTSTRAP_NAME} at file://{} (Destination {BOOTSTRAP_NAME})", repo.display()));
+        step(
+            started,
+            &format!(
+                "local state store: GitStateStore/{BOOTSTRAP_NAME} at file://{} (Destination {BOOTSTRAP_NAME})",
+                repo.display()
+            ),
+        );
     }
 
-    let promise: Value = serde_saphyr::from_str(PROMISE_YAML).context("the built-in sample Promise does not parse")?;
-    let promises: Api<DynamicObject> = Api::all_with(client.clone(), &kratix("Promise", "promises"));
+    let promise: Value = serde_saphyr::from_str(PROMISE_YAML)
+        .context("the built-in sample Promise does not parse")?;
+    let promises: Api<DynamicObject> =
+        Api::all_with(client.clone(), &kratix("Promise", "promises"));
     step(started, "installing Promise webapp");
     promises
         .create(&PostParams::default(), &serde_json::from_value(promise)?)
@@ -110,10 +149,17 @@ async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyh
         Ok(p.data["status"]["status"] == "Available")
     })
     .await?;
-    step(started, "Promise webapp is Available (CRD webapps.quickstart.plinth.dev established)");
+    step(
+        started,
+        "Promise webapp is Available (CRD webapps.quickstart.plinth.dev established)",
+    );
 
-    let request: Value = serde_saphyr::from_str(REQUEST_YAML).context("the built-in sample request does not parse")?;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("quickstart.plinth.dev", "v1alpha1", "WebApp"), "webapps");
+    let request: Value = serde_saphyr::from_str(REQUEST_YAML)
+        .context("the built-in sample request does not parse")?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("quickstart.plinth.dev", "v1alpha1", "WebApp"),
+        "webapps",
+    );
     let webapps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     step(started, "requesting WebApp default/hello");
     webapps
@@ -124,51 +170,94 @@ async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyh
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let sel = "kratix.io/promise-name=webapp,kratix.io/resource-name=hello";
     let job = wait_value(deadline, "the resource workflow's Job", || async {
-        Ok(jobs.list(&ListParams::default().labels(sel)).await?.items.into_iter().next())
+        Ok(jobs
+            .list(&ListParams::default().labels(sel))
+            .await?
+            .items
+            .into_iter()
+            .next())
     })
     .await?;
-    step(started, &format!("workflow running: Job {} (pipeline render)", job.name_any()));
+    step(
+        started,
+        &format!("workflow running: Job {} (pipeline render)", job.name_any()),
+    );
 
-    let works: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kratix("Work", "works"));
+    let works: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &kratix("Work", "works"));
     let wait_work = wait_value(deadline, "the Work from the pipeline's output", || async {
         if let Some(failed) = failed_job(&jobs, sel).await? {
-            return Err(anyhow!("the pipeline Job {failed} failed:\n{}", job_logs(&client, &failed).await));
+            return Err(anyhow!(
+                "the pipeline Job {failed} failed:\n{}",
+                job_logs(&client, &failed).await
+            ));
         }
-        Ok(works.list(&ListParams::default().labels(sel)).await?.items.into_iter().next())
+        Ok(works
+            .list(&ListParams::default().labels(sel))
+            .await?
+            .items
+            .into_iter()
+            .next())
     })
     .await;
     let work = wait_work.context("step 'run the workflow' failed")?;
     step(started, &format!("Work {} created", work.name_any()));
 
-    let placements: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &kratix("WorkPlacement", "workplacements"));
+    let placements: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kratix("WorkPlacement", "workplacements"),
+    );
     let wp_sel = format!("kratix.io/work={}", work.name_any());
-    let placement = wait_value(deadline, "a WorkPlacement written to the state store", || async {
-        let list = placements.list(&ListParams::default().labels(&wp_sel)).await?.items;
-        for wp in &list {
-            if let Some(c) = condition(&wp.data["status"], "WriteSucceeded") {
-                if c["status"] == "False" {
-                    return Err(anyhow!("WorkPlacement {} could not be written: {}", wp.name_any(), c["message"]));
+    let placement = wait_value(
+        deadline,
+        "a WorkPlacement written to the state store",
+        || async {
+            let list = placements
+                .list(&ListParams::default().labels(&wp_sel))
+                .await?
+                .items;
+            for wp in &list {
+                if let Some(c) = condition(&wp.data["status"], "WriteSucceeded") {
+                    if c["status"] == "False" {
+                        return Err(anyhow!(
+                            "WorkPlacement {} could not be written: {}",
+                            wp.name_any(),
+                            c["message"]
+                        ));
+                    }
                 }
             }
-        }
-        Ok(list.into_iter().find(|wp| condition(&wp.data["status"], "Ready").is_some_and(|c| c["status"] == "True")))
-    })
+            Ok(list.into_iter().find(|wp| {
+                condition(&wp.data["status"], "Ready").is_some_and(|c| c["status"] == "True")
+            }))
+        },
+    )
     .await
     .context("step 'schedule and write the Work' failed")?;
     step(
         started,
         &format!(
             "scheduled to Destination {} and written (commit {})",
-            placement.data["spec"]["targetDestinationName"].as_str().unwrap_or("?"),
-            placement.data["status"]["versionID"].as_str().unwrap_or("?")
+            placement.data["spec"]["targetDestinationName"]
+                .as_str()
+                .unwrap_or("?"),
+            placement.data["status"]["versionID"]
+                .as_str()
+                .unwrap_or("?")
         ),
     );
 
-    let rr = wait_value(deadline, "WebApp default/hello to be Reconciled", || async {
-        let rr = webapps.get("hello").await?;
-        let reconciled = condition(&rr.data["status"], "Reconciled").is_some_and(|c| c["status"] == "True");
-        Ok(reconciled.then_some(rr))
-    })
+    let rr = wait_value(
+        deadline,
+        "WebApp default/hello to be Reconciled",
+        || async {
+            let rr = webapps.get("hello").await?;
+            let reconciled =
+                condition(&rr.data["status"], "Reconciled").is_some_and(|c| c["status"] == "True");
+            Ok(reconciled.then_some(rr))
+        },
+    )
     .await
     .context("step 'reconcile the request' failed")?;
     step(started, "WebApp default/hello is Reconciled");
@@ -184,16 +273,25 @@ async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyh
         }
     }
     println!("\nStatus of WebApp default/hello:");
-    print!("{}", serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default());
+    print!(
+        "{}",
+        serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default()
+    );
     Ok(())
 }
 
 fn kratix(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind), plural)
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind),
+        plural,
+    )
 }
 
 fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
-    status["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
 }
 
 /// The first Job of `sel` that failed or has a failed attempt: the quickstart's pipeline
@@ -201,7 +299,11 @@ fn condition<'a>(status: &'a Value, type_: &str) -> Option<&'a Value> {
 async fn failed_job(jobs: &Api<Job>, sel: &str) -> anyhow::Result<Option<String>> {
     for j in jobs.list(&ListParams::default().labels(sel)).await?.items {
         let status = j.status.clone().unwrap_or_default();
-        let failed = status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Failed" && c.status == "True");
+        let failed = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Failed" && c.status == "True");
         if failed || status.failed.unwrap_or(0) > 0 {
             return Ok(Some(j.name_any()));
         }
@@ -213,11 +315,24 @@ async fn failed_job(jobs: &Api<Job>, sel: &str) -> anyhow::Result<Option<String>
 async fn job_logs(client: &Client, job: &str) -> String {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
     let mut out = String::new();
-    let Ok(list) = pods.list(&ListParams::default().labels(&format!("job-name={job}"))).await else { return out };
+    let Ok(list) = pods
+        .list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+    else {
+        return out;
+    };
     for pod in list.items {
         let spec = pod.spec.clone().unwrap_or_default();
-        for c in spec.init_containers.unwrap_or_default().into_iter().chain(spec.containers) {
-            let lp = kube::api::LogParams { container: Some(c.name.clone()), ..Default::default() };
+        for c in spec
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .chain(spec.containers)
+        {
+            let lp = kube::api::LogParams {
+                container: Some(c.name.clone()),
+                ..Default::default()
+            };
             if let Ok(log) = pods.logs(&pod.name_any(), &lp).await {
                 if !log.trim().is_empty() {
                     out.push_str(&format!("  [{}/{}]\n", pod.name_any(), c.name));
@@ -233,12 +348,18 @@ async fn job_logs(client: &Client, job: &str) -> String {
 
 /// Every file on the bare repository's `main` branch, with its content.
 fn repo_files(repo: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
-    let repo = git2::Repository::open_bare(repo).with_context(|| format!("opening {}", repo.display()))?;
+    let repo =
+        git2::Repository::open_bare(repo).with_context(|| format!("opening {}", repo.display()))?;
     let tree = repo.revparse_single("main")?.peel_to_tree()?;
     let mut files = Vec::new();
     tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-        if let Some(Ok(blob)) = (entry.kind() == Some(git2::ObjectType::Blob)).then(|| entry.to_object(&repo).and_then(|o| o.peel_to_blob())) {
-            files.push((format!("{dir}{}", entry.name().unwrap_or("?")), String::from_utf8_lossy(blob.content()).into_owned()));
+        if let Some(Ok(blob)) = (entry.kind() == Some(git2::ObjectType::Blob))
+            .then(|| entry.to_object(&repo).and_then(|o| o.peel_to_blob()))
+        {
+            files.push((
+                format!("{dir}{}", entry.name().unwrap_or("?")),
+                String::from_utf8_lossy(blob.content()).into_owned(),
+            ));
         }
         git2::TreeWalkResult::Ok
     })?;

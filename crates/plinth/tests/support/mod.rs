@@ -14,13 +14,20 @@ use serde_json::Value;
 
 /// The shared corpus of real Kratix YAML (next to the repository).
 pub fn corpus(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus")
+        .join(rel)
 }
 
 /// Every YAML document of a corpus file.
 pub fn corpus_docs(rel: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(corpus(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"));
-    serde_saphyr::from_multiple::<Value>(&text).unwrap_or_else(|e| panic!("parsing {rel}: {e}")).into_iter().filter(|d| !d.is_null()).collect()
+    let text =
+        std::fs::read_to_string(corpus(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"));
+    serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap_or_else(|e| panic!("parsing {rel}: {e}"))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
 }
 
 /// A running Plinth process, killed on drop.
@@ -56,7 +63,11 @@ impl Plinth {
     async fn spawn(dir: tempfile::TempDir, data: PathBuf, args: &[&str], extra: &[&str]) -> Plinth {
         // Two rustls providers are linked (ring via kube, aws-lc via object_store): pick one.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.path().join("plinth.log")).expect("log file");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("plinth.log"))
+            .expect("log file");
         let kubeconfig = data.join("kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
         let stdout_path = dir.path().join("plinth.out");
@@ -71,14 +82,21 @@ impl Plinth {
             .stderr(log)
             .spawn()
             .expect("start plinth");
-        let mut p = Plinth { child, dir, data, kubeconfig };
+        let mut p = Plinth {
+            child,
+            dir,
+            data,
+            kubeconfig,
+        };
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Ok(Some(status)) = p.child.try_wait() {
                 panic!("plinth exited with {status}: {}", p.log());
             }
             // `plinth up` prints this once the bootstrap objects exist.
-            let started = std::fs::read_to_string(&stdout_path).unwrap_or_default().contains("Press Ctrl-C to stop.");
+            let started = std::fs::read_to_string(&stdout_path)
+                .unwrap_or_default()
+                .contains("Press Ctrl-C to stop.");
             if started && p.kubeconfig.exists() {
                 if let Ok(c) = p.try_client().await {
                     if c.apiserver_version().await.is_ok() {
@@ -86,16 +104,31 @@ impl Plinth {
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "plinth not ready after 90s: {}", p.log());
+            assert!(
+                Instant::now() < deadline,
+                "plinth not ready after 90s: {}",
+                p.log()
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
     /// Starts `plinth operator --kubeconfig <this platform's kubeconfig>` as a second process.
     pub fn operator(&self, identity: &str, lease_duration: u64) -> Child {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join(format!("operator-{identity}.log"))).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("operator-{identity}.log")))
+            .unwrap();
         Command::new(env!("CARGO_BIN_EXE_plinth"))
-            .args(["operator", "--identity", identity, "--lease-duration", &lease_duration.to_string(), "--kubeconfig"])
+            .args([
+                "operator",
+                "--identity",
+                identity,
+                "--lease-duration",
+                &lease_duration.to_string(),
+                "--kubeconfig",
+            ])
             .arg(&self.kubeconfig)
             .arg("--data-dir")
             .arg(self.dir.path().join(format!("operator-{identity}")))
@@ -124,7 +157,9 @@ impl Plinth {
 
     async fn try_client(&self) -> Result<kube::Client, String> {
         let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|e| e.to_string())?;
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| e.to_string())?;
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
         kube::Client::try_from(cfg).map_err(|e| e.to_string())
     }
 
@@ -173,7 +208,10 @@ where
 {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while !f().await {
-        assert!(Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
@@ -187,25 +225,44 @@ pub fn git(args: &[&str]) -> String {
 /// Every file on `branch` of the bare repository.
 pub fn repo_files(repo: &Path, branch: &str) -> Vec<String> {
     let r = repo.to_string_lossy();
-    git(&["--git-dir", &r, "ls-tree", "-r", "--name-only", branch]).lines().map(str::to_string).collect()
+    git(&["--git-dir", &r, "ls-tree", "-r", "--name-only", branch])
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// A file's content on `branch` (None when absent).
 pub fn repo_file(repo: &Path, branch: &str, path: &str) -> Option<String> {
     let r = repo.to_string_lossy();
-    let out = Command::new("git").args(["--git-dir", &r, "show", &format!("{branch}:{path}")]).output().expect("run git");
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Command::new("git")
+        .args(["--git-dir", &r, "show", &format!("{branch}:{path}")])
+        .output()
+        .expect("run git");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Number of commits on `branch`.
 pub fn commit_count(repo: &Path, branch: &str) -> usize {
     let r = repo.to_string_lossy();
-    git(&["--git-dir", &r, "rev-list", "--count", branch]).trim().parse().unwrap_or(0)
+    git(&["--git-dir", &r, "rev-list", "--count", branch])
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
 
 /// A dynamic API for `group/version kind` (plural given).
-pub fn dynamic(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+pub fn dynamic(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
     match ns {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
@@ -214,16 +271,25 @@ pub fn dynamic(client: &kube::Client, group: &str, version: &str, kind: &str, pl
 
 /// Creates an object given as JSON.
 pub async fn create(api: &Api<DynamicObject>, v: &Value) -> DynamicObject {
-    api.create(&PostParams::default(), &serde_json::from_value(v.clone()).unwrap()).await.unwrap_or_else(|e| panic!("creating {}: {e}", v["metadata"]["name"]))
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(v.clone()).unwrap(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating {}: {e}", v["metadata"]["name"]))
 }
 
 /// The `type` condition of an object's status as (status, reason, message).
 pub fn condition(obj: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
-    obj.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_).map(|c| {
-        (
-            c["status"].as_str().unwrap_or("").into(),
-            c["reason"].as_str().unwrap_or("").into(),
-            c["message"].as_str().unwrap_or("").into(),
-        )
-    })
+    obj.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").into(),
+                c["reason"].as_str().unwrap_or("").into(),
+                c["message"].as_str().unwrap_or("").into(),
+            )
+        })
 }
