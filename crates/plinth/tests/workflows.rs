@@ -310,3 +310,46 @@ async fn edit_during_run_restarts_once_after_it_finishes() {
             .contains_key("kratix.io/manual-reconciliation")
     );
 }
+
+/// Output that escapes `/kratix/output` never reaches the host or a Work: a write to
+/// `/kratix/output/../../x` lands inside the sandbox only, and a symlink pointing out of
+/// the output directory fails the pipeline with the path named (Kratix copied such files).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_that_escapes_the_output_directory_is_refused() {
+    let marker = format!("plinth-escape-{}", std::process::id());
+    let p = Plinth::up(&[]).await;
+    let script = format!(
+        "echo escaped > /kratix/output/../../{marker}; ln -s /etc/hostname /kratix/output/leak.yaml; echo 'a: 1' > /kratix/output/ok.yaml"
+    );
+    let (_rr, job) = failed_request(&p, "escape", "busybox", &script).await;
+    assert!(
+        !std::path::Path::new("/").join(&marker).exists(),
+        "nothing was written outside the sandbox"
+    );
+    let pod = p.kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "default",
+        "-l",
+        &format!("job-name={}", job["metadata"]["name"].as_str().unwrap()),
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let log = p.kubectl(&["logs", "-n", "default", &pod, "-c", "work-writer"]);
+    assert!(
+        log.contains("leak.yaml"),
+        "the work-writer names the escaping path: {log}"
+    );
+    let works = p.kubectl(&[
+        "get",
+        "works",
+        "-n",
+        "default",
+        "-l",
+        "kratix.io/promise-name=escape",
+        "-o",
+        "name",
+    ]);
+    assert!(works.trim().is_empty(), "no Work was written: {works}");
+}
