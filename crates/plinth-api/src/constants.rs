@@ -388,3 +388,8 @@ pub mod requirement_state {
     /// Unknown.
     pub const UNKNOWN: &str = "Requirement state unknown";
 }
+
+/// The image of Plinth's pipeline adapter (reader, work-creator, status-writer) in the
+/// Jobs Plinth builds: the image holding the `plinth` binary. The embedded runner
+/// recognises it and runs the current `plinth` executable instead of pulling it.
+pub const DEFAULT_ADAPTER_IMAGE: &str = "ghcr.io/plinth-dev/plinth:latest";

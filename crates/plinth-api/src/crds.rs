@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 /// Scopes, short names, printer columns, the `kratix` category and status subresources are
 /// as kratix-spec §1 lists them (HealthRecord has no status subresource).
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    [
         crate::Promise::crd(),
         crate::Destination::crd(),
         crate::GitStateStore::crd(),
@@ -28,6 +28,52 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         crate::HealthRecord::crd(),
         crate::DryRun::crd(),
     ]
+    .into_iter()
+    .map(user_facing_descriptions)
+    .collect()
+}
+
+/// The schema descriptions come from the types' doc comments, which cite the behaviour
+/// reference (`(kratix-spec §1.1)`); `kubectl explain` readers have no use for those
+/// citations, so they are dropped from the published CRDs.
+fn user_facing_descriptions(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn clean(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(d)) = m.get_mut("description") {
+                    *d = strip_citations(d);
+                }
+                m.values_mut().for_each(clean);
+            }
+            Value::Array(a) => a.iter_mut().for_each(clean),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(&crd).expect("a CRD serialises");
+    clean(&mut v);
+    serde_json::from_value(v).unwrap_or(crd)
+}
+
+/// Removes reference citations: `(kratix-spec §4.2)`, `kratix-spec §4.2`, `(§2.3)`.
+fn strip_citations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let hit = ["kratix-spec §", "(§"]
+            .iter()
+            .filter_map(|p| rest.find(p))
+            .min();
+        let Some(i) = hit else { break };
+        let (before, after) = rest.split_at(i);
+        let end = after.find([')', ';', ',', '\n']).unwrap_or(after.len());
+        out.push_str(before.strip_suffix('(').unwrap_or(before).trim_end());
+        rest = &after[end..];
+        if let Some(r) = rest.strip_prefix(')') {
+            rest = r;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Group, storage version, kind and plural of a resource-request CRD.
@@ -379,6 +425,23 @@ pub fn build_request_crd(promise_name: &str, api: &Value) -> Result<Value, ApiEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn published_descriptions_have_no_reference_citations() {
+        for crd in all_crds() {
+            let text = serde_json::to_string(&crd).unwrap();
+            assert!(
+                !text.contains("kratix-spec") && !text.contains('§'),
+                "{:?}",
+                crd.metadata.name
+            );
+        }
+        assert_eq!(
+            strip_citations("A Promise (kratix-spec §1.1). More."),
+            "A Promise. More."
+        );
+        assert_eq!(strip_citations("Required first (§2.3)."), "Required first.");
+    }
 
     fn api() -> Value {
         json!({

@@ -114,6 +114,4 @@ impl Default for ControllerConfig {
     }
 }
 
-/// The adapter image name Plinth puts into pipeline Jobs. In embedded mode the runner
-/// recognises it and runs the current `plinth` executable instead of pulling it.
-pub const DEFAULT_ADAPTER_IMAGE: &str = "ghcr.io/plinth-dev/pipeline-adapter:latest";
+pub use plinth_api::constants::DEFAULT_ADAPTER_IMAGE;

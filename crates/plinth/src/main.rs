@@ -41,6 +41,14 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Commands whose output is piped (`plinth manifests all | head`) end quietly when the
+    // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
+    if matches!(cli.command, Command::Quickstart(_) | Command::Manifests(_)) {
+        // SAFETY: resetting a signal disposition to its default before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     // quickstart prints its own progress; controller logs would drown it.
     let default_log = if matches!(cli.command, Command::Quickstart(_)) {
         "warn"
@@ -69,8 +77,10 @@ fn main() -> anyhow::Result<()> {
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }

@@ -38,6 +38,8 @@ pub struct PlatformOptions {
 /// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
 pub struct Platform {
     pub server: ApiServer,
+    /// Held for the platform's lifetime: one process per data dir.
+    _lock: std::fs::File,
     tasks: Vec<JoinHandle<()>>,
     /// The bootstrapped bare repository, when bootstrapping was asked for.
     pub state_store_repo: Option<PathBuf>,
@@ -47,8 +49,21 @@ impl Platform {
     /// Starts the API server, then the controllers and runner on its in-process client,
     /// then bootstraps the local state store and Destination (once per data dir).
     pub async fn start(opts: PlatformOptions) -> anyhow::Result<Platform> {
+        if opts.data_dir.exists() && !opts.data_dir.is_dir() {
+            bail!(
+                "data dir {} exists and is not a directory",
+                opts.data_dir.display()
+            );
+        }
         std::fs::create_dir_all(&opts.data_dir)
             .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
+        let lock = lock_data_dir(&opts.data_dir)?;
+        // A bad image map would stop the runner and leave every pipeline pending: refuse
+        // to start instead.
+        if let (true, Some(map)) = (opts.runner, &opts.image_map) {
+            plinth_runner::image::ImageMap::load(map)
+                .with_context(|| format!("--image-map {}", map.display()))?;
+        }
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
         let server = ApiServer::start(config)
@@ -103,6 +118,7 @@ impl Platform {
         };
         Ok(Platform {
             server,
+            _lock: lock,
             tasks,
             state_store_repo,
         })
@@ -114,6 +130,43 @@ impl Platform {
             t.abort();
         }
         self.server.shutdown().await;
+    }
+}
+
+/// Takes an exclusive lock on `<data_dir>/plinth.lock` (released when the process ends),
+/// so a second `plinth up` on the same data dir fails instead of sharing its database.
+fn lock_data_dir(data_dir: &Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    let path = data_dir.join("plinth.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    if file.try_lock().is_err() {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        bail!(
+            "data dir {} is in use by another Plinth process (pid {}); stop it or choose another --data-dir",
+            data_dir.display(),
+            holder.trim().if_empty("unknown")
+        );
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
+}
+
+trait IfEmpty {
+    fn if_empty<'a>(&'a self, default: &'a str) -> &'a str;
+}
+
+impl IfEmpty for str {
+    fn if_empty<'a>(&'a self, default: &'a str) -> &'a str {
+        if self.is_empty() { default } else { self }
     }
 }
 

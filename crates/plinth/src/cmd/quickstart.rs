@@ -140,10 +140,22 @@ async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyh
     let promises: Api<DynamicObject> =
         Api::all_with(client.clone(), &kratix("Promise", "promises"));
     step(started, "installing Promise webapp");
-    promises
+    match promises
         .create(&PostParams::default(), &serde_json::from_value(promise)?)
         .await
-        .context("step 'install the Promise' failed")?;
+    {
+        Ok(_) => {}
+        // A data dir from an earlier run: use what is there.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            step(started, "Promise webapp exists already; reusing it")
+        }
+        Err(e) => {
+            return Err(anyhow!(
+                "step 'install the Promise' failed: {}",
+                api_message(&e)
+            ));
+        }
+    }
     wait(deadline, "Promise webapp to become Available", || async {
         let p = promises.get("webapp").await?;
         Ok(p.data["status"]["status"] == "Available")
@@ -162,10 +174,21 @@ async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyh
     );
     let webapps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     step(started, "requesting WebApp default/hello");
-    webapps
+    match webapps
         .create(&PostParams::default(), &serde_json::from_value(request)?)
         .await
-        .context("step 'create the resource request' failed")?;
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            step(started, "WebApp default/hello exists already; reusing it")
+        }
+        Err(e) => {
+            return Err(anyhow!(
+                "step 'create the resource request' failed: {}",
+                api_message(&e)
+            ));
+        }
+    }
 
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let sel = "kratix.io/promise-name=webapp,kratix.io/resource-name=hello";
@@ -278,6 +301,14 @@ async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyh
         serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default()
     );
     Ok(())
+}
+
+/// The API's own message for an API error, the client's text otherwise.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 fn kratix(kind: &str, plural: &str) -> ApiResource {
