@@ -220,6 +220,38 @@ fn write_file(dir: &Path, rel: &str, data: &[u8], mode: u32) -> Result<(), Strin
         .map_err(|e| format!("chmod {}: {e}", path.display()))
 }
 
+/// The value of an env var's `configMapKeyRef` / `secretKeyRef` (Kubernetes semantics):
+/// `Ok(None)` when the reference is optional and the object or key is absent, a
+/// `CreateContainerConfigError` naming the object and key otherwise.
+fn key_ref_value(
+    field: &str,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    key: &str,
+    optional: Option<bool>,
+    entries: Option<BTreeMap<String, Vec<u8>>>,
+) -> Result<Option<String>, SetupFailure> {
+    let optional = optional.unwrap_or(false);
+    let Some(mut entries) = entries else {
+        if optional {
+            return Ok(None);
+        }
+        return Err(setup_failure(
+            "CreateContainerConfigError",
+            format!("{field}: {} {name:?} not found", kind.to_ascii_lowercase()),
+        ));
+    };
+    match entries.remove(key) {
+        Some(v) => Ok(Some(String::from_utf8_lossy(&v).into_owned())),
+        None if optional => Ok(None),
+        None => Err(setup_failure(
+            "CreateContainerConfigError",
+            format!("{field}: couldn't find key {key} in {kind} {ns}/{name}"),
+        )),
+    }
+}
+
 /// Keys of a ConfigMap or Secret as bytes.
 fn config_map_entries(cm: &ConfigMap) -> BTreeMap<String, Vec<u8>> {
     let mut m: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -438,52 +470,32 @@ async fn resolve_env<A: ClusterAccess>(
         let field = format!("container {cname}: env[{i}] ({})", var.name);
         let value = if let Some(src) = &var.value_from {
             if let Some(r) = &src.config_map_key_ref {
-                let optional = r.optional.unwrap_or(false);
-                match objects.config_map(&r.name).await? {
-                    Some(cm) => match config_map_entries(cm).remove(&r.key) {
-                        Some(v) => String::from_utf8_lossy(&v).into_owned(),
-                        None if optional => continue,
-                        None => {
-                            return Err(setup_failure(
-                                "CreateContainerConfigError",
-                                format!(
-                                    "{field}: couldn't find key {} in ConfigMap {}/{}",
-                                    r.key, objects.ns, r.name
-                                ),
-                            ));
-                        }
-                    },
-                    None if optional => continue,
-                    None => {
-                        return Err(setup_failure(
-                            "CreateContainerConfigError",
-                            format!("{field}: configmap {:?} not found", r.name),
-                        ));
-                    }
+                let entries = objects.config_map(&r.name).await?.map(config_map_entries);
+                match key_ref_value(
+                    &field,
+                    "ConfigMap",
+                    &objects.ns,
+                    &r.name,
+                    &r.key,
+                    r.optional,
+                    entries,
+                )? {
+                    Some(v) => v,
+                    None => continue,
                 }
             } else if let Some(r) = &src.secret_key_ref {
-                let optional = r.optional.unwrap_or(false);
-                match objects.secret(&r.name).await? {
-                    Some(s) => match secret_entries(s).remove(&r.key) {
-                        Some(v) => String::from_utf8_lossy(&v).into_owned(),
-                        None if optional => continue,
-                        None => {
-                            return Err(setup_failure(
-                                "CreateContainerConfigError",
-                                format!(
-                                    "{field}: couldn't find key {} in Secret {}/{}",
-                                    r.key, objects.ns, r.name
-                                ),
-                            ));
-                        }
-                    },
-                    None if optional => continue,
-                    None => {
-                        return Err(setup_failure(
-                            "CreateContainerConfigError",
-                            format!("{field}: secret {:?} not found", r.name),
-                        ));
-                    }
+                let entries = objects.secret(&r.name).await?.map(secret_entries);
+                match key_ref_value(
+                    &field,
+                    "Secret",
+                    &objects.ns,
+                    &r.name,
+                    &r.key,
+                    r.optional,
+                    entries,
+                )? {
+                    Some(v) => v,
+                    None => continue,
                 }
             } else if let Some(f) = &src.field_ref {
                 field_value(pod, f).map_err(|e| {
