@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs every test in the workspace.
 # Extra arguments go to cargo nextest (e.g. `scripts/test.sh -p plinth-apiserver`).
+#
+# The Kratix corpus (real Kratix YAML, kept outside the repository) is read from
+# $PLINTH_CORPUS, or from ../shared/corpus beside the checkout. Without it, the tests
+# that need it are reported as ignored (skipped) and everything else runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-test-deps.sh
 export PLINTH_TEST_TOOLS="${PLINTH_TEST_TOOLS:-$PWD/target/test-tools}"
+
+corpus="${PLINTH_CORPUS:-../shared/corpus}"
+if [ -d "$corpus" ]; then
+  echo "test.sh: Kratix corpus found at $(cd "$corpus" && pwd): the corpus tests run"
+else
+  echo "test.sh: no Kratix corpus at $corpus (set PLINTH_CORPUS to its path):" \
+    "the tests that need it are SKIPPED (reported as ignored); all others run"
+fi
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else

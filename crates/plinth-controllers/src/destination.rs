@@ -339,20 +339,21 @@ async fn reconcile(
         None
     };
     let Some(store) = store else {
-        let (reason, msg) = if exists {
-            ("StateStoreNotReady", format!("{store_key}: not ready"))
+        // A store that exists but has no writer yet is usually one whose controller has
+        // not reconciled it (every fresh start): the store's own conditions and events
+        // carry any real fault, so waiting for it is no warning of the Destination's.
+        let (reason, msg, event) = if exists {
+            (
+                "StateStoreNotReady",
+                format!("{store_key}: not ready"),
+                None,
+            )
         } else {
-            ("StateStoreNotFound", format!("{store_key}: not found"))
+            let msg = format!("{store_key}: not found");
+            let event = Some((EventType::Warning, "DestinationNotReady", msg.clone()));
+            ("StateStoreNotFound", msg, event)
         };
-        set_ready(
-            &state,
-            &dest,
-            false,
-            reason,
-            &msg,
-            Some((EventType::Warning, "DestinationNotReady", msg.clone())),
-        )
-        .await?;
+        set_ready(&state, &dest, false, reason, &msg, event).await?;
         return Ok(Action::requeue(cfg.requeue_default));
     };
 

@@ -193,7 +193,7 @@ fn work_resource() -> ApiResource {
 }
 
 fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> ReconcileAction {
-    tracing::warn!(promise = %rctx.promise, request = %rr.name_any(), namespace = ?rr.namespace(), error = %err, "resource request reconcile failed");
+    tracing::warn!(promise = %rctx.promise, request = %rr.name_any(), namespace = %rr.namespace().unwrap_or_default(), error = %err, "resource request reconcile failed");
     ReconcileAction::requeue(rctx.ctx.config().requeue_default)
 }
 

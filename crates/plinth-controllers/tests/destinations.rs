@@ -15,6 +15,10 @@ const NS_YAML: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: filep
 const CM_YAML: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: modenone-request-1\n  namespace: filepathmode-none\ndata:\n  key: modenone-request-1\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn corpus_destinations_produce_kratix_trees_for_all_three_modes() {
     let env = start().await;
     env.git_store("destination-git-test-store").await;
@@ -223,6 +227,10 @@ async fn corpus_destinations_produce_kratix_trees_for_all_three_modes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn cleanup_all_removes_placements_files_and_canaries() {
     let env = start().await;
     env.git_store("default").await;
@@ -524,6 +532,10 @@ async fn periodic_rewrite_restores_files_removed_outside_plinth() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn bucket_state_store_from_the_corpus_writes_and_reports_secret_problems() {
     let Some(moto) = moto().await else { return };
     moto.create_bucket("kratix").await;
@@ -670,6 +682,10 @@ async fn deleting_a_state_store_makes_its_destinations_not_ready() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn deleting_a_flat_placement_whose_state_file_was_removed_by_hand_completes() {
     // B26: the `.kratix` index is gone; deletion neither hangs nor orphans the files.
     let env = start().await;

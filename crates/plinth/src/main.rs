@@ -8,6 +8,7 @@ mod platform;
 mod signal;
 
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
 /// Plinth runs Kratix Promises without a cluster: an embedded Kubernetes-compatible
 /// API server, the Kratix controllers, a local Job runner and Git/bucket state-store
@@ -39,8 +40,40 @@ enum Command {
     PipelineAdapter(cmd::pipeline_adapter::PipelineAdapterArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// Runs the command; an error is printed as its chain of causes (never a backtrace,
+/// whatever `RUST_BACKTRACE` says) and the process exits with status 1.
+fn main() -> ExitCode {
+    match run(parse_args()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `error: <outermost>` followed by one `  caused by: <cause>` line per underlying error.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = format!("error: {e}");
+    for cause in e.chain().skip(1) {
+        out.push_str(&format!("\n  caused by: {cause}"));
+    }
+    out
+}
+
+/// Parses the command line. `plinth help --help` (which clap's built-in `help`
+/// subcommand rejects) shows the top-level help, as `plinth help` does.
+fn parse_args() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let help_of_help =
+        args.len() == 3 && args[1] == "help" && (args[2] == "--help" || args[2] == "-h");
+    if help_of_help {
+        return Cli::parse_from([args[0].clone(), "--help".into()]);
+    }
+    Cli::parse_from(args)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     // Commands whose output is piped (`plinth manifests all | head`) end quietly when the
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
     if matches!(cli.command, Command::Quickstart(_) | Command::Manifests(_)) {

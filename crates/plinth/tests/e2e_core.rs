@@ -107,6 +107,10 @@ fn destination(name: &str, target: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn kratix_core_assets_end_to_end_in_git() {
     // The runner finds mapped programs on the entry's PATH on the host and binds them into
     // the sandbox, so they may live anywhere, /tmp included.

@@ -33,6 +33,10 @@ fi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn marketplace_redis_end_to_end() {
     let resources = corpus("kratix-marketplace/redis/internal/configure-pipeline/resources");
     // Not under /tmp: the sandbox gives every container a private /tmp.

@@ -524,7 +524,10 @@ fn kubectl_applies_a_marketplace_promise_and_built_in_kinds() {
     let p = plinth_or_skip!();
 
     // A real Kratix Promise (which embeds a CRD) applies with default validation.
-    let promise = "/work/shared/corpus/kratix-marketplace/redis/promise.yaml";
+    let promise = concat!(
+        env!("PLINTH_CORPUS_DIR"),
+        "/kratix-marketplace/redis/promise.yaml"
+    );
     if std::path::Path::new(promise).exists() {
         let out = p.kubectl(&["apply", "-f", promise]);
         assert!(
@@ -536,6 +539,8 @@ fn kubectl_applies_a_marketplace_promise_and_built_in_kinds() {
         assert!(out.lines().any(|l| l.starts_with("redis ")), "{out}");
         let out = p.kubectl(&["explain", "promises.spec.api"]);
         assert!(out.contains("KIND:       Promise"), "{out}");
+    } else {
+        println!("SKIPPED (marketplace part): the Kratix corpus is absent at {promise}");
     }
 
     // Built-in kinds: strategic-merge three-way apply removes a dropped key.

@@ -43,6 +43,10 @@ fn violating(request: &Value, schema: &Value) -> Option<(Value, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn every_marketplace_promise_installs_with_kubectl() {
     let promises = marketplace_promises();
     assert!(

@@ -40,6 +40,10 @@ fn user_container(pod_spec: &Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn kratix_config_defaults_apply_without_restart() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;

@@ -65,6 +65,10 @@ fn names(p: &Plinth, kind: &str, ns: Option<&str>) -> Vec<(String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn pipeline_permissions_are_enforced() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;

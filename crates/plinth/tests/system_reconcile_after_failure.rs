@@ -81,6 +81,10 @@ async fn setup(config: &str) -> (Plinth, kube::Client) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn failed_request_is_rerun_and_jobs_are_pruned() {
     let (p, client) = setup("kratix-config-retry.yaml").await;
     let requests = dynamic(
@@ -137,6 +141,10 @@ async fn failed_request_is_rerun_and_jobs_are_pruned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn no_rerun_after_failure_when_disabled() {
     let (p, client) = setup("kratix-config-no-retry.yaml").await;
     let requests = dynamic(

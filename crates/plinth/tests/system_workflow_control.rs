@@ -88,6 +88,10 @@ fn configmap(p: &Plinth, ns: &str, name: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn suspend_resume_and_delete_gates() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
@@ -329,6 +333,10 @@ async fn suspend_resume_and_delete_gates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn retry_after_until_gates_exist() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;

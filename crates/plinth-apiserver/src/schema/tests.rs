@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::resource::{Cause, PrinterColumn, ResourceInfo};
 
-const MARKETPLACE: &str = "/work/shared/corpus/kratix-marketplace";
+const MARKETPLACE: &str = concat!(env!("PLINTH_CORPUS_DIR"), "/kratix-marketplace");
 
 /// Build the served-resource description of a CRD's storage version (test helper).
 pub(crate) fn info_from_crd(crd: &Value) -> ResourceInfo {
@@ -101,6 +101,10 @@ fn marketplace_crds() -> Vec<(String, Value)> {
 }
 
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn every_marketplace_promise_api_passes_check_crd() {
     let crds = marketplace_crds();
     assert!(crds.len() >= 10, "found {} Promise APIs", crds.len());
@@ -112,6 +116,10 @@ fn every_marketplace_promise_api_passes_check_crd() {
 }
 
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn every_marketplace_resource_request_is_admitted() {
     let mut checked = 0;
     for (name, crd) in marketplace_crds() {
@@ -136,6 +144,10 @@ fn every_marketplace_resource_request_is_admitted() {
 }
 
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn marketplace_requests_with_wrong_values_fail_with_field_causes() {
     let crds = marketplace_crds();
     let redis = &crds.iter().find(|(n, _)| n == "redis").unwrap().1;
@@ -174,6 +186,10 @@ fn marketplace_requests_with_wrong_values_fail_with_field_causes() {
 }
 
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn defaults_from_marketplace_schema_are_applied() {
     let crds = marketplace_crds();
     let redis = &crds.iter().find(|(n, _)| n == "redis").unwrap().1;
@@ -659,6 +675,10 @@ fn field_validation_directives() {
 }
 
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn plinth_kratix_crds_pass_check_crd_and_admit_marketplace_promises() {
     let crds: Vec<Value> = plinth_api::crds::all_crds()
         .into_iter()
@@ -704,6 +724,10 @@ fn plinth_kratix_crds_pass_check_crd_and_admit_marketplace_promises() {
 }
 
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn generated_request_crds_pass_check_crd_and_admit_requests_with_status() {
     for (name, api) in marketplace_crds() {
         let crd = plinth_api::crds::build_request_crd(&name, &api)
@@ -739,6 +763,10 @@ fn generated_request_crds_pass_check_crd_and_admit_requests_with_status() {
 /// Kratix failure mode B32: a HealthRecord with a state outside the enum is rejected at
 /// admission, naming the field and the allowed values.
 #[test]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 fn health_record_state_outside_enum_is_rejected() {
     let crd = plinth_api::crds::all_crds()
         .into_iter()
@@ -746,7 +774,10 @@ fn health_record_state_outside_enum_is_rejected() {
         .find(|c| c["spec"]["names"]["kind"] == "HealthRecord")
         .expect("HealthRecord CRD");
     let info = info_from_crd(&crd);
-    let dir = "/work/shared/corpus/kratix-system-tests/healthchecks";
+    let dir = concat!(
+        env!("PLINTH_CORPUS_DIR"),
+        "/kratix-system-tests/healthchecks"
+    );
     for f in ["healthy-health-record.yaml", "unhealthy-health-record.yaml"] {
         let mut hr = load_yaml(&format!("{dir}/{f}"));
         if let Err(causes) = admit(&info, &mut hr, None) {

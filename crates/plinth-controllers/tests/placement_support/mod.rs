@@ -573,14 +573,7 @@ pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// A corpus file's text.
 pub fn corpus(rel: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus")
-        .join(rel);
-    let p = if p.exists() {
-        p
-    } else {
-        PathBuf::from("/work/shared/corpus").join(rel)
-    };
+    let p = Path::new(env!("PLINTH_CORPUS_DIR")).join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
 }
 

@@ -71,7 +71,8 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     })
     .await
     .context("step 'start the platform' failed")?;
-    let result = drive(&platform, started, deadline).await;
+    let removed_at_exit = temp.is_some() && !args.keep;
+    let result = drive(&platform, started, deadline, removed_at_exit).await;
     let repo = platform.state_store_repo.clone();
     platform.shutdown().await;
     match result {
@@ -109,13 +110,25 @@ fn step(started: Instant, what: &str) {
     println!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
 }
 
-async fn drive(platform: &Platform, started: Instant, deadline: Instant) -> anyhow::Result<()> {
+/// Runs the sample through the platform. `removed_at_exit`: the data directory is a
+/// temporary one that goes away when quickstart ends, which the kubectl hint says.
+async fn drive(
+    platform: &Platform,
+    started: Instant,
+    deadline: Instant,
+    removed_at_exit: bool,
+) -> anyhow::Result<()> {
     let client = platform.server.client();
     if let Some(kc) = platform.server.kubeconfig_path() {
+        let lifetime = if removed_at_exit {
+            "; it lasts while quickstart runs: add --keep or --data-dir DIR to use it afterwards"
+        } else {
+            ""
+        };
         step(
             started,
             &format!(
-                "API server ready at https://{} (kubectl --kubeconfig {})",
+                "API server ready at https://{} (kubectl --kubeconfig {}{lifetime})",
                 platform
                     .server
                     .https_addr()

@@ -14,9 +14,7 @@ use serde_json::Value;
 
 /// The shared corpus of real Kratix YAML (next to the repository).
 pub fn corpus(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus")
-        .join(rel)
+    Path::new(env!("PLINTH_CORPUS_DIR")).join(rel)
 }
 
 /// Every YAML document of a corpus file.
