@@ -4,6 +4,7 @@
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
 mod cmd;
+mod gitserve;
 mod platform;
 mod signal;
 
@@ -39,8 +40,24 @@ enum Command {
     PipelineAdapter(cmd::pipeline_adapter::PipelineAdapterArgs),
 }
 
+/// The command line, with one alias: run as `pipeline-adapter` (the entrypoint
+/// `/bin/pipeline-adapter` of the image, which Kratix-style Jobs call), the binary acts as
+/// `plinth pipeline-adapter`.
+fn parse_cli() -> Cli {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_os_string());
+    if invoked_as.as_deref() == Some(std::ffi::OsStr::new("pipeline-adapter")) {
+        args[0] = "plinth".into();
+        args.insert(1, "pipeline-adapter".into());
+    }
+    Cli::parse_from(args)
+}
+
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     // Commands whose output is piped (`plinth manifests all | head`) end quietly when the
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
     if matches!(cli.command, Command::Quickstart(_) | Command::Manifests(_)) {

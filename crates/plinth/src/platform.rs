@@ -43,6 +43,8 @@ pub struct Platform {
     tasks: Vec<JoinHandle<()>>,
     /// The bootstrapped bare repository, when bootstrapping was asked for.
     pub state_store_repo: Option<PathBuf>,
+    /// The read-only Git endpoint (`/git/<GitStateStore>` on the HTTPS listener).
+    pub git: std::sync::Arc<crate::gitserve::GitServe>,
 }
 
 impl Platform {
@@ -64,12 +66,17 @@ impl Platform {
             plinth_runner::image::ImageMap::load(map)
                 .with_context(|| format!("--image-map {}", map.display()))?;
         }
+        let git = crate::gitserve::GitServe::new(&opts.data_dir)?;
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
+        config.extra_routes = Some(plinth_apiserver::ExtraRoutes(crate::gitserve::router(
+            git.clone(),
+        )));
         let server = ApiServer::start(config)
             .await
             .with_context(|| format!("starting the API server in {}", opts.data_dir.display()))?;
         let client = server.client();
+        git.set_client(client.clone());
         register_kratix_crds(&client).await?;
         let mut tasks = Vec::new();
 
@@ -121,6 +128,7 @@ impl Platform {
             _lock: lock,
             tasks,
             state_store_repo,
+            git,
         })
     }
 

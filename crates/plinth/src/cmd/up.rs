@@ -70,6 +70,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             repo.display()
         );
     }
+    // Printed unindented: scripts and tests read these lines.
+    println!(
+        "git (read-only): https://{addr}{}/<GitStateStore>  (e.g. {BOOTSTRAP_NAME})",
+        crate::gitserve::ROUTE_PREFIX
+    );
+    println!(
+        "git read token: {} (also in {}; any user name, or a bearer token)",
+        platform.git.token(),
+        platform.git.token_path().display()
+    );
     if args.no_controllers {
         println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
     }

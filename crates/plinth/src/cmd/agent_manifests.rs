@@ -1,0 +1,216 @@
+//! `plinth manifests agent`: what a worker cluster needs to run `plinth agent` for one
+//! Destination — a namespace, a ServiceAccount, RBAC and a one-replica Deployment.
+//!
+//! The agent applies whatever the Destination's directory holds (namespaces, CRDs, RBAC,
+//! workloads), like Flux's kustomize-controller, so its ClusterRole allows every verb on
+//! every resource; give the worker cluster a narrower role by editing it if its
+//! directory is known to hold less.
+//!
+//! The command line of the agent is built from a table ([`agent_flags`]): each option of
+//! this command that maps to an agent flag is listed once there, and anything after `--`
+//! is passed to the agent unchanged, so a flag the table does not know yet can still be
+//! given.
+
+use clap::ValueEnum;
+use serde_json::{Value, json};
+
+/// Where the agent reads the Destination's documents from.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentSource {
+    /// A Git repository (URL, branch, path).
+    Git,
+    /// An S3-compatible bucket (endpoint, bucket, path).
+    Bucket,
+}
+
+impl AgentSource {
+    fn as_str(self) -> &'static str {
+        match self {
+            AgentSource::Git => "git",
+            AgentSource::Bucket => "bucket",
+        }
+    }
+}
+
+/// Options of `plinth manifests agent`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct AgentManifestOptions {
+    /// Name of the Destination the agent serves (names the Deployment and its objects).
+    #[arg(long)]
+    pub destination: String,
+    /// Image containing the `plinth` binary.
+    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE)]
+    pub image: String,
+    /// Namespace of the agent.
+    #[arg(long, default_value = AGENT_NAMESPACE)]
+    pub namespace: String,
+    /// Kind of state store the Destination is on.
+    #[arg(long, value_enum, default_value = "git")]
+    pub source: AgentSource,
+    /// Git repository URL (`--source git`).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Git branch (`--source git`).
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// S3 endpoint host[:port] (`--source bucket`).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Bucket name (`--source bucket`).
+    #[arg(long)]
+    pub bucket: Option<String>,
+    /// The Destination's directory in the store (`<store path>/<destination path>`).
+    #[arg(long)]
+    pub path: Option<String>,
+    /// How often the agent checks the store (e.g. `30s`).
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// A Secret in the agent's namespace holding the store's credentials, with the same
+    /// keys as the state store's Secret; mounted read-only at [`CREDENTIALS_DIR`].
+    #[arg(long)]
+    pub credentials_secret: Option<String>,
+    /// Further `plinth agent` arguments, passed unchanged (after `--`).
+    #[arg(last = true)]
+    pub agent_args: Vec<String>,
+}
+
+/// Default namespace of the agent.
+pub const AGENT_NAMESPACE: &str = "plinth-agent-system";
+/// Where the credentials Secret is mounted in the agent's container.
+pub const CREDENTIALS_DIR: &str = "/var/run/secrets/plinth-agent/store";
+
+/// The agent's command line (after `plinth`), from the options: one row per flag, in a
+/// table, then the verbatim extra arguments.
+pub fn agent_flags(o: &AgentManifestOptions) -> Vec<String> {
+    let credentials = o
+        .credentials_secret
+        .as_ref()
+        .map(|_| CREDENTIALS_DIR.to_string());
+    let table: [(&str, Option<String>); 8] = [
+        ("--source", Some(o.source.as_str().to_string())),
+        ("--url", o.url.clone()),
+        ("--branch", o.branch.clone()),
+        ("--endpoint", o.endpoint.clone()),
+        ("--bucket", o.bucket.clone()),
+        ("--path", o.path.clone()),
+        ("--interval", o.interval.clone()),
+        ("--credentials-dir", credentials),
+    ];
+    let mut args = vec!["agent".to_string()];
+    for (flag, value) in table {
+        if let Some(v) = value {
+            args.push(format!("{flag}={v}"));
+        }
+    }
+    args.extend(o.agent_args.iter().cloned());
+    args
+}
+
+/// Namespace, ServiceAccount, ClusterRole + binding and the Deployment running
+/// `plinth agent` (one replica, replaced rather than rolled: one agent per Destination).
+pub fn agent_documents(o: &AgentManifestOptions) -> Vec<Value> {
+    let name = format!("plinth-agent-{}", o.destination);
+    let ns = &o.namespace;
+    let labels = json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "agent",
+                        "app.kubernetes.io/instance": o.destination});
+    let mut container = json!({
+        "name": "agent",
+        "image": o.image,
+        "args": agent_flags(o),
+        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                            "readOnlyRootFilesystem": true,
+                            "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    });
+    let mut volumes = vec![json!({"name": "tmp", "emptyDir": {}})];
+    if let Some(secret) = &o.credentials_secret {
+        container["volumeMounts"]
+            .as_array_mut()
+            .expect("array")
+            .push(json!({"name": "store-credentials", "mountPath": CREDENTIALS_DIR, "readOnly": true}));
+        volumes.push(json!({"name": "store-credentials", "secret": {"secretName": secret}}));
+    }
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": name, "namespace": ns, "labels": labels}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name, "labels": labels},
+               "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                         {"nonResourceURLs": ["*"], "verbs": ["get"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name, "labels": labels},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"serviceAccountName": name, "containers": [container], "volumes": volumes},
+            },
+        }}),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        o: AgentManifestOptions,
+    }
+
+    #[test]
+    fn flags_come_from_the_options_and_extra_args_pass_through() {
+        let cli = Cli::parse_from([
+            "x",
+            "--destination",
+            "worker-1",
+            "--url",
+            "https://git.example/state.git",
+            "--branch",
+            "main",
+            "--path",
+            "worker-1",
+            "--credentials-secret",
+            "state-creds",
+            "--",
+            "--prune=false",
+        ]);
+        let docs = agent_documents(&cli.o);
+        let kinds: Vec<_> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Deployment"
+            ]
+        );
+        let pod = &docs[4]["spec"]["template"]["spec"];
+        assert_eq!(pod["serviceAccountName"], "plinth-agent-worker-1");
+        assert_eq!(
+            pod["containers"][0]["args"],
+            json!([
+                "agent",
+                "--source=git",
+                "--url=https://git.example/state.git",
+                "--branch=main",
+                "--path=worker-1",
+                format!("--credentials-dir={CREDENTIALS_DIR}"),
+                "--prune=false"
+            ])
+        );
+        assert_eq!(pod["volumes"][1]["secret"]["secretName"], "state-creds");
+        assert_eq!(docs[3]["subjects"][0]["namespace"], AGENT_NAMESPACE);
+    }
+}
