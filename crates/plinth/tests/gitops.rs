@@ -117,7 +117,8 @@ async fn state_store_is_served_read_only_over_https_with_the_read_token() {
     let p = Plinth::up(&[]).await;
     let repo = p.repo();
     wait_until(60, "the canary commit", || async {
-        commit_count(&repo, "main") >= 1
+        repo_files(&repo, "main")
+            .contains(&"local/dependencies/kratix-canary-namespace.yaml".to_string())
     })
     .await;
     let ca = p.data.join("tls").join("ca.crt");

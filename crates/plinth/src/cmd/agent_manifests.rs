@@ -8,29 +8,11 @@
 //!
 //! The command line of the agent is built from a table ([`agent_flags`]): each option of
 //! this command that maps to an agent flag is listed once there, and anything after `--`
-//! is passed to the agent unchanged, so a flag the table does not know yet can still be
-//! given.
+//! is passed to the agent unchanged (`-- --prune=false --force-conflicts`), so any agent
+//! flag can be given. Credentials stay off the command line: the agent reads the named
+//! Secret through the API.
 
-use clap::ValueEnum;
 use serde_json::{Value, json};
-
-/// Where the agent reads the Destination's documents from.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AgentSource {
-    /// A Git repository (URL, branch, path).
-    Git,
-    /// An S3-compatible bucket (endpoint, bucket, path).
-    Bucket,
-}
-
-impl AgentSource {
-    fn as_str(self) -> &'static str {
-        match self {
-            AgentSource::Git => "git",
-            AgentSource::Bucket => "bucket",
-        }
-    }
-}
 
 /// Options of `plinth manifests agent`.
 #[derive(clap::Args, Clone, Debug)]
@@ -44,29 +26,29 @@ pub struct AgentManifestOptions {
     /// Namespace of the agent.
     #[arg(long, default_value = AGENT_NAMESPACE)]
     pub namespace: String,
-    /// Kind of state store the Destination is on.
-    #[arg(long, value_enum, default_value = "git")]
-    pub source: AgentSource,
-    /// Git repository URL (`--source git`).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Git branch (`--source git`).
+    /// Git repository URL of the state store (a Git source).
+    #[arg(long, conflicts_with = "bucket", required_unless_present = "bucket")]
+    pub git_url: Option<String>,
+    /// Git branch.
     #[arg(long)]
     pub branch: Option<String>,
-    /// S3 endpoint host[:port] (`--source bucket`).
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// Bucket name (`--source bucket`).
+    /// Bucket of the state store (a bucket source).
     #[arg(long)]
     pub bucket: Option<String>,
-    /// The Destination's directory in the store (`<store path>/<destination path>`).
+    /// Bucket endpoint (`host:port` or a URL).
+    #[arg(long, requires = "bucket")]
+    pub endpoint: Option<String>,
+    /// The state store's own path prefix (its `spec.path`).
+    #[arg(long)]
+    pub store_path: Option<String>,
+    /// The Destination's directory inside the store (its `spec.path`).
     #[arg(long)]
     pub path: Option<String>,
     /// How often the agent checks the store (e.g. `30s`).
     #[arg(long)]
     pub interval: Option<String>,
-    /// A Secret in the agent's namespace holding the store's credentials, with the same
-    /// keys as the state store's Secret; mounted read-only at [`CREDENTIALS_DIR`].
+    /// A Secret in the agent's namespace with the state store Secret's keys; the agent
+    /// reads it through the API (`--credentials-secret NAMESPACE/NAME`).
     #[arg(long)]
     pub credentials_secret: Option<String>,
     /// Further `plinth agent` arguments, passed unchanged (after `--`).
@@ -76,25 +58,23 @@ pub struct AgentManifestOptions {
 
 /// Default namespace of the agent.
 pub const AGENT_NAMESPACE: &str = "plinth-agent-system";
-/// Where the credentials Secret is mounted in the agent's container.
-pub const CREDENTIALS_DIR: &str = "/var/run/secrets/plinth-agent/store";
-
 /// The agent's command line (after `plinth`), from the options: one row per flag, in a
 /// table, then the verbatim extra arguments.
 pub fn agent_flags(o: &AgentManifestOptions) -> Vec<String> {
     let credentials = o
         .credentials_secret
         .as_ref()
-        .map(|_| CREDENTIALS_DIR.to_string());
-    let table: [(&str, Option<String>); 8] = [
-        ("--source", Some(o.source.as_str().to_string())),
-        ("--url", o.url.clone()),
+        .map(|name| format!("{}/{name}", o.namespace));
+    let table: [(&str, Option<String>); 9] = [
+        ("--name", Some(o.destination.clone())),
+        ("--git-url", o.git_url.clone()),
         ("--branch", o.branch.clone()),
-        ("--endpoint", o.endpoint.clone()),
         ("--bucket", o.bucket.clone()),
+        ("--endpoint", o.endpoint.clone()),
+        ("--store-path", o.store_path.clone()),
         ("--path", o.path.clone()),
         ("--interval", o.interval.clone()),
-        ("--credentials-dir", credentials),
+        ("--credentials-secret", credentials),
     ];
     let mut args = vec!["agent".to_string()];
     for (flag, value) in table {
@@ -113,7 +93,7 @@ pub fn agent_documents(o: &AgentManifestOptions) -> Vec<Value> {
     let ns = &o.namespace;
     let labels = json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "agent",
                         "app.kubernetes.io/instance": o.destination});
-    let mut container = json!({
+    let container = json!({
         "name": "agent",
         "image": o.image,
         "args": agent_flags(o),
@@ -122,14 +102,7 @@ pub fn agent_documents(o: &AgentManifestOptions) -> Vec<Value> {
                             "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
     });
-    let mut volumes = vec![json!({"name": "tmp", "emptyDir": {}})];
-    if let Some(secret) = &o.credentials_secret {
-        container["volumeMounts"]
-            .as_array_mut()
-            .expect("array")
-            .push(json!({"name": "store-credentials", "mountPath": CREDENTIALS_DIR, "readOnly": true}));
-        volumes.push(json!({"name": "store-credentials", "secret": {"secretName": secret}}));
-    }
+    let volumes = vec![json!({"name": "tmp", "emptyDir": {}})];
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
@@ -173,7 +146,7 @@ mod tests {
             "x",
             "--destination",
             "worker-1",
-            "--url",
+            "--git-url",
             "https://git.example/state.git",
             "--branch",
             "main",
@@ -202,15 +175,22 @@ mod tests {
             pod["containers"][0]["args"],
             json!([
                 "agent",
-                "--source=git",
-                "--url=https://git.example/state.git",
+                "--name=worker-1",
+                "--git-url=https://git.example/state.git",
                 "--branch=main",
                 "--path=worker-1",
-                format!("--credentials-dir={CREDENTIALS_DIR}"),
+                format!("--credentials-secret={AGENT_NAMESPACE}/state-creds"),
                 "--prune=false"
             ])
         );
-        assert_eq!(pod["volumes"][1]["secret"]["secretName"], "state-creds");
+        assert!(
+            Cli::try_parse_from(["x", "--destination", "w"]).is_err(),
+            "a Git URL or a bucket is required"
+        );
+        assert!(
+            Cli::try_parse_from(["x", "--destination", "w", "--git-url", "u", "--bucket", "b"])
+                .is_err()
+        );
         assert_eq!(docs[3]["subjects"][0]["namespace"], AGENT_NAMESPACE);
     }
 }
