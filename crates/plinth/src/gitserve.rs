@@ -78,10 +78,9 @@ impl GitServe {
 
 /// Reads the token file, or writes a new random token (64 hex digits, mode 0600).
 fn load_or_create_token(path: &Path) -> anyhow::Result<String> {
-    if let Ok(s) = std::fs::read_to_string(path) {
-        if !s.trim().is_empty() {
-            return Ok(s.trim().to_string());
-        }
+    let existing = std::fs::read_to_string(path).unwrap_or_default();
+    if !existing.trim().is_empty() {
+        return Ok(existing.trim().to_string());
     }
     use rand::RngCore;
     let mut bytes = [0u8; 32];

@@ -61,7 +61,7 @@ fn import_base(conf: &Path, tmp: &Path, bin: &Path, tag: &str) {
     for lib in shared_libraries(bin) {
         copy_into(&rootfs, &lib);
     }
-    let tar = Command::new("tar")
+    let mut tar = Command::new("tar")
         .arg("-C")
         .arg(&rootfs)
         .args(["-c", "."])
@@ -71,9 +71,10 @@ fn import_base(conf: &Path, tmp: &Path, bin: &Path, tag: &str) {
     let out = Command::new("podman")
         .env("CONTAINERS_CONF", conf)
         .args(["import", "-", tag])
-        .stdin(tar.stdout.unwrap())
+        .stdin(tar.stdout.take().unwrap())
         .output()
         .expect("podman import");
+    assert!(tar.wait().unwrap().success(), "tar of the base rootfs");
     ok(out, "podman import");
 }
 
