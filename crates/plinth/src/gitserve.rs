@@ -246,7 +246,7 @@ impl GitServe {
                 "the platform is still starting",
             ));
         };
-        let gvk = GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "GitStateStore");
+        let gvk = GroupVersionKind::gvk(plinth_api::GROUP, plinth_api::VERSION, "GitStateStore");
         let ar = ApiResource::from_gvk_with_plural(&gvk, "gitstatestores");
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let not_served = |why: String| plain(StatusCode::NOT_FOUND, why);

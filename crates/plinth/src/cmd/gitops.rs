@@ -341,7 +341,7 @@ fn endpoint(kc: &Kubeconfig, path: &Path) -> anyhow::Result<PlatformEndpoint> {
 }
 
 fn platform_api(client: &kube::Client, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind);
+    let gvk = GroupVersionKind::gvk(plinth_api::GROUP, plinth_api::VERSION, kind);
     Api::all_with(
         client.clone(),
         &ApiResource::from_gvk_with_plural(&gvk, plural),
