@@ -52,6 +52,9 @@ pub struct ServerConfig {
     /// RBAC (they authenticate requests themselves), e.g. the read-only Git endpoint of
     /// `plinth up`. Their paths must not overlap the Kubernetes API's. Default none.
     pub extra_routes: Option<ExtraRoutes>,
+    /// Extra names (DNS names or IP addresses) on the serving certificate, e.g. the
+    /// address a kind cluster reaches this machine by. Default none.
+    pub tls_extra_names: Vec<String>,
 }
 
 /// Routes that [`ServerConfig::extra_routes`] adds to the HTTPS listener.
@@ -87,6 +90,7 @@ impl Default for ServerConfig {
             max_body_bytes: 3 * 1024 * 1024,
             log_poll_interval: Duration::from_millis(250),
             extra_routes: None,
+            tls_extra_names: Vec::new(),
         }
     }
 }
@@ -133,7 +137,10 @@ impl ApiServer {
                 .map_err(|e| Error::Invalid(format!("opening the store: {e}")))??
         };
         let tls_files = match config.listen {
-            Some(_) => Some(crate::tls::load_or_create(&dir.join("tls"))?),
+            Some(_) => Some(crate::tls::load_or_create_with_names(
+                &dir.join("tls"),
+                &config.tls_extra_names,
+            )?),
             None => None,
         };
         let registry = Registry::with_builtins();

@@ -51,6 +51,16 @@ impl Platform {
     /// Starts the API server, then the controllers and runner on its in-process client,
     /// then bootstraps the local state store and Destination (once per data dir).
     pub async fn start(opts: PlatformOptions) -> anyhow::Result<Platform> {
+        Self::start_with_tls_names(opts, &[]).await
+    }
+
+    /// [`Platform::start`], with extra names (DNS names or IP addresses) on the HTTPS
+    /// certificate, for clients that reach this machine by another address (a GitOps
+    /// agent in a kind cluster pulling the state store).
+    pub async fn start_with_tls_names(
+        opts: PlatformOptions,
+        tls_names: &[String],
+    ) -> anyhow::Result<Platform> {
         if opts.data_dir.exists() && !opts.data_dir.is_dir() {
             bail!(
                 "data dir {} exists and is not a directory",
@@ -69,6 +79,7 @@ impl Platform {
         let git = crate::gitserve::GitServe::new(&opts.data_dir)?;
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
+        config.tls_extra_names = tls_names.to_vec();
         config.extra_routes = Some(plinth_apiserver::ExtraRoutes(crate::gitserve::router(
             git.clone(),
         )));

@@ -443,3 +443,73 @@ async fn flux_and_argocd_manifests_sync_a_destination_directory() {
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(err.contains("Destination nope not found"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_reaches_the_platform_by_an_extra_certificate_name() {
+    let p = Plinth::up(&["--tls-san", "plinth.test"]).await;
+    let repo = p.repo();
+    wait_until(60, "the canary commit", || async {
+        repo_files(&repo, "main")
+            .contains(&"local/dependencies/kratix-canary-namespace.yaml".to_string())
+    })
+    .await;
+    let port = server(&p).rsplit(':').next().unwrap().to_string();
+    let flux = docs(&manifests(
+        &p,
+        &[
+            "flux",
+            "local",
+            "--git-host",
+            &format!("plinth.test:{port}"),
+        ],
+    ));
+    let url = of_kind(&flux, "GitRepository")[0]["spec"]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(url, format!("https://plinth.test:{port}/git/local"));
+    let ca = p.data.join("tls").join("ca.crt");
+    let clone_as = |p: &Plinth, host: &str, dir: &str| {
+        let url = format!("https://{host}:{port}/git/local");
+        git_https(
+            p,
+            &ca,
+            &[
+                "-c",
+                &format!("http.curloptResolve={host}:{port}:127.0.0.1"),
+                "clone",
+                "-q",
+                &with_credentials(&url, "flux", &token(p)),
+                &p.dir.path().join(dir).to_string_lossy(),
+            ],
+        )
+    };
+    ok(
+        &clone_as(&p, "plinth.test", "by-name"),
+        "clone by the extra name",
+    );
+    let other = clone_as(&p, "other.test", "by-other-name");
+    assert!(
+        !other.status.success(),
+        "a name not on the certificate fails TLS"
+    );
+
+    // A restart with other names issues the serving certificate again from the same CA.
+    let ca_before = std::fs::read(&ca).unwrap();
+    let dir = p.kill();
+    let p = Plinth::up_in(dir, &["--tls-san", "other.test"]).await;
+    assert_eq!(std::fs::read(&ca).unwrap(), ca_before, "the CA is kept");
+    let port2 = server(&p).rsplit(':').next().unwrap().to_string();
+    let url = format!("https://other.test:{port2}/git/local");
+    let out = git_https(
+        &p,
+        &ca,
+        &[
+            "-c",
+            &format!("http.curloptResolve=other.test:{port2}:127.0.0.1"),
+            "ls-remote",
+            &with_credentials(&url, "flux", &token(&p)),
+        ],
+    );
+    ok(&out, "ls-remote by the new name after a restart");
+}
