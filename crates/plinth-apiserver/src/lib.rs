@@ -32,4 +32,4 @@ mod watch;
 pub use api::{is_dns1123_label, is_dns1123_subdomain};
 pub use auth::Identity;
 pub use error::{ApiError, Error};
-pub use server::{ApiServer, STANDARD_NAMESPACES, ServerConfig};
+pub use server::{ApiServer, ExtraRoutes, STANDARD_NAMESPACES, ServerConfig};

@@ -48,6 +48,23 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Poll interval of `pods/log?follow=true`. Default 250 ms.
     pub log_poll_interval: Duration,
+    /// Extra routes served on the HTTPS listener *outside* the API's authentication and
+    /// RBAC (they authenticate requests themselves), e.g. the read-only Git endpoint of
+    /// `plinth up`. Their paths must not overlap the Kubernetes API's. Default none.
+    pub extra_routes: Option<ExtraRoutes>,
+    /// Extra names (DNS names or IP addresses) on the serving certificate, e.g. the
+    /// address a kind cluster reaches this machine by. Default none.
+    pub tls_extra_names: Vec<String>,
+}
+
+/// Routes that [`ServerConfig::extra_routes`] adds to the HTTPS listener.
+#[derive(Clone)]
+pub struct ExtraRoutes(pub axum::Router);
+
+impl std::fmt::Debug for ExtraRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ExtraRoutes(..)")
+    }
 }
 
 impl ServerConfig {
@@ -72,6 +89,8 @@ impl Default for ServerConfig {
             watch_buffer: 8192,
             max_body_bytes: 3 * 1024 * 1024,
             log_poll_interval: Duration::from_millis(250),
+            extra_routes: None,
+            tls_extra_names: Vec::new(),
         }
     }
 }
@@ -118,7 +137,10 @@ impl ApiServer {
                 .map_err(|e| Error::Invalid(format!("opening the store: {e}")))??
         };
         let tls_files = match config.listen {
-            Some(_) => Some(crate::tls::load_or_create(&dir.join("tls"))?),
+            Some(_) => Some(crate::tls::load_or_create_with_names(
+                &dir.join("tls"),
+                &config.tls_extra_names,
+            )?),
             None => None,
         };
         let registry = Registry::with_builtins();
@@ -206,10 +228,13 @@ impl ApiServer {
                 .local_addr()
                 .map_err(|source| Error::Listen { addr, source })?;
             let _ = app.https_addr.set(local);
-            let net = base.layer(axum::middleware::from_fn_with_state(
+            let mut net = base.layer(axum::middleware::from_fn_with_state(
                 app.clone(),
                 auth::network_auth,
             ));
+            if let Some(ExtraRoutes(extra)) = &config.extra_routes {
+                net = extra.clone().merge(net);
+            }
             tasks.push(tokio::spawn(serve_tls(listener, tls, net)));
             let path = dir.join("kubeconfig");
             write_kubeconfig(&path, local, &files.ca_pem, app.tokens.admin_token())?;

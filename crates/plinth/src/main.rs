@@ -4,6 +4,7 @@
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
 mod cmd;
+mod gitserve;
 mod platform;
 mod signal;
 
@@ -61,14 +62,26 @@ fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
-/// Parses the command line. `plinth help --help` (which clap's built-in `help`
-/// subcommand rejects) shows the top-level help, as `plinth help` does.
+/// Parses the command line, with two adjustments:
+/// - run as `pipeline-adapter` (the entrypoint `/bin/pipeline-adapter` of the image,
+///   which Kratix-style Jobs call), the binary acts as `plinth pipeline-adapter`;
+/// - `plinth help --help` (which clap's built-in `help` subcommand rejects) shows the
+///   top-level help, as `plinth help` does.
 fn parse_args() -> Cli {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_os_string());
+    if invoked_as.as_deref() == Some(std::ffi::OsStr::new("pipeline-adapter")) {
+        args[0] = "plinth".into();
+        args.insert(1, "pipeline-adapter".into());
+    }
     let help_of_help =
         args.len() == 3 && args[1] == "help" && (args[2] == "--help" || args[2] == "-h");
     if help_of_help {
         return Cli::parse_from([args[0].clone(), "--help".into()]);
+    }
     }
     Cli::parse_from(args)
 }

@@ -43,12 +43,24 @@ pub struct Platform {
     tasks: Vec<JoinHandle<()>>,
     /// The bootstrapped bare repository, when bootstrapping was asked for.
     pub state_store_repo: Option<PathBuf>,
+    /// The read-only Git endpoint (`/git/<GitStateStore>` on the HTTPS listener).
+    pub git: std::sync::Arc<crate::gitserve::GitServe>,
 }
 
 impl Platform {
     /// Starts the API server, then the controllers and runner on its in-process client,
     /// then bootstraps the local state store and Destination (once per data dir).
     pub async fn start(opts: PlatformOptions) -> anyhow::Result<Platform> {
+        Self::start_with_tls_names(opts, &[]).await
+    }
+
+    /// [`Platform::start`], with extra names (DNS names or IP addresses) on the HTTPS
+    /// certificate, for clients that reach this machine by another address (a GitOps
+    /// agent in a kind cluster pulling the state store).
+    pub async fn start_with_tls_names(
+        opts: PlatformOptions,
+        tls_names: &[String],
+    ) -> anyhow::Result<Platform> {
         if opts.data_dir.exists() && !opts.data_dir.is_dir() {
             bail!(
                 "data dir {} exists and is not a directory",
@@ -64,12 +76,18 @@ impl Platform {
             plinth_runner::image::ImageMap::load(map)
                 .with_context(|| format!("--image-map {}", map.display()))?;
         }
+        let git = crate::gitserve::GitServe::new(&opts.data_dir)?;
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
+        config.tls_extra_names = tls_names.to_vec();
+        config.extra_routes = Some(plinth_apiserver::ExtraRoutes(crate::gitserve::router(
+            git.clone(),
+        )));
         let server = ApiServer::start(config)
             .await
             .with_context(|| format!("starting the API server in {}", opts.data_dir.display()))?;
         let client = server.client();
+        git.set_client(client.clone());
         register_kratix_crds(&client).await?;
         let mut tasks = Vec::new();
 
@@ -121,6 +139,7 @@ impl Platform {
             _lock: lock,
             tasks,
             state_store_repo,
+            git,
         })
     }
 

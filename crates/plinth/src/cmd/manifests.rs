@@ -22,6 +22,14 @@ pub enum ManifestsCommand {
     Operator(OperatorOptions),
     /// Everything a cluster needs: the CRDs, then the operator.
     All(OperatorOptions),
+    /// `plinth agent` for a worker cluster: namespace, ServiceAccount, RBAC, Deployment.
+    Agent(super::agent_manifests::AgentManifestOptions),
+    /// Flux objects (GitRepository, Kustomizations, Secret) syncing one Destination's
+    /// directory, read from the running platform.
+    Flux(super::gitops::GitOpsArgs),
+    /// Argo CD objects (Applications, repository Secret) syncing one Destination's
+    /// directory, read from the running platform.
+    Argocd(super::gitops::GitOpsArgs),
 }
 
 /// Options of the operator manifests.
@@ -41,9 +49,13 @@ pub const OPERATOR_NAMESPACE: &str = "kratix-platform-system";
 /// (`<promise>-promise-controller`, §2.1 step 8) bind to it unchanged.
 pub const OPERATOR_SERVICE_ACCOUNT: &str = "kratix-platform-controller-manager";
 
-/// The documents of one manifest set, in apply order.
-pub fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
+/// The documents of one manifest set, in apply order. Flux and Argo CD read the
+/// Destination from the platform the kubeconfig names.
+pub async fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
     match what {
+        ManifestsCommand::Agent(o) => Ok(super::agent_manifests::agent_documents(o)),
+        ManifestsCommand::Flux(a) => super::gitops::documents(a, false).await,
+        ManifestsCommand::Argocd(a) => super::gitops::documents(a, true).await,
         ManifestsCommand::Crds => crd_documents(),
         ManifestsCommand::Operator(o) => Ok(operator_documents(o)),
         ManifestsCommand::All(o) => {
@@ -146,7 +158,7 @@ pub fn to_yaml_stream(docs: &[Value]) -> anyhow::Result<String> {
 
 /// Runs `plinth manifests`.
 pub async fn run(args: ManifestsArgs) -> anyhow::Result<()> {
-    let docs = documents(&args.what)?;
+    let docs = documents(&args.what).await?;
     print!("{}", to_yaml_stream(&docs)?);
     Ok(())
 }
@@ -155,9 +167,9 @@ pub async fn run(args: ManifestsArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn crds_render_as_a_parseable_yaml_stream() {
-        let docs = documents(&ManifestsCommand::Crds).unwrap();
+    #[tokio::test]
+    async fn crds_render_as_a_parseable_yaml_stream() {
+        let docs = documents(&ManifestsCommand::Crds).await.unwrap();
         let yaml = to_yaml_stream(&docs).unwrap();
         let back: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
         assert_eq!(back.len(), 11);
@@ -165,13 +177,13 @@ mod tests {
         assert!(back.iter().all(|d| d["kind"] == "CustomResourceDefinition"));
     }
 
-    #[test]
-    fn all_is_crds_then_the_operator() {
+    #[tokio::test]
+    async fn all_is_crds_then_the_operator() {
         let o = OperatorOptions {
             image: "example.test/plinth:v1".into(),
             replicas: 2,
         };
-        let docs = documents(&ManifestsCommand::All(o)).unwrap();
+        let docs = documents(&ManifestsCommand::All(o)).await.unwrap();
         let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
         assert_eq!(
             &kinds[11..],

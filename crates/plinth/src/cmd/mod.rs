@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod agent_manifests;
+pub mod gitops;
 pub mod manifests;
 pub mod operator;
 pub mod pipeline_adapter;

@@ -35,20 +35,29 @@ pub struct UpArgs {
     /// queued (the wait restarts with each write, up to ten times this after the first).
     #[arg(long, default_value_t = 500)]
     pub git_batch_window_ms: u64,
+    /// Extra name (DNS name or IP address) on the HTTPS certificate, besides localhost and
+    /// 127.0.0.1, e.g. the address a kind cluster's Flux or Argo CD reaches this machine
+    /// by (with `--listen 0.0.0.0:6443`). Repeatable; the certificate is issued again by
+    /// the same CA when the names change.
+    #[arg(long = "tls-san", value_name = "NAME")]
+    pub tls_sans: Vec<String>,
 }
 
 /// Runs `plinth up`.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    let platform = Platform::start(PlatformOptions {
-        data_dir: data_dir.clone(),
-        listen: args.listen,
-        bootstrap: !args.no_bootstrap,
-        controllers: !args.no_controllers,
-        runner: !args.no_runner,
-        image_map: args.image_map.clone(),
-        git_batch_window: Duration::from_millis(args.git_batch_window_ms),
-    })
+    let platform = Platform::start_with_tls_names(
+        PlatformOptions {
+            data_dir: data_dir.clone(),
+            listen: args.listen,
+            bootstrap: !args.no_bootstrap,
+            controllers: !args.no_controllers,
+            runner: !args.no_runner,
+            image_map: args.image_map.clone(),
+            git_batch_window: Duration::from_millis(args.git_batch_window_ms),
+        },
+        &args.tls_sans,
+    )
     .await?;
     let addr = platform
         .server
@@ -70,6 +79,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             repo.display()
         );
     }
+    // Printed unindented: scripts and tests read these lines.
+    println!(
+        "git (read-only): https://{addr}{}/<GitStateStore>  (e.g. {BOOTSTRAP_NAME})",
+        crate::gitserve::ROUTE_PREFIX
+    );
+    println!(
+        "git read token: {} (also in {}; any user name, or a bearer token)",
+        platform.git.token(),
+        platform.git.token_path().display()
+    );
     if args.no_controllers {
         println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
     }
