@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 /// The CustomResourceDefinitions of every `platform.kratix.io/v1alpha1` kind Plinth serves,
 /// generated from the Rust types: Promise, Destination, GitStateStore, BucketStateStore,
 /// Work, WorkPlacement, PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord,
-/// DryRun (preview).
+/// DryRun (preview), and Plinth's HealthSource (`platform.syntasso.io/v1alpha1`).
 ///
 /// Scopes, short names, printer columns, the `kratix` category and status subresources are
 /// as kratix-spec §1 lists them (HealthRecord has no status subresource).
@@ -27,6 +27,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         crate::ResourceBinding::crd(),
         crate::HealthRecord::crd(),
         crate::DryRun::crd(),
+        crate::HealthSource::crd(),
     ]
     .into_iter()
     .map(user_facing_descriptions)
@@ -534,8 +535,8 @@ mod tests {
     #[test]
     fn generated_crds_have_the_kratix_shape() {
         let crds = all_crds();
-        assert_eq!(crds.len(), 11);
-        for crd in &crds {
+        assert_eq!(crds.len(), 12);
+        for crd in crds.iter().filter(|c| c.spec.names.kind != "HealthSource") {
             assert_eq!(crd.spec.group, "platform.kratix.io");
             assert_eq!(
                 crd.spec.names.categories.as_deref(),

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod health;
 pub mod manifests;
 pub mod operator;
 pub mod pipeline_adapter;
