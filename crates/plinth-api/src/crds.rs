@@ -362,8 +362,9 @@ fn normalise_printer_column_keys(version: &mut serde_json::Map<String, Value>) {
 ///
 /// * label `kratix.io/promise-name: <promise_name>`;
 /// * every version gets `subresources.status: {}`;
-/// * a version without `additionalPrinterColumns` gets `message` (`.status.message`) and
-///   `status` (`.status.conditions[?(@.type=="Reconciled")].message`);
+/// * a version without `additionalPrinterColumns` gets `message` (`.status.message`),
+///   `status` (`.status.conditions[?(@.type=="Reconciled")].message`) and, Plinth's
+///   addition, `health` (`.status.healthStatus.state`);
 /// * every version's `properties.status` is replaced with [`request_status_schema`];
 /// * the storage version's `metadata.name` gets `maxLength: 63`;
 /// * `apiVersion` is normalised to `apiextensions.k8s.io/v1`, and printer-column keys to
@@ -408,7 +409,8 @@ pub fn build_request_crd(promise_name: &str, api: &Value) -> Result<Value, ApiEr
                 "additionalPrinterColumns".into(),
                 json!([
                     {"name": "message", "type": "string", "jsonPath": ".status.message"},
-                    {"name": "status", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Reconciled\")].message"}
+                    {"name": "status", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Reconciled\")].message"},
+                    {"name": "health", "type": "string", "jsonPath": ".status.healthStatus.state"}
                 ]),
             );
         }

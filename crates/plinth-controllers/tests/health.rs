@@ -366,6 +366,9 @@ async fn bucket_source_applies_good_records_and_rejects_bad_ones() {
             .len(),
         5
     );
+    // Settled: nothing more is written.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(env.source("worker-1").await.metadata.resource_version, rv);
 
     // An older lastRun (out of order) is rejected; a newer one applies; a removed
     // object removes its record; a second source cannot claim request `a`.
@@ -517,4 +520,69 @@ impl Env {
         use plinth_controllers::health::Clock;
         self.clock.now()
     }
+}
+
+/// Azure Blob Storage (Azurite) with a read+list SAS: the SAS cannot write, and the
+/// HealthSource applies the records it reads with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_source_reads_with_a_read_only_sas() {
+    let Some((azurite, sas)) = azurite("health").await else {
+        return;
+    };
+    let sas_auth = plinth_statestore::BucketAuth::AzureSas {
+        account: AZURITE_ACCOUNT.into(),
+        token: sas.clone(),
+    };
+    let reader = azurite.store("health", sas_auth).await.expect("SAS lists");
+    let denied = reader
+        .write(WriteRequest {
+            name: "t".into(),
+            ops: vec![put_op("x.yaml", b"x".to_vec())],
+        })
+        .await;
+    assert!(
+        matches!(
+            denied,
+            Err(StoreError::PermissionDenied { .. } | StoreError::AuthFailed { .. })
+        ),
+        "{denied:?}"
+    );
+    let writer = azurite
+        .store(
+            "health",
+            plinth_statestore::BucketAuth::AccessKey {
+                id: AZURITE_ACCOUNT.into(),
+                secret: AZURITE_KEY.into(),
+            },
+        )
+        .await
+        .unwrap();
+    let env = start().await;
+    env.create_request("default", "a").await;
+    put(
+        &writer,
+        vec![
+            put_op(
+                "worker-1/a.yaml",
+                yaml(&record("a-az", "default", "a", "degraded", 1)),
+            ),
+            put_op("worker-1/bad.yaml", b"kind: [".to_vec()),
+        ],
+    )
+    .await;
+    env.secret("azure-reader", json!({"sasToken": sas})).await;
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": "azure-1"},
+        "spec": {"azure": {"account": AZURITE_ACCOUNT, "container": "health",
+                           "endpoint": azurite.endpoint(),
+                           "secretRef": {"name": "azure-reader"}},
+                 "path": "worker-1", "pollInterval": "10s"},
+    }))
+    .await;
+    env.wait_state("default", "a", "degraded").await;
+    let hs = env.poll_now("azure-1", "1").await;
+    let st = hs.status.unwrap();
+    assert_eq!((st.records, st.rejected), (Some(1), Some(1)), "{st:?}");
 }

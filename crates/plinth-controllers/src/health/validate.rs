@@ -35,9 +35,13 @@ impl Rejection {
         }
     }
 
-    /// Whether the same bytes may be accepted later without a change in the store.
+    /// Whether the same bytes may be accepted later without a change in the store (the
+    /// request appears, the other manager or source lets go).
     pub fn retryable(&self) -> bool {
-        matches!(self, Rejection::Dangling(_) | Rejection::Conflict(_))
+        matches!(
+            self,
+            Rejection::Dangling(_) | Rejection::Conflict(_) | Rejection::Claimed(_)
+        )
     }
 }
 

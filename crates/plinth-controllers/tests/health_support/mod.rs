@@ -463,3 +463,124 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Azurite's well-known development account.
+pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+/// Azurite's well-known development account key.
+pub const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Azurite's blob service on a free port, killed on drop.
+pub struct Azurite {
+    pub port: u16,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creates the container and prints a read+list account SAS (Python standard library:
+/// the SAS is an HMAC over the documented string-to-sign).
+const AZURE_SETUP: &str = r#"
+import base64, hashlib, hmac, sys, urllib.request
+endpoint, account, key, container = sys.argv[1:5]
+def sas(perms):
+    sv, se = "2019-12-12", "2035-01-01T00:00:00Z"
+    to_sign = "\n".join([account, perms, "b", "sco", "", se, "", "", sv, ""])
+    sig = base64.b64encode(hmac.new(base64.b64decode(key), to_sign.encode(), hashlib.sha256).digest()).decode()
+    return "sv=%s&ss=b&srt=sco&sp=%s&se=%s&sig=%s" % (sv, perms, se, urllib.parse.quote(sig, safe=""))
+import urllib.parse
+req = urllib.request.Request("%s/%s?restype=container&%s" % (endpoint, container, sas("rwdlac")), method="PUT")
+urllib.request.urlopen(req).read()
+print(sas("rl"))
+"#;
+
+pub async fn azurite(container: &str) -> Option<(Azurite, String)> {
+    let Ok(bin) = which("azurite-blob") else {
+        println!("SKIPPED: azurite-blob not installed; run scripts/install-test-deps.sh");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(bin)
+        .args([
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            &port.to_string(),
+            "--location",
+            dir.path().to_str().unwrap(),
+            "--silent",
+            "--skipApiVersionCheck",
+            "--loose",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("azurite starts");
+    wait_for("azurite listening", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    let a = Azurite {
+        port,
+        child,
+        _dir: dir,
+    };
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            AZURE_SETUP,
+            &a.endpoint(),
+            AZURITE_ACCOUNT,
+            AZURITE_KEY,
+            container,
+        ])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((a, String::from_utf8(out.stdout).unwrap().trim().to_string()))
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.exists())
+        .ok_or(())
+}
+
+impl Azurite {
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/{AZURITE_ACCOUNT}", self.port)
+    }
+
+    /// A writer with the account key, or a reader-side store with the SAS.
+    pub async fn store(
+        &self,
+        container: &str,
+        auth: plinth_statestore::BucketAuth,
+    ) -> Result<plinth_statestore::StateStore, plinth_statestore::StoreError> {
+        use plinth_statestore::{BucketConfig, BucketProvider, StateStore, StoreConfig};
+        let mut cfg = BucketConfig::s3(self.endpoint(), container, auth);
+        cfg.provider = BucketProvider::Azure;
+        cfg.insecure = true;
+        StateStore::open(StoreConfig::Bucket(cfg)).await
+    }
+}
