@@ -47,4 +47,13 @@ if [ ! -x "$tools/venv/bin/moto_server" ]; then
   python3 -m venv "$tools/venv"
   "$tools/venv/bin/pip" install -q 'moto[server]==5.*'
 fi
+# Azure Blob Storage emulator for the HealthSource reader tests (npm).
+if ! command -v azurite-blob >/dev/null 2>&1; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "install-test-deps: npm install -g azurite"
+    npm install -g --silent azurite
+  else
+    echo "install-test-deps: npm missing; the Azure Blob tests will say SKIPPED" >&2
+  fi
+fi
 echo "install-test-deps: ok ($tools)"

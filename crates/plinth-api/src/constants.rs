@@ -393,3 +393,35 @@ pub mod requirement_state {
 /// Jobs Plinth builds: the image holding the `plinth` binary. The embedded runner
 /// recognises it and runs the current `plinth` executable instead of pulling it.
 pub const DEFAULT_ADAPTER_IMAGE: &str = "ghcr.io/plinth-dev/plinth:latest";
+
+/// Names used by HealthRecords, the HealthSource and the health history (kratix-spec §7).
+pub mod health {
+    /// Label on a HealthRecord applied by a HealthSource: the source's name.
+    pub const SOURCE_LABEL: &str = "platform.syntasso.io/health-source";
+    /// Annotation on a HealthRecord applied by a HealthSource: the object key it came from.
+    pub const SOURCE_KEY_ANNOTATION: &str = "platform.syntasso.io/health-source-key";
+    /// Annotation on a HealthSource: setting it to a new value polls at once.
+    pub const POLL_NOW_ANNOTATION: &str = "platform.syntasso.io/poll-now";
+    /// Event reason on a resource request when its overall health changes (Kratix's).
+    pub const RECORD_EVENT_REASON: &str = "HealthRecord";
+    /// Reporting component of the HealthRecord controller (Kratix's).
+    pub const RECORD_COMPONENT: &str = "HealthRecordController";
+    /// Reporting component of the HealthSource controller.
+    pub const SOURCE_COMPONENT: &str = "HealthSourceController";
+    /// Event reason on a HealthSource for a skipped record.
+    pub const REJECTED_REASON: &str = "HealthRecordRejected";
+    /// Event reason on a HealthSource for a record another manager owns.
+    pub const CONFLICT_REASON: &str = "HealthRecordConflict";
+    /// `Ready=True` reason of a HealthSource after a successful poll.
+    pub const POLLED: &str = "Polled";
+    /// `Ready=False` reason: the spec cannot be used.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// `Ready=False` reason: the credentials Secret is missing.
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// `Ready=False` reason: the store could not be read.
+    pub const STORE_ERROR: &str = "StoreError";
+    /// `apiVersion` a HealthRecord document must carry.
+    pub const RECORD_API_VERSION: &str = "platform.kratix.io/v1alpha1";
+    /// `kind` a HealthRecord document must carry.
+    pub const RECORD_KIND: &str = "HealthRecord";
+}

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 /// The CustomResourceDefinitions of every `platform.kratix.io/v1alpha1` kind Plinth serves,
 /// generated from the Rust types: Promise, Destination, GitStateStore, BucketStateStore,
 /// Work, WorkPlacement, PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord,
-/// DryRun (preview).
+/// DryRun (preview), and Plinth's HealthSource (`platform.syntasso.io/v1alpha1`).
 ///
 /// Scopes, short names, printer columns, the `kratix` category and status subresources are
 /// as kratix-spec §1 lists them (HealthRecord has no status subresource).
@@ -27,6 +27,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         crate::ResourceBinding::crd(),
         crate::HealthRecord::crd(),
         crate::DryRun::crd(),
+        crate::HealthSource::crd(),
     ]
     .into_iter()
     .map(user_facing_descriptions)
@@ -361,8 +362,9 @@ fn normalise_printer_column_keys(version: &mut serde_json::Map<String, Value>) {
 ///
 /// * label `kratix.io/promise-name: <promise_name>`;
 /// * every version gets `subresources.status: {}`;
-/// * a version without `additionalPrinterColumns` gets `message` (`.status.message`) and
-///   `status` (`.status.conditions[?(@.type=="Reconciled")].message`);
+/// * a version without `additionalPrinterColumns` gets `message` (`.status.message`),
+///   `status` (`.status.conditions[?(@.type=="Reconciled")].message`) and, Plinth's
+///   addition, `health` (`.status.healthStatus.state`);
 /// * every version's `properties.status` is replaced with [`request_status_schema`];
 /// * the storage version's `metadata.name` gets `maxLength: 63`;
 /// * `apiVersion` is normalised to `apiextensions.k8s.io/v1`, and printer-column keys to
@@ -407,7 +409,8 @@ pub fn build_request_crd(promise_name: &str, api: &Value) -> Result<Value, ApiEr
                 "additionalPrinterColumns".into(),
                 json!([
                     {"name": "message", "type": "string", "jsonPath": ".status.message"},
-                    {"name": "status", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Reconciled\")].message"}
+                    {"name": "status", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Reconciled\")].message"},
+                    {"name": "health", "type": "string", "jsonPath": ".status.healthStatus.state"}
                 ]),
             );
         }
@@ -534,8 +537,8 @@ mod tests {
     #[test]
     fn generated_crds_have_the_kratix_shape() {
         let crds = all_crds();
-        assert_eq!(crds.len(), 11);
-        for crd in &crds {
+        assert_eq!(crds.len(), 12);
+        for crd in crds.iter().filter(|c| c.spec.names.kind != "HealthSource") {
             assert_eq!(crd.spec.group, "platform.kratix.io");
             assert_eq!(
                 crd.spec.names.categories.as_deref(),

@@ -15,6 +15,7 @@ pub mod config;
 pub mod context;
 pub mod destination;
 pub mod events;
+pub mod health;
 pub mod labels;
 pub mod objstatus;
 pub mod promise;
@@ -43,6 +44,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
         workplacement::run(ctx.clone()),
         destination::run(ctx.clone()),
         statestore::run(ctx.clone()),
+        health::run(ctx.clone(), Arc::new(health::SystemClock)),
     );
 }
 

@@ -428,6 +428,13 @@ async fn delete(
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
+    // The request's HealthRecords go with it.
+    let target = crate::health::record::Target {
+        promise: rctx.promise.clone(),
+        namespace: rr.namespace().unwrap_or_default(),
+        name: rr.name_any(),
+    };
+    crate::health::record::delete_records_of(ctx, &target).await?;
     let wf = request_workflow(rctx, rr, promise_spec, Action::Delete);
     if has(F_DELETE_WORKFLOWS) {
         let configure = request_workflow(rctx, rr, promise_spec, Action::Configure);

@@ -55,6 +55,14 @@ pub enum BucketAuth {
     /// `IAM`: ambient credentials (environment, web identity / IRSA, instance metadata); no
     /// Secret needed (bug B16).
     Iam,
+    /// Azure only: a shared access signature (query string, with or without a leading `?`),
+    /// e.g. a read-only one for a reader. Never logged.
+    AzureSas {
+        /// Storage account name.
+        account: String,
+        /// The SAS query string.
+        token: String,
+    },
 }
 
 impl std::fmt::Debug for BucketAuth {
@@ -62,6 +70,9 @@ impl std::fmt::Debug for BucketAuth {
         match self {
             BucketAuth::AccessKey { id, .. } => write!(f, "AccessKey {{ id: {id:?}, .. }}"),
             BucketAuth::Iam => write!(f, "Iam"),
+            BucketAuth::AzureSas { account, .. } => {
+                write!(f, "AzureSas {{ account: {account:?}, .. }}")
+            }
         }
     }
 }
@@ -172,6 +183,16 @@ impl BucketWriter {
         &self.target
     }
 
+    /// The client and the key prefix, for the reader.
+    pub(crate) fn parts(&self) -> (Arc<dyn ObjectStore>, &str) {
+        (self.store.clone(), &self.prefix)
+    }
+
+    /// Maps a client error like the writer does (for the reader).
+    pub(crate) fn error(&self, op: &str, e: object_store::Error) -> StoreError {
+        self.map_err(op, e)
+    }
+
     fn prefix_of(path: &str) -> Result<String, StoreError> {
         layout::normalize_path(path).map_err(|e| StoreError::InvalidConfig {
             field: "path".into(),
@@ -226,6 +247,13 @@ impl BucketWriter {
                                 .with_access_key_id(id)
                                 .with_secret_access_key(secret)
                         }
+                        BucketAuth::AzureSas { .. } => {
+                            return Err(StoreError::InvalidConfig {
+                                field: "authMethod".into(),
+                                cause: "a shared access signature is for Azure Blob Storage only"
+                                    .into(),
+                            });
+                        }
                     };
                     let endpoint = if cfg.virtual_hosted_style {
                         let (s, host) = endpoint_url.split_once("://").expect("scheme present");
@@ -260,6 +288,14 @@ impl BucketWriter {
                                 .with_account(id)
                                 .with_access_key(secret)
                         }
+                        BucketAuth::AzureSas { account, token } => {
+                            object_store::azure::MicrosoftAzureBuilder::new()
+                                .with_account(account)
+                                .with_config(
+                                    object_store::azure::AzureConfigKey::SasKey,
+                                    token.trim_start_matches('?'),
+                                )
+                        }
                     };
                     b = b
                         .with_container_name(&cfg.bucket)
@@ -277,6 +313,13 @@ impl BucketWriter {
                         BucketAuth::AccessKey { secret, .. } => {
                             object_store::gcp::GoogleCloudStorageBuilder::new()
                                 .with_service_account_key(secret)
+                        }
+                        BucketAuth::AzureSas { .. } => {
+                            return Err(StoreError::InvalidConfig {
+                                field: "authMethod".into(),
+                                cause: "a shared access signature is for Azure Blob Storage only"
+                                    .into(),
+                            });
                         }
                     };
                     b = b

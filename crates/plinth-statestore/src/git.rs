@@ -290,6 +290,15 @@ enum Cmd {
     Read(String, Reply<Option<Vec<u8>>>),
     List(String, Reply<Vec<String>>),
     Validate(Reply<()>),
+    Snapshot(String, Option<String>, Reply<Option<GitSnapshot>>),
+    ReadBlob(String, Reply<Option<Vec<u8>>>),
+}
+
+/// The files under a directory at the fetched branch tip: `(path relative to the store
+/// prefix, blob id)`, sorted, and the tip commit.
+pub(crate) struct GitSnapshot {
+    pub(crate) tip: String,
+    pub(crate) files: Vec<(String, String)>,
 }
 
 struct WorkerShared {
@@ -479,6 +488,33 @@ impl GitHandle {
                 cause: e.to_string(),
             })?;
         self.call(|r| Cmd::Read(full, r)).await
+    }
+
+    /// Fetches the branch; `None` when its tip is still `since`, else every file under
+    /// `dir` (relative to the prefix) with its blob id.
+    pub(crate) async fn snapshot(
+        &self,
+        dir: &str,
+        since: Option<&str>,
+    ) -> Result<Option<GitSnapshot>, StoreError> {
+        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
+            path: dir.to_string(),
+            cause: e.to_string(),
+        })?;
+        let since = since.map(str::to_string);
+        let snap = self.call(|r| Cmd::Snapshot(full, since, r)).await?;
+        Ok(snap.map(|mut s| {
+            for f in &mut s.files {
+                f.0 = crate::strip_prefix(&self.prefix, &f.0);
+            }
+            s
+        }))
+    }
+
+    /// Reads a blob by id from the local copy (no fetch); `None` when it is not there.
+    pub(crate) async fn read_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let id = id.to_string();
+        self.call(|r| Cmd::ReadBlob(id, r)).await
     }
 
     pub(crate) async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
@@ -735,6 +771,12 @@ impl Worker {
                 }
                 Cmd::Validate(reply) => {
                     let _ = reply.send(self.validate());
+                }
+                Cmd::Snapshot(dir, since, reply) => {
+                    let _ = reply.send(self.snapshot(&dir, since.as_deref()));
+                }
+                Cmd::ReadBlob(id, reply) => {
+                    let _ = reply.send(self.read_blob(&id));
                 }
             }
         }
@@ -1370,6 +1412,69 @@ impl Worker {
         })?;
         out.sort();
         Ok(out)
+    }
+
+    fn snapshot(
+        &mut self,
+        dir: &str,
+        since: Option<&str>,
+    ) -> Result<Option<GitSnapshot>, StoreError> {
+        let Some(tip) = self.fetch()? else {
+            return Err(self.branch_missing());
+        };
+        if since == Some(tip.to_string().as_str()) {
+            return Ok(None);
+        }
+        let redacted = self.redacted.clone();
+        let gerr = |e: git2::Error| StoreError::Git {
+            op: "list".into(),
+            url: redacted.clone(),
+            cause: e.message().to_string(),
+        };
+        let repo = self.repo.as_ref().expect("repo opened");
+        let tree = repo.find_commit(tip).and_then(|c| c.tree()).map_err(gerr)?;
+        let sub = if dir.is_empty() {
+            Some(tree)
+        } else {
+            match tree.get_path(Path::new(dir)) {
+                Ok(e) if e.kind() == Some(git2::ObjectType::Tree) => {
+                    Some(repo.find_tree(e.id()).map_err(gerr)?)
+                }
+                _ => None,
+            }
+        };
+        let mut files = Vec::new();
+        if let Some(sub) = sub {
+            sub.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+                if entry.kind() == Some(git2::ObjectType::Blob)
+                    && let Ok(name) = entry.name()
+                {
+                    let rel = format!("{root}{name}");
+                    let path = if dir.is_empty() {
+                        rel
+                    } else {
+                        format!("{dir}/{rel}")
+                    };
+                    files.push((path, entry.id().to_string()));
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .map_err(gerr)?;
+        }
+        files.sort();
+        Ok(Some(GitSnapshot {
+            tip: tip.to_string(),
+            files,
+        }))
+    }
+
+    fn read_blob(&mut self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.repo()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let Ok(oid) = Oid::from_str(id) else {
+            return Ok(None);
+        };
+        Ok(repo.find_blob(oid).ok().map(|b| b.content().to_vec()))
     }
 
     fn validate(&mut self) -> Result<(), StoreError> {

@@ -9,6 +9,8 @@
 //! * [`layout`] — the Kratix directory layout, byte for byte, and path safety.
 //! * [`git`] — the Git writer: one worker per (repository, branch), batching writes that arrive
 //!   close together into one commit, retrying rejected pushes after a re-sync.
+//! * [`reader`] — readers (list with change detection, get) for every backend, used by the
+//!   platform's HealthSource.
 //! * [`bucket`] — the bucket writer (S3-compatible, Azure Blob, GCS, local directory) on
 //!   `object_store`, writing only changed objects.
 //!
@@ -36,6 +38,7 @@ mod error;
 pub mod git;
 pub mod github_app;
 pub mod layout;
+pub mod reader;
 mod ssh;
 
 use std::sync::Arc;
@@ -44,6 +47,7 @@ pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
 pub use error::StoreError;
 pub use git::{GitAuth, GitConfig};
 pub use layout::PathError;
+pub use reader::{GitReader, ListedObject, Listing, ObjectReader, RecordReader, open_reader};
 
 /// Which state store to open and how to reach it.
 ///

@@ -34,6 +34,8 @@ enum Command {
     Quickstart(cmd::quickstart::QuickstartArgs),
     /// Run the controllers against an existing Kubernetes cluster.
     Operator(cmd::operator::OperatorArgs),
+    /// Show the health of resource requests: state, uptime, time to healthy, timeline.
+    Health(cmd::health::HealthArgs),
     /// Print the manifests a real cluster needs (CRDs, RBAC, the operator Deployment).
     Manifests(cmd::manifests::ManifestsArgs),
     /// The containers Plinth injects into every pipeline Job (reader, work-creator, status-writer).
@@ -89,14 +91,17 @@ fn parse_args() -> Cli {
 fn run(cli: Cli) -> anyhow::Result<()> {
     // Commands whose output is piped (`plinth manifests all | head`) end quietly when the
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
-    if matches!(cli.command, Command::Quickstart(_) | Command::Manifests(_)) {
+    if matches!(
+        cli.command,
+        Command::Quickstart(_) | Command::Manifests(_) | Command::Health(_)
+    ) {
         // SAFETY: resetting a signal disposition to its default before any thread starts.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
     // quickstart prints its own progress; controller logs would drown it.
-    let default_log = if matches!(cli.command, Command::Quickstart(_)) {
+    let default_log = if matches!(cli.command, Command::Quickstart(_) | Command::Health(_)) {
         "warn"
     } else {
         "info"
@@ -115,6 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Quickstart(args) => cmd::quickstart::run(args).await,
             Command::Operator(args) => cmd::operator::run(args).await,
             Command::Manifests(args) => cmd::manifests::run(args).await,
+            Command::Health(args) => cmd::health::run(args).await,
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
         }
     })

@@ -84,7 +84,7 @@ pub fn operator_rules() -> Value {
         "deletecollection",
     ];
     json!([
-        {"apiGroups": ["platform.kratix.io"], "resources": ["*"], "verbs": all},
+        {"apiGroups": ["platform.kratix.io", "platform.syntasso.io"], "resources": ["*"], "verbs": all},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
         {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": all},
         {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch", "delete"]},

@@ -2,6 +2,7 @@
 
 pub mod agent_manifests;
 pub mod gitops;
+pub mod health;
 pub mod manifests;
 pub mod operator;
 pub mod pipeline_adapter;

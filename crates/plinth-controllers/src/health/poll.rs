@@ -1,0 +1,417 @@
+//! One poll of a HealthSource: list with change detection, read and check the changed
+//! objects, apply the good ones, remove the records whose objects are gone.
+//!
+//! What is remembered between polls (in memory; after a restart the first poll reads
+//! everything once and writes only what differs from the platform):
+//! the listing version, each key's object version when it was last handled, the key →
+//! record map of applied records, and the rejected keys with their reason — so a bad
+//! object is evented and logged once, not on every poll. Rejections that can clear
+//! without a change in the store (a request that does not exist yet, a record another
+//! manager owns) are re-checked every poll, and evented again only if the reason changes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use plinth_api::constants::health as names;
+use plinth_api::{HealthRecord, HealthSource};
+use plinth_statestore::{ListedObject, Listing, RecordReader};
+
+use super::record::{Target, request_resource};
+use super::source::{SourceCtx, owner_of};
+use super::validate::{Rejection, parse_record};
+
+/// A rejected key.
+#[derive(Clone, Debug)]
+pub(crate) struct Rejected {
+    pub(crate) reason: String,
+    pub(crate) retry: bool,
+}
+
+/// What a HealthSource remembers between polls.
+#[derive(Default)]
+pub(crate) struct SourceState {
+    pub(crate) reader: Option<(String, Arc<dyn RecordReader>)>,
+    pub(crate) listing_version: Option<String>,
+    pub(crate) objects: Vec<ListedObject>,
+    /// key → object version last handled.
+    pub(crate) seen: HashMap<String, String>,
+    /// key → (namespace, name) of the record applied from it.
+    pub(crate) applied: BTreeMap<String, (String, String)>,
+    pub(crate) rejected: BTreeMap<String, Rejected>,
+    pub(crate) last_poll: Option<Instant>,
+    pub(crate) failures: u32,
+}
+
+/// The result of one poll.
+#[derive(Clone, Debug, Default)]
+pub struct PollOutcome {
+    /// The store, for messages.
+    pub target: String,
+    /// Whether the listing changed (or anything had to be re-checked).
+    pub changed: bool,
+    /// Records created or updated on the platform.
+    pub applied: usize,
+    /// Records found identical to what the platform holds.
+    pub unchanged: usize,
+    /// Records removed because their object disappeared.
+    pub removed: usize,
+    /// Objects read from the store.
+    pub reads: usize,
+    /// `(key, reason, conflict)` for rejections not reported before.
+    pub new_rejections: Vec<(String, String, bool)>,
+}
+
+enum Handled {
+    Applied(String, String),
+    Unchanged(String, String),
+}
+
+/// Per-poll caches of API lookups.
+#[derive(Default)]
+struct Lookups {
+    promises: HashMap<String, Option<ApiResource>>,
+    requests: HashMap<Target, bool>,
+    /// target → names of the sources whose records reference it.
+    claims: Option<HashMap<Target, BTreeSet<String>>>,
+}
+
+/// Runs one poll. Transport errors fail the poll (`Err` with the cause); bad objects
+/// never do.
+pub(crate) async fn poll(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    state: &mut SourceState,
+    reader: &dyn RecordReader,
+) -> Result<PollOutcome, String> {
+    let mut out = PollOutcome {
+        target: reader.describe(),
+        ..Default::default()
+    };
+    let since = state.listing_version.clone();
+    match reader
+        .list(since.as_deref())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Listing::Unchanged => {}
+        Listing::Changed { version, objects } => {
+            state.listing_version = Some(version);
+            state.objects = objects;
+            out.changed = true;
+        }
+    }
+    let todo = work_list(s, state);
+    out.changed |= !todo.is_empty();
+    let mut lookups = Lookups::default();
+    for obj in &todo {
+        let result = handle(s, hs, reader, obj, &mut lookups)
+            .await
+            .map_err(|e| format!("{}: {e}", obj.key))?;
+        out.reads += 1;
+        record_result(state, &mut out, obj, result);
+    }
+    let handled: HashSet<&str> = todo.iter().map(|o| o.key.as_str()).collect();
+    out.unchanged += state
+        .applied
+        .keys()
+        .filter(|k| !handled.contains(k.as_str()))
+        .count();
+    out.removed = remove_gone(s, hs, state).await?;
+    Ok(out)
+}
+
+/// The objects to (re)read: changed version, retryable rejection, or applied record
+/// missing from the platform.
+fn work_list(s: &SourceCtx, state: &SourceState) -> Vec<ListedObject> {
+    state
+        .objects
+        .iter()
+        .filter(|o| {
+            if state.seen.get(&o.key) != Some(&o.version) {
+                return true;
+            }
+            if state.rejected.get(&o.key).is_some_and(|r| r.retry) {
+                return true;
+            }
+            state
+                .applied
+                .get(&o.key)
+                .is_some_and(|(ns, name)| s.records.get(&ObjectRef::new(name).within(ns)).is_none())
+        })
+        .cloned()
+        .collect()
+}
+
+fn record_result(
+    state: &mut SourceState,
+    out: &mut PollOutcome,
+    obj: &ListedObject,
+    result: Result<Handled, Rejection>,
+) {
+    state.seen.insert(obj.key.clone(), obj.version.clone());
+    match result {
+        Ok(Handled::Applied(ns, name)) => {
+            out.applied += 1;
+            state.applied.insert(obj.key.clone(), (ns, name));
+            state.rejected.remove(&obj.key);
+        }
+        Ok(Handled::Unchanged(ns, name)) => {
+            out.unchanged += 1;
+            state.applied.insert(obj.key.clone(), (ns, name));
+            state.rejected.remove(&obj.key);
+        }
+        Err(rej) => {
+            let known = state
+                .rejected
+                .get(&obj.key)
+                .is_some_and(|r| r.reason == rej.reason());
+            if !known {
+                out.new_rejections.push((
+                    obj.key.clone(),
+                    rej.reason().to_string(),
+                    matches!(rej, Rejection::Conflict(_)),
+                ));
+            }
+            state.rejected.insert(
+                obj.key.clone(),
+                Rejected {
+                    reason: rej.reason().to_string(),
+                    retry: rej.retryable(),
+                },
+            );
+        }
+    }
+}
+
+/// Reads, checks and applies one object. `Err` only for transport/API failures.
+async fn handle(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    reader: &dyn RecordReader,
+    obj: &ListedObject,
+    lookups: &mut Lookups,
+) -> Result<Result<Handled, Rejection>, String> {
+    let Some(bytes) = reader.get(&obj.key).await.map_err(|e| e.to_string())? else {
+        return Ok(Err(Rejection::Invalid(
+            "disappeared while being read".into(),
+        )));
+    };
+    let rec = match parse_record(&bytes) {
+        Ok(r) => r,
+        Err(rej) => return Ok(Err(rej)),
+    };
+    if let Some(rej) = check_refs(s, &rec, lookups)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        return Ok(Err(rej));
+    }
+    if let Some(rej) = check_ownership(s, hs, &rec, lookups) {
+        return Ok(Err(rej));
+    }
+    apply(s, hs, rec, &obj.key).await.map(Ok)
+}
+
+/// The Promise and the request must exist (and the request not be going away).
+async fn check_refs(
+    s: &SourceCtx,
+    rec: &HealthRecord,
+    lookups: &mut Lookups,
+) -> Result<Option<Rejection>, crate::Error> {
+    let target = Target::of(rec);
+    if !lookups.promises.contains_key(&target.promise) {
+        let ar = request_resource(&s.ctx, &target.promise).await?;
+        lookups.promises.insert(target.promise.clone(), ar);
+    }
+    let Some(ar) = lookups.promises[&target.promise].clone() else {
+        return Ok(Some(Rejection::Dangling(format!(
+            "data.promiseRef: Promise {:?} not found (or it has no API)",
+            target.promise
+        ))));
+    };
+    if !lookups.requests.contains_key(&target) {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(s.ctx.client.clone(), &target.namespace, &ar);
+        let live = api
+            .get_opt(&target.name)
+            .await?
+            .is_some_and(|r| r.meta().deletion_timestamp.is_none());
+        lookups.requests.insert(target.clone(), live);
+    }
+    if !lookups.requests[&target] {
+        return Ok(Some(Rejection::Dangling(format!(
+            "data.resourceRef: {} {}/{} not found",
+            ar.kind, target.namespace, target.name
+        ))));
+    }
+    Ok(None)
+}
+
+/// Another manager's record, another source's request, or an older `lastRun`.
+fn check_ownership(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    rec: &HealthRecord,
+    lookups: &mut Lookups,
+) -> Option<Rejection> {
+    let mine = hs.name_any();
+    let (ns, name) = (rec.namespace().unwrap_or_default(), rec.name_any());
+    if let Some(ex) = s.records.get(&ObjectRef::new(&name).within(&ns)) {
+        match ex.labels().get(names::SOURCE_LABEL) {
+            Some(o) if *o == mine => {}
+            Some(o) => {
+                return Some(Rejection::Claimed(format!(
+                    "HealthRecord {ns}/{name} is applied by HealthSource {o}"
+                )));
+            }
+            None => {
+                let manager = ex
+                    .meta()
+                    .managed_fields
+                    .iter()
+                    .flatten()
+                    .filter_map(|m| m.manager.clone())
+                    .next()
+                    .unwrap_or_else(|| "unknown".into());
+                return Some(Rejection::Conflict(format!(
+                    "HealthRecord {ns}/{name} is managed by another manager ({manager}); one mechanism per set of records"
+                )));
+            }
+        }
+        if let (Some(new), Some(old)) = (rec.spec.data.last_run, ex.spec.data.last_run)
+            && new < old
+        {
+            return Some(Rejection::Stale(format!(
+                "data.lastRun {new} is older than the applied {old}"
+            )));
+        }
+    }
+    let claims = lookups.claims.get_or_insert_with(|| claims_of(s));
+    let target = Target::of(rec);
+    let others: Vec<&String> = claims
+        .get(&target)
+        .into_iter()
+        .flatten()
+        .filter(|o| **o != mine)
+        .collect();
+    others.first().map(|o| {
+        Rejection::Claimed(format!(
+            "request {}/{} of Promise {} is claimed by HealthSource {o}",
+            target.namespace, target.name, target.promise
+        ))
+    })
+}
+
+fn claims_of(s: &SourceCtx) -> HashMap<Target, BTreeSet<String>> {
+    let mut out: HashMap<Target, BTreeSet<String>> = HashMap::new();
+    for r in s.records.state() {
+        if let Some(src) = r.labels().get(names::SOURCE_LABEL) {
+            out.entry(Target::of(&r)).or_default().insert(src.clone());
+        }
+    }
+    out
+}
+
+/// Creates or replaces the record unless the platform already holds exactly it.
+async fn apply(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    rec: HealthRecord,
+    key: &str,
+) -> Result<Handled, String> {
+    let (ns, name) = (rec.namespace().unwrap_or_default(), rec.name_any());
+    let desired = desired_record(hs, rec, key);
+    let existing = s.records.get(&ObjectRef::new(&name).within(&ns));
+    if let Some(ex) = &existing
+        && same_record(ex, &desired)
+    {
+        return Ok(Handled::Unchanged(ns, name));
+    }
+    let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), &ns);
+    let err = |e: kube::Error| format!("applying HealthRecord {ns}/{name}: {e}");
+    match api.get_opt(&name).await.map_err(err)? {
+        None => {
+            api.create(&PostParams::default(), &desired)
+                .await
+                .map_err(err)?;
+        }
+        Some(cur) => {
+            if same_record(&cur, &desired) {
+                return Ok(Handled::Unchanged(ns, name));
+            }
+            let mut next = desired;
+            next.metadata.resource_version = cur.metadata.resource_version.clone();
+            next.metadata.finalizers = cur.metadata.finalizers.clone();
+            api.replace(&name, &PostParams::default(), &next)
+                .await
+                .map_err(err)?;
+        }
+    }
+    Ok(Handled::Applied(ns, name))
+}
+
+fn desired_record(hs: &HealthSource, mut rec: HealthRecord, key: &str) -> HealthRecord {
+    let m = &mut rec.metadata;
+    m.labels
+        .get_or_insert_with(Default::default)
+        .insert(names::SOURCE_LABEL.into(), hs.name_any());
+    m.annotations
+        .get_or_insert_with(Default::default)
+        .insert(names::SOURCE_KEY_ANNOTATION.into(), key.into());
+    m.owner_references = Some(vec![
+        serde_json::from_value(owner_of(hs)).expect("owner reference"),
+    ]);
+    m.resource_version = None;
+    m.uid = None;
+    m.finalizers = None;
+    m.managed_fields = None;
+    m.creation_timestamp = None;
+    m.generation = None;
+    rec
+}
+
+fn same_record(ex: &HealthRecord, desired: &HealthRecord) -> bool {
+    let (a, b) = (&ex.metadata, &desired.metadata);
+    ex.spec.data == desired.spec.data
+        && a.labels == b.labels
+        && a.annotations == b.annotations
+        && a.owner_references == b.owner_references
+}
+
+/// Removes the records whose objects are gone from the store; forgets gone keys.
+async fn remove_gone(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    state: &mut SourceState,
+) -> Result<usize, String> {
+    let present: HashSet<String> = state.objects.iter().map(|o| o.key.clone()).collect();
+    state.seen.retain(|k, _| present.contains(k));
+    state.rejected.retain(|k, _| present.contains(k));
+    let gone: Vec<(String, (String, String))> = state
+        .applied
+        .iter()
+        .filter(|(k, _)| !present.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mine = hs.name_any();
+    for (key, (ns, name)) in &gone {
+        let ours = s
+            .records
+            .get(&ObjectRef::new(name).within(ns))
+            .is_some_and(|r| r.labels().get(names::SOURCE_LABEL) == Some(&mine));
+        if ours {
+            let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), ns);
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(format!("removing HealthRecord {ns}/{name}: {e}")),
+            }
+        }
+        state.applied.remove(key);
+    }
+    Ok(gone.len())
+}

@@ -1,0 +1,259 @@
+//! The HealthRecord controller (Kratix's, with its collisions fixed).
+//!
+//! Per record event:
+//! 1. A record being deleted: rebuild its request's health without it, then release the
+//!    finalizer `kratix.io/health-record-cleanup` — also when the Promise or the request
+//!    is already gone (nothing to rebuild then).
+//! 2. Otherwise add the finalizer and rebuild the request's health.
+//!
+//! Rebuilding reads the records of **that** request only (`resourceRef` name and
+//! namespace — defaulting to the record's namespace — and `promiseRef.name`) from the
+//! controller's cache, writes `status.healthStatus` (worst state first) and, when the
+//! overall state changed, appends to `status.healthHistory` and publishes a
+//! `HealthRecord` Event on the request (Normal for healthy/ready, else Warning). Nothing
+//! is written when nothing changed. Deleting a request deletes its records
+//! ([`delete_records_of`]).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use plinth_api::constants::{finalizers, health as names};
+use plinth_api::{HealthRecord, HealthState};
+use serde_json::Value;
+
+use super::aggregate::{deciding_source, health_status, is_up, parse_state, state_name};
+use super::clock::Clock;
+use super::history::HealthHistory;
+use crate::Error;
+use crate::context::Context;
+use crate::objstatus::edit_finalizers;
+
+/// The request a record reports on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// Promise name.
+    pub promise: String,
+    /// Request namespace.
+    pub namespace: String,
+    /// Request name.
+    pub name: String,
+}
+
+impl Target {
+    /// The request `record` references (`resourceRef.namespace` defaults to the record's).
+    pub fn of(record: &HealthRecord) -> Target {
+        let d = &record.spec.data;
+        Target {
+            promise: d.promise_ref.name.clone(),
+            namespace: d
+                .resource_ref
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .or_else(|| record.namespace())
+                .unwrap_or_default(),
+            name: d.resource_ref.name.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.promise, self.namespace, self.name)
+    }
+}
+
+struct RecordCtx {
+    ctx: Arc<Context>,
+    clock: Arc<dyn Clock>,
+    store: Store<HealthRecord>,
+}
+
+/// Runs the HealthRecord controller until the process stops.
+pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
+    let api: Api<HealthRecord> = Api::all(ctx.client.clone());
+    let controller = Controller::new(api, watcher::Config::default());
+    let rc = Arc::new(RecordCtx {
+        ctx,
+        clock,
+        store: controller.store(),
+    });
+    controller
+        .run(reconcile, error_policy, rc)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "health record reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(rec: Arc<HealthRecord>, err: &Error, rc: Arc<RecordCtx>) -> Action {
+    tracing::warn!(record = %rec.name_any(), namespace = ?rec.namespace(), error = %err, "health record reconcile failed");
+    Action::requeue(rc.ctx.config().requeue_default)
+}
+
+async fn reconcile(rec: Arc<HealthRecord>, rc: Arc<RecordCtx>) -> Result<Action, Error> {
+    let api: Api<HealthRecord> =
+        Api::namespaced(rc.ctx.client.clone(), &rec.namespace().unwrap_or_default());
+    let target = Target::of(&rec);
+    let f = finalizers::HEALTH_RECORD_CLEANUP;
+    if rec.meta().deletion_timestamp.is_some() {
+        if rec.finalizers().iter().any(|x| x == f) {
+            rebuild(
+                &rc.ctx,
+                &*rc.clock,
+                &rc.store,
+                &target,
+                rec.uid().as_deref(),
+            )
+            .await?;
+            edit_finalizers(&api, &rec.name_any(), &[], &[f]).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    edit_finalizers(&api, &rec.name_any(), &[f], &[]).await?;
+    rebuild(&rc.ctx, &*rc.clock, &rc.store, &target, None).await?;
+    Ok(Action::await_change())
+}
+
+/// The API resource of `promise`'s requests: from its running request controller, else
+/// from the Promise's `spec.api`. `None` when the Promise is gone or has no API.
+pub async fn request_resource(ctx: &Context, promise: &str) -> Result<Option<ApiResource>, Error> {
+    if let Some(api) = ctx.request_controllers.api_of(promise) {
+        return Ok(Some(api.resource()));
+    }
+    let promises: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &crate::promise::promise_resource());
+    let Some(p) = promises.get_opt(promise).await? else {
+        return Ok(None);
+    };
+    let Ok(gvk) = plinth_api::crds::request_gvk(&p.data["spec"]["api"]) else {
+        return Ok(None);
+    };
+    Ok(Some(ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
+        &gvk.plural,
+    )))
+}
+
+/// Rebuilds `target`'s `healthStatus` (and history) from the cached records that
+/// reference it, leaving out the record with uid `excluding` (one being deleted).
+/// A missing Promise or request is not an error: there is nothing to update.
+pub async fn rebuild(
+    ctx: &Context,
+    clock: &dyn Clock,
+    store: &Store<HealthRecord>,
+    target: &Target,
+    excluding: Option<&str>,
+) -> Result<(), Error> {
+    let Some(ar) = request_resource(ctx, &target.promise).await? else {
+        return Ok(());
+    };
+    let records: Vec<Arc<HealthRecord>> = store
+        .state()
+        .into_iter()
+        .filter(|r| {
+            r.meta().deletion_timestamp.is_none()
+                && r.uid().as_deref() != excluding
+                && Target::of(r) == *target
+        })
+        .collect();
+    let refs: Vec<&HealthRecord> = records.iter().map(|r| r.as_ref()).collect();
+    let requests: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &target.namespace, &ar);
+    let now = clock.now();
+    let mut change: Option<(Option<HealthState>, Option<HealthState>)> = None;
+    let res = crate::status::update_status(&requests, &target.name, |status, obj| {
+        change = apply_health(status, obj, &refs, now);
+        change.is_some()
+    })
+    .await;
+    let stored = match res {
+        Ok(o) => o,
+        Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if let Some((before, Some(after))) = change
+        && before != Some(after)
+    {
+        crate::events::publish(
+            ctx,
+            names::RECORD_COMPONENT,
+            &crate::events::reference(&stored),
+            !is_up(after),
+            names::RECORD_EVENT_REASON,
+            format!("Health state is {}", state_name(after)),
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// Sets `healthStatus` and `healthHistory` in a request's status for `records`.
+/// Returns `Some((state before, state after))` when the status changed.
+fn apply_health(
+    status: &mut Value,
+    obj: &DynamicObject,
+    records: &[&HealthRecord],
+    now: jiff::Timestamp,
+) -> Option<(Option<HealthState>, Option<HealthState>)> {
+    let before_status = status.clone();
+    let before = status
+        .pointer("/healthStatus/state")
+        .and_then(Value::as_str)
+        .and_then(parse_state);
+    let built_by_records = status
+        .pointer("/healthStatus/healthRecords")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let map = crate::status::ensure_object(status);
+    let after = if records.is_empty() {
+        // No records: a pipeline's healthStatus stays; one the records built goes.
+        if built_by_records {
+            map.remove("healthStatus");
+        }
+        None
+    } else {
+        let hs = health_status(records);
+        let after = hs["state"].as_str().and_then(parse_state);
+        map.insert("healthStatus".into(), hs);
+        after
+    };
+    if let Some(state) = after {
+        let mut history = HealthHistory::from_status(status);
+        let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
+        if history.record(state, &deciding_source(records), now, created) {
+            crate::status::ensure_object(status).insert(
+                "healthHistory".into(),
+                serde_json::to_value(&history).expect("history serialises"),
+            );
+        }
+    }
+    (*status != before_status).then_some((before, after))
+}
+
+/// Deletes every HealthRecord that references the request `target` (called when the
+/// request is deleted). Returns how many were deleted.
+pub async fn delete_records_of(ctx: &Context, target: &Target) -> Result<usize, Error> {
+    let all: Api<HealthRecord> = Api::all(ctx.client.clone());
+    let mut n = 0;
+    for r in all.list(&ListParams::default()).await?.items {
+        if Target::of(&r) != *target || r.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let api: Api<HealthRecord> =
+            Api::namespaced(ctx.client.clone(), &r.namespace().unwrap_or_default());
+        match api.delete(&r.name_any(), &DeleteParams::background()).await {
+            Ok(_) => n += 1,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,221 @@
+//! The health report `plinth health` prints: per request its state, uptime over
+//! 1 h / 24 h / 7 d / 30 d, time to first healthy, last recovery and a text timeline of
+//! the last 24 h; per Promise the combined uptime. Read from the requests' status
+//! through the Kubernetes API, so it works against `plinth up` and a real cluster.
+
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::{Client, ResourceExt};
+
+use super::history::{HealthHistory, WINDOWS, combined_uptime, timeline, uptime};
+use crate::Error;
+
+/// Width of the text timeline, in cells.
+pub const TIMELINE_WIDTH: usize = 24;
+/// Span of the text timeline: the last 24 hours, in seconds.
+pub const TIMELINE_SECS: i64 = 86_400;
+
+/// One request's health.
+#[derive(Clone, Debug)]
+pub struct RequestHealth {
+    /// Promise name.
+    pub promise: String,
+    /// Request namespace.
+    pub namespace: String,
+    /// Request name.
+    pub name: String,
+    /// `status.healthStatus.state`, or `-` when there is none.
+    pub state: String,
+    /// `status.healthHistory`.
+    pub history: HealthHistory,
+}
+
+/// Reads the health of the requests of `promise` (every Promise when `None`), limited
+/// to `request` (`namespace`, `name`) when given.
+///
+/// # Errors
+/// API errors; a named Promise that does not exist or has no API.
+pub async fn collect(
+    client: &Client,
+    promise: Option<&str>,
+    request: Option<(&str, &str)>,
+) -> Result<Vec<RequestHealth>, Error> {
+    let promises: Api<DynamicObject> =
+        Api::all_with(client.clone(), &crate::promise::promise_resource());
+    let names: Vec<String> = match promise {
+        Some(p) => vec![p.to_string()],
+        None => {
+            let mut n: Vec<String> = promises
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .map(|p| p.name_any())
+                .collect();
+            n.sort();
+            n
+        }
+    };
+    let mut out = Vec::new();
+    for p in names {
+        let Some(obj) = promises.get_opt(&p).await? else {
+            return Err(Error::Other(format!("Promise {p:?} not found")));
+        };
+        let Ok(gvk) = plinth_api::crds::request_gvk(&obj.data["spec"]["api"]) else {
+            if promise.is_some() {
+                return Err(Error::Other(format!("Promise {p:?} has no API")));
+            }
+            continue;
+        };
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
+            &gvk.plural,
+        );
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let mut items = api.list(&ListParams::default()).await?.items;
+        items.sort_by_key(|r| (r.namespace(), r.name_any()));
+        for r in items {
+            let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+            if request.is_some_and(|(n, m)| n != ns || m != name) {
+                continue;
+            }
+            let status = r.data.get("status").cloned().unwrap_or_default();
+            out.push(RequestHealth {
+                promise: p.clone(),
+                namespace: ns,
+                name,
+                state: status
+                    .pointer("/healthStatus/state")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("-")
+                    .to_string(),
+                history: HealthHistory::from_status(&status),
+            });
+        }
+    }
+    if let Some((ns, name)) = request
+        && out.is_empty()
+    {
+        return Err(Error::Other(format!(
+            "request {ns}/{name} of Promise {} not found",
+            promise.unwrap_or("?")
+        )));
+    }
+    Ok(out)
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into())
+}
+
+fn secs(v: Option<i64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) => format!("{}h", s / 3600),
+    }
+}
+
+/// Renders the table (one row per request, then one per Promise) and, for a single
+/// request, its transitions. Timeline cells: `#` healthy/ready, `~` degraded,
+/// `?` unknown, `X` unhealthy, blank for no data; oldest on the left.
+pub fn render(rows: &[RequestHealth], now: Timestamp, single: bool) -> String {
+    let mut table: Vec<Vec<String>> = vec![
+        [
+            "PROMISE",
+            "NAMESPACE",
+            "REQUEST",
+            "STATE",
+            "UP 1H",
+            "UP 24H",
+            "UP 7D",
+            "UP 30D",
+            "FIRST HEALTHY",
+            "LAST RECOVERY",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["TIMELINE (24H)".to_string()])
+        .collect(),
+    ];
+    for r in rows {
+        let mut row = vec![
+            r.promise.clone(),
+            r.namespace.clone(),
+            r.name.clone(),
+            r.state.clone(),
+        ];
+        row.extend(
+            WINDOWS
+                .iter()
+                .map(|(_, w)| pct(uptime(&r.history, now, *w))),
+        );
+        row.push(secs(r.history.first_healthy_after_seconds));
+        row.push(secs(r.history.last_recovery_seconds));
+        row.push(format!(
+            "|{}|",
+            timeline(&r.history, now, TIMELINE_SECS, TIMELINE_WIDTH)
+        ));
+        table.push(row);
+    }
+    let mut promises: Vec<&str> = rows.iter().map(|r| r.promise.as_str()).collect();
+    promises.dedup();
+    if !single {
+        for p in promises {
+            let hs: Vec<&HealthHistory> = rows
+                .iter()
+                .filter(|r| r.promise == p)
+                .map(|r| &r.history)
+                .collect();
+            let mut row = vec![
+                p.to_string(),
+                "*".into(),
+                format!("({} requests)", hs.len()),
+                "".into(),
+            ];
+            row.extend(
+                WINDOWS
+                    .iter()
+                    .map(|(_, w)| pct(combined_uptime(hs.iter().copied(), now, *w))),
+            );
+            row.extend(["".into(), "".into(), "".into()]);
+            table.push(row);
+        }
+    }
+    let mut out = align(&table);
+    if single && let Some(r) = rows.first() {
+        out.push_str("\nTRANSITIONS\n");
+        for t in &r.history.transitions {
+            let _ = writeln!(out, "  {}  {:<9}  {}", t.time, t.state, t.source);
+        }
+    }
+    out
+}
+
+fn align(table: &[Vec<String>]) -> String {
+    let cols = table.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            table
+                .iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in table {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{s:<w$}", w = widths[i]))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,477 @@
+//! The HealthSource controller: polls a store that Destinations write HealthRecords to
+//! and applies them onto the platform.
+//!
+//! Per reconcile of a HealthSource:
+//! 1. **Due?** A poll is due when `pollInterval` (Go duration, at least 10 s, default 1 m)
+//!    has passed since the last one, or when the annotation
+//!    `platform.syntasso.io/poll-now` carries a value not yet handled. Otherwise the
+//!    reconcile only requeues itself for the remaining time.
+//! 2. **Reader.** The Secret named by the backend's `secretRef` is read and a reader opened
+//!    (kept while the spec generation and Secret version stay the same). Read access is
+//!    enough.
+//! 3. **Poll** ([`super::poll`]): list with change detection, read only the objects whose
+//!    ETag/blob id changed, check each, apply the good ones as HealthRecords labelled with
+//!    the source, annotated with their object key and owned by the HealthSource (deleting
+//!    the source deletes its records), and remove the records whose object disappeared
+//!    from the store (removed at once: the store is the Destination's statement of what it
+//!    checks, and a stale record would otherwise keep a request's state forever).
+//! 4. **Status**: `Ready` (`Polled`, `InvalidSpec`, `SecretNotFound`, `StoreError`), the
+//!    counts and the rejected keys. Written only when one of those changed, when a manual
+//!    trigger was handled, or (for `lastPollTime` alone) at most once an hour — a settled
+//!    source is silent.
+//!
+//! Errors back off: after `n` consecutive failed polls the next one waits
+//! `pollInterval × 2^(n-1)`, at most an hour (never less than `pollInterval`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
+use plinth_api::constants::condition_types::READY;
+use plinth_api::constants::health as names;
+use plinth_api::{
+    BucketStateStore, GitStateStore, HealthRecord, HealthSource, HealthSourceStatus,
+    RejectedRecord, SecretRef,
+};
+use plinth_statestore::{BucketAuth, BucketConfig, BucketProvider, RecordReader, StoreConfig};
+use serde_json::{Value, json};
+
+use super::clock::{Clock, rfc3339};
+use super::poll::{PollOutcome, SourceState, poll};
+use crate::context::Context;
+use crate::objstatus::{patch_status, publish, set_condition};
+use crate::statestore::StateStoreObject;
+
+/// How often `lastPollTime` alone is refreshed in status.
+pub const POLL_TIME_REFRESH: Duration = Duration::from_secs(3600);
+/// Longest wait between polls after repeated errors.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// At most this many rejected keys are listed in status.
+pub const MAX_LISTED_REJECTIONS: usize = 50;
+
+pub(crate) struct SourceCtx {
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Every HealthRecord on the platform (for claims, conflicts and no-op detection).
+    pub(crate) records: Store<HealthRecord>,
+    states: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SourceState>>>>,
+    recorder: Recorder,
+}
+
+/// Runs the HealthSource controller until the process stops.
+pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
+    let client = ctx.client.clone();
+    let (records, writer) = reflector::store();
+    let rec_stream = watcher(Api::<HealthRecord>::all(client.clone()), Default::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .for_each(|_| async {});
+    tokio::spawn(rec_stream);
+    // Only spec and annotation changes wake a source: its own status writes do not.
+    let (sources, swriter) = reflector::store();
+    let stream = watcher(Api::<HealthSource>::all(client.clone()), Default::default())
+        .default_backoff()
+        .reflect(swriter)
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(predicates::annotations),
+            Default::default(),
+        );
+    let sctx = Arc::new(SourceCtx {
+        ctx,
+        clock,
+        records,
+        states: Mutex::new(HashMap::new()),
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: names::SOURCE_COMPONENT.into(),
+                instance: None,
+            },
+        ),
+    });
+    Controller::for_stream(stream, sources)
+        .run(reconcile, error_policy, sctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "health source reconcile");
+            }
+        })
+        .await;
+}
+
+fn error_policy(hs: Arc<HealthSource>, err: &crate::Error, s: Arc<SourceCtx>) -> Action {
+    tracing::warn!(source = %hs.name_any(), error = %err, "health source reconcile failed");
+    Action::requeue(s.ctx.config().requeue_default)
+}
+
+/// Why a source cannot poll: condition reason and message.
+struct NotReady(&'static str, String);
+
+async fn reconcile(hs: Arc<HealthSource>, s: Arc<SourceCtx>) -> Result<Action, crate::Error> {
+    let uid = hs.uid().unwrap_or_default();
+    if hs.meta().deletion_timestamp.is_some() {
+        // Its records go with it (owner references).
+        s.states.lock().expect("states").remove(&uid);
+        return Ok(Action::await_change());
+    }
+    let state = s
+        .states
+        .lock()
+        .expect("states")
+        .entry(uid)
+        .or_default()
+        .clone();
+    let mut state = state.lock().await;
+    let interval = match poll_interval(&hs) {
+        Ok(i) => i,
+        Err(msg) => {
+            write_status(
+                &s,
+                &hs,
+                &state,
+                Err(NotReady(names::INVALID_SPEC, msg)),
+                None,
+            )
+            .await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let trigger = hs.annotations().get(names::POLL_NOW_ANNOTATION).cloned();
+    let handled = hs
+        .status
+        .as_ref()
+        .and_then(|st| st.last_handled_trigger.clone());
+    let triggered = trigger.is_some() && trigger != handled;
+    let wait = next_wait(&state, interval);
+    if !triggered && state.last_poll.is_some_and(|t| t.elapsed() < wait) {
+        return Ok(Action::requeue(
+            wait - state.last_poll.expect("set").elapsed(),
+        ));
+    }
+    let result = poll_once(&s, &hs, &mut state).await;
+    state.last_poll = Some(Instant::now());
+    match &result {
+        Ok(_) => state.failures = 0,
+        Err(_) => state.failures += 1,
+    }
+    let handled_now = if triggered { trigger } else { handled };
+    write_status(&s, &hs, &state, result, handled_now).await?;
+    Ok(Action::requeue(next_wait(&state, interval)))
+}
+
+/// `spec.pollInterval`, checked: a Go duration of at least 10 s.
+pub fn poll_interval(hs: &HealthSource) -> Result<Duration, String> {
+    let Some(text) = hs.spec.poll_interval.as_deref() else {
+        return Ok(Duration::from_secs(
+            plinth_api::DEFAULT_HEALTH_POLL_INTERVAL_SECS,
+        ));
+    };
+    let d = plinth_api::duration::parse_go_duration(text)
+        .map_err(|e| format!("spec.pollInterval {text:?}: {e}"))?;
+    if d < Duration::from_secs(plinth_api::MIN_HEALTH_POLL_INTERVAL_SECS) {
+        return Err(format!(
+            "spec.pollInterval {text:?} is shorter than the minimum of 10s"
+        ));
+    }
+    Ok(d)
+}
+
+fn next_wait(state: &SourceState, interval: Duration) -> Duration {
+    if state.failures == 0 {
+        return interval;
+    }
+    let factor = 2u32.saturating_pow(state.failures.saturating_sub(1).min(16));
+    interval
+        .saturating_mul(factor)
+        .min(MAX_BACKOFF)
+        .max(interval)
+}
+
+async fn poll_once(
+    s: &Arc<SourceCtx>,
+    hs: &HealthSource,
+    state: &mut SourceState,
+) -> Result<PollOutcome, NotReady> {
+    let reader = open_reader(s, hs, state).await?;
+    s.records.wait_until_ready().await.ok();
+    let outcome = poll(s, hs, state, reader.as_ref())
+        .await
+        .map_err(|e| NotReady(names::STORE_ERROR, e))?;
+    for (key, reason, conflict) in &outcome.new_rejections {
+        tracing::warn!(source = %hs.name_any(), key, reason, "health record skipped");
+        let why = if *conflict {
+            names::CONFLICT_REASON
+        } else {
+            names::REJECTED_REASON
+        };
+        publish(
+            &s.recorder,
+            hs,
+            EventType::Warning,
+            why,
+            "Poll",
+            format!("{key}: {reason}"),
+        )
+        .await;
+    }
+    Ok(outcome)
+}
+
+/// Opens (or reuses) the reader for the source's current spec and Secret.
+async fn open_reader(
+    s: &Arc<SourceCtx>,
+    hs: &HealthSource,
+    state: &mut SourceState,
+) -> Result<Arc<dyn RecordReader>, NotReady> {
+    let (secret_ref, secret) = read_secret(s, hs).await?;
+    let fingerprint = format!(
+        "{}/{}",
+        hs.metadata.generation.unwrap_or_default(),
+        secret
+            .as_ref()
+            .and_then(|x| x.metadata.resource_version.clone())
+            .unwrap_or_default()
+    );
+    if let Some((fp, r)) = &state.reader
+        && *fp == fingerprint
+    {
+        return Ok(r.clone());
+    }
+    let data = secret.as_ref().map(secret_data).unwrap_or_default();
+    let cfg = store_config(hs, &secret_ref, &data, &s.ctx.config())?;
+    let reader = plinth_statestore::open_reader(cfg)
+        .await
+        .map_err(|e| NotReady(names::STORE_ERROR, e.to_string()))?;
+    state.reader = Some((fingerprint, reader.clone()));
+    state.listing_version = None;
+    Ok(reader)
+}
+
+async fn read_secret(
+    s: &SourceCtx,
+    hs: &HealthSource,
+) -> Result<(String, Option<Secret>), NotReady> {
+    let spec = &hs.spec;
+    let r: Option<&SecretRef> = spec
+        .bucket
+        .as_ref()
+        .and_then(|b| b.secret_ref.as_ref())
+        .or(spec.azure.as_ref().and_then(|a| a.secret_ref.as_ref()))
+        .or(spec.gcs.as_ref().and_then(|g| g.secret_ref.as_ref()))
+        .or(spec.git.as_ref().and_then(|g| g.secret_ref.as_ref()));
+    let Some((name, ns)) = r.and_then(|r| {
+        let name = r.name.clone().filter(|n| !n.is_empty())?;
+        let ns = r.namespace.clone().filter(|n| !n.is_empty());
+        Some((name, ns.unwrap_or_else(|| "default".into())))
+    }) else {
+        return Ok((String::new(), None));
+    };
+    let api: Api<Secret> = Api::namespaced(s.ctx.client.clone(), &ns);
+    match api.get_opt(&name).await {
+        Ok(Some(sec)) => Ok((format!("{ns}/{name}"), Some(sec))),
+        Ok(None) => Err(NotReady(
+            names::SECRET_NOT_FOUND,
+            format!("Secret {name} not found in namespace {ns}"),
+        )),
+        Err(e) => Err(NotReady(
+            names::STORE_ERROR,
+            format!("reading Secret {ns}/{name}: {e}"),
+        )),
+    }
+}
+
+fn secret_data(secret: &Secret) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for (k, ByteString(v)) in secret.data.iter().flatten() {
+        out.insert(k.clone(), String::from_utf8_lossy(v).into_owned());
+    }
+    for (k, v) in secret.string_data.iter().flatten() {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+fn join_path(a: Option<&str>, b: Option<&str>) -> String {
+    [a, b]
+        .into_iter()
+        .flatten()
+        .map(|p| p.trim_matches('/'))
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The reader configuration for the source's one backend.
+fn store_config(
+    hs: &HealthSource,
+    secret: &str,
+    data: &HashMap<String, String>,
+    cfg: &crate::ControllerConfig,
+) -> Result<StoreConfig, NotReady> {
+    let spec = &hs.spec;
+    let n = [
+        spec.bucket.is_some(),
+        spec.azure.is_some(),
+        spec.gcs.is_some(),
+        spec.git.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if n != 1 {
+        return Err(NotReady(
+            names::INVALID_SPEC,
+            "exactly one of spec.bucket, spec.azure, spec.gcs, spec.git must be set".into(),
+        ));
+    }
+    let sdata: crate::statestore::SecretData =
+        data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let invalid = |e: crate::statestore::NotReady| NotReady(names::INVALID_SPEC, e.message);
+    if let Some(b) = &spec.bucket {
+        let store = BucketStateStore::new(&hs.name_any(), b.clone());
+        let StoreConfig::Bucket(mut c) =
+            store.build_config(secret, &sdata, cfg).map_err(invalid)?
+        else {
+            unreachable!("a bucket store builds a bucket config")
+        };
+        c.path = join_path(b.path.as_deref(), spec.path.as_deref());
+        return Ok(StoreConfig::Bucket(c));
+    }
+    if let Some(g) = &spec.git {
+        let store = GitStateStore::new(&hs.name_any(), g.clone());
+        let StoreConfig::Git(mut c) = store.build_config(secret, &sdata, cfg).map_err(invalid)?
+        else {
+            unreachable!("a git store builds a git config")
+        };
+        c.path = join_path(g.path.as_deref(), spec.path.as_deref());
+        c.work_dir = cfg.data_dir.join("healthsources").join(hs.name_any());
+        return Ok(StoreConfig::Git(c));
+    }
+    cloud_config(hs, secret, data)
+}
+
+fn cloud_config(
+    hs: &HealthSource,
+    secret: &str,
+    data: &HashMap<String, String>,
+) -> Result<StoreConfig, NotReady> {
+    let spec = &hs.spec;
+    let key = |k: &str| data.get(k).filter(|v| !v.is_empty()).cloned();
+    let missing = |what: &str| {
+        NotReady(
+            names::INVALID_SPEC,
+            format!("Secret {secret:?} has no key {what}"),
+        )
+    };
+    let (provider, endpoint, bucket, auth) = if let Some(a) = &spec.azure {
+        let auth = match (key("sasToken"), key("accountKey")) {
+            (Some(token), _) => BucketAuth::AzureSas {
+                account: a.account.clone(),
+                token,
+            },
+            (None, Some(k)) => BucketAuth::AccessKey {
+                id: a.account.clone(),
+                secret: k,
+            },
+            _ => return Err(missing("\"sasToken\" or \"accountKey\"")),
+        };
+        let endpoint = a.endpoint.clone().unwrap_or_default();
+        (BucketProvider::Azure, endpoint, a.container.clone(), auth)
+    } else {
+        let g = spec.gcs.as_ref().expect("one backend is set");
+        let auth = BucketAuth::AccessKey {
+            id: String::new(),
+            secret: key("serviceAccountKey").ok_or_else(|| missing("\"serviceAccountKey\""))?,
+        };
+        let endpoint = g.endpoint.clone().unwrap_or_default();
+        (BucketProvider::Gcs, endpoint, g.bucket_name.clone(), auth)
+    };
+    let mut c = BucketConfig::s3(endpoint.clone(), bucket, auth);
+    c.provider = provider;
+    c.insecure = endpoint.starts_with("http://");
+    c.path = join_path(None, spec.path.as_deref());
+    Ok(StoreConfig::Bucket(c))
+}
+
+/// Writes the status when something other than the poll time changed, a trigger was
+/// handled, or the poll time is older than [`POLL_TIME_REFRESH`].
+async fn write_status(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    state: &SourceState,
+    result: Result<PollOutcome, NotReady>,
+    handled_trigger: Option<String>,
+) -> Result<(), crate::Error> {
+    let api: Api<HealthSource> = Api::all(s.ctx.client.clone());
+    let now = s.clock.now();
+    let generation = hs.metadata.generation;
+    let (ok, reason, message, outcome) = match result {
+        Ok(o) => (true, names::POLLED, format!("Polled {}", o.target), Some(o)),
+        Err(NotReady(r, m)) => (false, r, m, None),
+    };
+    patch_status(&api, &hs.name_any(), |cur| {
+        let old = cur.status.clone().unwrap_or_default();
+        let mut st = old.clone();
+        let mut conds = st.conditions.clone().unwrap_or_default();
+        set_condition(&mut conds, READY, ok, reason, &message, generation);
+        st.conditions = Some(conds);
+        st.observed_generation = generation;
+        st.last_handled_trigger = handled_trigger.clone();
+        if let Some(o) = &outcome {
+            fill_counts(&mut st, state, o);
+        }
+        let refresh = old
+            .last_poll_time
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .is_none_or(|t| now.duration_since(t).as_secs() >= POLL_TIME_REFRESH.as_secs() as i64);
+        if st == old && !refresh {
+            return None;
+        }
+        st.last_poll_time = Some(rfc3339(now));
+        Some(serde_json::to_value(&st).expect("status serialises"))
+    })
+    .await?;
+    Ok(())
+}
+
+fn fill_counts(st: &mut HealthSourceStatus, state: &SourceState, o: &PollOutcome) {
+    st.records = Some(state.applied.len() as i64);
+    st.rejected = Some(state.rejected.len() as i64);
+    if o.changed {
+        st.applied = Some(o.applied as i64);
+        st.unchanged = Some(o.unchanged as i64);
+    }
+    let listed: Vec<RejectedRecord> = state
+        .rejected
+        .iter()
+        .take(MAX_LISTED_REJECTIONS)
+        .map(|(k, r)| RejectedRecord {
+            key: k.clone(),
+            reason: r.reason.clone(),
+        })
+        .collect();
+    st.rejected_records = (!listed.is_empty()).then_some(listed);
+}
+
+/// The owner reference every record applied by `hs` carries.
+pub(crate) fn owner_of(hs: &HealthSource) -> Value {
+    json!({
+        "apiVersion": plinth_api::HEALTH_SOURCE_API_VERSION,
+        "kind": "HealthSource",
+        "name": hs.name_any(),
+        "uid": hs.uid().unwrap_or_default(),
+        "controller": true,
+    })
+}

@@ -1,0 +1,139 @@
+//! Checking one object read from a health store before it becomes a HealthRecord on the
+//! platform. Every failure names the cause; the HealthSource skips the object, events and
+//! counts it, and carries on with the others.
+
+use plinth_api::HealthRecord;
+use plinth_api::constants::health as names;
+use serde_json::Value;
+
+use super::aggregate::parse_state;
+
+/// Why an object was skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not YAML/JSON, or not a HealthRecord document.
+    Invalid(String),
+    /// The Promise or the request it names does not exist (yet): tried again every poll.
+    Dangling(String),
+    /// Older than the record already applied (out of order, or overwritten).
+    Stale(String),
+    /// The request's records come from another HealthSource.
+    Claimed(String),
+    /// The HealthRecord on the platform is managed by something else (a GitOps sync).
+    Conflict(String),
+}
+
+impl Rejection {
+    /// The human-readable reason.
+    pub fn reason(&self) -> &str {
+        match self {
+            Rejection::Invalid(m)
+            | Rejection::Dangling(m)
+            | Rejection::Stale(m)
+            | Rejection::Claimed(m)
+            | Rejection::Conflict(m) => m,
+        }
+    }
+
+    /// Whether the same bytes may be accepted later without a change in the store (the
+    /// request appears, the other manager or source lets go).
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            Rejection::Dangling(_) | Rejection::Conflict(_) | Rejection::Claimed(_)
+        )
+    }
+}
+
+/// Parses and checks a record document: YAML or JSON, `apiVersion`
+/// `platform.kratix.io/v1alpha1`, `kind: HealthRecord`, a `metadata.name`, a
+/// `data.promiseRef.name`, a `data.resourceRef.name`, and a `data.state` in the enum.
+/// The namespace defaults to `resourceRef.namespace`, then `default`.
+pub fn parse_record(bytes: &[u8]) -> Result<HealthRecord, Rejection> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Rejection::Invalid(format!("not UTF-8 text: {e}")))?;
+    let doc: Value = serde_saphyr::from_str(text).map_err(|e| {
+        Rejection::Invalid(format!("unparsable YAML: {}", first_line(&e.to_string())))
+    })?;
+    if !doc.is_object() {
+        return Err(Rejection::Invalid("not a YAML mapping".into()));
+    }
+    let api_version = doc["apiVersion"].as_str().unwrap_or("");
+    let kind = doc["kind"].as_str().unwrap_or("");
+    if api_version != names::RECORD_API_VERSION || kind != names::RECORD_KIND {
+        return Err(Rejection::Invalid(format!(
+            "apiVersion {api_version:?} kind {kind:?} is not {} {}",
+            names::RECORD_API_VERSION,
+            names::RECORD_KIND
+        )));
+    }
+    if let Some(s) = doc.pointer("/data/state") {
+        let ok = s.as_str().and_then(parse_state).is_some();
+        if !ok {
+            return Err(Rejection::Invalid(format!(
+                "data.state {s} is not one of unknown, ready, unhealthy, healthy, degraded"
+            )));
+        }
+    }
+    let need = |ptr: &str, field: &str| {
+        doc.pointer(ptr)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(|_| ())
+            .ok_or_else(|| Rejection::Invalid(format!("{field} is missing")))
+    };
+    need("/metadata/name", "metadata.name")?;
+    need("/data/promiseRef/name", "data.promiseRef.name")?;
+    need("/data/resourceRef/name", "data.resourceRef.name")?;
+    let mut rec: HealthRecord = serde_json::from_value(doc)
+        .map_err(|e| Rejection::Invalid(format!("not a HealthRecord: {e}")))?;
+    if rec.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+        rec.metadata.namespace = Some(
+            rec.spec
+                .data
+                .resource_ref
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "default".into()),
+        );
+    }
+    Ok(rec)
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "apiVersion: platform.kratix.io/v1alpha1\nkind: HealthRecord\nmetadata: {name: r1}\ndata:\n  promiseRef: {name: redis}\n  resourceRef: {name: a, namespace: team}\n  state: healthy\n  lastRun: 5\n";
+
+    #[test]
+    fn good_record_parses_and_bad_ones_name_the_cause() {
+        let r = parse_record(GOOD.as_bytes()).unwrap();
+        assert_eq!(r.metadata.namespace.as_deref(), Some("team"));
+        assert_eq!(r.spec.data.last_run, Some(5));
+        let bad = |s: &str| parse_record(s.as_bytes()).unwrap_err().reason().to_string();
+        assert!(
+            bad("a: [").starts_with("unparsable YAML"),
+            "{}",
+            bad("a: [")
+        );
+        assert!(bad(&GOOD.replace("kind: HealthRecord", "kind: ConfigMap")).contains("ConfigMap"));
+        assert!(bad(&GOOD.replace("state: healthy", "state: fine")).contains("\"fine\""));
+        assert!(
+            bad(&GOOD.replace("promiseRef: {name: redis}", "promiseRef: {}"))
+                .contains("data.promiseRef.name")
+        );
+        assert!(
+            bad(&GOOD.replace(
+                "resourceRef: {name: a, namespace: team}",
+                "resourceRef: {namespace: team}"
+            ))
+            .contains("data.resourceRef.name")
+        );
+    }
+}
