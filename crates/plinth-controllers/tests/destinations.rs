@@ -908,3 +908,70 @@ async fn github_app_store_names_the_missing_secret_key() {
     })
     .await;
 }
+
+/// A dependency Work with no selectors goes to every Destination. Deleting one of them
+/// must leave its placement in one stable state: the scheduler and the WorkPlacement
+/// controller once disagreed about `Ready` (misplaced vs. Destination not found) and
+/// rewrote it hundreds of times a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_destination_of_a_dependency_work_settles_silently() {
+    let env = start().await;
+    env.git_store("local").await;
+    for name in ["first", "second"] {
+        env.create_destination(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Destination",
+            "metadata": {"name": name},
+            "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "local"}},
+        }))
+        .await;
+        env.destination_ready(name).await;
+    }
+    env.create_work(
+        "kratix-platform-system",
+        "deps",
+        "deps",
+        "",
+        "static",
+        &[(".", vec![], vec![("cm.yaml", CM_YAML)])],
+    )
+    .await;
+    env.work_condition(
+        "kratix-platform-system",
+        "deps",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
+    let second = env
+        .placements("kratix-platform-system", "deps")
+        .await
+        .into_iter()
+        .find(|wp| wp.spec.target_destination_name.as_deref() == Some("second"))
+        .expect("a placement on Destination second");
+    env.placement_ready("kratix-platform-system", &second.name_any())
+        .await;
+    env.server.assert_settled_silent(SILENCE).await;
+
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    dests
+        .delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("Destination second gone", || async {
+        dests.get_opt("second").await.unwrap().is_none()
+    })
+    .await;
+    env.server.assert_settled_silent(SILENCE).await;
+    env.placement_ready(
+        "kratix-platform-system",
+        &env.placements("kratix-platform-system", "deps")
+            .await
+            .into_iter()
+            .find(|wp| wp.spec.target_destination_name.as_deref() == Some("first"))
+            .expect("the placement on Destination first stays")
+            .name_any(),
+    )
+    .await;
+}

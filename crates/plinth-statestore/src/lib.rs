@@ -41,7 +41,7 @@ mod ssh;
 use std::sync::Arc;
 
 pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
-pub use error::StoreError;
+pub use error::{StoreError, stable_message};
 pub use git::{GitAuth, GitConfig};
 pub use layout::PathError;
 
