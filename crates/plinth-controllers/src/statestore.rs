@@ -112,6 +112,8 @@ pub trait StateStoreObject:
     fn needs_secret(&self) -> bool;
     /// `status`.
     fn store_status(&self) -> Option<&StateStoreStatus>;
+    /// The endpoint for messages: the Git URL, or the bucket and its endpoint.
+    fn endpoint(&self) -> String;
     /// Builds the writer configuration from the spec and the Secret's data (`secret` is
     /// `<namespace>/<name>` for messages, or empty when there is none).
     fn build_config(
@@ -137,6 +139,10 @@ impl StateStoreObject for GitStateStore {
 
     fn store_status(&self) -> Option<&StateStoreStatus> {
         self.status.as_ref()
+    }
+
+    fn endpoint(&self) -> String {
+        plinth_statestore::redact_url(self.spec.url.as_deref().unwrap_or_default())
     }
 
     fn build_config(
@@ -250,6 +256,10 @@ impl StateStoreObject for BucketStateStore {
 
     fn store_status(&self) -> Option<&StateStoreStatus> {
         self.status.as_ref()
+    }
+
+    fn endpoint(&self) -> String {
+        format!("bucket {} at {}", self.spec.bucket_name, self.spec.endpoint)
     }
 
     fn build_config(
@@ -413,7 +423,22 @@ async fn reconcile<K: StateStoreObject>(
     let name = obj.name_any();
     let generation = obj.meta().generation;
 
-    let outcome = open_store(&state, obj.as_ref(), &cfg).await;
+    // Bounded: a dead endpoint must not hold this store's reconcile (the next Secret or
+    // spec change is only seen once it returns). Dropping the future cancels the call.
+    let outcome =
+        match tokio::time::timeout(cfg.network_timeout, open_store(&state, obj.as_ref(), &cfg))
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err(NotReady {
+                reason: "StateStoreError",
+                message: format!(
+                    "{} did not answer within {}s",
+                    obj.endpoint(),
+                    cfg.network_timeout.as_secs()
+                ),
+            }),
+        };
     let (ready, reason, message) = match &outcome {
         Ok(()) => (true, "StateStoreReady", "State store is ready".to_string()),
         Err(nr) => {

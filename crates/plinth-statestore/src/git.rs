@@ -257,7 +257,7 @@ fn write_commit(
 }
 
 /// Removes credentials from a URL for messages (`https://user:pw@host` → `https://host`).
-pub(crate) fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),

@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
 pub use error::{StoreError, stable_message};
-pub use git::{GitAuth, GitConfig};
+pub use git::{GitAuth, GitConfig, redact_url};
 pub use layout::PathError;
 
 /// Which state store to open and how to reach it.
