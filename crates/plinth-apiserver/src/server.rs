@@ -291,6 +291,22 @@ impl ApiServer {
         self.app.store.head()
     }
 
+    /// Every change stored after resourceVersion `after`, in order, as
+    /// `(resourceVersion, "ADDED" | "MODIFIED" | "DELETED", "group/plural", namespace, name)`.
+    ///
+    /// # Errors
+    /// The storage could not be read.
+    pub async fn changes_since(
+        &self,
+        after: u64,
+    ) -> Result<Vec<(u64, &'static str, String, String, String)>, Error> {
+        let changes = self.app.store.changes_since(after).await?;
+        Ok(changes
+            .into_iter()
+            .map(|(rv, t, k)| (rv, t.as_str(), k.rkey, k.ns, k.name))
+            .collect())
+    }
+
     /// Compacts the revision log now, keeping the last `retain` revisions; returns the
     /// new compaction point (watches from at or below it get 410 Expired).
     pub async fn compact(&self, retain: u64) -> Result<u64, Error> {

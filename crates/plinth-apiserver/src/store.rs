@@ -474,6 +474,36 @@ impl Store {
         .await
     }
 
+    /// Every change of any resource with resourceVersion above `after`, in order:
+    /// `(resourceVersion, type, key)`. Changes at or below the compaction point are gone
+    /// and not reported. Used to tell what a supposedly quiet platform wrote.
+    pub async fn changes_since(
+        &self,
+        after: u64,
+    ) -> Result<Vec<(u64, EventType, ObjKey)>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, rkey, ns, name, type FROM events WHERE id>?1 ORDER BY id",
+            )?;
+            let mut rows = stmt.query(params![after as i64])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let id: i64 = row.get(0)?;
+                out.push((
+                    id as u64,
+                    EventType::from_code(row.get(4)?),
+                    ObjKey {
+                        rkey: row.get(1)?,
+                        ns: row.get(2)?,
+                        name: row.get(3)?,
+                    },
+                ));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     /// Keys of objects that name `owner_uid` in their `metadata.ownerReferences`.
     pub async fn dependents(&self, owner_uid: String) -> Result<Vec<ObjKey>, StoreError> {
         self.read(move |c| {

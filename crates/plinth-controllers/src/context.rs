@@ -90,6 +90,10 @@ pub struct ControllerConfig {
     pub data_dir: PathBuf,
     /// How long the Git writer waits to batch writes into one commit.
     pub git_batch_window: Duration,
+    /// Longest a state store may take to open and validate (connect, authenticate, check
+    /// the branch or bucket) before the reconcile gives up with `NotReady`, so an endpoint
+    /// that accepts connections and never answers cannot hold the store's reconcile.
+    pub network_timeout: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -110,6 +114,7 @@ impl Default for ControllerConfig {
             adapter_image: DEFAULT_ADAPTER_IMAGE.into(),
             data_dir: std::env::temp_dir().join("plinth-controllers"),
             git_batch_window: Duration::from_millis(200),
+            network_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -47,6 +47,7 @@ use crate::context::Context;
 use crate::objstatus::{
     ReconcileError, describe, edit_finalizers, is_not_found, patch_status, publish, set_condition,
 };
+use crate::triggers::{inputs_hash, watch_inputs};
 
 const REPORTER: &str = "DestinationController";
 
@@ -86,11 +87,11 @@ fn destinations_of_store(
 /// `requeue_default` and `state_store_reconciliation_interval` (canary re-check).
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let controller = Controller::new(
-        Api::<Destination>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
+    // Spec changes and deletion only: the controller's own status writes do not wake it.
+    let (store, trigger) = watch_inputs(Api::<Destination>::all(client.clone()), |d| {
+        inputs_hash(d, ())
+    });
+    let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let state = Arc::new(DestState {
         recorder: Recorder::new(

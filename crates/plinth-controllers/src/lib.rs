@@ -25,6 +25,7 @@ pub mod scheduler;
 pub mod statestore;
 pub mod status;
 pub mod stores;
+pub mod triggers;
 pub mod workflow;
 pub mod workplacement;
 

@@ -32,6 +32,7 @@ use crate::status::{self, condition_true, set_condition, set_field};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Action, Subject, Workflow, WorkflowType};
 use crate::{Error, events, labels, request};
+use plinth_api::constants::work_type;
 
 /// Reporting component of Promise events (§8.4).
 const COMPONENT: &str = "PromiseController";
@@ -66,8 +67,9 @@ fn kratix_resource(kind: &str, plural: &str) -> ApiResource {
 pub async fn run(ctx: Arc<Context>) {
     let ar = promise_resource();
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
-    let controller = Controller::new_with(promises.clone(), watcher::Config::default(), ar.clone());
-    let store = controller.store();
+    // Spec, labels, annotations and deletion wake a Promise; its own status writes do not.
+    let (store, trigger) = crate::triggers::watch_inputs_dyn(promises.clone(), ar.clone());
+    let controller = Controller::for_stream_with(trigger, store.clone(), ar.clone());
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let jobs: Api<Job> = Api::all(ctx.client.clone());
     let works: Api<DynamicObject> =
@@ -166,6 +168,10 @@ async fn reconcile(
 
     if promise.meta().deletion_timestamp.is_some() {
         return delete(&ctx, &api, &promise).await;
+    }
+    // Resumed: run the configure workflow from its first pipeline, then every request.
+    if engine::resume_after_pause(&api, &promise, &[(labels::RECONCILE_RESOURCES, "true")]).await? {
+        return Ok(ReconcileAction::await_change());
     }
 
     // Finalizers (§2.5).
@@ -692,14 +698,19 @@ async fn ensure_revision(
         ctx.client.clone(),
         &kratix_resource("PromiseRevision", "promiserevisions"),
     );
-    let lp = ListParams::default().labels(&format!(
-        "{}={name},{}=true",
-        labels::PROMISE_NAME,
-        labels::LATEST_REVISION
-    ));
+    // `status.latest` says the same: true on the current revision, false on the others
+    // (kubectl's LATEST column). Written only when it differs.
+    let lp = ListParams::default().labels(&format!("{}={name}", labels::PROMISE_NAME));
     for r in revisions.list(&lp).await?.items {
-        if r.name_any() != rev_name {
+        let latest = r.name_any() == rev_name;
+        if !latest && r.labels().contains_key(labels::LATEST_REVISION) {
             engine::remove_labels(&revisions, &r, &[labels::LATEST_REVISION]).await?;
+        }
+        if r.data["status"]["latest"].as_bool() != Some(latest) {
+            crate::status::update_status(&revisions, &r.name_any(), |st, _| {
+                crate::status::set_field(st, "latest", json!(latest))
+            })
+            .await?;
         }
     }
     Ok(())
@@ -848,7 +859,7 @@ async fn reconcile_static_dependencies(
         "metadata": {
             "name": work_name,
             "namespace": SYSTEM_NAMESPACE,
-            "labels": {labels::PROMISE_NAME: name, labels::WORK_TYPE: "static-dependency"},
+            "labels": {labels::PROMISE_NAME: name, labels::WORK_TYPE: work_type::STATIC_DEPENDENCY},
         },
         "spec": {"promiseName": name, "workloadGroups": [group]},
     });
@@ -947,12 +958,22 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
 async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> {
     let works: Api<DynamicObject> =
         Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
-    let lp = ListParams::default().labels(&format!(
-        "{}={promise},{}=promise",
-        labels::PROMISE_NAME,
-        labels::WORK_TYPE
-    ));
-    Ok(classify_works(&works.list(&lp).await?.items))
+    // The Promise's own Works: those of its promise workflows and its static
+    // dependencies (an unscheduled dependency Work is not "ready", whatever Kratix says).
+    let lp = ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME));
+    let own: Vec<DynamicObject> = works
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|w| {
+            matches!(
+                w.labels().get(labels::WORK_TYPE).map(String::as_str),
+                Some(work_type::PROMISE | work_type::STATIC_DEPENDENCY)
+            )
+        })
+        .collect();
+    Ok(classify_works(&own))
 }
 
 /// Deletion, one step per reconcile in Kratix's order (§2.5).

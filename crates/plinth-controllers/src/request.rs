@@ -118,8 +118,9 @@ struct RequestCtx {
 async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let ar = api.resource();
     let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
-    let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
-    let store = controller.store();
+    // Spec, labels, annotations and deletion wake a request; its own status writes do not.
+    let (store, trigger) = crate::triggers::watch_inputs_dyn(requests, ar.clone());
+    let controller = Controller::for_stream_with(trigger, store.clone(), ar.clone());
     let jobs: Api<Job> = Api::all(ctx.client.clone());
     let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
@@ -266,6 +267,10 @@ async fn reconcile(
 
     if rr.meta().deletion_timestamp.is_some() {
         return delete(&rctx, &api, &rr, &promise_spec).await;
+    }
+    // Resumed (the request's or its Promise's pause lifted): run from the first pipeline.
+    if engine::resume_after_pause(&api, &rr, &[]).await? {
+        return Ok(ReconcileAction::await_change());
     }
 
     // Hold requests while the Promise cannot fulfil them (§3.2 step 9–10).

@@ -52,8 +52,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{finalizers, labels, selector_source};
 use plinth_api::{Destination, Work, WorkPlacement, WorkloadGroup};
@@ -65,6 +65,7 @@ use crate::objstatus::{
     ReconcileError, condition_is_false, condition_is_true, describe, edit_finalizers,
     get_condition, patch_status, publish, set_condition,
 };
+use crate::triggers::{deletions, inputs_hash, watch_inputs};
 
 /// Finalizer on every Work: its WorkPlacements are deleted before it goes (§11.3).
 pub const WORK_CLEANUP_FINALIZER: &str = finalizers::WORK_CLEANUP;
@@ -294,14 +295,22 @@ pub async fn run(ctx: Arc<Context>) {
     let wps: Api<WorkPlacement> = Api::all(client.clone());
     let dests: Api<Destination> = Api::all(client.clone());
 
-    let (wp_reader, wp_writer) = reflector::store::<WorkPlacement>();
-    let wp_stream = watcher(wps, watcher::Config::default())
-        .default_backoff()
-        .reflect(wp_writer)
-        .touched_objects();
+    // From its WorkPlacements the scheduler reads only `WriteSucceeded` (folded into the
+    // Work) and their existence; its own writes to them (spec, `ScheduleSucceeded`) and
+    // the `Ready` the WorkPlacement controller derives do not wake it.
+    let (wp_reader, wp_applied) = watch_inputs(wps.clone(), |wp: &WorkPlacement| {
+        let write = get_condition(&wp_conditions(wp), "WriteSucceeded")
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&write, &mut h);
+        std::hash::Hash::hash(&wp.meta().deletion_timestamp.is_some(), &mut h);
+        std::hash::Hasher::finish(&h)
+    });
+    let wp_stream = futures::stream::select(wp_applied, deletions(wps));
 
-    let controller = Controller::new(works, watcher::Config::default());
-    let work_store = controller.store();
+    // Works: spec changes and deletion, never the scheduler's own status writes.
+    let (work_store, work_trigger) = watch_inputs(works, |w: &Work| inputs_hash(w, ()));
+    let controller = Controller::for_stream(work_trigger, work_store.clone());
     let state = Arc::new(SchedulerState {
         recorder: Recorder::new(
             client.clone(),
@@ -1004,7 +1013,6 @@ async fn upsert_workplacement(
                 "Target destination no longer matches destinationSelectors",
                 gen_,
             );
-            ch |= set_condition(&mut conds, "Ready", false, "Misplaced", "Misplaced", gen_);
             became_misplaced = !was;
         } else {
             ch |= set_condition(
@@ -1015,30 +1023,9 @@ async fn upsert_workplacement(
                 "Scheduled to correct Destination",
                 gen_,
             );
-            match get_condition(&conds, "WriteSucceeded").map(|c| c.status.clone()) {
-                None => {
-                    ch |= set_condition(
-                        &mut conds,
-                        "Ready",
-                        false,
-                        "ScheduledToDestination",
-                        "Pending",
-                        gen_,
-                    );
-                }
-                Some(s) if s == "True" => {
-                    ch |= set_condition(
-                        &mut conds,
-                        "Ready",
-                        true,
-                        "WorkloadsWrittenToTargetDestination",
-                        "Ready",
-                        gen_,
-                    );
-                }
-                Some(_) => {}
-            }
         }
+        // `Ready` is the WorkPlacement controller's alone: it summarises this condition
+        // with its own `WriteSucceeded`.
         ch.then(|| json!({"conditions": conds}))
     })
     .await

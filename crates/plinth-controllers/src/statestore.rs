@@ -30,8 +30,10 @@
 //! store) and `git://` (read-only daemons, useful in tests); the writer checks the URL.
 
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
@@ -55,6 +57,7 @@ use crate::context::{Context, ControllerConfig};
 use crate::objstatus::{
     ReconcileError, describe, get_condition, patch_status, publish, set_condition,
 };
+use crate::triggers::{deletions, inputs_hash, watch_inputs};
 
 /// Namespace of a `secretRef` without one (reference §1.4).
 pub const DEFAULT_SECRET_NAMESPACE: &str = "default";
@@ -109,6 +112,8 @@ pub trait StateStoreObject:
     fn needs_secret(&self) -> bool;
     /// `status`.
     fn store_status(&self) -> Option<&StateStoreStatus>;
+    /// The endpoint for messages: the Git URL, or the bucket and its endpoint.
+    fn endpoint(&self) -> String;
     /// Builds the writer configuration from the spec and the Secret's data (`secret` is
     /// `<namespace>/<name>` for messages, or empty when there is none).
     fn build_config(
@@ -134,6 +139,10 @@ impl StateStoreObject for GitStateStore {
 
     fn store_status(&self) -> Option<&StateStoreStatus> {
         self.status.as_ref()
+    }
+
+    fn endpoint(&self) -> String {
+        plinth_statestore::redact_url(self.spec.url.as_deref().unwrap_or_default())
     }
 
     fn build_config(
@@ -249,6 +258,10 @@ impl StateStoreObject for BucketStateStore {
         self.status.as_ref()
     }
 
+    fn endpoint(&self) -> String {
+        format!("bucket {} at {}", self.spec.bucket_name, self.spec.endpoint)
+    }
+
     fn build_config(
         &self,
         secret: &str,
@@ -283,6 +296,24 @@ impl StateStoreObject for BucketStateStore {
 struct StoreState {
     ctx: Arc<Context>,
     recorder: Recorder,
+    /// `<Kind>/<name>` → consecutive failed attempts, for the retry backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl StoreState {
+    /// Delay before retrying a store that is not Ready: `requeue_default`, doubled on
+    /// each consecutive failure, at most five times `requeue_slow`. Reset on success.
+    fn retry_after(&self, key: &str, ok: bool, cfg: &ControllerConfig) -> Duration {
+        let mut failures = self.failures.lock().expect("poisoned");
+        if ok {
+            failures.remove(key);
+            return Duration::ZERO;
+        }
+        let n = failures.entry(key.to_string()).or_default();
+        let delay = cfg.requeue_default.saturating_mul(1u32 << (*n).min(10));
+        *n = n.saturating_add(1);
+        delay.min((cfg.requeue_slow * 5).max(cfg.requeue_default))
+    }
 }
 
 /// Runs the GitStateStore controller until the process stops. Needs `ctx.client`,
@@ -329,9 +360,12 @@ fn stores_using_secret<K: StateStoreObject>(
 async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let kind = K::kind(&()).into_owned();
-    let controller = Controller::new(Api::<K>::all(client.clone()), watcher::Config::default());
-    let store = controller.store();
+    // Woken by spec changes and deletions only: the controller's own status writes
+    // must not wake it again.
+    let (store, trigger) = watch_inputs(Api::<K>::all(client.clone()), |s: &K| inputs_hash(s, ()));
+    let controller = Controller::for_stream(trigger, store.clone());
     let state = Arc::new(StoreState {
+        failures: Mutex::new(HashMap::new()),
         recorder: Recorder::new(
             client.clone(),
             Reporter {
@@ -347,9 +381,9 @@ async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
             watcher::Config::default(),
             move |s: Secret| stores_using_secret(&store, &s),
         )
-        // The main watch only reports applied objects; this one also reports deletions,
+        // The main watch only reports applied objects; this one reports deletions,
         // whose reconcile finds no object and drops the writer (below).
-        .watches(Api::<K>::all(client), watcher::Config::default(), |s: K| {
+        .watches_stream(deletions(Api::<K>::all(client)), |s: K| {
             Some(ObjectRef::from_obj(&s))
         })
         .run(reconcile::<K>, error_policy::<K>, state)
@@ -389,7 +423,22 @@ async fn reconcile<K: StateStoreObject>(
     let name = obj.name_any();
     let generation = obj.meta().generation;
 
-    let outcome = open_store(&state, obj.as_ref(), &cfg).await;
+    // Bounded: a dead endpoint must not hold this store's reconcile (the next Secret or
+    // spec change is only seen once it returns). Dropping the future cancels the call.
+    let outcome =
+        match tokio::time::timeout(cfg.network_timeout, open_store(&state, obj.as_ref(), &cfg))
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(_) => Err(NotReady {
+                reason: "StateStoreError",
+                message: format!(
+                    "{} did not answer within {}s",
+                    obj.endpoint(),
+                    cfg.network_timeout.as_secs()
+                ),
+            }),
+        };
     let (ready, reason, message) = match &outcome {
         Ok(()) => (true, "StateStoreReady", "State store is ready".to_string()),
         Err(nr) => {
@@ -435,10 +484,11 @@ async fn reconcile<K: StateStoreObject>(
             .await;
         }
     }
+    let retry = state.retry_after(&format!("{kind}/{name}"), ready, &cfg);
     Ok(if ready {
         Action::await_change()
     } else {
-        Action::requeue(cfg.requeue_default)
+        Action::requeue(retry)
     })
 }
 

@@ -55,6 +55,7 @@ use crate::objstatus::{
     ReconcileError, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
     publish, set_condition,
 };
+use crate::triggers::{inputs_hash, watch_inputs};
 
 const REPORTER: &str = "WorkPlacementController";
 
@@ -242,8 +243,14 @@ pub async fn run(ctx: Arc<Context>) {
     .default_backoff()
     .reflect(dest_writer)
     .touched_objects();
-    let controller = Controller::new(wps, watcher::Config::default());
-    let store = controller.store();
+    // Woken by spec changes, deletion and the scheduler's `ScheduleSucceeded` (which
+    // `Ready` summarises); never by this controller's own status writes.
+    let (store, trigger) = watch_inputs(wps, |wp: &WorkPlacement| {
+        let conds = conditions_of(wp);
+        let scheduled = get_condition(&conds, "ScheduleSucceeded").map(|c| c.status.clone());
+        inputs_hash(wp, scheduled)
+    });
+    let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let (d1, d2) = (dest_reader.clone(), dest_reader);
     let state = Arc::new(WpState {
@@ -357,21 +364,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
     let Some(dest) = dest else {
         // Destination gone: mark, release (reference §5.5 step 1, bug B23).
         if !deleting {
-            let msg = format!("Destination {dest_name} not found; its files are no longer managed");
-            patch_status(&api, &name, |cur: &WorkPlacement| {
-                let mut conds = conditions_of(cur);
-                set_condition(
-                    &mut conds,
-                    "Ready",
-                    false,
-                    REASON_DESTINATION_NOT_FOUND,
-                    &msg,
-                    cur.meta().generation,
-                )
-                .then(|| json!({"conditions": conds}))
-            })
-            .await
-            .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+            write_conditions(&api, &wp, Some(&dest_name), |_, _| false).await?;
         }
         edit_finalizers(&api, &name, &[], &all_finalizers)
             .await
@@ -446,6 +439,11 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                 .map_err(|e| ReconcileError::kube("adding finalizers to", &what, e))?;
         }
 
+        // `ScheduleSucceeded` (the scheduler's) may have changed what `Ready` says.
+        if ready_differs(&conditions_of(&wp), None, wp.meta().generation) {
+            write_conditions(&api, &wp, None, |_, _| false).await?;
+        }
+
         // Already written at this generation, and not yet time for the periodic re-write?
         let interval = cfg.state_store_reconciliation_interval;
         let written_ok = !condition_is_false(&conditions_of(&wp), "WriteSucceeded")
@@ -491,16 +489,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                         "Workloads written to State Store",
                         g,
                     );
-                    if !condition_is_false(&conds, "ScheduleSucceeded") {
-                        ch |= set_condition(
-                            &mut conds,
-                            "Ready",
-                            true,
-                            "WorkloadsWrittenToTargetDestination",
-                            "Ready",
-                            g,
-                        );
-                    }
+                    ch |= set_ready(&mut conds, None, g);
                     let old_version = cur
                         .status
                         .as_ref()
@@ -569,32 +558,91 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     msg.clone(),
                 )
                 .await;
-                patch_status(&api, &name, |cur: &WorkPlacement| {
-                    let mut conds = conditions_of(cur);
-                    let g = cur.meta().generation;
-                    let ch = set_condition(
-                        &mut conds,
+                write_conditions(&api, &wp, None, |conds, g| {
+                    set_condition(
+                        conds,
                         "WriteSucceeded",
                         false,
                         "WorkloadsFailedWrite",
                         &msg,
                         g,
-                    ) | set_condition(
-                        &mut conds,
-                        "Ready",
-                        false,
-                        "WorkloadsFailedWrite",
-                        "Failing",
-                        g,
-                    );
-                    ch.then(|| json!({"conditions": conds}))
+                    )
                 })
-                .await
-                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                .await?;
                 Ok(Action::requeue(cfg.requeue_default))
             }
         }
     }
+}
+
+/// The placement's `Ready` condition, derived from the conditions it summarises:
+/// `(status, reason, message)`. This controller is `Ready`'s only writer (the scheduler
+/// owns `ScheduleSucceeded`, this controller `WriteSucceeded`), so no two code paths can
+/// disagree about it. `missing_destination` names the target Destination when it does
+/// not exist. Priority: Destination not found, misplaced, write failed, written, pending.
+pub fn derived_ready(
+    conds: &[Condition],
+    missing_destination: Option<&str>,
+) -> (bool, &'static str, String) {
+    if let Some(dest) = missing_destination {
+        return (
+            false,
+            REASON_DESTINATION_NOT_FOUND,
+            format!("Destination {dest} not found; its files are no longer managed"),
+        );
+    }
+    if condition_is_false(conds, "ScheduleSucceeded") {
+        return (false, "Misplaced", "Misplaced".into());
+    }
+    match get_condition(conds, "WriteSucceeded") {
+        Some(c) if c.status == "True" => {
+            (true, "WorkloadsWrittenToTargetDestination", "Ready".into())
+        }
+        Some(c) if c.status == "False" => {
+            let reason = [
+                REASON_INVALID_WORKLOAD_PATH,
+                REASON_INVALID_WORKLOAD_CONTENT,
+            ]
+            .into_iter()
+            .find(|r| *r == c.reason)
+            .unwrap_or("WorkloadsFailedWrite");
+            (false, reason, "Failing".into())
+        }
+        _ => (false, "ScheduledToDestination", "Pending".into()),
+    }
+}
+
+/// Sets `Ready` from [`derived_ready`]; true when it changed.
+fn set_ready(conds: &mut Vec<Condition>, missing: Option<&str>, generation: Option<i64>) -> bool {
+    let (ok, reason, message) = derived_ready(conds, missing);
+    set_condition(conds, "Ready", ok, reason, &message, generation)
+}
+
+/// True when `Ready` in `conds` is not what [`derived_ready`] says.
+fn ready_differs(conds: &[Condition], missing: Option<&str>, generation: Option<i64>) -> bool {
+    let mut c = conds.to_vec();
+    set_ready(&mut c, missing, generation)
+}
+
+/// Applies `own` (this controller's conditions) to the stored placement, re-derives
+/// `Ready`, and writes the conditions only if anything changed. Returns whether it wrote.
+async fn write_conditions(
+    api: &Api<WorkPlacement>,
+    wp: &WorkPlacement,
+    missing: Option<&str>,
+    own: impl Fn(&mut Vec<Condition>, Option<i64>) -> bool,
+) -> Result<bool, ReconcileError> {
+    let mut changed = false;
+    patch_status(api, &wp.name_any(), |cur: &WorkPlacement| {
+        let mut conds = conditions_of(cur);
+        let g = cur.meta().generation;
+        let ch = own(&mut conds, g) | set_ready(&mut conds, missing, g);
+        changed = ch;
+        ch.then(|| json!({"conditions": conds}))
+    })
+    .await
+    .map_err(|e| ReconcileError::kube("writing status of", describe(wp), e))?;
+    Ok(changed)
 }
 
 async fn report_terminal(
@@ -603,17 +651,10 @@ async fn report_terminal(
     wp: &WorkPlacement,
     t: &Terminal,
 ) -> Result<(), ReconcileError> {
-    let mut changed = false;
-    patch_status(api, &wp.name_any(), |cur: &WorkPlacement| {
-        let mut conds = conditions_of(cur);
-        let g = cur.meta().generation;
-        let ch = set_condition(&mut conds, "WriteSucceeded", false, t.reason, &t.message, g)
-            | set_condition(&mut conds, "Ready", false, t.reason, "Failing", g);
-        changed = ch;
-        ch.then(|| json!({"conditions": conds}))
+    let changed = write_conditions(api, wp, None, |conds, g| {
+        set_condition(conds, "WriteSucceeded", false, t.reason, &t.message, g)
     })
-    .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(wp), e))?;
+    .await?;
     if changed {
         publish(
             &state.recorder,

@@ -924,3 +924,202 @@ async fn github_app_store_names_the_missing_secret_key() {
     })
     .await;
 }
+
+/// A dependency Work with no selectors goes to every Destination. Deleting one of them
+/// must leave its placement in one stable state: the scheduler and the WorkPlacement
+/// controller once disagreed about `Ready` (misplaced vs. Destination not found) and
+/// rewrote it hundreds of times a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_destination_of_a_dependency_work_settles_silently() {
+    let env = start().await;
+    env.git_store("local").await;
+    for name in ["first", "second"] {
+        env.create_destination(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Destination",
+            "metadata": {"name": name},
+            "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "local"}},
+        }))
+        .await;
+        env.destination_ready(name).await;
+    }
+    env.create_work(
+        "kratix-platform-system",
+        "deps",
+        "deps",
+        "",
+        "static",
+        &[(".", vec![], vec![("cm.yaml", CM_YAML)])],
+    )
+    .await;
+    env.work_condition(
+        "kratix-platform-system",
+        "deps",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
+    let second = env
+        .placements("kratix-platform-system", "deps")
+        .await
+        .into_iter()
+        .find(|wp| wp.spec.target_destination_name.as_deref() == Some("second"))
+        .expect("a placement on Destination second");
+    env.placement_ready("kratix-platform-system", &second.name_any())
+        .await;
+    env.server.assert_settled_silent(SILENCE).await;
+
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    dests
+        .delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("Destination second gone", || async {
+        dests.get_opt("second").await.unwrap().is_none()
+    })
+    .await;
+    env.server.assert_settled_silent(SILENCE).await;
+    env.placement_ready(
+        "kratix-platform-system",
+        &env.placements("kratix-platform-system", "deps")
+            .await
+            .into_iter()
+            .find(|wp| wp.spec.target_destination_name.as_deref() == Some("first"))
+            .expect("the placement on Destination first stays")
+            .name_any(),
+    )
+    .await;
+}
+
+/// Waits until the BucketStateStore's Ready condition has `reason`; returns its message.
+async fn bucket_store_reason(env: &Env, name: &str, reason: &str) -> String {
+    let api: Api<plinth_api::BucketStateStore> = Api::all(env.client.clone());
+    let mut last = None;
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while tokio::time::Instant::now() < deadline {
+        last = api
+            .get(name)
+            .await
+            .ok()
+            .and_then(|s| cond(&s.status.and_then(|s| s.conditions), "Ready"));
+        if let Some((_, r, m)) = &last
+            && r == reason
+        {
+            return m.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("BucketStateStore {name} never reached {reason}; last {last:?}");
+}
+
+/// An endpoint that accepts connections and never answers: the store's reconcile gives
+/// up after the network timeout with a stable NotReady message (no timings), keeps
+/// retrying with backoff without rewriting its status, and still notices a Secret that
+/// appears later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_bucket_endpoint_times_out_with_a_stable_status() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accept and hold every connection, never replying.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let env = start_with(|c| c.network_timeout = std::time::Duration::from_secs(2)).await;
+    let stores: Api<plinth_api::BucketStateStore> = Api::all(env.client.clone());
+    stores
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "platform.kratix.io/v1alpha1",
+                "kind": "BucketStateStore",
+                "metadata": {"name": "silent"},
+                "spec": {
+                    "bucketName": "kratix",
+                    "endpoint": format!("127.0.0.1:{port}"),
+                    "insecure": true,
+                    "authMethod": "accessKey",
+                    "secretRef": {"name": "silent-creds", "namespace": "default"},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    bucket_store_reason(&env, "silent", "SecretNotFound").await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "silent-creds"},
+                "stringData": {"accessKeyID": "id", "secretAccessKey": "secret"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let msg = bucket_store_reason(&env, "silent", "StateStoreError").await;
+    assert!(
+        msg.contains(&format!("127.0.0.1:{port}")) && msg.contains("did not answer within 2s"),
+        "{msg}"
+    );
+    env.server.assert_settled_silent(SILENCE).await;
+}
+
+/// Re-pointing a GitStateStore at another repository (and path) moves its writer: a
+/// Destination added afterwards writes its canary files to the new repository under the
+/// new path, and nothing more goes to the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repointed_git_store_writes_to_the_new_repository() {
+    let env = start().await;
+    env.git_store("local").await;
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "before"},
+        "spec": {"path": "before", "stateStoreRef": {"kind": "GitStateStore", "name": "local"}},
+    }))
+    .await;
+    env.destination_ready("before").await;
+    let old_commits = env.commits();
+
+    let new_repo = env.repo.with_file_name("new.git");
+    plinth_statestore::git::init_bare(&new_repo, "main").unwrap();
+    let stores: Api<GitStateStore> = Api::all(env.client.clone());
+    stores
+        .patch(
+            "local",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"url": format!("file://{}", new_repo.display()), "path": "platform"}})),
+        )
+        .await
+        .unwrap();
+    wait_for("store observes the new generation", || async {
+        let s = stores.get("local").await.unwrap();
+        s.status.and_then(|st| st.observed_generation) == s.metadata.generation
+    })
+    .await;
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "after"},
+        "spec": {"path": "after", "stateStoreRef": {"kind": "GitStateStore", "name": "local"}},
+    }))
+    .await;
+    env.destination_ready("after").await;
+    let new_files = git(&new_repo, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(
+        new_files.contains("platform/after/dependencies/kratix-canary-namespace.yaml"),
+        "canaries in the new repository under the new path: {new_files}"
+    );
+    assert_eq!(
+        env.commits(),
+        old_commits,
+        "nothing more in the old repository"
+    );
+    assert!(!env.files().iter().any(|f| f.contains("after")));
+}

@@ -14,7 +14,7 @@ use kube::api::{
     PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt};
-use placement_support::{start, wait_for};
+use placement_support::{SILENCE, start, wait_for};
 use plinth_controllers::promise;
 use serde_json::{Value, json};
 
@@ -212,6 +212,36 @@ async fn promise_with_api_becomes_available_and_serves_requests() {
     let w = widgets.get("w1").await.unwrap();
     assert_eq!(w.labels()["kratix.io/promise-name"], "widget");
     assert!(w.finalizers().iter().any(|f| f == "kratix.io/work-cleanup"));
+
+    // A new version: its revision is the latest (status.latest, kubectl's LATEST column),
+    // the previous one no longer is.
+    assert_eq!(
+        revisions.get(&revs[0].name_any()).await.unwrap().data["status"]["latest"],
+        true
+    );
+    promises
+        .patch(
+            "widget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"kratix.io/promise-version": "v2"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("status.latest moves to the v2 revision", || async {
+        let revs = revisions
+            .list(&ListParams::default().labels("kratix.io/promise-name=widget"))
+            .await
+            .unwrap()
+            .items;
+        let latest = |v: &str| {
+            revs.iter()
+                .find(|r| r.data["spec"]["version"] == v)
+                .map(|r| r.data["status"]["latest"].clone())
+        };
+        revs.len() == 2 && latest("v2") == Some(json!(true)) && latest("v1") == Some(json!(false))
+    })
+    .await;
+    env.server.assert_settled_silent(SILENCE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -564,4 +594,110 @@ async fn requests_follow_the_served_version_without_a_restart() {
     create(&v2, json!({"apiVersion": "example.test/v2", "kind": "Widget", "metadata": {"name": "new"}, "spec": {"size": "s"}})).await;
     let status = wait_condition(&v2, "new", "Reconciled", "True").await;
     assert_eq!(status["observedGeneration"], 1);
+}
+
+/// A Promise whose only Work (its static dependencies) matches no Destination is not
+/// "all works ready": `WorksSucceeded` names the unscheduled Work, and turns True once a
+/// Destination appears and the Work is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unscheduled_dependency_work_is_named_in_works_succeeded() {
+    let env = start().await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    create(
+        &promises,
+        json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Promise",
+            "metadata": {"name": "deps-only"},
+            "spec": {"dependencies": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "deps-only"}}]},
+        }),
+    )
+    .await;
+    let work = plinth_api::names::static_dependency_work_name("deps-only");
+    wait_condition(&promises, "deps-only", "Available", "True").await;
+    let mut last = None;
+    for _ in 0..300 {
+        let st = get_status(&promises, "deps-only").await;
+        last = condition(&st, "WorksSucceeded");
+        if last.as_ref().is_some_and(|c| c.1 == "WorksPending") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, message) = last.expect("WorksSucceeded set");
+    assert_eq!(status, "Unknown");
+    assert!(
+        message.contains(&work),
+        "the unscheduled Work {work} is named: {message}"
+    );
+
+    // A Destination appears: the Work is scheduled and written, and the Promise says so.
+    env.git_store("default").await;
+    env.create_destination(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": "dev"},
+        "spec": {"path": "dev", "stateStoreRef": {"kind": "GitStateStore", "name": "default"}},
+    }))
+    .await;
+    let st = wait_condition(&promises, "deps-only", "WorksSucceeded", "True").await;
+    assert_eq!(
+        condition(&st, "WorksSucceeded").unwrap().1,
+        "WorksSucceeded"
+    );
+    env.server.assert_settled_silent(SILENCE).await;
+}
+
+/// Lifting `kratix.io/paused` restarts the Promise's configure workflow from its first
+/// pipeline (a new Job), then the Promise is Available again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpausing_a_promise_reruns_its_configure_workflow() {
+    let env = start().await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    let mut p = widget_promise("widget", vec![]);
+    p["spec"]["workflows"]["promise"] = json!({"configure": [pipeline("setup")]});
+    create(&promises, p).await;
+    let sel = "kratix.io/promise-name=widget,kratix.io/workflow-type=promise";
+    let ns = "kratix-platform-system";
+    let first = wait_jobs(&env.client, ns, sel, 1).await;
+    finish_job(&env.client, &first[0], true).await;
+    wait_condition(&promises, "widget", "Available", "True").await;
+
+    let label = |v: Value| {
+        let promises = promises.clone();
+        async move {
+            promises
+                .patch(
+                    "widget",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"kratix.io/paused": v}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    label(json!("true")).await;
+    let st = wait_condition(&promises, "widget", "Available", "False").await;
+    assert_eq!(
+        condition(&st, "Available").unwrap().1,
+        "PausedReconciliation"
+    );
+    assert_eq!(
+        jobs(&env.client, ns, sel).await.len(),
+        1,
+        "no Job while paused"
+    );
+
+    label(Value::Null).await;
+    let all = wait_jobs(&env.client, ns, sel, 2).await;
+    let new = all
+        .iter()
+        .find(|j| j.name_any() != first[0].name_any())
+        .expect("a new Job");
+    assert_eq!(new.labels()["kratix.io/pipeline-name"], "setup");
+    finish_job(&env.client, new, true).await;
+    wait_condition(&promises, "widget", "Available", "True").await;
+    env.server.assert_settled_silent(SILENCE).await;
 }

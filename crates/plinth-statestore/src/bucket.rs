@@ -155,7 +155,7 @@ fn full_message(e: &(dyn std::error::Error + 'static)) -> String {
         }
         src = s.source();
     }
-    msg
+    crate::error::stable_message(&msg)
 }
 
 fn is_not_implemented(e: &object_store::Error) -> bool {

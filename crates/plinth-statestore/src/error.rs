@@ -178,3 +178,43 @@ pub enum StoreError {
         target: String,
     },
 }
+
+/// Removes what changes between two identical failures from a transport's message:
+/// object_store's retry summary ("Error after 3 retries in 526ms, max_retries:3,
+/// retry_timeout:30s, source:…" becomes "…"), and any remaining elapsed durations
+/// (" in 1.2s", " after 526ms"). A status message built from the result is the same for
+/// the same situation, so an unchanged failure is not written again.
+pub fn stable_message(msg: &str) -> String {
+    static RETRY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static ELAPSED: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let retry = RETRY.get_or_init(|| {
+        regex::Regex::new(
+            r"(?i)error after \d+ retr(?:y|ies)(?: in [0-9.]+[a-zµ]+)?(?:, max_retries: ?\d+)?(?:, retry_timeout: ?[0-9.]+[a-zµ]+)?, source: ?",
+        )
+        .expect("valid regex")
+    });
+    let elapsed = ELAPSED.get_or_init(|| {
+        regex::Regex::new(r"(?i) (?:in|after) [0-9]+(?:\.[0-9]+)?(?:ns|µs|us|ms|s|m|h)\b")
+            .expect("valid regex")
+    });
+    let once = retry.replace_all(msg, "");
+    elapsed.replace_all(&once, "").into_owned()
+}
+
+#[cfg(test)]
+mod stable_message_tests {
+    use super::stable_message;
+
+    #[test]
+    fn retry_timings_are_removed() {
+        let a = "list: Generic S3 error: Error after 3 retries in 526ms, max_retries:3, retry_timeout:30s, source:error sending request for url (http://127.0.0.1:1/b): connection refused";
+        let b = "list: Generic S3 error: Error after 3 retries in 1.204s, max_retries:3, retry_timeout:30s, source:error sending request for url (http://127.0.0.1:1/b): connection refused";
+        assert_eq!(stable_message(a), stable_message(b));
+        assert_eq!(
+            stable_message(a),
+            "list: Generic S3 error: error sending request for url (http://127.0.0.1:1/b): connection refused"
+        );
+        assert_eq!(stable_message("timed out in 10s"), "timed out");
+        assert_eq!(stable_message("nothing volatile"), "nothing volatile");
+    }
+}

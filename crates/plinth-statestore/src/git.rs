@@ -257,7 +257,7 @@ fn write_commit(
 }
 
 /// Removes credentials from a URL for messages (`https://user:pw@host` → `https://host`).
-pub(crate) fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -758,9 +758,8 @@ impl Worker {
                     self.process_batch(batch);
                 }
                 Cmd::Sync(reply) => {
-                    let r = self
-                        .fetch()
-                        .and_then(|tip| tip.map(|_| ()).ok_or_else(|| self.branch_missing()));
+                    // A missing branch is not an error: the first write starts it.
+                    let r = self.fetch().map(|_| ());
                     let _ = reply.send(r);
                 }
                 Cmd::Read(path, reply) => {
@@ -1267,7 +1266,9 @@ impl Worker {
     }
 
     fn try_batch(&mut self, batch: &[PendingWrite]) -> Result<BatchResult, StoreError> {
-        let base = self.fetch()?.ok_or_else(|| self.branch_missing())?;
+        // A missing branch (an empty repository, or one without this branch) is started
+        // by this write: a root commit, pushed as the branch's first.
+        let base = self.fetch()?;
         let repo = self.repo.as_ref().expect("repo opened");
         let url = self.redacted.clone();
         let ge = |op: &'static str| {
@@ -1278,17 +1279,30 @@ impl Worker {
                 cause: e.message().to_string(),
             }
         };
-        let base_commit = repo.find_commit(base).map_err(ge("read"))?;
-        let base_tree = base_commit.tree().map_err(ge("read"))?;
         let mut index = Index::new().map_err(ge("index"))?;
-        index.read_tree(&base_tree).map_err(ge("index"))?;
+        let base_tree = match base {
+            Some(base) => {
+                let tree = repo
+                    .find_commit(base)
+                    .and_then(|c| c.tree())
+                    .map_err(ge("read"))?;
+                index.read_tree(&tree).map_err(ge("index"))?;
+                Some(tree.id())
+            }
+            None => None,
+        };
         let mut changed = Vec::with_capacity(batch.len());
         for w in batch {
             changed.push(apply_ops(repo, &mut index, &w.ops).map_err(ge("write"))?);
         }
         let tree_id = index.write_tree_to(repo).map_err(ge("write-tree"))?;
-        if tree_id == base_tree.id() {
-            let v = base.to_string();
+        let unchanged = match base_tree {
+            Some(t) => t == tree_id,
+            // Nothing to write on an unborn branch: no empty first commit.
+            None => changed.iter().all(|c| !c),
+        };
+        if unchanged {
+            let v = base.map(|b| b.to_string()).unwrap_or_default();
             return Ok(BatchResult::Done(
                 batch
                     .iter()
@@ -1303,7 +1317,7 @@ impl Worker {
         let commit = write_commit(
             repo,
             tree_id,
-            Some(base),
+            base,
             &self.author_name,
             &self.author_email,
             &message,
@@ -1329,21 +1343,24 @@ impl Worker {
         }
     }
 
-    /// Fetches and returns the id of the branch tip's tree.
-    fn tip_tree(&mut self) -> Result<Oid, StoreError> {
+    /// Fetches and returns the id of the branch tip's tree (None: the branch does not
+    /// exist yet, so it holds no files).
+    fn tip_tree(&mut self) -> Result<Option<Oid>, StoreError> {
         let Some(tip) = self.fetch()? else {
-            return Err(self.branch_missing());
+            return Ok(None);
         };
         let repo = self.repo.as_ref().expect("repo opened");
         repo.find_commit(tip)
             .and_then(|c| c.tree())
-            .map(|t| t.id())
+            .map(|t| Some(t.id()))
             .map_err(|e| self.git_err("read", e))
     }
 
     fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let redacted = self.redacted.clone();
-        let tree_id = self.tip_tree()?;
+        let Some(tree_id) = self.tip_tree()? else {
+            return Ok(None);
+        };
         let repo = self.repo.as_ref().expect("repo opened");
         let tree = repo
             .find_tree(tree_id)
@@ -1372,7 +1389,9 @@ impl Worker {
 
     fn list(&mut self, dir: &str) -> Result<Vec<String>, StoreError> {
         let redacted = self.redacted.clone();
-        let tree_id = self.tip_tree()?;
+        let Some(tree_id) = self.tip_tree()? else {
+            return Ok(Vec::new());
+        };
         let repo = self.repo.as_ref().expect("repo opened");
         let tree = repo
             .find_tree(tree_id)
@@ -1497,12 +1516,12 @@ impl Worker {
                 return Err(err);
             }
         };
+        // A missing branch is fine: the first write starts it.
         let want = format!("refs/heads/{}", self.branch);
-        if heads.contains(&want) {
-            Ok(())
-        } else {
-            Err(self.branch_missing())
+        if !heads.contains(&want) {
+            tracing::debug!(url = %self.redacted, branch = %self.branch, "branch does not exist yet; the first write creates it");
         }
+        Ok(())
     }
 }
 

@@ -44,8 +44,8 @@ mod ssh;
 use std::sync::Arc;
 
 pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
-pub use error::StoreError;
-pub use git::{GitAuth, GitConfig};
+pub use error::{StoreError, stable_message};
+pub use git::{GitAuth, GitConfig, redact_url};
 pub use layout::PathError;
 pub use reader::{GitReader, ListedObject, Listing, ObjectReader, RecordReader, open_reader};
 

@@ -335,17 +335,65 @@ async fn escaping_path_is_refused_and_nothing_is_written() {
     );
 }
 
-#[tokio::test]
-async fn missing_branch_and_missing_repository() {
-    let tmp = tempfile::tempdir().unwrap();
-    let bare = tmp.path().join("state.git");
-    init_bare(&bare, "main").unwrap();
-    let c = GitConfig::new(file_url(&bare), "does-not-exist", tmp.path().join("w1"));
-    let err = StateStore::open(StoreConfig::Git(c)).await.unwrap_err();
+fn git_cli(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
     assert!(
-        matches!(&err, StoreError::BranchMissing { branch, .. } if branch == "does-not-exist"),
-        "{err:?}"
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An empty bare repository (`git init --bare -b main`, no commits) and a repository
+/// that has only another branch both come up; the first write starts the branch as a
+/// root commit, and nothing is committed before it.
+#[tokio::test]
+async fn unborn_branch_is_started_by_the_first_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty.git");
+    std::fs::create_dir_all(&empty).unwrap();
+    git_cli(&empty, &["init", "-q", "--bare", "-b", "main"]);
+    let other = tmp.path().join("other.git");
+    init_bare(&other, "trunk").unwrap();
+    let trunk_tip = git_cli(&other, &["rev-parse", "trunk"]);
+
+    for (bare, work) in [(&empty, "w-empty"), (&other, "w-other")] {
+        let store = open(cfg(&file_url(bare), &tmp.path().join(work))).await;
+        store
+            .validate()
+            .await
+            .expect("validates without the branch");
+        assert_eq!(store.read("a.yaml").await.unwrap(), None);
+        assert!(store.list("").await.unwrap().is_empty());
+        assert!(
+            git_cli(bare, &["branch", "--list", "main"])
+                .trim()
+                .is_empty(),
+            "nothing written before the first write"
+        );
+        let out = store.write(put("first", "a.yaml", "a: 1\n")).await.unwrap();
+        assert!(out.changed);
+        assert_eq!(git_cli(bare, &["show", "main:a.yaml"]), "a: 1\n");
+        assert_eq!(git_cli(bare, &["rev-list", "--count", "main"]).trim(), "1");
+        assert_eq!(git_cli(bare, &["rev-parse", "main"]).trim(), out.version_id);
+        assert_eq!(store.read("a.yaml").await.unwrap().unwrap(), b"a: 1\n");
+    }
+    assert_eq!(
+        git_cli(&other, &["rev-parse", "trunk"]),
+        trunk_tip,
+        "the other branch is untouched"
+    );
+}
+
+#[tokio::test]
+async fn missing_repository_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
     let c = GitConfig::new(
         file_url(&tmp.path().join("nope.git")),
         "main",

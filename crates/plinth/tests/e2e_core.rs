@@ -321,4 +321,5 @@ async fn kratix_core_assets_end_to_end_in_git() {
     );
     let crds = p.kubectl_raw(&["get", "crd", "testbundles.test.kratix.io"]);
     assert!(!crds.status.success(), "CRD removed");
+    assert_settled_silent(&client, SILENCE).await;
 }

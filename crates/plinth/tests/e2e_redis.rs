@@ -163,4 +163,5 @@ async fn marketplace_redis_end_to_end() {
             .success(),
         "API CRD removed"
     );
+    assert_settled_silent(&p.client().await, SILENCE).await;
 }

@@ -22,6 +22,7 @@ use super::{Action, Workflow};
 use crate::context::Context;
 use crate::status::{self, set_condition, set_field};
 use crate::{Error, events, labels};
+use plinth_api::constants::reasons;
 
 /// Where a workflow stands after one engine step.
 #[derive(Clone, Debug, PartialEq)]
@@ -685,4 +686,40 @@ pub async fn periodic_rerun(
     )
     .await?;
     Ok(kube::runtime::controller::Action::await_change())
+}
+
+/// Resuming from a pause. When the object (Promise or request) is no longer paused but
+/// its `Reconciled` condition still says `PausedReconciliation`, labels it to run its
+/// configure workflow from the first pipeline (clearing any suspension, plus `extra`
+/// labels, e.g. the Promise's request to reconcile its resources) and sets
+/// `Reconciled=Unknown/Unpaused`. Returns true when it did, and the reconcile should stop:
+/// the label change wakes it again.
+pub async fn resume_after_pause(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    extra: &[(&str, &str)],
+) -> Result<bool, Error> {
+    let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+    let was_paused = status::condition(&status, "Reconciled")
+        .is_some_and(|c| c["reason"] == reasons::PAUSED_RECONCILIATION);
+    if !was_paused {
+        return Ok(false);
+    }
+    let mut labels = serde_json::Map::new();
+    labels.insert(labels::RUN_FROM_START.into(), json!("true"));
+    labels.insert(labels::WORKFLOW_SUSPENDED.into(), Value::Null);
+    for (k, v) in extra {
+        labels.insert((*k).into(), json!(v));
+    }
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": labels}})),
+    )
+    .await?;
+    status::update_status(api, &obj.name_any(), |s, _| {
+        set_condition(s, "Reconciled", "Unknown", reasons::UNPAUSED, "Pending")
+    })
+    .await?;
+    Ok(true)
 }

@@ -46,6 +46,9 @@ impl Drop for Env {
     }
 }
 
+/// The "settled means silent" window (see `TestServer::assert_settled_silent`).
+pub const SILENCE: Duration = plinth_apiserver::testing::SILENCE_WINDOW;
+
 /// How long a test waits for the controllers to converge.
 pub const CONVERGE: Duration = Duration::from_secs(60);
 

@@ -291,3 +291,107 @@ pub fn condition(obj: &DynamicObject, type_: &str) -> Option<(String, String, St
             )
         })
 }
+
+/// The "settled means silent" window of the scenario tests.
+pub const SILENCE: Duration = Duration::from_secs(10);
+
+/// The "settled means silent" check against a running platform. Waits until the global
+/// resourceVersion (a list's `metadata.resourceVersion` is the store's latest revision)
+/// has not moved for 2 s (at most 30 s), then watches it for `window` (10 s in the
+/// scenario tests) and panics if anything was written, naming every object whose
+/// resourceVersion moved. Every kind counts, Events included (a settled platform has
+/// nothing to report); Leases are the one exception (a leader renews its Lease on a
+/// timer by design).
+pub async fn assert_settled_silent(client: &kube::Client, window: Duration) {
+    let head = || async {
+        let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        let list = ns
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+            .expect("list namespaces");
+        list.metadata
+            .resource_version
+            .and_then(|v| v.parse::<u64>().ok())
+            .expect("numeric resourceVersion")
+    };
+    let started = Instant::now();
+    let mut last = head().await;
+    let mut quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = head().await;
+        if now != last {
+            if started.elapsed() > Duration::from_secs(30) {
+                panic!(
+                    "the platform never settled: {}",
+                    changed_since(client, last - 1).await
+                );
+            }
+            last = now;
+            quiet = Instant::now();
+        }
+    }
+    tokio::time::sleep(window).await;
+    let writes = changed_since(client, last).await;
+    assert!(
+        writes.is_empty(),
+        "a settled platform wrote within {window:?}: {writes}"
+    );
+}
+
+/// Objects of every listable kind (Leases excepted) whose resourceVersion is above
+/// `after`, as `Kind ns/name@rv`; a write whose object is gone again is reported as an
+/// unattributed move of the global resourceVersion.
+async fn changed_since(client: &kube::Client, after: u64) -> String {
+    use kube::discovery::{Discovery, verbs};
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .expect("discovery");
+    let mut out = Vec::new();
+    let mut lease_moved = false;
+    for group in discovery.groups() {
+        let leases = group.name() == "coordination.k8s.io";
+        for (ar, caps) in group.recommended_resources() {
+            if !caps.supports_operation(verbs::LIST) || ar.plural.contains('/') {
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let Ok(list) = api.list_metadata(&Default::default()).await else {
+                continue;
+            };
+            for o in list.items {
+                let rv = o
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                if rv > after && leases {
+                    lease_moved = true;
+                } else if rv > after {
+                    out.push(format!(
+                        "{} {}/{}@{rv}",
+                        ar.kind,
+                        o.metadata.namespace.unwrap_or_default(),
+                        o.metadata.name.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let head = ns
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.metadata.resource_version)
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(after);
+    if out.is_empty() && head > after && !lease_moved {
+        out.push(format!(
+            "resourceVersion moved from {after} to {head} (objects since deleted)"
+        ));
+    }
+    out.join("; ")
+}
