@@ -29,7 +29,10 @@ pub mod error;
 pub mod expand;
 pub mod image;
 pub mod job;
+pub mod logfile;
 pub mod pod;
+pub mod pods;
+pub mod procs;
 
 pub use access::ClusterAccess;
 pub use config::{
