@@ -159,6 +159,21 @@ async fn run_standalone(
         .as_ref()
         .and_then(|s| s.restart_policy.clone())
         .unwrap_or_else(|| "Always".into());
+    // The watch may deliver an older state of a Pod that an earlier run just finished:
+    // only the stored Pod decides.
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let current = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| RunnerError::kube(format!("get Pod {ns}/{name}"), e))?;
+    let same = current.as_ref().is_some_and(|c| {
+        c.metadata.uid == pod.metadata.uid
+            && c.metadata.deletion_timestamp.is_none()
+            && !finished(c)
+    });
+    if !same {
+        return Ok(());
+    }
     let mut restarts = 0;
     let mut last: Option<PodStatus> = None;
     loop {

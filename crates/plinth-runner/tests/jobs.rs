@@ -436,6 +436,22 @@ fn processes_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Waits until processes with `marker` in their command line run; returns their pids.
+async fn wait_processes(marker: &str) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = processes_with(marker);
+        if !found.is_empty() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no process runs {marker}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn wait_running(p: &Platform, ns: &str, pod: &str) {
     let api: Api<Pod> = Api::namespaced(p.client(), ns);
     let running = |o: Option<&Pod>| {
@@ -479,8 +495,7 @@ async fn deleting_a_job_stops_its_processes_and_removes_its_files() {
     wait_running(&p, "team-a", &pod_name).await;
     let pod_dir = p.config.pod_dir("team-a", &pod_name);
     assert!(pod_dir.join("volumes/scratch").is_dir());
-    let before = processes_with("job-deletion-marker");
-    assert!(!before.is_empty(), "the container's shell runs");
+    let before = wait_processes("job-deletion-marker").await;
     let jobs: Api<Job> = Api::namespaced(p.client(), "team-a");
     jobs.delete("sleeper", &kube::api::DeleteParams::background())
         .await
@@ -618,7 +633,7 @@ async fn standalone_pods_run_with_their_restart_policy() {
         )
         .await;
     wait_running(&p, "team-a", "sleepy").await;
-    assert!(!processes_with("bare-pod-deletion-marker").is_empty());
+    wait_processes("bare-pod-deletion-marker").await;
     api.delete("sleepy", &Default::default()).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(6);
     while !processes_with("bare-pod-deletion-marker").is_empty() {
