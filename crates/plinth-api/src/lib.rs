@@ -22,6 +22,7 @@ pub mod constants;
 pub mod crds;
 pub mod duration;
 mod error;
+pub mod events;
 pub mod hash;
 pub mod kinds;
 pub mod names;

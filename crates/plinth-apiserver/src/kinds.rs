@@ -1,6 +1,7 @@
 //! Kind-specific create/update rules of the built-in kinds (what Kubernetes' registry
 //! strategies do): Namespace phase and finalizers, Secret `stringData`, Pod initial
-//! status, and CustomResourceDefinition validation, status and registration.
+//! status, Job selector and Pod template labels, Event timestamps and count, and
+//! CustomResourceDefinition validation, status and registration.
 
 use serde_json::{Value, json};
 
@@ -46,12 +47,125 @@ pub(crate) async fn prepare(
         if old.is_none() {
             obj["status"] = json!({"phase": "Pending"});
         }
+    } else if is(info, "batch", "jobs") {
+        if old.is_none() {
+            default_job_selector(obj);
+        }
+    } else if is(info, "", "events") || is(info, "events.k8s.io", "events") {
+        event_timestamps(info, obj);
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         prepare_crd(info, obj, old)?;
     } else if info.group == "platform.kratix.io" {
         crate::kratix::admit(_app, info, obj, old).await?;
     }
     Ok(())
+}
+
+/// Kubernetes' Job defaulting on create: unless `spec.manualSelector` is true, the
+/// selector is `batch.kubernetes.io/controller-uid=<uid>` and the Pod template gets the
+/// labels `batch.kubernetes.io/controller-uid`, `controller-uid`,
+/// `batch.kubernetes.io/job-name` and `job-name`, so a Job selects only its own Pods
+/// (`kubectl logs job/NAME`, `kubectl get pods -l job-name=NAME`).
+fn default_job_selector(obj: &mut Value) {
+    if obj.pointer("/spec/manualSelector") == Some(&json!(true)) {
+        return;
+    }
+    let uid = meta_str(obj, "uid").unwrap_or_default().to_string();
+    let name = meta_str(obj, "name").unwrap_or_default().to_string();
+    let Some(spec) = obj.get_mut("spec").and_then(|s| s.as_object_mut()) else {
+        return;
+    };
+    if spec.get("selector").is_none_or(|s| s.is_null()) {
+        spec.insert(
+            "selector".into(),
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+        );
+    }
+    let template = spec.entry("template").or_insert_with(|| json!({}));
+    if !template.is_object() {
+        return;
+    }
+    let metadata = template
+        .as_object_mut()
+        .expect("object")
+        .entry("metadata")
+        .or_insert_with(|| json!({}));
+    if !metadata.is_object() {
+        return;
+    }
+    let labels = metadata
+        .as_object_mut()
+        .expect("object")
+        .entry("labels")
+        .or_insert_with(|| json!({}));
+    if let Some(l) = labels.as_object_mut() {
+        for (k, v) in [
+            ("batch.kubernetes.io/controller-uid", &uid),
+            ("controller-uid", &uid),
+            ("batch.kubernetes.io/job-name", &name),
+            ("job-name", &name),
+        ] {
+            l.insert(k.into(), json!(v));
+        }
+    } else {
+        *labels = json!({
+            "batch.kubernetes.io/controller-uid": uid,
+            "controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "job-name": name,
+        });
+    }
+}
+
+/// Fills an Event's first/last timestamps and count when a client sent only `eventTime`
+/// (and `series`), as the events.k8s.io recorders do, so every Event sorts by
+/// `.lastTimestamp` and shows its count (`kubectl get events`). Values a client set are
+/// kept, except that a newer `series.lastObservedTime` or a higher `series.count` wins.
+fn event_timestamps(info: &ResourceInfo, obj: &mut Value) {
+    let core = info.group.is_empty();
+    let (first_f, last_f, count_f) = if core {
+        ("firstTimestamp", "lastTimestamp", "count")
+    } else {
+        (
+            "deprecatedFirstTimestamp",
+            "deprecatedLastTimestamp",
+            "deprecatedCount",
+        )
+    };
+    let seconds = |v: &Value| -> Option<String> {
+        let s = v.as_str()?;
+        let t: jiff::Timestamp = s.parse().ok()?;
+        Some(
+            jiff::Timestamp::from_second(t.as_second())
+                .ok()?
+                .to_string(),
+        )
+    };
+    let event_time = obj.get("eventTime").and_then(seconds);
+    let series_last = obj.pointer("/series/lastObservedTime").and_then(seconds);
+    let series_count = obj.pointer("/series/count").and_then(|c| c.as_i64());
+    let Some(m) = obj.as_object_mut() else {
+        return;
+    };
+    let unset = |m: &serde_json::Map<String, Value>, f: &str| m.get(f).is_none_or(|v| v.is_null());
+    let base = event_time.clone().unwrap_or_else(|| now());
+    if unset(m, first_f) {
+        m.insert(first_f.into(), json!(base));
+    }
+    let newer = |m: &serde_json::Map<String, Value>, t: &str| {
+        m.get(last_f)
+            .and_then(seconds)
+            .is_none_or(|last| last.as_str() < t)
+    };
+    if let Some(t) = series_last.filter(|t| newer(m, t)) {
+        m.insert(last_f.into(), json!(t));
+    } else if unset(m, last_f) {
+        let first = m.get(first_f).cloned().unwrap_or(json!(base));
+        m.insert(last_f.into(), first);
+    }
+    let count = m.get(count_f).and_then(|c| c.as_i64()).unwrap_or(0);
+    let count = count.max(series_count.unwrap_or(1)).max(1);
+    m.insert(count_f.into(), json!(count));
 }
 
 fn secret_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {

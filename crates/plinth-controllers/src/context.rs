@@ -20,6 +20,10 @@ pub struct Context {
     pub stores: StoreRegistry,
     /// The running resource-request controllers, one per Promise API.
     pub request_controllers: RequestControllers,
+    /// Event recorders by reporting component, shared so repeats aggregate
+    /// ([`plinth_api::events`]).
+    pub recorders:
+        std::sync::Mutex<std::collections::HashMap<String, plinth_api::events::EventRecorder>>,
     config: RwLock<Arc<ControllerConfig>>,
     me: Weak<Context>,
 }
@@ -31,9 +35,22 @@ impl Context {
             client,
             stores: StoreRegistry::default(),
             request_controllers: RequestControllers::default(),
+            recorders: Default::default(),
             config: RwLock::new(Arc::new(config)),
             me: me.clone(),
         })
+    }
+
+    /// The Event recorder of `component` (one per component for the context's lifetime).
+    pub fn recorder(&self, component: &str) -> plinth_api::events::EventRecorder {
+        self.recorders
+            .lock()
+            .expect("recorders lock")
+            .entry(component.to_string())
+            .or_insert_with(|| {
+                plinth_api::events::EventRecorder::new(self.client.clone(), component)
+            })
+            .clone()
     }
 
     /// This context as an `Arc` (for spawning controllers from inside a reconcile).

@@ -3,12 +3,14 @@
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
+use plinth_api::events::EventType;
 
 use crate::context::Context;
 
-/// Publishes an Event about `reference` from `component` (e.g. `PromiseController`).
+/// Publishes an Event about `reference` from `component` (e.g. `PromiseController`)
+/// through the context's shared recorder, which fills first/last timestamps and counts
+/// and folds repeats into one Event ([`plinth_api::events::EventRecorder`]).
 pub async fn publish(
     ctx: &Context,
     component: &str,
@@ -17,28 +19,14 @@ pub async fn publish(
     reason: &str,
     note: impl Into<String>,
 ) {
-    let recorder = Recorder::new(
-        ctx.client.clone(),
-        Reporter {
-            controller: component.to_string(),
-            instance: None,
-        },
-    );
-    let note = note.into();
-    let event = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.to_string(),
-        note: Some(note.clone()),
-        action: reason.to_string(),
-        secondary: None,
+    let type_ = if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
     };
-    if let Err(e) = recorder.publish(&event, reference).await {
-        tracing::debug!(reason, %note, error = %e, "could not publish event");
-    }
+    ctx.recorder(component)
+        .record(reference, type_, reason, note)
+        .await;
 }
 
 /// An `ObjectReference` for a dynamic object (kind and apiVersion from its type meta).

@@ -96,6 +96,12 @@ pub trait ContainerBackend: Send + Sync {
     fn name(&self) -> &str;
     /// The command to spawn; `Err` is a message for the container status.
     fn command(&self, c: &PreparedContainer) -> Result<Command, String>;
+    /// A command that asks the backend to stop the container within `grace` (engines,
+    /// whose containers are not children of the spawned process); `None` when signalling
+    /// the spawned process tree is enough.
+    fn stop_command(&self, _c: &PreparedContainer, _grace: std::time::Duration) -> Option<Command> {
+        None
+    }
 }
 
 fn base_command(program: impl AsRef<std::ffi::OsStr>, c: &PreparedContainer) -> Command {
@@ -443,6 +449,20 @@ impl ContainerBackend for EngineBackend {
         }
         cmd.args(self.args(c));
         Ok(cmd)
+    }
+
+    fn stop_command(&self, c: &PreparedContainer, grace: std::time::Duration) -> Option<Command> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        if let Some(conf) = &self.containers_conf {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd.args([
+            "stop".to_string(),
+            format!("--time={}", grace.as_secs()),
+            format!("plinth-{}-{}-{}", c.namespace, c.pod, c.name),
+        ]);
+        Some(cmd)
     }
 }
 

@@ -98,13 +98,20 @@ pub struct RunnerConfig {
     /// hidden: it holds the API server's database, keys and every Pod's tokens). Default
     /// `/root` and `/home`, where credentials such as `~/.kube/config` live.
     pub sandbox_hidden_paths: Vec<PathBuf>,
+    /// Size cap of one container log file in bytes before it is rotated (kubelet
+    /// `containerLogMaxSize`, default 10 MiB).
+    pub container_log_max_size: u64,
+    /// Log files kept per container, the current one included, at least 2 (kubelet
+    /// `containerLogMaxFiles`, default 5).
+    pub container_log_max_files: usize,
 }
 
 impl RunnerConfig {
     /// A configuration with Plinth's defaults: the current executable as `plinth_exe`,
     /// [`DEFAULT_ADAPTER_IMAGE`], no image map, 4 parallel Jobs, [`SandboxMode::Auto`],
     /// network shared, [`DEFAULT_STOCK_IMAGES`], engine auto-detected, retry backoff
-    /// 10 s doubling to 360 s, tokens of one hour, node name `plinth`.
+    /// 10 s doubling to 360 s, tokens of one hour, node name `plinth`, container logs of
+    /// 10 MiB × 5 files.
     pub fn new(
         data_dir: impl Into<PathBuf>,
         api_host: impl Into<String>,
@@ -131,6 +138,8 @@ impl RunnerConfig {
             node_name: "plinth".to_string(),
             keep_pod_dirs: false,
             sandbox_hidden_paths: vec![PathBuf::from("/root"), PathBuf::from("/home")],
+            container_log_max_size: crate::logfile::DEFAULT_MAX_SIZE,
+            container_log_max_files: crate::logfile::DEFAULT_MAX_FILES,
         }
     }
 
@@ -172,7 +181,8 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
-fn is_executable(p: &Path) -> bool {
+/// Whether `p` is a regular file with an execute bit.
+pub fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p)
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -193,6 +193,14 @@ impl ImageMap {
                 *first = base.join(&*first).to_string_lossy().into_owned();
             }
         }
+        for (i, e) in map.images.iter().enumerate() {
+            if let Some(first) = e.command.first() {
+                check_command(first).map_err(|message| RunnerError::ImageMap {
+                    path: path.to_path_buf(),
+                    message: format!("images[{i}] (image {:?}): command {message}", e.image),
+                })?;
+            }
+        }
         Ok(map)
     }
 
@@ -216,11 +224,37 @@ impl ImageMap {
     }
 }
 
+/// Checks that an image map command exists and is executable: a path as given, a bare
+/// name on the runner's `PATH` or the standard container `PATH`.
+fn check_command(command: &str) -> Result<(), String> {
+    use crate::config::is_executable;
+    if command.contains('/') {
+        let p = Path::new(command);
+        return match std::fs::metadata(p) {
+            Err(_) => Err(format!("{command:?} does not exist")),
+            Ok(m) if !m.is_file() => Err(format!("{command:?} is not a file")),
+            Ok(_) if !is_executable(p) => Err(format!("{command:?} is not executable")),
+            Ok(_) => Ok(()),
+        };
+    }
+    let host = std::env::var("PATH").unwrap_or_default();
+    let found = host
+        .split(':')
+        .chain("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".split(':'))
+        .filter(|d| !d.is_empty())
+        .any(|d| is_executable(&Path::new(d).join(command)));
+    if found {
+        Ok(())
+    } else {
+        Err(format!("{command:?} is not an executable on PATH"))
+    }
+}
+
 /// A path for error messages and tests: the configured map file or a hint.
 pub(crate) fn map_path_hint(path: Option<&PathBuf>) -> String {
     match path {
         Some(p) => p.display().to_string(),
-        None => "an image map file (RunnerConfig.image_map)".to_string(),
+        None => "an image map (`plinth up --image-map FILE`)".to_string(),
     }
 }
 

@@ -42,7 +42,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::RunnerConfig;
 use crate::error::RunnerError;
-use crate::pod::{RunOptions, run_pod_once};
+use k8s_openapi::api::core::v1::ObjectReference;
+use plinth_api::events::{EventRecorder, EventType};
 
 /// Label with the Job's name on its Pods (Kubernetes Job controller).
 pub const LABEL_JOB_NAME: &str = "job-name";
@@ -245,13 +246,21 @@ pub async fn write_pod_status(
     )))
 }
 
-struct Ctx {
-    client: kube::Client,
-    config: RunnerConfig,
+pub(crate) struct Ctx {
+    pub(crate) client: kube::Client,
+    pub(crate) config: RunnerConfig,
     /// Job uid → its task; `dirty` is set when the Job changed while the task ran, so
     /// the task takes another look before it ends (no change is lost).
     running: Mutex<HashMap<String, Running>>,
-    slots: Semaphore,
+    pub(crate) slots: Semaphore,
+    /// Pod uid → the stop channel of its run (see [`crate::pods`]).
+    pub(crate) stops: Mutex<HashMap<String, watch::Sender<Option<Duration>>>>,
+    /// Events of the Job controller (`job-controller`).
+    pub(crate) jobs_events: EventRecorder,
+    /// Events of the kubelet (`kubelet`, host = node name).
+    pub(crate) kubelet: EventRecorder,
+    /// Events of the scheduler (`default-scheduler`).
+    pub(crate) scheduler: EventRecorder,
 }
 
 struct Running {
@@ -296,10 +305,15 @@ pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), Runne
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         slots: Semaphore::new(config.max_parallel_jobs),
+        jobs_events: EventRecorder::new(client.clone(), "job-controller"),
+        kubelet: EventRecorder::new(client.clone(), "kubelet").with_host(config.node_name.clone()),
+        scheduler: EventRecorder::new(client.clone(), "default-scheduler"),
         config,
         running: Mutex::new(HashMap::new()),
+        stops: Mutex::new(HashMap::new()),
     });
     let _guard = AbortOnDrop(ctx.clone());
+    let pod_watch = AbortTaskOnDrop(Some(tokio::spawn(crate::pods::watch_pods(ctx.clone()))));
     let jobs: Api<Job> = Api::all(client);
     Controller::new(jobs, watcher::Config::default())
         .run(reconcile, error_policy, ctx.clone())
@@ -309,6 +323,7 @@ pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), Runne
             }
         })
         .await;
+    drop(pod_watch);
     Ok(())
 }
 
@@ -542,10 +557,19 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 );
             })
             .await?;
+            ctx.jobs_events
+                .record(
+                    &job_reference(&job),
+                    EventType::Normal,
+                    "Completed",
+                    "Job completed",
+                )
+                .await;
             return Ok(());
         }
         if failed > backoff_limit {
             fail_job(
+                &ctx.jobs_events,
                 &jobs,
                 &name,
                 succeeded,
@@ -562,6 +586,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 let left = jiff::Timestamp::now().duration_until(end);
                 if left.is_negative() || left.is_zero() {
                     fail_job(
+                        &ctx.jobs_events,
                         &jobs,
                         &name,
                         succeeded,
@@ -626,6 +651,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
             Ok(p) => p,
             Err(e) => {
                 fail_job(
+                    &ctx.jobs_events,
                     &jobs,
                     &name,
                     succeeded,
@@ -666,6 +692,14 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 ));
             }
         };
+        ctx.jobs_events
+            .record(
+                &job_reference(&job),
+                EventType::Normal,
+                "SuccessfulCreate",
+                format!("Created pod: {pod_name}"),
+            )
+            .await;
         update_job_status(&jobs, &name, |s| {
             s.start_time.get_or_insert_with(now);
             s.active = Some(1);
@@ -709,6 +743,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
 }
 
 async fn fail_job(
+    recorder: &EventRecorder,
     jobs: &Api<Job>,
     name: &str,
     succeeded: i32,
@@ -716,7 +751,7 @@ async fn fail_job(
     reason: &str,
     message: &str,
 ) -> Result<(), RunnerError> {
-    update_job_status(jobs, name, |s| {
+    let job = update_job_status(jobs, name, |s| {
         s.active = Some(0);
         s.ready = Some(0);
         s.succeeded = Some(succeeded);
@@ -726,16 +761,28 @@ async fn fail_job(
         set_condition(s, "Failed", true, reason, message);
     })
     .await?;
+    if let Some(job) = job {
+        recorder
+            .record(&job_reference(&job), EventType::Warning, reason, message)
+            .await;
+    }
     Ok(())
 }
 
-struct AbortTaskOnDrop(Option<JoinHandle<()>>);
-
-impl AbortTaskOnDrop {
-    fn take(mut self) -> Option<JoinHandle<()>> {
-        self.0.take()
+/// A reference to `job` for Events.
+pub fn job_reference(job: &Job) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: job.metadata.name.clone(),
+        namespace: job.metadata.namespace.clone(),
+        uid: job.metadata.uid.clone(),
+        resource_version: job.metadata.resource_version.clone(),
+        ..Default::default()
     }
 }
+
+struct AbortTaskOnDrop(Option<JoinHandle<()>>);
 
 impl Drop for AbortTaskOnDrop {
     fn drop(&mut self) {
@@ -745,58 +792,18 @@ impl Drop for AbortTaskOnDrop {
     }
 }
 
-/// Runs one Pod, streaming its status snapshots to the API.
+/// Runs one Pod of a Job (stopped when the Pod is deleted), streaming its status.
 async fn run_attempt(
     ctx: &Ctx,
     pods: &Api<Pod>,
     pod: &Pod,
     deadline: Option<tokio::time::Instant>,
 ) -> Result<PodStatus, RunnerError> {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let (tx, mut rx) = watch::channel(PodStatus::default());
-    let writer_api = pods.clone();
-    let writer_name = name.clone();
-    let writer = tokio::spawn(async move {
-        // Latest snapshot wins: intermediate states are skipped when writes are slower.
-        while rx.changed().await.is_ok() {
-            let st = rx.borrow_and_update().clone();
-            if let Err(e) = write_pod_status(&writer_api, &writer_name, &st).await {
-                tracing::warn!(pod = %writer_name, error = %e, "writing pod status");
-            }
-        }
-    });
-    // If this attempt is abandoned (the runner stops), the writer must not land a stale
-    // snapshot after a later process marked the Pod.
-    let writer = AbortTaskOnDrop(Some(writer));
-    let result = run_pod_once(
-        &ctx.client,
-        &ctx.config,
-        pod,
-        RunOptions {
-            deadline,
-            status: Some(tx),
-        },
-    )
-    .await;
-    if let Some(w) = writer.take() {
-        let _ = w.await;
-    }
-    let status = match result {
-        Ok(s) => s,
-        Err(e) => {
-            // The runner itself failed for this Pod: record it on the Pod as a failure.
-            let mut st = PodStatus {
-                phase: Some("Failed".into()),
-                reason: Some("RunnerError".into()),
-                message: Some(e.to_string()),
-                ..Default::default()
-            };
-            st.start_time = Some(now());
-            st
-        }
-    };
-    write_pod_status(pods, &name, &status).await?;
-    Ok(status)
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let stop = ctx.register_stop(&uid);
+    let result = crate::pods::execute(ctx, pods, pod, deadline, stop, 0, None).await;
+    ctx.unregister_stop(&uid);
+    result
 }
 
 #[cfg(test)]

@@ -12,8 +12,15 @@
 //! 3. a stock userland image (`busybox`, `alpine`, ...) — the container's command over a
 //!    read-only view of the host in a bubblewrap sandbox;
 //! 4. podman or docker, when installed — the real image;
-//! 5. otherwise the container fails with `reason: ImageUnavailable` and a message saying
-//!    what to add.
+//! 5. otherwise the container waits with `reason: ErrImagePull` and a message saying
+//!    what to add (an image-map entry, or podman); an engine that cannot pull the image
+//!    gives the same reason with its error.
+//!
+//! Each container's `containerID` names the backend that ran it (`sandbox://`, `host://`,
+//! `podman://`) and its `imageID` what stood in for the image (`image-map:<entry>=<cmd>`,
+//! `host-userland:<image>`, `plinth:pipeline-adapter`, `<engine>:<image>`). Standalone
+//! Pods run too, and deleted Pods are stopped ([`pods`]); Job and Pod Events are written
+//! through [`plinth_api::events`]; logs are capped and rotated ([`logfile`]).
 //!
 //! Volumes (emptyDir, configMap, secret, projected, downwardAPI) are materialised under
 //! `<data_dir>/pods/<ns>/<pod>/volumes/<name>` and bound at their mount paths; container
@@ -29,7 +36,10 @@ pub mod error;
 pub mod expand;
 pub mod image;
 pub mod job;
+pub mod logfile;
 pub mod pod;
+pub mod pods;
+pub mod procs;
 
 pub use access::ClusterAccess;
 pub use config::{

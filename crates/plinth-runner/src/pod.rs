@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
@@ -35,6 +36,9 @@ pub struct RunOptions {
     pub deadline: Option<Instant>,
     /// Receives a snapshot of the Pod status after every change.
     pub status: Option<watch::Sender<PodStatus>>,
+    /// Set to `Some(grace period)` to stop the Pod (it was deleted): running containers
+    /// get `SIGTERM`, then `SIGKILL` after the grace period; no further container starts.
+    pub stop: Option<watch::Receiver<Option<Duration>>>,
 }
 
 fn now() -> Time {
@@ -121,6 +125,15 @@ impl Tracker {
             c.state = Some(state);
         }
         self.publish();
+    }
+
+    /// Records which backend runs a container (`containerID`) and what stands in for its
+    /// image (`imageID`), so `kubectl describe pod` shows it.
+    fn set_ids(&mut self, init: bool, name: &str, id: String, image_id: String) {
+        if let Some(c) = self.entry(init, name) {
+            c.container_id = Some(id);
+            c.image_id = image_id;
+        }
     }
 
     fn set_condition(&mut self, type_: &str, value: bool) {
@@ -925,6 +938,7 @@ pub async fn run_pod_once<A: ClusterAccess>(
         &runtimes,
         &mut tracker,
         opts.deadline,
+        opts.stop,
     )
     .await;
     if !config.keep_pod_dirs {
@@ -945,6 +959,7 @@ async fn run_pod_inner<A: ClusterAccess>(
     runtimes: &Runtimes,
     tracker: &mut Tracker,
     deadline: Option<Instant>,
+    stop: Option<watch::Receiver<Option<Duration>>>,
 ) -> Result<PodStatus, RunnerError> {
     let mut objects = Objects {
         access,
@@ -977,6 +992,7 @@ async fn run_pod_inner<A: ClusterAccess>(
 
     // Prepare every container before starting any, so configuration errors fail fast.
     let mut prepared: Vec<(bool, PreparedContainer, Box<dyn ContainerBackend>)> = Vec::new();
+    let mut ran_by: Vec<(String, String)> = Vec::new();
     for (init, c) in &all {
         match prepare_container(
             &mut objects,
@@ -991,7 +1007,10 @@ async fn run_pod_inner<A: ClusterAccess>(
         )
         .await
         {
-            Ok((p, b)) => prepared.push((*init, p, b)),
+            Ok((p, b, ids)) => {
+                prepared.push((*init, p, b));
+                ran_by.push(ids);
+            }
             Err((reason, message)) => {
                 tracker.set_state(*init, &c.name, waiting_state(&reason, message.clone()));
                 return Ok(tracker.finish("Failed", Some(&reason), Some(message)));
@@ -1002,12 +1021,29 @@ async fn run_pod_inner<A: ClusterAccess>(
     let deadline_msg =
         || "Pod was active on the node longer than the specified deadline".to_string();
     // Init containers, in order.
+    for ((init, p, _), (id, image_id)) in prepared.iter().zip(ran_by) {
+        tracker.set_ids(*init, &p.name, id, image_id);
+    }
+    let stopped = |stop: &Option<watch::Receiver<Option<Duration>>>| {
+        stop.as_ref().is_some_and(|s| s.borrow().is_some())
+    };
     let (inits, mains): (Vec<_>, Vec<_>) = prepared.into_iter().partition(|(init, _, _)| *init);
     for (_, p, backend) in &inits {
-        let log = config.log_path(ns, name, &p.name);
+        if stopped(&stop) {
+            return Ok(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())));
+        }
+        let io = ProcessIo::new(
+            config,
+            config.log_path(ns, name, &p.name),
+            deadline,
+            stop.clone(),
+        );
         tracker.set_state(true, &p.name, running_state());
-        let exit = run_process(backend.as_ref(), p, &log, deadline).await;
+        let exit = run_process(backend.as_ref(), p, io).await;
         tracker.set_state(true, &p.name, exit.state());
+        if stopped(&stop) {
+            return Ok(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())));
+        }
         if exit.reason == "DeadlineExceeded" {
             return Ok(tracker.finish("Failed", Some("DeadlineExceeded"), Some(deadline_msg())));
         }
@@ -1019,19 +1055,22 @@ async fn run_pod_inner<A: ClusterAccess>(
             return Ok(tracker.finish("Failed", None, Some(exit.message.clone().unwrap_or(msg))));
         }
     }
+    if stopped(&stop) {
+        return Ok(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())));
+    }
     tracker.set_condition("Initialized", true);
     tracker.status.phase = Some("Running".into());
     for (_, p, _) in &mains {
         tracker.set_state(false, &p.name, running_state());
     }
     let runs = mains.iter().map(|(_, p, backend)| {
-        let log = config.log_path(ns, name, &p.name);
-        async move {
-            (
-                p.name.clone(),
-                run_process(backend.as_ref(), p, &log, deadline).await,
-            )
-        }
+        let io = ProcessIo::new(
+            config,
+            config.log_path(ns, name, &p.name),
+            deadline,
+            stop.clone(),
+        );
+        async move { (p.name.clone(), run_process(backend.as_ref(), p, io).await) }
     });
     let exits = futures::future::join_all(runs).await;
     let mut ok = true;
@@ -1058,6 +1097,10 @@ async fn run_pod_inner<A: ClusterAccess>(
     })
 }
 
+fn stopped_msg() -> String {
+    "the Pod was deleted; its containers were stopped".to_string()
+}
+
 fn running_state() -> ContainerState {
     ContainerState {
         running: Some(ContainerStateRunning {
@@ -1078,13 +1121,20 @@ async fn prepare_container<A: ClusterAccess>(
     identity: Option<&Identity>,
     runtimes: &Runtimes,
     pod_dir: &Path,
-) -> Result<(PreparedContainer, Box<dyn ContainerBackend>), SetupFailure> {
+) -> Result<
+    (
+        PreparedContainer,
+        Box<dyn ContainerBackend>,
+        (String, String),
+    ),
+    SetupFailure,
+> {
     let ns = objects.ns.clone();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let plan = plan_container(config, &runtimes.map, c, runtimes.engine.as_deref());
     let (local, image_env, image_wd, sandboxed) = match &plan {
         ContainerPlan::Unavailable { message } => {
-            return Err(setup_failure("ImageUnavailable", message.clone()));
+            return Err(setup_failure(REASON_ERR_IMAGE_PULL, message.clone()));
         }
         ContainerPlan::Local {
             image_env,
@@ -1097,7 +1147,10 @@ async fn prepare_container<A: ClusterAccess>(
             image_working_dir.clone(),
             *sandboxed,
         ),
-        ContainerPlan::Engine { .. } => (false, vec![], None, false),
+        ContainerPlan::Engine { exe } => {
+            ensure_image(exe, runtimes.containers_conf.as_deref(), c, config).await?;
+            (false, vec![], None, false)
+        }
     };
     let port = config.api_port.to_string();
     let mut base = vec![
@@ -1203,6 +1256,7 @@ async fn prepare_container<A: ClusterAccess>(
         security: effective_security(config, spec, c),
         pod_dir: pod_dir.to_path_buf(),
     };
+    let stands_in = stand_in(&plan, &runtimes.map, &prepared.image);
     let backend: Box<dyn ContainerBackend> = match plan {
         ContainerPlan::Engine { exe } => Box::new(EngineBackend {
             exe,
@@ -1216,17 +1270,178 @@ async fn prepare_container<A: ClusterAccess>(
             Err(m) => return Err(setup_failure("SandboxUnavailable", m.clone())),
         },
     };
-    Ok((prepared, backend))
+    let scheme = match backend.name() {
+        "bwrap" => "sandbox".to_string(),
+        "engine" => runtimes
+            .engine
+            .as_ref()
+            .and_then(|e| e.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "engine".into()),
+        other => other.to_string(),
+    };
+    let id = format!(
+        "{scheme}://{}/{}/{}",
+        prepared.namespace, prepared.pod, prepared.name
+    );
+    Ok((prepared, backend, (id, stands_in)))
 }
 
-/// Spawns the container's process with output to `log`, waits for it or the deadline.
-async fn run_process(
-    backend: &dyn ContainerBackend,
-    p: &PreparedContainer,
-    log: &Path,
+/// Where a container's output goes and how it may be stopped.
+#[derive(Clone)]
+struct ProcessIo {
+    log: PathBuf,
+    log_max_size: u64,
+    log_max_files: usize,
     deadline: Option<Instant>,
-) -> Exit {
+    stop: Option<watch::Receiver<Option<Duration>>>,
+}
+
+impl ProcessIo {
+    fn new(
+        config: &RunnerConfig,
+        log: PathBuf,
+        deadline: Option<Instant>,
+        stop: Option<watch::Receiver<Option<Duration>>>,
+    ) -> Self {
+        ProcessIo {
+            log,
+            log_max_size: config.container_log_max_size,
+            log_max_files: config.container_log_max_files,
+            deadline,
+            stop,
+        }
+    }
+}
+
+/// Resolves when `stop` asks to stop, with the grace period (never when `stop` is None).
+async fn stop_requested(stop: Option<watch::Receiver<Option<Duration>>>) -> Duration {
+    let Some(mut rx) = stop else {
+        return std::future::pending().await;
+    };
+    loop {
+        if let Some(grace) = *rx.borrow_and_update() {
+            return grace;
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Waiting reason of a container whose image cannot be pulled or run (Kubernetes).
+pub const REASON_ERR_IMAGE_PULL: &str = "ErrImagePull";
+/// Waiting reason of a container whose image is absent under `imagePullPolicy: Never`.
+pub const REASON_ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+
+/// What stands in for a container's image, for `imageID`: `image-map:<entry>=<command>`,
+/// `plinth:pipeline-adapter`, `host-userland:<image>` or `<engine>:<image>`.
+fn stand_in(plan: &ContainerPlan, map: &ImageMap, image: &str) -> String {
+    use crate::backend::LocalKind;
+    match plan {
+        ContainerPlan::Local {
+            kind: LocalKind::Mapped(i),
+            argv,
+            ..
+        } => format!(
+            "image-map:{}={}",
+            map.images
+                .get(*i)
+                .map(|e| e.image.as_str())
+                .unwrap_or(image),
+            argv.first().map(String::as_str).unwrap_or("")
+        ),
+        ContainerPlan::Local {
+            kind: LocalKind::Adapter,
+            ..
+        } => "plinth:pipeline-adapter".into(),
+        ContainerPlan::Local { .. } => format!("host-userland:{image}"),
+        ContainerPlan::Engine { exe } => format!(
+            "{}:{image}",
+            exe.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ),
+        ContainerPlan::Unavailable { .. } => String::new(),
+    }
+}
+
+/// Makes sure the engine has the container's image under its `imagePullPolicy`
+/// (`Never`: present; `Always`: pulled; otherwise pulled when absent). A failure is an
+/// `ErrImagePull`/`ErrImageNeverPull` naming the image, the engine's error and the
+/// remedies (an image-map entry, or making the image available to the engine).
+async fn ensure_image(
+    exe: &Path,
+    containers_conf: Option<&Path>,
+    c: &Container,
+    config: &RunnerConfig,
+) -> Result<(), SetupFailure> {
+    let image = c.image.clone().unwrap_or_default();
+    let engine = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let run = |args: Vec<String>| {
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.args(args).stdin(Stdio::null()).kill_on_drop(true);
+        if let Some(conf) = containers_conf {
+            cmd.env("CONTAINERS_CONF", conf);
+        }
+        cmd
+    };
+    let policy = c.image_pull_policy.as_deref().unwrap_or("IfNotPresent");
+    let present = || async {
+        run(vec!["image".into(), "exists".into(), image.clone()])
+            .output()
+            .await
+            .is_ok_and(|o| o.status.success())
+    };
+    let hint = format!(
+        "map the image to a local command in {}, or make it available to {engine}",
+        crate::image::map_path_hint(config.image_map.as_ref())
+    );
+    if policy == "Never" {
+        if present().await {
+            return Ok(());
+        }
+        return Err(setup_failure(
+            REASON_ERR_IMAGE_NEVER_PULL,
+            format!("Container image {image:?} is not present with pull policy of Never; {hint}"),
+        ));
+    }
+    if policy != "Always" && present().await {
+        return Ok(());
+    }
+    let out = run(vec!["pull".into(), "--quiet".into(), image.clone()])
+        .output()
+        .await;
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let last = err
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim();
+            Err(setup_failure(
+                REASON_ERR_IMAGE_PULL,
+                format!("Failed to pull image {image:?} with {engine}: {last}; {hint}"),
+            ))
+        }
+        Err(e) => Err(setup_failure(
+            REASON_ERR_IMAGE_PULL,
+            format!("Failed to pull image {image:?}: cannot run {engine}: {e}; {hint}"),
+        )),
+    }
+}
+
+/// Spawns the container's process with output to a capped, rotating log, waits for it,
+/// the deadline or a stop request (the Pod was deleted: TERM, grace period, KILL).
+async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: ProcessIo) -> Exit {
     let started = now();
+    let log = io.log.as_path();
     let fail = |reason: &str, message: String| Exit {
         code: 128,
         signal: None,
@@ -1239,7 +1454,8 @@ async fn run_process(
         Ok(c) => c,
         Err(m) => return fail("StartError", format!("{}: {m}", backend.name())),
     };
-    let file = match std::fs::File::create(log) {
+    let mut sink = match crate::logfile::RotatingLog::create(log, io.log_max_size, io.log_max_files)
+    {
         Ok(f) => f,
         Err(e) => {
             return fail(
@@ -1248,21 +1464,33 @@ async fn run_process(
             );
         }
     };
-    let err_file = match file.try_clone() {
+    let (reader, writer) = match std::io::pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(
+                "StartError",
+                format!("cannot create a pipe for the log: {e}"),
+            );
+        }
+    };
+    let err_writer = match writer.try_clone() {
         Ok(f) => f,
         Err(e) => {
             return fail(
                 "StartError",
-                format!("cannot open log file {}: {e}", log.display()),
+                format!("cannot create a pipe for the log: {e}"),
             );
         }
     };
     cmd.stdin(Stdio::null())
-        .stdout(Stdio::from(file))
-        .stderr(Stdio::from(err_file))
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::from(err_writer))
         .kill_on_drop(true)
         .process_group(0);
-    let mut child = match cmd.spawn() {
+    let spawned = cmd.spawn();
+    // The parent's ends of the pipe's write side are dropped with `cmd`.
+    drop(cmd);
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             let program = p.argv.first().cloned().unwrap_or_default();
@@ -1276,14 +1504,15 @@ async fn run_process(
             );
         }
     };
+    let copier = tokio::task::spawn_blocking(move || sink.copy_from(reader));
     let pid = child.id();
     let sleep = async {
-        match deadline {
+        match io.deadline {
             Some(d) => tokio::time::sleep_until(d).await,
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
+    let exit = tokio::select! {
         res = child.wait() => match res {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt;
@@ -1305,8 +1534,7 @@ async fn run_process(
         },
         _ = sleep => {
             if let Some(pid) = pid {
-                // The whole process group: host processes may have children.
-                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+                crate::procs::kill_tree(pid);
             }
             let _ = child.kill().await;
             Exit {
@@ -1318,6 +1546,63 @@ async fn run_process(
                 finished: now(),
             }
         }
+        grace = stop_requested(io.stop.clone()) => {
+            let code = stop_process(backend, p, &mut child, pid, grace).await;
+            Exit {
+                code,
+                signal: None,
+                reason: "Error".to_string(),
+                message: Some("stopped: the Pod was deleted".into()),
+                started,
+                finished: now(),
+            }
+        }
+    };
+    // Output written by the process before it ended is in the log before its status says
+    // so; a background process still holding the pipe does not hold the container up.
+    let _ = tokio::time::timeout(Duration::from_secs(2), copier).await;
+    exit
+}
+
+/// Stops a running container as the kubelet does; returns its exit code.
+async fn stop_process(
+    backend: &dyn ContainerBackend,
+    p: &PreparedContainer,
+    child: &mut tokio::process::Child,
+    pid: Option<u32>,
+    grace: Duration,
+) -> i32 {
+    if let Some(mut stop) = backend.stop_command(p, grace) {
+        let _ = stop
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
+    }
+    if let Some(pid) = pid {
+        crate::procs::terminate(pid);
+    }
+    let status = match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(s)) => Some(s),
+        _ => None,
+    };
+    if let Some(pid) = pid {
+        // Whatever is left of the tree, and the process group, now.
+        crate::procs::kill_tree(pid);
+    }
+    let status = match status {
+        Some(s) => Some(s),
+        None => {
+            let _ = child.kill().await;
+            child.wait().await.ok()
+        }
+    };
+    use std::os::unix::process::ExitStatusExt;
+    match status.map(|s| (s.code(), s.signal())) {
+        Some((Some(c), _)) => c,
+        Some((None, Some(sig))) => 128 + sig,
+        _ => 137,
     }
 }
 

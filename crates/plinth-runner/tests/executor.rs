@@ -50,6 +50,7 @@ async fn init_container_output_is_read_by_the_next_container() {
         RunOptions {
             deadline: None,
             status: Some(tx),
+            stop: None,
         },
     )
     .await
@@ -208,7 +209,7 @@ async fn image_without_engine_or_map_fails_with_a_clear_message() {
         .await
         .unwrap();
     assert_eq!(st.phase.as_deref(), Some("Failed"));
-    assert_eq!(st.reason.as_deref(), Some("ImageUnavailable"));
+    assert_eq!(st.reason.as_deref(), Some("ErrImagePull"));
     let w = container(&st, false, "c")
         .state
         .as_ref()
@@ -216,7 +217,7 @@ async fn image_without_engine_or_map_fails_with_a_clear_message() {
         .waiting
         .as_ref()
         .unwrap();
-    assert_eq!(w.reason.as_deref(), Some("ImageUnavailable"));
+    assert_eq!(w.reason.as_deref(), Some("ErrImagePull"));
     assert_eq!(
         w.message.as_deref().unwrap(),
         format!(
@@ -386,6 +387,7 @@ async fn deadline_kills_the_running_container() {
     let opts = RunOptions {
         deadline: Some(tokio::time::Instant::now() + std::time::Duration::from_millis(300)),
         status: None,
+        stop: None,
     };
     let st = run_pod_once(&FakeAccess::default(), &cfg, &p, opts)
         .await

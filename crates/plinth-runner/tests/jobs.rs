@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, ServiceAccount};
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use plinth_apiserver::testing::TestServer;
@@ -126,6 +126,31 @@ impl Platform {
             );
         }
         job
+    }
+
+    /// Events about the object `kind`/`name`: (type, reason, message, count).
+    async fn events(&self, ns: &str, kind: &str, name: &str) -> Vec<(String, String, String, i32)> {
+        let api: Api<Event> = Api::namespaced(self.client(), ns);
+        let mut list = api.list(&ListParams::default()).await.unwrap().items;
+        list.sort_by_key(|e| e.first_timestamp.clone().map(|t| t.0));
+        list.into_iter()
+            .filter(|e| {
+                e.involved_object.kind.as_deref() == Some(kind)
+                    && e.involved_object.name.as_deref() == Some(name)
+            })
+            .map(|e| {
+                assert!(
+                    e.first_timestamp.is_some() && e.last_timestamp.is_some(),
+                    "{e:?}"
+                );
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                    e.count.unwrap_or(0),
+                )
+            })
+            .collect()
     }
 
     async fn pods_of(&self, ns: &str, job: &str) -> Vec<Pod> {
@@ -322,6 +347,349 @@ async fn failing_container_fails_the_job_after_the_backoff_limit() {
         assert_eq!(read(&log), "failing attempt\n");
     }
     assert_ne!(pods[0].metadata.name, pods[1].metadata.name);
+
+    // The Job controller's and the kubelet's Events, as Kubernetes emits them.
+    let job_events = p.events("team-a", "Job", "broken").await;
+    for pod in &pods {
+        let created = format!("Created pod: {}", pod.metadata.name.as_deref().unwrap());
+        assert!(
+            job_events
+                .iter()
+                .any(|(t, r, m, _)| t == "Normal" && r == "SuccessfulCreate" && *m == created),
+            "{job_events:?}"
+        );
+    }
+    assert!(
+        job_events.iter().any(|(t, r, m, _)| t == "Warning"
+            && r == "BackoffLimitExceeded"
+            && m == "Job has reached the specified backoff limit"),
+        "{job_events:?}"
+    );
+    let pod_events = p
+        .events("team-a", "Pod", pods[0].metadata.name.as_deref().unwrap())
+        .await;
+    let reasons: Vec<&str> = pod_events.iter().map(|(_, r, _, _)| r.as_str()).collect();
+    assert_eq!(
+        reasons,
+        ["Scheduled", "Pulled", "Created", "Started"],
+        "{pod_events:?}"
+    );
+    // Which backend ran the container, where `kubectl describe pod` shows it.
+    let c = container(pods[0].status.as_ref().unwrap(), false, "c");
+    assert_eq!(
+        c.container_id.as_deref(),
+        Some(
+            format!(
+                "sandbox://team-a/{}/c",
+                pods[0].metadata.name.as_deref().unwrap()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(c.image_id, "host-userland:busybox");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_map_command_that_cannot_run_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("images.yaml");
+    std::fs::write(dir.path().join("not-exec.sh"), "#!/bin/sh\n").unwrap();
+    for (entry, expected) in [
+        (
+            "{image: a/b, command: [./missing.sh]}",
+            "images[0] (image \"a/b\"): command",
+        ),
+        (
+            "{image: a/c, command: [./not-exec.sh]}",
+            "is not executable",
+        ),
+        (
+            "{image: a/d, command: [no-such-program-anywhere]}",
+            "is not an executable on PATH",
+        ),
+    ] {
+        std::fs::write(&map, format!("images:\n- {entry}\n")).unwrap();
+        let e = plinth_runner::image::ImageMap::load(&map)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(expected) && e.contains(&map.display().to_string()),
+            "{e}"
+        );
+    }
+    std::fs::write(&map, "images:\n- {image: a/e, command: [sh, -c, 'true']}\n").unwrap();
+    plinth_runner::image::ImageMap::load(&map).unwrap();
+}
+
+/// Pids of live processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                .unwrap_or(false)
+                && plinth_runner::procs::alive(*pid)
+        })
+        .collect()
+}
+
+/// Waits until processes with `marker` in their command line run; returns their pids.
+async fn wait_processes(marker: &str) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = processes_with(marker);
+        if !found.is_empty() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no process runs {marker}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_running(p: &Platform, ns: &str, pod: &str) {
+    let api: Api<Pod> = Api::namespaced(p.client(), ns);
+    let running = |o: Option<&Pod>| {
+        o.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            })
+    };
+    tokio::time::timeout(Duration::from_secs(60), await_condition(api, pod, running))
+        .await
+        .expect("pod running in 60 s")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_job_stops_its_processes_and_removes_its_files() {
+    let Some(p) = Platform::start("deleting_a_job_stops_its_processes_and_removes_its_files").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let marker = "sleep 100000; echo job-deletion-marker";
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "sleeper"}, "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 5,
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", marker],
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}]}}}}),
+        )
+        .await;
+    let pod_name = loop {
+        if let Some(pod) = p.pods_of("team-a", "sleeper").await.pop() {
+            break pod.metadata.name.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    wait_running(&p, "team-a", &pod_name).await;
+    let pod_dir = p.config.pod_dir("team-a", &pod_name);
+    assert!(pod_dir.join("volumes/scratch").is_dir());
+    let before = wait_processes("job-deletion-marker").await;
+    let jobs: Api<Job> = Api::namespaced(p.client(), "team-a");
+    jobs.delete("sleeper", &kube::api::DeleteParams::background())
+        .await
+        .unwrap();
+    // Within the grace period (5 s) the whole tree is gone: sandbox, shell and sleep.
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    loop {
+        let left = processes_with("job-deletion-marker");
+        let tree_gone = before.iter().all(|pid| !plinth_runner::procs::alive(*pid));
+        if left.is_empty() && tree_gone && !pod_dir.exists() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running after the grace period: {left:?}; pod dir exists: {}",
+            pod_dir.exists()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !p.config.log_path("team-a", &pod_name, "c").exists(),
+        "a deleted Pod's logs go with it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_pods_run_with_their_restart_policy() {
+    let Some(p) = Platform::start("standalone_pods_run_with_their_restart_policy").await else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let api: Api<Pod> = Api::namespaced(p.client(), "team-a");
+    let _: Pod = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "once"}, "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "debug", "image": "busybox", "command": ["sh", "-c", "echo hi"]}]}}),
+        )
+        .await;
+    let phase_is = |want: &'static str| {
+        move |o: Option<&Pod>| {
+            o.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some(want)
+        }
+    };
+    let done = tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api.clone(), "once", phase_is("Succeeded")),
+    )
+    .await
+    .expect("standalone pod succeeds in 60 s")
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        exit_code(container(done.status.as_ref().unwrap(), false, "debug")),
+        0
+    );
+    let logs = api.logs("once", &LogParams::default()).await.unwrap();
+    assert_eq!(logs, "hi\n");
+    let reasons: Vec<String> = p
+        .events("team-a", "Pod", "once")
+        .await
+        .into_iter()
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(reasons, ["Scheduled", "Pulled", "Created", "Started"]);
+
+    // OnFailure: a failed run is followed by another, with restartCount and lastState.
+    let _: Pod = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "flaky"}, "spec": {"restartPolicy": "OnFailure",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "echo try; exit 2"]}]}}),
+        )
+        .await;
+    let restarted = |o: Option<&Pod>| {
+        o.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| cs[0].restart_count >= 2)
+    };
+    let pod = tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api.clone(), "flaky", restarted),
+    )
+    .await
+    .expect("restarted twice in 60 s")
+    .unwrap()
+    .unwrap();
+    let c = container(pod.status.as_ref().unwrap(), false, "c");
+    let last = c
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .expect("lastState");
+    assert_eq!(last.exit_code, 2);
+    let events = p.events("team-a", "Pod", "flaky").await;
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, _, _)| t == "Warning" && r == "BackOff"),
+        "{events:?}"
+    );
+    // Repeats are one Event with a count, as the Kubernetes recorder aggregates them.
+    let started: Vec<_> = events.iter().filter(|e| e.1 == "Started").collect();
+    assert_eq!(started.len(), 1, "{events:?}");
+    assert!(started[0].3 >= 2, "{events:?}");
+
+    // Never with a failure: one run, Failed.
+    let _: Pod = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "fails"}, "spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "exit 4"]}]}}),
+        )
+        .await;
+    let failed = tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api.clone(), "fails", phase_is("Failed")),
+    )
+    .await
+    .expect("fails in 60 s")
+    .unwrap()
+    .unwrap();
+    let c = container(failed.status.as_ref().unwrap(), false, "c");
+    assert_eq!((exit_code(c), c.restart_count), (4, 0));
+
+    // Deleting a standalone Pod stops it too.
+    let marker = "sleep 100000; echo bare-pod-deletion-marker";
+    let _: Pod = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "sleepy"}, "spec": {"terminationGracePeriodSeconds": 3,
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", marker]}]}}),
+        )
+        .await;
+    wait_running(&p, "team-a", "sleepy").await;
+    wait_processes("bare-pod-deletion-marker").await;
+    api.delete("sleepy", &Default::default()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(6);
+    while !processes_with("bare-pod-deletion-marker").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deleted Pod's processes still run"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!p.config.pod_dir("team-a", "sleepy").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_logs_are_capped_and_rotated() {
+    let Some(mut p) = Platform::start("container_logs_are_capped_and_rotated").await else {
+        return;
+    };
+    // A small cap keeps the test fast: 64 KiB × 3 files.
+    if let Some(h) = p.runner.take() {
+        h.abort();
+    }
+    p.config.container_log_max_size = 64 * 1024;
+    p.config.container_log_max_files = 3;
+    p.start_runner();
+    p.namespace("team-a").await;
+    // About 1 MB of numbered lines, then a last line.
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "chatty"}, "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "seq 1 150000; echo the-last-line"]}]}}}}),
+        )
+        .await;
+    p.wait_job("team-a", "chatty", "Complete").await;
+    let pod = p.pods_of("team-a", "chatty").await.remove(0);
+    let pod_name = pod.metadata.name.unwrap();
+    let log = p.config.log_path("team-a", &pod_name, "c");
+    let dir = log.parent().unwrap();
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().collect();
+    let total: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+    assert!(files.len() <= 3, "{files:?}");
+    assert!(total <= 3 * 64 * 1024, "{total} bytes kept");
+    assert!(std::fs::metadata(&log).unwrap().len() <= 64 * 1024);
+    // `kubectl logs` still gives the end of the output.
+    let api: Api<Pod> = Api::namespaced(p.client(), "team-a");
+    let tail = api
+        .logs(
+            &pod_name,
+            &LogParams {
+                tail_lines: Some(2),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(tail, "150000\nthe-last-line\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,13 +807,30 @@ async fn unrunnable_image_fails_the_job_with_a_clear_message() {
         .waiting
         .as_ref()
         .unwrap();
-    assert_eq!(w.reason.as_deref(), Some("ImageUnavailable"));
+    assert_eq!(w.reason.as_deref(), Some("ErrImagePull"));
     let msg = w.message.as_deref().unwrap();
     assert!(
         msg.starts_with("image \"ghcr.io/example/private-pipeline:v1\" cannot be run: no container engine (podman/docker) found and no image-map entry matches; add one to"),
         "{msg}"
     );
     assert!(msg.ends_with("or install podman"), "{msg}");
+    assert!(msg.contains("--image-map"), "{msg}");
+    // The kubelet's warnings say the same where `kubectl describe pod` shows them.
+    let events = p
+        .events("team-a", "Pod", pod.metadata.name.as_deref().unwrap())
+        .await;
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, m, _)| t == "Warning" && r == "Failed" && m == "Error: ErrImagePull"),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(t, r, m, _)| t == "Warning" && r == "Failed" && m.contains("--image-map")),
+        "{events:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,6 +33,10 @@ pub struct PlatformOptions {
     pub image_map: Option<PathBuf>,
     /// How long the Git writer waits to batch writes into one commit.
     pub git_batch_window: Duration,
+    /// Container log size cap in bytes before rotation.
+    pub container_log_max_size: u64,
+    /// Container log files kept, the current one included.
+    pub container_log_max_files: usize,
 }
 
 /// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
@@ -122,6 +126,8 @@ impl Platform {
                 ca_pem,
             );
             rc.image_map = opts.image_map.clone();
+            rc.container_log_max_size = opts.container_log_max_size;
+            rc.container_log_max_files = opts.container_log_max_files;
             let runner_client = client.clone();
             tasks.push(tokio::spawn(async move {
                 if let Err(e) = plinth_runner::run(runner_client, rc).await {

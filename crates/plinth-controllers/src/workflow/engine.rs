@@ -141,7 +141,10 @@ pub async fn reconcile_configure(
     }
     let hash = job::workflow_hash(wf);
     let jobs = list_jobs(ctx, wf).await?;
-    if jobs.iter().any(|j| job_state(j) == JobState::Running) {
+    if let Some(running) = jobs.iter().find(|j| job_state(j) == JobState::Running) {
+        if wf.action == Action::Configure {
+            report_retry(ctx, parent_api, parent, running).await?;
+        }
         return Ok(Progress::Running);
     }
     let parent_labels = parent.labels();
@@ -226,7 +229,8 @@ pub async fn reconcile_configure(
                 None => (0, max_run + 1),
                 Some(i) => match job_state(latest) {
                     JobState::Failed => {
-                        record_failure(ctx, wf, parent_api, parent, &pipelines, i, component)
+                        let why = super::failure::describe(ctx, latest).await;
+                        record_failure(ctx, wf, parent_api, parent, &pipelines, i, component, why)
                             .await?;
                         prune_jobs(ctx, wf, &jobs).await?;
                         return Ok(Progress::Failed { pipeline: name });
@@ -528,6 +532,33 @@ async fn start_job(
     Ok(())
 }
 
+/// A running configure Job whose earlier attempts failed: the object's
+/// `ConfigureWorkflowCompleted` condition says which container failed how, on which
+/// attempt, with its last log lines (written only when that description changes).
+async fn report_retry(
+    ctx: &Context,
+    parent_api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    job: &Job,
+) -> Result<(), Error> {
+    let Some(why) = super::failure::describe(ctx, job).await else {
+        return Ok(());
+    };
+    let message = format!("Pipelines are still in progress; retrying after a failure: {why}");
+    status::update_status(parent_api, &parent.name_any(), |s, _| {
+        set_condition(
+            s,
+            "ConfigureWorkflowCompleted",
+            "False",
+            "PipelinesInProgress",
+            &message,
+        )
+    })
+    .await?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn record_failure(
     ctx: &Context,
     wf: &Workflow,
@@ -536,8 +567,10 @@ async fn record_failure(
     pipelines: &[PipelineDef],
     index: usize,
     component: &str,
+    why: Option<String>,
 ) -> Result<(), Error> {
     let name = pipelines[index].name.clone();
+    let detail = why.map(|w| format!(": {w}")).unwrap_or_default();
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
     let already = status::condition(&before, "ConfigureWorkflowCompleted")
         .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
@@ -547,7 +580,7 @@ async fn record_failure(
             "ConfigureWorkflowCompleted",
             "False",
             "ConfigureWorkflowFailed",
-            &format!("A Configure Pipeline has failed: {name}"),
+            &format!("A Configure Pipeline has failed: {name}{detail}"),
         );
         set_condition(
             s,

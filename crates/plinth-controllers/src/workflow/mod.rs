@@ -5,6 +5,7 @@
 //! embedded runner.
 
 pub mod engine;
+pub mod failure;
 pub mod job;
 
 use serde_json::Value;

@@ -68,6 +68,8 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         runner: true,
         image_map: None,
         git_batch_window: Duration::from_millis(100),
+        container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
+        container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
     })
     .await
     .context("step 'start the platform' failed")?;

@@ -41,6 +41,14 @@ pub struct UpArgs {
     /// the same CA when the names change.
     #[arg(long = "tls-san", value_name = "NAME")]
     pub tls_sans: Vec<String>,
+    /// Size in bytes at which a container's log file is rotated (the kubelet's
+    /// containerLogMaxSize).
+    #[arg(long, default_value_t = plinth_runner::logfile::DEFAULT_MAX_SIZE)]
+    pub container_log_max_size: u64,
+    /// Log files kept per container, the current one included, at least 2 (the kubelet's
+    /// containerLogMaxFiles).
+    #[arg(long, default_value_t = plinth_runner::logfile::DEFAULT_MAX_FILES, value_parser = clap::value_parser!(u16).range(2..).map(usize::from))]
+    pub container_log_max_files: usize,
 }
 
 /// Runs `plinth up`.
@@ -55,6 +63,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             runner: !args.no_runner,
             image_map: args.image_map.clone(),
             git_batch_window: Duration::from_millis(args.git_batch_window_ms),
+            container_log_max_size: args.container_log_max_size,
+            container_log_max_files: args.container_log_max_files,
         },
         &args.tls_sans,
     )

@@ -1,0 +1,478 @@
+//! Pods as the kubelet runs them, shared by Job Pods and standalone Pods:
+//! * one watch over all Pods: a deleted Pod (or one with `deletionTimestamp`) has its
+//!   containers stopped (TERM, `terminationGracePeriodSeconds` (default 30 s), KILL) and
+//!   its log directory removed; its private directory goes when its run ends;
+//! * standalone Pods (no controlling Job) run with `restartPolicy` honoured: `Never` runs
+//!   once, `OnFailure` runs again after a failure, `Always` (the default) runs again
+//!   after every exit; restarts wait `retry_backoff` doubling up to `max_retry_backoff`
+//!   (by default 10 s up to 6 min, close to the kubelet's CrashLoopBackOff), with
+//!   `restartCount` and `lastState` kept;
+//! * Events as the scheduler and the kubelet emit them: `Scheduled`, then per container
+//!   `Pulled`, `Created`, `Started`, or a warning `Failed` (with the image-pull reason and
+//!   what to do about it), `BackOff` before a restart.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateWaiting, ContainerStatus, ObjectReference, Pod, PodStatus,
+};
+use kube::api::Api;
+use kube::runtime::watcher;
+use plinth_api::events::EventType;
+use tokio::sync::watch;
+
+use crate::error::RunnerError;
+use crate::job::{Ctx, write_pod_status};
+use crate::pod::{RunOptions, run_pod_once};
+use crate::procs::DEFAULT_GRACE_PERIOD;
+
+/// A reference to `pod` for Events.
+pub fn pod_reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: pod.metadata.name.clone(),
+        namespace: pod.metadata.namespace.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+/// Whether `pod` is controlled by a Job (the Job runner starts those).
+pub fn controlled_by_job(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Job" && o.controller == Some(true))
+}
+
+fn grace_period(pod: &Pod) -> Duration {
+    let secs = pod
+        .metadata
+        .deletion_grace_period_seconds
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+        })
+        .map(|s| Duration::from_secs(s.max(0) as u64));
+    secs.unwrap_or(DEFAULT_GRACE_PERIOD)
+}
+
+fn finished(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+/// Watches all Pods: stops deleted ones and starts standalone ones (module docs).
+pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Delete(pod)) => {
+                ctx.stop_pod(&pod);
+                let ns = pod.metadata.namespace.clone().unwrap_or_default();
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if let Some(dir) = ctx.config.log_path(&ns, &name, "x").parent() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            }
+            Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    ctx.stop_pod(&pod);
+                } else if !controlled_by_job(&pod) && !finished(&pod) {
+                    start_standalone(&ctx, pod);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "pod watch");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+impl Ctx {
+    /// A stop channel for the Pod with `uid` (see [`RunOptions::stop`]).
+    pub(crate) fn register_stop(&self, uid: &str) -> watch::Receiver<Option<Duration>> {
+        let (tx, rx) = watch::channel(None);
+        self.stops.lock().expect("lock").insert(uid.to_string(), tx);
+        rx
+    }
+
+    pub(crate) fn unregister_stop(&self, uid: &str) {
+        self.stops.lock().expect("lock").remove(uid);
+    }
+
+    fn stop_pod(&self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if let Some(tx) = self.stops.lock().expect("lock").get(&uid) {
+            tx.send_replace(Some(grace_period(pod)));
+        }
+    }
+}
+
+fn start_standalone(ctx: &Arc<Ctx>, pod: Pod) {
+    let Some(uid) = pod.metadata.uid.clone() else {
+        return;
+    };
+    if ctx.stops.lock().expect("lock").contains_key(&uid) {
+        return;
+    }
+    let stop = ctx.register_stop(&uid);
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        if let Err(e) = run_standalone(&ctx, pod, stop).await {
+            tracing::warn!(pod = %name, error = %e, "standalone pod");
+        }
+        ctx.unregister_stop(&uid);
+    });
+}
+
+fn stopped(stop: &watch::Receiver<Option<Duration>>) -> bool {
+    stop.borrow().is_some()
+}
+
+async fn run_standalone(
+    ctx: &Ctx,
+    pod: Pod,
+    mut stop: watch::Receiver<Option<Duration>>,
+) -> Result<(), RunnerError> {
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.clone())
+        .unwrap_or_else(|| "Always".into());
+    // The watch may deliver an older state of a Pod that an earlier run just finished:
+    // only the stored Pod decides.
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let current = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| RunnerError::kube(format!("get Pod {ns}/{name}"), e))?;
+    let same = current.as_ref().is_some_and(|c| {
+        c.metadata.uid == pod.metadata.uid
+            && c.metadata.deletion_timestamp.is_none()
+            && !finished(c)
+    });
+    if !same {
+        return Ok(());
+    }
+    let mut restarts = 0;
+    let mut last: Option<PodStatus> = None;
+    loop {
+        let permit = ctx.slots.acquire().await.expect("semaphore never closed");
+        if stopped(&stop) {
+            return Ok(());
+        }
+        let deadline = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .map(|s| tokio::time::Instant::now() + Duration::from_secs(s.max(0) as u64));
+        let status = execute(
+            ctx,
+            &api,
+            &pod,
+            deadline,
+            stop.clone(),
+            restarts,
+            last.as_ref(),
+        )
+        .await?;
+        drop(permit);
+        if stopped(&stop) {
+            return Ok(());
+        }
+        let failed = status.phase.as_deref() == Some("Failed");
+        let again = match policy.as_str() {
+            "Never" => false,
+            "OnFailure" => failed,
+            _ => true,
+        };
+        if !again || status.reason.as_deref() == Some("DeadlineExceeded") {
+            return Ok(());
+        }
+        restarts += 1;
+        let delay = ctx
+            .config
+            .retry_backoff
+            .saturating_mul(1u32 << (restarts - 1).min(16))
+            .min(ctx.config.max_retry_backoff);
+        let waiting = back_off_status(&status, restarts, &pod, delay);
+        write_pod_status(&api, pod.metadata.name.as_deref().unwrap_or(""), &waiting).await?;
+        for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+            ctx.kubelet
+                .record(
+                    &pod_reference(&pod),
+                    EventType::Warning,
+                    "BackOff",
+                    format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        c.name,
+                        pod.metadata.name.as_deref().unwrap_or("")
+                    ),
+                )
+                .await;
+        }
+        last = Some(status);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|s| s.is_some()) => return Ok(()),
+        }
+    }
+}
+
+/// The status shown while a standalone Pod waits to run its containers again.
+fn back_off_status(last: &PodStatus, restarts: i32, pod: &Pod, delay: Duration) -> PodStatus {
+    let mut st = last.clone();
+    st.phase = Some("Running".into());
+    st.reason = None;
+    st.message = None;
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    for c in st.container_statuses.iter_mut().flatten() {
+        c.last_state = c.state.clone();
+        c.restart_count = restarts;
+        c.ready = false;
+        c.started = Some(false);
+        c.state = Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                message: Some(format!(
+                    "back-off {}s restarting failed container={} pod={pod_name}",
+                    delay.as_secs(),
+                    c.name
+                )),
+            }),
+            ..Default::default()
+        });
+    }
+    st
+}
+
+/// Runs `pod` once, writing every status change (with `restartCount`/`lastState` carried
+/// from `last`) and the kubelet's Events; returns the final status, also written.
+pub(crate) async fn execute(
+    ctx: &Ctx,
+    api: &Api<Pod>,
+    pod: &Pod,
+    deadline: Option<tokio::time::Instant>,
+    stop: watch::Receiver<Option<Duration>>,
+    restarts: i32,
+    last: Option<&PodStatus>,
+) -> Result<PodStatus, RunnerError> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let reference = pod_reference(pod);
+    if restarts == 0 {
+        ctx.scheduler
+            .record(
+                &reference,
+                EventType::Normal,
+                "Scheduled",
+                format!(
+                    "Successfully assigned {ns}/{name} to {}",
+                    ctx.config.node_name
+                ),
+            )
+            .await;
+    }
+    let last = last.cloned();
+    let carried = move |mut st: PodStatus| {
+        if restarts > 0 {
+            for c in st.container_statuses.iter_mut().flatten() {
+                c.restart_count = restarts;
+                c.last_state = last
+                    .as_ref()
+                    .and_then(|l| l.container_statuses.as_ref())
+                    .and_then(|l| l.iter().find(|p| p.name == c.name))
+                    .and_then(|p| p.state.clone().or(p.last_state.clone()));
+            }
+        }
+        st
+    };
+    let (tx, mut rx) = watch::channel(PodStatus::default());
+    let writer_api = api.clone();
+    let kubelet = ctx.kubelet.clone();
+    let writer_ref = reference.clone();
+    let writer_name = name.clone();
+    let writer_carried = carried.clone();
+    let writer = tokio::spawn(async move {
+        let mut previous = PodStatus::default();
+        // Latest snapshot wins: intermediate states are skipped when writes are slower.
+        while rx.changed().await.is_ok() {
+            let st = writer_carried(rx.borrow_and_update().clone());
+            for (t, reason, message) in pod_events(&previous, &st) {
+                kubelet.record(&writer_ref, t, reason, message).await;
+            }
+            if let Err(e) = write_pod_status(&writer_api, &writer_name, &st).await {
+                tracing::warn!(pod = %writer_name, error = %e, "writing pod status");
+            }
+            previous = st;
+        }
+        previous
+    });
+    let writer = AbortOnDrop(Some(writer));
+    let result = run_pod_once(
+        &ctx.client,
+        &ctx.config,
+        pod,
+        RunOptions {
+            deadline,
+            status: Some(tx),
+            stop: Some(stop),
+        },
+    )
+    .await;
+    let previous = match writer.take() {
+        Some(w) => w.await.unwrap_or_default(),
+        None => PodStatus::default(),
+    };
+    let status = match result {
+        Ok(s) => carried(s),
+        Err(e) => PodStatus {
+            phase: Some("Failed".into()),
+            reason: Some("RunnerError".into()),
+            message: Some(e.to_string()),
+            start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            )),
+            ..Default::default()
+        },
+    };
+    for (t, reason, message) in pod_events(&previous, &status) {
+        ctx.kubelet.record(&reference, t, reason, message).await;
+    }
+    write_pod_status(api, &name, &status).await?;
+    Ok(status)
+}
+
+struct AbortOnDrop<T>(Option<tokio::task::JoinHandle<T>>);
+
+impl<T> AbortOnDrop<T> {
+    fn take(mut self) -> Option<tokio::task::JoinHandle<T>> {
+        self.0.take()
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+        }
+    }
+}
+
+/// Waiting reasons that mean the image could not be pulled or run.
+const IMAGE_REASONS: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+];
+
+fn started(s: &ContainerStatus) -> bool {
+    s.state
+        .as_ref()
+        .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+}
+
+fn waiting_reason(s: &ContainerStatus) -> Option<(&str, &str)> {
+    let w = s.state.as_ref()?.waiting.as_ref()?;
+    Some((w.reason.as_deref()?, w.message.as_deref().unwrap_or("")))
+}
+
+/// The kubelet Events for the change from `prev` to `next` (per container, in order):
+/// `Pulled`, `Created`, `Started` when a container started; a warning `Failed` when it
+/// could not (an image reason gets "Failed to pull image" and "Error: <reason>").
+pub fn pod_events(prev: &PodStatus, next: &PodStatus) -> Vec<(EventType, &'static str, String)> {
+    let mut out = Vec::new();
+    let lists = |st: &PodStatus| -> Vec<ContainerStatus> {
+        st.init_container_statuses
+            .iter()
+            .chain(st.container_statuses.iter())
+            .flatten()
+            .cloned()
+            .collect()
+    };
+    let before: HashMap<String, ContainerStatus> = lists(prev)
+        .into_iter()
+        .map(|c| (c.name.clone(), c))
+        .collect();
+    for c in lists(next) {
+        let old = before.get(&c.name);
+        let was_started = old.is_some_and(|o| started(o) && o.restart_count == c.restart_count);
+        if started(&c) && !was_started {
+            let term = c.state.as_ref().and_then(|s| s.terminated.as_ref());
+            if let Some(t) = term.filter(|t| t.reason.as_deref() == Some("StartError")) {
+                out.push((
+                    EventType::Warning,
+                    "Failed",
+                    format!("Error: {}", t.message.as_deref().unwrap_or("cannot start")),
+                ));
+                continue;
+            }
+            out.push((
+                EventType::Normal,
+                "Pulled",
+                format!("Container image {:?} already present on machine", c.image),
+            ));
+            out.push((
+                EventType::Normal,
+                "Created",
+                format!("Created container: {}", c.name),
+            ));
+            out.push((
+                EventType::Normal,
+                "Started",
+                format!("Started container {}", c.name),
+            ));
+        }
+        if let Some((reason, message)) = waiting_reason(&c)
+            && !matches!(
+                reason,
+                "PodInitializing" | "ContainerCreating" | "CrashLoopBackOff"
+            )
+            && old.and_then(waiting_reason).map(|(r, _)| r) != Some(reason)
+        {
+            if IMAGE_REASONS.contains(&reason) {
+                out.push((EventType::Warning, "Failed", message.to_string()));
+            }
+            out.push((
+                EventType::Warning,
+                "Failed",
+                if IMAGE_REASONS.contains(&reason) {
+                    format!("Error: {reason}")
+                } else {
+                    format!("Error: {message}")
+                },
+            ));
+        }
+    }
+    if next.reason.as_deref() == Some("DeadlineExceeded")
+        && prev.reason.as_deref() != Some("DeadlineExceeded")
+    {
+        out.push((
+            EventType::Warning,
+            "DeadlineExceeded",
+            "Pod was active on the node longer than the specified deadline".into(),
+        ));
+    }
+    out
+}
