@@ -759,6 +759,75 @@ pub fn builtins() -> Vec<ResourceInfo> {
     table.into_iter().map(builtin).collect()
 }
 
+macro_rules! decode_as {
+    ($info:expr, $obj:expr, { $( ($group:literal, $kind:literal) => $ty:ty ),* $(,)? }) => {
+        match ($info.group.as_str(), $info.kind.as_str()) {
+            $( ($group, $kind) => first_error::<$ty>($obj), )*
+            _ => Ok(()),
+        }
+    };
+}
+
+/// Decodes `obj` into `T` one top-level field at a time, so the error names the field.
+fn first_error<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
+    if serde_json::from_value::<T>(obj.clone()).is_ok() {
+        return Ok(());
+    }
+    let Some(m) = obj.as_object() else {
+        return Err("must be an object".into());
+    };
+    let base: serde_json::Map<String, Value> = m
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in m {
+        let mut one = base.clone();
+        one.insert(k.clone(), v.clone());
+        if let Err(e) = serde_json::from_value::<T>(Value::Object(one)) {
+            return Err(format!("{k}: {e}"));
+        }
+    }
+    serde_json::from_value::<T>(obj.clone())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Checks that a built-in object decodes as its Kubernetes type (what a real API server's
+/// decoder rejects: wrong types, missing required fields). Errors name the top-level
+/// field and serde's cause, e.g. `spec: invalid type: string "three", expected i32`.
+pub(crate) fn decode_builtin(info: &ResourceInfo, obj: &Value) -> Result<(), String> {
+    use k8s_openapi::api::{
+        apps, autoscaling, batch, core, discovery, networking, policy, scheduling, storage,
+    };
+    if !info.builtin {
+        return Ok(());
+    }
+    decode_as!(info, obj, {
+        ("", "Service") => core::v1::Service,
+        ("", "PersistentVolumeClaim") => core::v1::PersistentVolumeClaim,
+        ("", "PersistentVolume") => core::v1::PersistentVolume,
+        ("", "LimitRange") => core::v1::LimitRange,
+        ("", "ResourceQuota") => core::v1::ResourceQuota,
+        ("", "ReplicationController") => core::v1::ReplicationController,
+        ("", "ConfigMap") => core::v1::ConfigMap,
+        ("", "ServiceAccount") => core::v1::ServiceAccount,
+        ("apps", "Deployment") => apps::v1::Deployment,
+        ("apps", "StatefulSet") => apps::v1::StatefulSet,
+        ("apps", "DaemonSet") => apps::v1::DaemonSet,
+        ("apps", "ReplicaSet") => apps::v1::ReplicaSet,
+        ("batch", "CronJob") => batch::v1::CronJob,
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::v2::HorizontalPodAutoscaler,
+        ("policy", "PodDisruptionBudget") => policy::v1::PodDisruptionBudget,
+        ("networking.k8s.io", "Ingress") => networking::v1::Ingress,
+        ("networking.k8s.io", "IngressClass") => networking::v1::IngressClass,
+        ("networking.k8s.io", "NetworkPolicy") => networking::v1::NetworkPolicy,
+        ("discovery.k8s.io", "EndpointSlice") => discovery::v1::EndpointSlice,
+        ("storage.k8s.io", "StorageClass") => storage::v1::StorageClass,
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::v1::PriorityClass,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

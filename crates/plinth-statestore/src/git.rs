@@ -289,6 +289,7 @@ enum Cmd {
     Sync(Reply<()>),
     Read(String, Reply<Option<Vec<u8>>>),
     List(String, Reply<Vec<String>>),
+    Snapshot(String, Option<String>, Reply<crate::Snapshot>),
     Validate(Reply<()>),
 }
 
@@ -479,6 +480,25 @@ impl GitHandle {
                 cause: e.to_string(),
             })?;
         self.call(|r| Cmd::Read(full, r)).await
+    }
+
+    pub(crate) async fn snapshot(
+        &self,
+        dir: &str,
+        since: Option<&str>,
+    ) -> Result<crate::Snapshot, StoreError> {
+        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
+            path: dir.to_string(),
+            cause: e.to_string(),
+        })?;
+        let since = since.map(String::from);
+        let mut snap = self.call(|r| Cmd::Snapshot(full, since, r)).await?;
+        if let Some(files) = &mut snap.files {
+            for (p, _) in files.iter_mut() {
+                *p = crate::strip_prefix(&self.prefix, p);
+            }
+        }
+        Ok(snap)
     }
 
     pub(crate) async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
@@ -732,6 +752,9 @@ impl Worker {
                 }
                 Cmd::List(dir, reply) => {
                     let _ = reply.send(self.list(&dir));
+                }
+                Cmd::Snapshot(dir, since, reply) => {
+                    let _ = reply.send(self.snapshot(&dir, since.as_deref()));
                 }
                 Cmd::Validate(reply) => {
                     let _ = reply.send(self.validate());
@@ -1370,6 +1393,88 @@ impl Worker {
         })?;
         out.sort();
         Ok(out)
+    }
+
+    /// The branch tip as the remote advertises it (`git ls-remote`): one round trip, no
+    /// objects transferred.
+    fn remote_tip(&mut self) -> Result<Option<Oid>, StoreError> {
+        self.refresh_credentials()?;
+        self.repo()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let failure = Rc::new(RefCell::new(None));
+        let want = format!("refs/heads/{}", self.branch);
+        let tip: Result<Option<Oid>, git2::Error> = (|| {
+            let mut remote = repo.remote_anonymous(&self.url)?;
+            let cb = self.callbacks(failure.clone());
+            let conn = remote.connect_auth(Direction::Fetch, Some(cb), None)?;
+            Ok(conn
+                .list()?
+                .iter()
+                .find(|h| h.name() == want)
+                .map(|h| h.oid()))
+        })();
+        tip.map_err(|e| {
+            let err = self.classify("ls-remote", e, &failure);
+            self.forget_refused_credentials(&err);
+            err
+        })
+    }
+
+    /// Reader side: the branch tip's commit id and, when it differs from `since`, every
+    /// file under `dir` at that commit (full paths).
+    fn snapshot(&mut self, dir: &str, since: Option<&str>) -> Result<crate::Snapshot, StoreError> {
+        let advertised = self.remote_tip()?.ok_or_else(|| self.branch_missing())?;
+        if since == Some(advertised.to_string().as_str()) {
+            return Ok(crate::Snapshot {
+                version: advertised.to_string(),
+                files: None,
+            });
+        }
+        let tip = self.fetch()?.ok_or_else(|| self.branch_missing())?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let err = |e: git2::Error| StoreError::Git {
+            op: "read".into(),
+            url: self.redacted.clone(),
+            cause: e.message().to_string(),
+        };
+        let tree = repo.find_commit(tip).and_then(|c| c.tree()).map_err(err)?;
+        let sub = if dir.is_empty() {
+            Some(tree)
+        } else {
+            match tree.get_path(Path::new(dir)) {
+                Ok(e) if e.kind() == Some(git2::ObjectType::Tree) => {
+                    Some(repo.find_tree(e.id()).map_err(err)?)
+                }
+                _ => None,
+            }
+        };
+        let mut files = Vec::new();
+        if let Some(sub) = sub {
+            let mut found = Vec::new();
+            sub.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+                if entry.kind() == Some(git2::ObjectType::Blob)
+                    && let Ok(name) = entry.name()
+                {
+                    found.push((format!("{root}{name}"), entry.id()));
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .map_err(err)?;
+            for (rel, id) in found {
+                let blob = repo.find_blob(id).map_err(err)?;
+                let path = if dir.is_empty() {
+                    rel
+                } else {
+                    format!("{dir}/{rel}")
+                };
+                files.push((path, blob.content().to_vec()));
+            }
+        }
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(crate::Snapshot {
+            version: tip.to_string(),
+            files: Some(files),
+        })
     }
 
     fn validate(&mut self) -> Result<(), StoreError> {

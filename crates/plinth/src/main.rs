@@ -37,6 +37,9 @@ enum Command {
     /// The containers Plinth injects into every pipeline Job (reader, work-creator, status-writer).
     #[command(name = "pipeline-adapter")]
     PipelineAdapter(cmd::pipeline_adapter::PipelineAdapterArgs),
+    /// Apply one Destination's directory of a state store to a cluster (server-side apply,
+    /// inventory, prune); `plinth agent status` shows the last pass.
+    Agent(cmd::agent::AgentArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -70,6 +73,7 @@ fn main() -> anyhow::Result<()> {
             Command::Operator(args) => cmd::operator::run(args).await,
             Command::Manifests(args) => cmd::manifests::run(args).await,
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
+            Command::Agent(args) => cmd::agent::run(args).await,
         }
     })
 }

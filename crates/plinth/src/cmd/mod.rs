@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod manifests;
 pub mod operator;
 pub mod pipeline_adapter;

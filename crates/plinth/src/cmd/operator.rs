@@ -92,7 +92,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     result
 }
 
-async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+/// A client from a kubeconfig file, or the inferred configuration.
+pub(crate) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
