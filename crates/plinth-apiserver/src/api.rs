@@ -18,6 +18,7 @@ use crate::error::{ApiError, group_resource};
 use crate::registry::{Registry, rkey};
 use crate::resource::{Cause, ResourceInfo};
 use crate::selector;
+use crate::ssa::Owner;
 use crate::store::{Hub, ObjKey, Store, StoreError, WriteOp, WriteOutcome};
 
 /// Shared server state behind every handler.
@@ -379,6 +380,14 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
+    let user_agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let owner = Owner::Update(crate::ssa::default_manager(
+        q.get("fieldManager").map(|s| s.as_str()),
+        user_agent,
+    ));
     match (parts.method.clone(), t.name.clone()) {
         (Method::GET, Some(name)) => {
             if sub == Some("log") {
@@ -403,7 +412,7 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
             let bytes = read_body(body).await?;
             let obj = decode_body(&content_type, &bytes)?;
             let warnings = field_validation(&info, &q, &obj)?;
-            let created = create(&app, &info, ns.as_deref(), obj, dry_run(&q)).await?;
+            let created = create(&app, &info, ns.as_deref(), obj, dry_run(&q), &owner).await?;
             Ok(with_warnings(
                 respond_objects(&info, &render, vec![created], None, StatusCode::CREATED),
                 &warnings,
@@ -428,12 +437,25 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
                 obj,
                 status_only,
                 dry_run(&q),
+                &owner,
             )
             .await?;
             Ok(with_warnings(
                 respond_objects(&info, &render, vec![updated], None, StatusCode::OK),
                 &warnings,
             ))
+        }
+        (Method::PATCH, Some(name)) if is_apply(&content_type) => {
+            let bytes = read_body(body).await?;
+            let status_only = sub == Some("status");
+            let (obj, created) =
+                apply_request(&app, &info, ns.as_deref(), &name, &bytes, status_only, &q).await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(respond_objects(&info, &render, vec![obj], None, code))
         }
         (Method::PATCH, Some(name)) => {
             let bytes = read_body(body).await?;
@@ -447,6 +469,7 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
                 &bytes,
                 status_only,
                 &q,
+                &owner,
             )
             .await?;
             Ok(respond_objects(
@@ -912,8 +935,13 @@ pub(crate) async fn create(
     ns: Option<&str>,
     mut obj: Value,
     dry_run: bool,
+    owner: &Owner,
 ) -> Result<Value, ApiError> {
     check_type(info, &mut obj)?;
+    let applied_fields = match owner {
+        Owner::Apply => meta_mut(&mut obj).remove("managedFields"),
+        _ => None,
+    };
     check_namespace_field(info, ns, &mut obj)?;
     // Name or generateName.
     let name = match meta_str(&obj, "name") {
@@ -997,6 +1025,7 @@ pub(crate) async fn create(
     }
     crate::kinds::prepare(app, info, &mut obj, None).await?;
     crate::schema::admit(info, &mut obj, None).map_err(|c| ApiError::invalid(info, &name, c))?;
+    record_fields(info, None, &mut obj, owner, applied_fields);
     if dry_run {
         return Ok(obj);
     }
@@ -1042,7 +1071,7 @@ pub(crate) async fn namespace_defaults(app: &App, ns: &str) -> Result<(), ApiErr
         let Some(info) = app.registry.lookup("", "v1", plural) else {
             continue;
         };
-        match Box::pin(create(app, &info, Some(ns), obj, false)).await {
+        match Box::pin(create(app, &info, Some(ns), obj, false, &Owner::Internal)).await {
             Ok(_) => {}
             Err(e) if e.code == 409 || e.code == 403 => {}
             Err(e) => return Err(e),
@@ -1207,6 +1236,7 @@ async fn update_with<F>(
     status_only: bool,
     dry_run: bool,
     explicit_rv: bool,
+    owner: &Owner,
     mut mutate: F,
 ) -> Result<Value, ApiError>
 where
@@ -1218,6 +1248,10 @@ where
         let old_stored = get_object(app, info, ns, name).await?;
         let old = present(info, old_stored.clone());
         let mut new = mutate(&old)?;
+        let applied_fields = match owner {
+            Owner::Apply => meta_mut(&mut new).remove("managedFields"),
+            _ => None,
+        };
         check_type(info, &mut new)?;
         let body_name = meta_str(&new, "name").unwrap_or(name).to_string();
         if body_name != name {
@@ -1241,7 +1275,10 @@ where
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
         }
-        let new = prepare_update(app, info, &old, new, status_only).await?;
+        let mut new = prepare_update(app, info, &old, new, status_only).await?;
+        if !status_only {
+            record_fields(info, Some(&old), &mut new, owner, applied_fields);
+        }
         if new == old {
             return Ok(old);
         }
@@ -1292,11 +1329,20 @@ pub(crate) async fn update(
     obj: Value,
     status_only: bool,
     dry_run: bool,
+    owner: &Owner,
 ) -> Result<Value, ApiError> {
     let explicit = meta_str(&obj, "resourceVersion").is_some();
-    update_with(app, info, ns, name, status_only, dry_run, explicit, |_| {
-        Ok(obj.clone())
-    })
+    update_with(
+        app,
+        info,
+        ns,
+        name,
+        status_only,
+        dry_run,
+        explicit,
+        owner,
+        |_| Ok(obj.clone()),
+    )
     .await
 }
 
@@ -1311,6 +1357,7 @@ pub(crate) async fn patch(
     bytes: &[u8],
     status_only: bool,
     q: &Query,
+    owner: &Owner,
 ) -> Result<Value, ApiError> {
     let kind = crate::patch::PatchKind::from_content_type(content_type, info)?;
     let patch_doc: Value = serde_json::from_slice(bytes)
@@ -1336,6 +1383,7 @@ pub(crate) async fn patch(
         status_only,
         dry_run(q),
         explicit,
+        owner,
         |old| {
             let new = crate::patch::apply(kind, old, &patch_doc)?;
             if strict {
@@ -1347,6 +1395,120 @@ pub(crate) async fn patch(
     .await
 }
 
+/// Sets `managedFields` on a proposed object: the ones server-side apply computed, or
+/// the ownership of a non-apply write.
+fn record_fields(
+    info: &ResourceInfo,
+    old: Option<&Value>,
+    new: &mut Value,
+    owner: &Owner,
+    applied: Option<Value>,
+) {
+    match (owner, applied) {
+        (Owner::Apply, Some(mf)) => {
+            meta_mut(new).insert("managedFields".into(), mf);
+        }
+        _ => crate::ssa::record_update(info, old, new, owner),
+    }
+}
+
+fn is_apply(content_type: &str) -> bool {
+    content_type.split(';').next().unwrap_or("").trim() == "application/apply-patch+yaml"
+}
+
+/// Server-side apply (PATCH with `application/apply-patch+yaml`): creates the object when
+/// absent, else merges the applied configuration under field ownership. Returns the
+/// object and whether it was created. Errors: 400 without `fieldManager`, 409 on
+/// ownership conflicts (unless `force=true`), as for create/update otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn apply_request(
+    app: &App,
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+    bytes: &[u8],
+    status_only: bool,
+    q: &Query,
+) -> Result<(Value, bool), ApiError> {
+    let Some(manager) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return Err(ApiError::bad_request(
+            "fieldManager is required for apply requests",
+        ));
+    };
+    if status_only {
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "server-side apply of the status subresource is not supported by this API server; apply the object, or patch /status with a merge patch",
+        ));
+    }
+    let force = truthy(q, "force");
+    let config = decode_body("application/yaml", bytes)?;
+    check_apply_config(info, name, &config)?;
+    // Unknown fields: 400 under fieldValidation=Strict (kubectl's default), as for create.
+    field_validation(info, q, &config)?;
+    for _ in 0..4 {
+        let live = match get_object(app, info, ns, name).await {
+            Ok(v) => Some(present(info, v)),
+            Err(e) if e.code == 404 => None,
+            Err(e) => return Err(e),
+        };
+        if live.is_none() {
+            let obj = crate::ssa::apply(info, None, &config, manager, force)?.object;
+            match create(app, info, ns, obj, dry_run(q), &Owner::Apply).await {
+                Err(e) if e.code == 409 && e.reason == "AlreadyExists" => continue,
+                r => return r.map(|v| (v, true)),
+            }
+        }
+        let updated = update_with(
+            app,
+            info,
+            ns,
+            name,
+            false,
+            dry_run(q),
+            false,
+            &Owner::Apply,
+            |old| Ok(crate::ssa::apply(info, Some(old), &config, manager, force)?.object),
+        )
+        .await;
+        match updated {
+            Err(e) if e.code == 404 => continue,
+            r => return r.map(|v| (v, false)),
+        }
+    }
+    Err(ApiError::conflict(
+        info,
+        name,
+        "the object was created and deleted concurrently; try again",
+    ))
+}
+
+/// An applied configuration must name this resource's apiVersion and kind and the
+/// object of the URL.
+fn check_apply_config(info: &ResourceInfo, name: &str, config: &Value) -> Result<(), ApiError> {
+    let av = config.get("apiVersion").and_then(|v| v.as_str());
+    let kind = config.get("kind").and_then(|v| v.as_str());
+    if av != Some(info.api_version().as_str()) || kind != Some(info.kind.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "the applied configuration has apiVersion {:?} and kind {:?}; this resource is {} {}",
+            av.unwrap_or_default(),
+            kind.unwrap_or_default(),
+            info.api_version(),
+            info.kind
+        )));
+    }
+    match meta_str(config, "name") {
+        Some(n) if n == name => Ok(()),
+        Some(n) => Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))),
+        None => Err(ApiError::bad_request(
+            "metadata.name is required in an applied configuration",
+        )),
+    }
+}
+
 /// Internal update used by the garbage collector and lifecycle code.
 pub(crate) async fn modify(
     app: &App,
@@ -1355,7 +1517,18 @@ pub(crate) async fn modify(
     name: &str,
     f: impl FnMut(&Value) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
-    update_with(app, info, ns, name, false, false, false, f).await
+    update_with(
+        app,
+        info,
+        ns,
+        name,
+        false,
+        false,
+        false,
+        &Owner::Internal,
+        f,
+    )
+    .await
 }
 
 // ---------------------------------------------------------------- delete

@@ -34,6 +34,16 @@ pub(crate) async fn prepare(
     obj: &mut Value,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
+    if let Err(msg) = crate::registry::decode_builtin(info, obj) {
+        let field = msg.split(':').next().unwrap_or_default().to_string();
+        return Err(invalid(
+            info,
+            obj,
+            &field,
+            "FieldValueTypeInvalid",
+            format!("Invalid value: {msg}"),
+        ));
+    }
     if is(info, "", "namespaces") {
         if obj.pointer("/spec/finalizers").is_none() {
             obj["spec"] = json!({"finalizers": ["kubernetes"]});

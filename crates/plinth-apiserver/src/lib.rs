@@ -24,6 +24,7 @@ mod protobuf;
 pub mod registry;
 pub mod selector;
 mod server;
+mod ssa;
 pub mod store;
 pub mod testing;
 pub mod tls;

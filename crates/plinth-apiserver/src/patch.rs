@@ -2,7 +2,7 @@
 //! strategic merge patch for the built-in kinds (merge keys as declared by the Kubernetes
 //! API types' `patchMergeKey`/`patchStrategy` tags; `$patch: delete|replace|merge`,
 //! `$retainKeys`, `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>`).
-//! Server-side apply is not supported and answers 415.
+//! Server-side apply (`application/apply-patch+yaml`) is handled by `ssa`.
 
 use serde_json::{Map, Value};
 
@@ -88,7 +88,7 @@ pub fn apply(kind: PatchKind, old: &Value, patch: &Value) -> Result<Value, ApiEr
 
 /// Merge strategy of a list field, keyed by the field name (the built-in types use the
 /// same key for a field name wherever it appears).
-enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// Merge elements by this key.
     MergeKey(&'static str),
     /// Merge primitive lists as sets.
@@ -97,7 +97,7 @@ enum ListStrategy {
     Replace,
 }
 
-fn list_strategy(path: &str, field: &str) -> ListStrategy {
+pub(crate) fn list_strategy(path: &str, field: &str) -> ListStrategy {
     match field {
         "containers"
         | "initContainers"

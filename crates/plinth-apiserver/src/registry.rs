@@ -267,20 +267,25 @@ fn schema_of<T: schemars::JsonSchema>() -> Option<Value> {
     serde_json::to_value(schema).ok()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    kind: &str,
-    plural: &str,
-    namespaced: bool,
-    short: &[&str],
-    categories: &[&str],
-    status: bool,
-    schema: Option<Value>,
-) -> ResourceInfo {
+/// One built-in kind: group, version, kind, plural, namespaced, short names,
+/// categories, status subresource, schema.
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    &'static [&'static str],
+    bool,
+    Option<Value>,
+);
+
+fn builtin(b: Builtin) -> ResourceInfo {
+    let (group, version, kind, plural, namespaced, short, categories, status, schema) = b;
     ResourceInfo {
         group: group.to_string(),
-        version: "v1".to_string(),
+        version: version.to_string(),
         kind: kind.to_string(),
         list_kind: format!("{kind}List"),
         plural: plural.to_string(),
@@ -297,151 +302,530 @@ fn builtin(
     }
 }
 
-/// The built-in kinds (all at version v1).
+/// The built-in kinds of Kubernetes 1.33 that the server stores: the control plane's own
+/// kinds and every kind a workload can contain, each validated against its published
+/// schema (k8s-openapi). Kinds that Kubernetes runs controllers for (Deployments,
+/// Services, ...) are stored and validated only; nothing acts on them in embedded mode.
 pub fn builtins() -> Vec<ResourceInfo> {
-    use k8s_openapi::api::{batch, coordination, core, events, rbac};
-    vec![
-        builtin(
+    use k8s_openapi::api::{
+        admissionregistration as adm, apps, autoscaling, batch, coordination, core, discovery,
+        events, networking, policy, rbac, scheduling, storage,
+    };
+    const ALL: &[&str] = &["all"];
+    const NONE: &[&str] = &[];
+    let rbac_g = "rbac.authorization.k8s.io";
+    let table: Vec<Builtin> = vec![
+        (
             "",
+            "v1",
             "Namespace",
             "namespaces",
             false,
             &["ns"],
-            &[],
+            NONE,
             true,
             schema_of::<core::v1::Namespace>(),
         ),
-        builtin(
+        (
             "",
+            "v1",
             "ConfigMap",
             "configmaps",
             true,
             &["cm"],
-            &[],
+            NONE,
             false,
             schema_of::<core::v1::ConfigMap>(),
         ),
-        builtin(
+        (
             "",
+            "v1",
             "Secret",
             "secrets",
             true,
-            &[],
-            &[],
+            NONE,
+            NONE,
             false,
             schema_of::<core::v1::Secret>(),
         ),
-        builtin(
+        (
             "",
+            "v1",
             "ServiceAccount",
             "serviceaccounts",
             true,
             &["sa"],
-            &[],
+            NONE,
             false,
             schema_of::<core::v1::ServiceAccount>(),
         ),
-        builtin(
+        (
             "",
+            "v1",
             "Event",
             "events",
             true,
             &["ev"],
-            &[],
+            NONE,
             false,
             schema_of::<core::v1::Event>(),
         ),
-        builtin(
+        (
             "",
+            "v1",
             "Pod",
             "pods",
             true,
             &["po"],
-            &["all"],
+            ALL,
             true,
             schema_of::<core::v1::Pod>(),
         ),
-        builtin(
+        (
+            "",
+            "v1",
+            "Service",
+            "services",
+            true,
+            &["svc"],
+            ALL,
+            true,
+            schema_of::<core::v1::Service>(),
+        ),
+        (
+            "",
+            "v1",
+            "Endpoints",
+            "endpoints",
+            true,
+            &["ep"],
+            NONE,
+            false,
+            schema_of::<core::v1::Endpoints>(),
+        ),
+        (
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            true,
+            &["pvc"],
+            NONE,
+            true,
+            schema_of::<core::v1::PersistentVolumeClaim>(),
+        ),
+        (
+            "",
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            false,
+            &["pv"],
+            NONE,
+            true,
+            schema_of::<core::v1::PersistentVolume>(),
+        ),
+        (
+            "",
+            "v1",
+            "LimitRange",
+            "limitranges",
+            true,
+            &["limits"],
+            NONE,
+            false,
+            schema_of::<core::v1::LimitRange>(),
+        ),
+        (
+            "",
+            "v1",
+            "ResourceQuota",
+            "resourcequotas",
+            true,
+            &["quota"],
+            NONE,
+            true,
+            schema_of::<core::v1::ResourceQuota>(),
+        ),
+        (
+            "",
+            "v1",
+            "PodTemplate",
+            "podtemplates",
+            true,
+            NONE,
+            NONE,
+            false,
+            schema_of::<core::v1::PodTemplate>(),
+        ),
+        (
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            true,
+            &["rc"],
+            ALL,
+            true,
+            schema_of::<core::v1::ReplicationController>(),
+        ),
+        (
             "events.k8s.io",
+            "v1",
             "Event",
             "events",
             true,
             &["ev"],
-            &[],
+            NONE,
             false,
             schema_of::<events::v1::Event>(),
         ),
-        builtin(
+        (
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            true,
+            &["deploy"],
+            ALL,
+            true,
+            schema_of::<apps::v1::Deployment>(),
+        ),
+        (
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            true,
+            &["sts"],
+            ALL,
+            true,
+            schema_of::<apps::v1::StatefulSet>(),
+        ),
+        (
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            true,
+            &["ds"],
+            ALL,
+            true,
+            schema_of::<apps::v1::DaemonSet>(),
+        ),
+        (
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            true,
+            &["rs"],
+            ALL,
+            true,
+            schema_of::<apps::v1::ReplicaSet>(),
+        ),
+        (
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+            NONE,
+            NONE,
+            false,
+            schema_of::<apps::v1::ControllerRevision>(),
+        ),
+        (
             "batch",
+            "v1",
             "Job",
             "jobs",
             true,
-            &[],
-            &["all"],
+            NONE,
+            ALL,
             true,
             schema_of::<batch::v1::Job>(),
         ),
-        builtin(
-            "rbac.authorization.k8s.io",
+        (
+            "batch",
+            "v1",
+            "CronJob",
+            "cronjobs",
+            true,
+            &["cj"],
+            ALL,
+            true,
+            schema_of::<batch::v1::CronJob>(),
+        ),
+        (
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &["hpa"],
+            ALL,
+            true,
+            schema_of::<autoscaling::v2::HorizontalPodAutoscaler>(),
+        ),
+        (
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &["pdb"],
+            NONE,
+            true,
+            schema_of::<policy::v1::PodDisruptionBudget>(),
+        ),
+        (
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "ingresses",
+            true,
+            &["ing"],
+            NONE,
+            true,
+            schema_of::<networking::v1::Ingress>(),
+        ),
+        (
+            "networking.k8s.io",
+            "v1",
+            "IngressClass",
+            "ingressclasses",
+            false,
+            NONE,
+            NONE,
+            false,
+            schema_of::<networking::v1::IngressClass>(),
+        ),
+        (
+            "networking.k8s.io",
+            "v1",
+            "NetworkPolicy",
+            "networkpolicies",
+            true,
+            &["netpol"],
+            NONE,
+            false,
+            schema_of::<networking::v1::NetworkPolicy>(),
+        ),
+        (
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            true,
+            NONE,
+            NONE,
+            false,
+            schema_of::<discovery::v1::EndpointSlice>(),
+        ),
+        (
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            false,
+            &["sc"],
+            NONE,
+            false,
+            schema_of::<storage::v1::StorageClass>(),
+        ),
+        (
+            "storage.k8s.io",
+            "v1",
+            "CSIDriver",
+            "csidrivers",
+            false,
+            NONE,
+            NONE,
+            false,
+            schema_of::<storage::v1::CSIDriver>(),
+        ),
+        (
+            "storage.k8s.io",
+            "v1",
+            "VolumeAttachment",
+            "volumeattachments",
+            false,
+            NONE,
+            NONE,
+            true,
+            schema_of::<storage::v1::VolumeAttachment>(),
+        ),
+        (
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            false,
+            &["pc"],
+            NONE,
+            false,
+            schema_of::<scheduling::v1::PriorityClass>(),
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+            NONE,
+            NONE,
+            false,
+            schema_of::<adm::v1::ValidatingWebhookConfiguration>(),
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+            NONE,
+            NONE,
+            false,
+            schema_of::<adm::v1::MutatingWebhookConfiguration>(),
+        ),
+        (
+            rbac_g,
+            "v1",
             "Role",
             "roles",
             true,
-            &[],
-            &[],
+            NONE,
+            NONE,
             false,
             schema_of::<rbac::v1::Role>(),
         ),
-        builtin(
-            "rbac.authorization.k8s.io",
+        (
+            rbac_g,
+            "v1",
             "ClusterRole",
             "clusterroles",
             false,
-            &[],
-            &[],
+            NONE,
+            NONE,
             false,
             schema_of::<rbac::v1::ClusterRole>(),
         ),
-        builtin(
-            "rbac.authorization.k8s.io",
+        (
+            rbac_g,
+            "v1",
             "RoleBinding",
             "rolebindings",
             true,
-            &[],
-            &[],
+            NONE,
+            NONE,
             false,
             schema_of::<rbac::v1::RoleBinding>(),
         ),
-        builtin(
-            "rbac.authorization.k8s.io",
+        (
+            rbac_g,
+            "v1",
             "ClusterRoleBinding",
             "clusterrolebindings",
             false,
-            &[],
-            &[],
+            NONE,
+            NONE,
             false,
             schema_of::<rbac::v1::ClusterRoleBinding>(),
         ),
-        builtin(
+        (
             "coordination.k8s.io",
+            "v1",
             "Lease",
             "leases",
             true,
-            &[],
-            &[],
+            NONE,
+            NONE,
             false,
             schema_of::<coordination::v1::Lease>(),
         ),
-        builtin(
+        (
             "apiextensions.k8s.io",
+            "v1",
             "CustomResourceDefinition",
             "customresourcedefinitions",
             false,
             &["crd", "crds"],
-            &[],
+            NONE,
             true,
             None,
         ),
-    ]
+    ];
+    table.into_iter().map(builtin).collect()
+}
+
+macro_rules! decode_as {
+    ($info:expr, $obj:expr, { $( ($group:literal, $kind:literal) => $ty:ty ),* $(,)? }) => {
+        match ($info.group.as_str(), $info.kind.as_str()) {
+            $( ($group, $kind) => first_error::<$ty>($obj), )*
+            _ => Ok(()),
+        }
+    };
+}
+
+/// Decodes `obj` into `T` one top-level field at a time, so the error names the field.
+fn first_error<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
+    if serde_json::from_value::<T>(obj.clone()).is_ok() {
+        return Ok(());
+    }
+    let Some(m) = obj.as_object() else {
+        return Err("must be an object".into());
+    };
+    let base: serde_json::Map<String, Value> = m
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in m {
+        let mut one = base.clone();
+        one.insert(k.clone(), v.clone());
+        if let Err(e) = serde_json::from_value::<T>(Value::Object(one)) {
+            return Err(format!("{k}: {e}"));
+        }
+    }
+    serde_json::from_value::<T>(obj.clone())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Checks that a built-in object decodes as its Kubernetes type (what a real API server's
+/// decoder rejects: wrong types, missing required fields). Errors name the top-level
+/// field and serde's cause, e.g. `spec: invalid type: string "three", expected i32`.
+pub(crate) fn decode_builtin(info: &ResourceInfo, obj: &Value) -> Result<(), String> {
+    use k8s_openapi::api::{
+        apps, autoscaling, batch, core, discovery, networking, policy, scheduling, storage,
+    };
+    if !info.builtin {
+        return Ok(());
+    }
+    decode_as!(info, obj, {
+        ("", "Service") => core::v1::Service,
+        ("", "PersistentVolumeClaim") => core::v1::PersistentVolumeClaim,
+        ("", "PersistentVolume") => core::v1::PersistentVolume,
+        ("", "LimitRange") => core::v1::LimitRange,
+        ("", "ResourceQuota") => core::v1::ResourceQuota,
+        ("", "ReplicationController") => core::v1::ReplicationController,
+        ("", "ConfigMap") => core::v1::ConfigMap,
+        ("", "ServiceAccount") => core::v1::ServiceAccount,
+        ("apps", "Deployment") => apps::v1::Deployment,
+        ("apps", "StatefulSet") => apps::v1::StatefulSet,
+        ("apps", "DaemonSet") => apps::v1::DaemonSet,
+        ("apps", "ReplicaSet") => apps::v1::ReplicaSet,
+        ("batch", "CronJob") => batch::v1::CronJob,
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::v2::HorizontalPodAutoscaler,
+        ("policy", "PodDisruptionBudget") => policy::v1::PodDisruptionBudget,
+        ("networking.k8s.io", "Ingress") => networking::v1::Ingress,
+        ("networking.k8s.io", "IngressClass") => networking::v1::IngressClass,
+        ("networking.k8s.io", "NetworkPolicy") => networking::v1::NetworkPolicy,
+        ("discovery.k8s.io", "EndpointSlice") => discovery::v1::EndpointSlice,
+        ("storage.k8s.io", "StorageClass") => storage::v1::StorageClass,
+        ("scheduling.k8s.io", "PriorityClass") => scheduling::v1::PriorityClass,
+    })
 }
 
 #[cfg(test)]

@@ -185,7 +185,16 @@ impl ApiServer {
             .expect("namespaces are built in");
         for ns in STANDARD_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            match api::create(&app, &ns_info, None, obj, false).await {
+            match api::create(
+                &app,
+                &ns_info,
+                None,
+                obj,
+                false,
+                &crate::ssa::Owner::Internal,
+            )
+            .await
+            {
                 Ok(_) => {}
                 Err(e) if e.code == 409 => {}
                 Err(e) => {

@@ -490,9 +490,9 @@ impl GitHandle {
         self.call(|r| Cmd::Read(full, r)).await
     }
 
-    /// Fetches the branch; `None` when its tip is still `since`, else every file under
-    /// `dir` (relative to the prefix) with its blob id.
-    pub(crate) async fn snapshot(
+    /// The branch tip and, when it is not `since`, every file under `dir` (relative to
+    /// the prefix) with its blob id; `None` when the tip is still `since`.
+    pub(crate) async fn snapshot_ids(
         &self,
         dir: &str,
         since: Option<&str>,
@@ -515,6 +515,30 @@ impl GitHandle {
     pub(crate) async fn read_blob(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let id = id.to_string();
         self.call(|r| Cmd::ReadBlob(id, r)).await
+    }
+
+    /// [`GitHandle::snapshot_ids`] with each file's content read.
+    pub(crate) async fn snapshot(
+        &self,
+        dir: &str,
+        since: Option<&str>,
+    ) -> Result<crate::Snapshot, StoreError> {
+        let Some(snap) = self.snapshot_ids(dir, since).await? else {
+            return Ok(crate::Snapshot {
+                version: since.unwrap_or_default().to_string(),
+                files: None,
+            });
+        };
+        let mut files = Vec::with_capacity(snap.files.len());
+        for (path, id) in snap.files {
+            if let Some(bytes) = self.read_blob(&id).await? {
+                files.push((path, bytes));
+            }
+        }
+        Ok(crate::Snapshot {
+            version: snap.tip,
+            files: Some(files),
+        })
     }
 
     pub(crate) async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
@@ -1433,20 +1457,47 @@ impl Worker {
         Ok(out)
     }
 
+    /// The branch tip as the remote advertises it (`git ls-remote`): one round trip, no
+    /// objects transferred.
+    fn remote_tip(&mut self) -> Result<Option<Oid>, StoreError> {
+        self.refresh_credentials()?;
+        self.repo()?;
+        let repo = self.repo.as_ref().expect("repo opened");
+        let failure = Rc::new(RefCell::new(None));
+        let want = format!("refs/heads/{}", self.branch);
+        let tip: Result<Option<Oid>, git2::Error> = (|| {
+            let mut remote = repo.remote_anonymous(&self.url)?;
+            let cb = self.callbacks(failure.clone());
+            let conn = remote.connect_auth(Direction::Fetch, Some(cb), None)?;
+            Ok(conn
+                .list()?
+                .iter()
+                .find(|h| h.name() == want)
+                .map(|h| h.oid()))
+        })();
+        tip.map_err(|e| {
+            let err = self.classify("ls-remote", e, &failure);
+            self.forget_refused_credentials(&err);
+            err
+        })
+    }
+
+    /// Reader side: `None` when the advertised branch tip is still `since` (nothing is
+    /// fetched then), else the fetched tip and every file under `dir` at it (full paths)
+    /// with its blob id.
     fn snapshot(
         &mut self,
         dir: &str,
         since: Option<&str>,
     ) -> Result<Option<GitSnapshot>, StoreError> {
-        let Some(tip) = self.fetch()? else {
-            return Err(self.branch_missing());
-        };
-        if since == Some(tip.to_string().as_str()) {
+        let advertised = self.remote_tip()?.ok_or_else(|| self.branch_missing())?;
+        if since == Some(advertised.to_string().as_str()) {
             return Ok(None);
         }
+        let tip = self.fetch()?.ok_or_else(|| self.branch_missing())?;
         let redacted = self.redacted.clone();
         let gerr = |e: git2::Error| StoreError::Git {
-            op: "list".into(),
+            op: "read".into(),
             url: redacted.clone(),
             cause: e.message().to_string(),
         };

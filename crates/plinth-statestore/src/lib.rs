@@ -272,6 +272,21 @@ impl StateStore {
         }
     }
 
+    /// Reads a whole directory for a destination-side reader, detecting change cheaply: Git
+    /// asks the remote for the branch head (`ls-remote`) and fetches only when it moved;
+    /// buckets list the directory and compare keys and ETags. With `since` equal to the
+    /// current version nothing else is transferred and `files` is `None`.
+    ///
+    /// # Errors
+    /// [`StoreError::PathEscapes`], [`StoreError::BranchMissing`], [`StoreError::AuthFailed`],
+    /// [`StoreError::Unreachable`], [`StoreError::BucketMissing`], transport errors.
+    pub async fn snapshot(&self, dir: &str, since: Option<&str>) -> Result<Snapshot, StoreError> {
+        match &self.backend {
+            Backend::Git(g) => g.snapshot(dir, since).await,
+            Backend::Bucket(b) => b.snapshot(dir, since).await,
+        }
+    }
+
     /// Lists every file under `dir` (recursively), as paths relative to the store prefix, sorted.
     /// A missing directory gives an empty list.
     ///
@@ -283,6 +298,17 @@ impl StateStore {
             Backend::Bucket(b) => b.list(dir).await,
         }
     }
+}
+
+/// What a reader sees of one directory of a store ([`StateStore::snapshot`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Git: the branch tip's commit SHA. Buckets: a SHA-256 over the keys, ETags and sizes
+    /// under the directory. Equal versions mean equal content.
+    pub version: String,
+    /// Every file under the directory as `(path relative to the store prefix, bytes)`,
+    /// sorted by path; `None` when the version equals the one the caller already has.
+    pub files: Option<Vec<(String, Vec<u8>)>>,
 }
 
 /// Strips a store prefix from a full path (the inverse of the writer's prefixing).

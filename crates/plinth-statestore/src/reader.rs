@@ -216,7 +216,7 @@ impl RecordReader for GitReader {
         Box::pin(async move {
             // A `since` from another reader (or before a restart) has no blob map yet.
             let since = since.filter(|_| !self.blobs.lock().expect("blobs").is_empty());
-            let Some(snap) = self.handle.snapshot("", since).await? else {
+            let Some(snap) = self.handle.snapshot_ids("", since).await? else {
                 return Ok(Listing::Unchanged);
             };
             let objects: Vec<ListedObject> = snap

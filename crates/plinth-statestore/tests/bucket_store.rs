@@ -419,3 +419,40 @@ async fn deletes_fall_back_to_single_objects_b17() {
     assert_eq!(proxy.bulk_attempts.load(Ordering::SeqCst), bulk);
     assert_eq!(proxy.single_deletes.load(Ordering::SeqCst), 4);
 }
+
+#[tokio::test]
+async fn s3_reader_snapshot_compares_listing_etags() {
+    let Some(moto) = moto() else { return };
+    create_bucket(moto.port, "reader");
+    let store = StateStore::open(StoreConfig::Bucket(s3(moto.port, "reader")))
+        .await
+        .unwrap();
+    store
+        .write(replace("w", "dest/resources", &[("a.yaml", "a: 1\n")]))
+        .await
+        .unwrap();
+    store
+        .write(replace("w2", "other", &[("b.yaml", "b: 1\n")]))
+        .await
+        .unwrap();
+    let s1 = store.snapshot("dest", None).await.unwrap();
+    assert_eq!(
+        s1.files.clone().unwrap(),
+        vec![("dest/resources/a.yaml".to_string(), b"a: 1\n".to_vec())]
+    );
+    assert!(
+        store
+            .snapshot("dest", Some(&s1.version))
+            .await
+            .unwrap()
+            .files
+            .is_none()
+    );
+    store
+        .write(replace("w", "dest/resources", &[("a.yaml", "a: 2\n")]))
+        .await
+        .unwrap();
+    let s2 = store.snapshot("dest", Some(&s1.version)).await.unwrap();
+    assert_ne!(s2.version, s1.version);
+    assert_eq!(s2.files.unwrap()[0].1, b"a: 2\n".to_vec());
+}

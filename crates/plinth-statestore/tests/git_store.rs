@@ -792,3 +792,43 @@ async fn stores_on_one_branch_share_a_worker() {
         "Update from: wp-a, wp-b"
     );
 }
+
+#[tokio::test]
+async fn reader_snapshot_sees_one_directory_and_skips_unchanged_heads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = tmp.path().join("state.git");
+    init_bare(&bare, "main").unwrap();
+    let writer = open(cfg(&file_url(&bare), &tmp.path().join("w"))).await;
+    writer
+        .write(put("a", "dest/resources/a.yaml", "a: 1\n"))
+        .await
+        .unwrap();
+    writer
+        .write(put("b", "other/b.yaml", "b: 1\n"))
+        .await
+        .unwrap();
+    let reader = open(cfg(&file_url(&bare), &tmp.path().join("r"))).await;
+    let s1 = reader.snapshot("dest", None).await.unwrap();
+    assert_eq!(
+        s1.files.clone().unwrap(),
+        vec![("dest/resources/a.yaml".to_string(), b"a: 1\n".to_vec())]
+    );
+    let same = reader.snapshot("dest", Some(&s1.version)).await.unwrap();
+    assert_eq!(same.version, s1.version);
+    assert!(same.files.is_none(), "unchanged head: nothing read");
+    writer
+        .write(put("a", "dest/resources/a.yaml", "a: 2\n"))
+        .await
+        .unwrap();
+    let s2 = reader.snapshot("dest", Some(&s1.version)).await.unwrap();
+    assert_ne!(s2.version, s1.version);
+    assert_eq!(s2.files.unwrap()[0].1, b"a: 2\n".to_vec());
+    let missing = open(cfg(
+        &file_url(&tmp.path().join("nope.git")),
+        &tmp.path().join("m"),
+    ))
+    .await
+    .snapshot("dest", None)
+    .await;
+    assert!(missing.is_err());
+}

@@ -41,6 +41,9 @@ enum Command {
     /// The containers Plinth injects into every pipeline Job (reader, work-creator, status-writer).
     #[command(name = "pipeline-adapter")]
     PipelineAdapter(cmd::pipeline_adapter::PipelineAdapterArgs),
+    /// Apply one Destination's directory of a state store to a cluster (server-side apply,
+    /// inventory, prune); `plinth agent status` shows the last pass.
+    Agent(cmd::agent::AgentArgs),
 }
 
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
@@ -122,6 +125,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Manifests(args) => cmd::manifests::run(args).await,
             Command::Health(args) => cmd::health::run(args).await,
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
+            Command::Agent(args) => cmd::agent::run(args).await,
         }
     })
 }

@@ -567,3 +567,76 @@ fn kubectl_applies_a_marketplace_promise_and_built_in_kinds() {
     let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(&row[..2], ["default", "Active"], "{out}");
 }
+
+#[test]
+fn kubectl_server_side_apply_conflicts_and_force() {
+    let p = plinth_or_skip!();
+    let v1 = p.write(
+        "ssa.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1\n",
+    );
+    let out = p.kubectl(&["apply", "--server-side", "-f", &v1]);
+    assert!(
+        out.contains("deployment.apps/web serverside-applied"),
+        "{out}"
+    );
+    let got = json(&p.kubectl(&[
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]));
+    let mf = got["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf[0]["manager"], "kubectl");
+    assert_eq!(mf[0]["operation"], "Apply");
+    assert!(
+        mf[0]["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"]
+            ["f:image"]
+            .is_object(),
+        "{mf:?}"
+    );
+    // Another manager changes the image with a plain patch and now owns it.
+    p.kubectl(&[
+        "patch",
+        "deploy",
+        "web",
+        "--field-manager",
+        "ops",
+        "--type",
+        "strategic",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:2"}]}}}}"#,
+    ]);
+    let v2 = p.write(
+        "ssa2.yaml",
+        &std::fs::read_to_string(&v1)
+            .unwrap()
+            .replace("replicas: 1", "replicas: 3")
+            .replace("nginx:1", "nginx:3"),
+    );
+    let err = p.kubectl_fails(&["apply", "--server-side", "-f", &v2]);
+    assert!(err.contains("conflict with \"ops\""), "{err}");
+    assert!(
+        err.contains(".spec.template.spec.containers[name=\"web\"].image"),
+        "{err}"
+    );
+    let out = p.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &v2]);
+    assert!(out.contains("serverside-applied"), "{out}");
+    let got = json(&p.kubectl(&["get", "deploy", "web", "-o", "json"]));
+    assert_eq!(got["spec"]["replicas"], 3);
+    assert_eq!(
+        got["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:3"
+    );
+    // What a real cluster rejects is rejected.
+    let bad = p.write(
+        "bad.yaml",
+        &std::fs::read_to_string(&v1)
+            .unwrap()
+            .replace("replicas: 1", "replicas: many"),
+    );
+    let err = p.kubectl_fails(&["apply", "--server-side", "-f", &bad]);
+    assert!(err.contains("invalid type: string \"many\""), "{err}");
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod agent_manifests;
 pub mod gitops;
 pub mod health;

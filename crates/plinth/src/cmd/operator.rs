@@ -92,6 +92,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     result
 }
 
+/// A client from a kubeconfig file, or the inferred configuration.
 pub(crate) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {

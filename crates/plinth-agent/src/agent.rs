@@ -1,0 +1,582 @@
+//! The apply loop: one [`Agent`] per Destination, each pass a short list of named steps.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use plinth_statestore::{StateStore, StoreConfig};
+use serde_json::Value;
+
+use crate::documents::{self, Document, Phase};
+use crate::inventory::{self, Entry, Inventory, ObjectRef};
+use crate::kube_apply::{ApplyError, Served, Target};
+use crate::readiness;
+use crate::status::{AgentStatus, ObjectStatus};
+
+/// How one agent runs.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// The agent's name (normally the Destination's); names its inventory ConfigMap.
+    pub name: String,
+    /// The state store to read (read-only; credentials inside, never logged).
+    pub source: StoreConfig,
+    /// The Destination's directory in the store (relative to the store's own path).
+    pub path: String,
+    /// Delete objects that left the store (only ones this agent applied).
+    pub prune: bool,
+    /// Take ownership of fields another manager owns (server-side apply `force`).
+    pub force_conflicts: bool,
+    /// Time between passes.
+    pub interval: Duration,
+    /// How long to wait for an applied CRD to become Established.
+    pub crd_timeout: Duration,
+}
+
+impl AgentConfig {
+    /// Defaults: prune on, no forcing, [`crate::DEFAULT_INTERVAL`], 30 s CRD wait.
+    pub fn new(name: impl Into<String>, source: StoreConfig, path: impl Into<String>) -> Self {
+        AgentConfig {
+            name: name.into(),
+            source,
+            path: path.into(),
+            prune: true,
+            force_conflicts: false,
+            interval: crate::DEFAULT_INTERVAL,
+            crd_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Errors that stop an agent from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The inventory in the target could not be read.
+    #[error("{0}")]
+    Inventory(String),
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default)]
+pub struct SyncReport {
+    /// Objects applied (written) in this pass.
+    pub applied: usize,
+    /// Objects whose apply was skipped because nothing changed.
+    pub unchanged: usize,
+    /// Objects deleted because they left the store.
+    pub pruned: usize,
+    /// False when the store version had not moved and nothing was retried.
+    pub read_store: bool,
+    /// Errors of this pass (store and documents).
+    pub errors: Vec<String>,
+    /// Write requests sent to the target API (applies, deletes, the inventory).
+    pub api_writes: u64,
+}
+
+/// One Destination's agent.
+pub struct Agent {
+    cfg: AgentConfig,
+    source_name: String,
+    store: Option<StateStore>,
+    target: Target,
+    inventory: Inventory,
+    saved: Option<(Inventory, AgentStatus)>,
+    version: Option<String>,
+    files: Vec<(String, Vec<u8>)>,
+    retry: bool,
+    status: AgentStatus,
+}
+
+/// One document ready to apply.
+struct Planned {
+    doc: Document,
+    id: ObjectRef,
+    served: Served,
+    object: Value,
+}
+
+impl Agent {
+    /// An agent applying `cfg.source`/`cfg.path` into the cluster of `client`. Reads its
+    /// inventory from the target; the store is opened on the first pass (an unreachable
+    /// store is a pass error, not a start error).
+    ///
+    /// # Errors
+    /// [`AgentError::Inventory`] when the target's inventory cannot be read.
+    pub async fn new(cfg: AgentConfig, client: kube::Client) -> Result<Agent, AgentError> {
+        let (inventory, status) = inventory::load(&client, &cfg.name)
+            .await
+            .map_err(AgentError::Inventory)?;
+        let source_name = describe_source(&cfg.source, &cfg.path);
+        let saved = status.map(|s| (inventory.clone(), s));
+        Ok(Agent {
+            source_name,
+            store: None,
+            target: Target::new(client).await,
+            inventory,
+            saved,
+            version: None,
+            files: Vec::new(),
+            retry: true,
+            status: AgentStatus::default(),
+            cfg,
+        })
+    }
+
+    /// The status of the last pass.
+    pub fn status(&self) -> &AgentStatus {
+        &self.status
+    }
+
+    /// Runs passes every `interval` until `shutdown` completes; a store that cannot be read
+    /// backs off (doubling, up to 5 minutes) and leaves what is applied alone.
+    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut failures = 0u32;
+        loop {
+            let report = self.sync_once().await;
+            failures = if self.status.store_error.is_some() {
+                failures + 1
+            } else {
+                0
+            };
+            let delay = if failures > 0 {
+                (self.cfg.interval.min(Duration::from_secs(5)) * 2u32.pow(failures.min(8)))
+                    .min(Duration::from_secs(300))
+            } else {
+                self.cfg.interval
+            };
+            tracing::debug!(
+                applied = report.applied,
+                unchanged = report.unchanged,
+                pruned = report.pruned,
+                "agent pass done"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = &mut shutdown => return,
+            }
+        }
+    }
+
+    /// One pass: read the store (skipped when its version has not moved and the last pass
+    /// left nothing to retry), apply in order, prune, judge readiness, save the inventory
+    /// and status when they changed.
+    pub async fn sync_once(&mut self) -> SyncReport {
+        let writes_before = self.target.writes;
+        let mut report = SyncReport::default();
+        match self.read_store().await {
+            Err(e) => {
+                tracing::warn!(source = %self.source_name, error = %e, "state store unreadable; keeping what is applied");
+                self.status.store_error = Some(e.clone());
+                report.errors.push(e);
+                self.save_if_changed(&mut report).await;
+                report.api_writes = self.target.writes - writes_before;
+                return report;
+            }
+            Ok(false) => {
+                report.api_writes = self.target.writes - writes_before;
+                return report;
+            }
+            Ok(true) => report.read_store = true,
+        }
+        let parsed = documents::parse(&self.files);
+        let mut errors: Vec<String> = parsed.errors.iter().map(|e| e.message.clone()).collect();
+        let mut warnings = Vec::new();
+        let unreadable: BTreeSet<String> = parsed.errors.iter().map(|e| e.file.clone()).collect();
+        self.target.forget_kinds();
+        let mut live_cache: HashMap<String, HashMap<(Option<String>, String), Value>> =
+            HashMap::new();
+        let mut wanted: BTreeSet<ObjectRef> = BTreeSet::new();
+        let mut live_objects: BTreeMap<ObjectRef, Value> = BTreeMap::new();
+        for phase in [Phase::Foundations, Phase::Dependencies, Phase::Resources] {
+            let docs: Vec<Document> = parsed
+                .documents
+                .iter()
+                .filter(|d| d.phase == phase)
+                .cloned()
+                .collect();
+            let planned = self
+                .plan(docs, &mut wanted, &mut errors, &mut warnings)
+                .await;
+            for p in planned {
+                let live = self.live_of(&p, &mut live_cache).await;
+                match self.apply_one(&p, live, &mut report).await {
+                    Ok(obj) => {
+                        live_objects.insert(p.id.clone(), obj);
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+            if phase == Phase::Foundations {
+                self.wait_for_crds(&parsed.documents, &mut errors).await;
+                self.target.forget_kinds();
+            }
+        }
+        self.prune(
+            &wanted,
+            &unreadable,
+            &mut report,
+            &mut errors,
+            &mut warnings,
+        )
+        .await;
+        for e in &errors {
+            tracing::warn!(source = %self.source_name, "{e}");
+        }
+        for w in &warnings {
+            tracing::info!(source = %self.source_name, "{w}");
+        }
+        self.retry = !errors.is_empty();
+        self.status = AgentStatus {
+            source: self.source_name.clone(),
+            version: self.version.clone(),
+            store_error: None,
+            errors: errors.clone(),
+            warnings,
+            objects: self.judge(&live_objects),
+        };
+        report.errors = errors;
+        self.save_if_changed(&mut report).await;
+        report.api_writes = self.target.writes - writes_before;
+        report
+    }
+
+    /// Step: fetch the store's version and, when it moved (or the last pass must be
+    /// retried), its files. `Ok(false)` means nothing to do.
+    async fn read_store(&mut self) -> Result<bool, String> {
+        if self.store.is_none() {
+            let s = StateStore::open(self.cfg.source.clone())
+                .await
+                .map_err(|e| format!("opening the state store {}: {e}", self.source_name))?;
+            self.store = Some(s);
+        }
+        let store = self.store.as_ref().expect("opened above");
+        let since = if self.retry {
+            None
+        } else {
+            self.version.as_deref()
+        };
+        let snap = store
+            .snapshot(&self.cfg.path, since)
+            .await
+            .map_err(|e| format!("reading the state store {}: {e}", self.source_name))?;
+        self.status.store_error = None;
+        let Some(files) = snap.files else {
+            return Ok(false);
+        };
+        let prefix = self.cfg.path.trim_matches('/');
+        self.files = files
+            .into_iter()
+            .map(|(p, b)| {
+                let rel = if prefix.is_empty() {
+                    p
+                } else {
+                    p.strip_prefix(prefix)
+                        .map(|r| r.trim_start_matches('/').to_string())
+                        .unwrap_or(p)
+                };
+                (rel, b)
+            })
+            .collect();
+        self.version = Some(snap.version);
+        Ok(true)
+    }
+
+    /// Step: resolve each document's kind and scope and fill in its namespace.
+    async fn plan(
+        &mut self,
+        docs: Vec<Document>,
+        wanted: &mut BTreeSet<ObjectRef>,
+        errors: &mut Vec<String>,
+        warnings: &mut Vec<String>,
+    ) -> Vec<Planned> {
+        let mut out = Vec::new();
+        for doc in docs {
+            let served = match self.target.resolve(&doc.api_version, &doc.kind).await {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    // Keep ownership of whatever this document applied before.
+                    wanted.extend(
+                        self.inventory
+                            .entries
+                            .keys()
+                            .filter(|k| {
+                                k.kind == doc.kind
+                                    && k.api_version == doc.api_version
+                                    && k.name == doc.name
+                            })
+                            .cloned(),
+                    );
+                    errors.push(format!(
+                        "{}: kind {} ({}) is not served by the target API; retrying on the next pass",
+                        doc.source, doc.kind, doc.api_version
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    errors.push(format!("{}: {e}", doc.source));
+                    continue;
+                }
+            };
+            let mut object = doc.object.clone();
+            let namespace = if served.namespaced {
+                Some(match &doc.namespace {
+                    Some(ns) => ns.clone(),
+                    None => {
+                        warnings.push(format!(
+                            "{}: {} {} has no metadata.namespace; applied into \"default\" as kubectl would",
+                            doc.source, doc.kind, doc.name
+                        ));
+                        object["metadata"]["namespace"] = Value::String("default".into());
+                        "default".into()
+                    }
+                })
+            } else {
+                if let Some(m) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                    m.remove("namespace");
+                }
+                None
+            };
+            let id = ObjectRef {
+                api_version: doc.api_version.clone(),
+                kind: doc.kind.clone(),
+                namespace,
+                name: doc.name.clone(),
+            };
+            if !wanted.insert(id.clone()) {
+                errors.push(format!(
+                    "{}: {} is defined more than once; the first definition is applied",
+                    doc.source,
+                    id.display()
+                ));
+                continue;
+            }
+            out.push(Planned {
+                doc,
+                id,
+                served,
+                object,
+            });
+        }
+        out
+    }
+
+    /// The live object of a planned document (one list per resource and pass).
+    async fn live_of(
+        &self,
+        p: &Planned,
+        cache: &mut HashMap<String, HashMap<(Option<String>, String), Value>>,
+    ) -> Option<Value> {
+        let key = format!(
+            "{}/{}",
+            p.served.resource.api_version, p.served.resource.plural
+        );
+        if !cache.contains_key(&key) {
+            let listed = self.target.list(&p.served).await.unwrap_or_default();
+            cache.insert(key.clone(), listed);
+        }
+        cache
+            .get(&key)?
+            .get(&(p.id.namespace.clone(), p.id.name.clone()))
+            .cloned()
+    }
+
+    /// Step: apply one object unless the live object already matches what this agent last
+    /// applied; records it in the inventory.
+    async fn apply_one(
+        &mut self,
+        p: &Planned,
+        live: Option<Value>,
+        report: &mut SyncReport,
+    ) -> Result<Value, String> {
+        let hash = documents::hash_value(&p.object);
+        let known = self.inventory.entries.get(&p.id);
+        if let (Some(entry), Some(live)) = (known, &live)
+            && entry.hash == hash
+            && unchanged_since_apply(entry, live, &p.object)
+        {
+            report.unchanged += 1;
+            return Ok(live.clone());
+        }
+        let applied = self
+            .target
+            .apply(&p.served, &p.id, &p.object, self.cfg.force_conflicts)
+            .await
+            .map_err(|e| match e {
+                ApplyError::Conflict(m) => format!(
+                    "{}: {}: {m}; another field manager owns these fields (not forced; run with --force-conflicts to take them)",
+                    p.doc.source,
+                    p.id.display()
+                ),
+                ApplyError::Other(m) => format!("{}: {}: {m}", p.doc.source, p.id.display()),
+            })?;
+        report.applied += 1;
+        tracing::info!(object = %p.id.display(), source = %p.doc.source, "applied");
+        self.inventory.entries.insert(
+            p.id.clone(),
+            Entry {
+                object: p.id.clone(),
+                hash,
+                generation: applied
+                    .pointer("/metadata/generation")
+                    .and_then(|g| g.as_i64()),
+                source: p.doc.source.clone(),
+            },
+        );
+        Ok(applied)
+    }
+
+    /// Step: wait for every CRD of the store to be Established.
+    async fn wait_for_crds(&self, docs: &[Document], errors: &mut Vec<String>) {
+        for d in docs.iter().filter(|d| d.kind == "CustomResourceDefinition") {
+            if let Err(e) = self
+                .target
+                .wait_established(&d.name, self.cfg.crd_timeout)
+                .await
+            {
+                errors.push(format!("{}: {e}", d.source));
+            }
+        }
+    }
+
+    /// Step: delete what this agent applied before and the store no longer holds. Objects
+    /// from files that could not be read this pass are kept; Namespaces and CRDs are never
+    /// deleted (that would delete objects the agent did not apply) — they leave the
+    /// inventory with a warning.
+    async fn prune(
+        &mut self,
+        wanted: &BTreeSet<ObjectRef>,
+        unreadable: &BTreeSet<String>,
+        report: &mut SyncReport,
+        errors: &mut Vec<String>,
+        warnings: &mut Vec<String>,
+    ) {
+        let gone: Vec<Entry> = self
+            .inventory
+            .entries
+            .values()
+            .filter(|e| !wanted.contains(&e.object))
+            .filter(|e| !unreadable.contains(e.source.split('#').next().unwrap_or_default()))
+            .cloned()
+            .collect();
+        for e in gone {
+            if !self.cfg.prune {
+                continue;
+            }
+            let id = &e.object;
+            if matches!(id.kind.as_str(), "Namespace" | "CustomResourceDefinition") {
+                warnings.push(format!(
+                    "{} left the store; not deleted, since deleting it would delete objects the agent did not apply",
+                    id.display()
+                ));
+                self.inventory.entries.remove(id);
+                continue;
+            }
+            let served = match self.target.resolve(&id.api_version, &id.kind).await {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    self.inventory.entries.remove(id);
+                    continue;
+                }
+                Err(err) => {
+                    errors.push(err);
+                    continue;
+                }
+            };
+            match self.target.delete(&served, id).await {
+                Ok(()) => {
+                    tracing::info!(object = %id.display(), "pruned (left the store)");
+                    report.pruned += 1;
+                    self.inventory.entries.remove(id);
+                }
+                Err(err) => errors.push(err),
+            }
+        }
+    }
+
+    /// Step: readiness of every inventory object.
+    fn judge(&self, live: &BTreeMap<ObjectRef, Value>) -> Vec<ObjectStatus> {
+        self.inventory
+            .entries
+            .keys()
+            .map(|id| {
+                let (readiness, message) = match live.get(id) {
+                    Some(obj) => readiness::judge(obj, self.target.embedded),
+                    None => (
+                        readiness::Readiness::Unknown,
+                        "not applied in this pass".to_string(),
+                    ),
+                };
+                ObjectStatus {
+                    object: id.clone(),
+                    readiness,
+                    message,
+                }
+            })
+            .collect()
+    }
+
+    /// Step: write inventory and status when they differ from what the target holds.
+    async fn save_if_changed(&mut self, report: &mut SyncReport) {
+        if self.status.source.is_empty() {
+            self.status.source = self.source_name.clone();
+        }
+        let current = (self.inventory.clone(), self.status.clone());
+        if self.saved.as_ref() == Some(&current) {
+            return;
+        }
+        self.target.writes += 1;
+        match inventory::save(&self.target.client, &self.cfg.name, &current.0, &current.1).await {
+            Ok(()) => self.saved = Some(current),
+            Err(e) => {
+                tracing::warn!("{e}");
+                report.errors.push(e);
+            }
+        }
+    }
+}
+
+/// The no-op check: the live object still carries the generation recorded after the last
+/// apply (for kinds with a generation), or else every field of the document.
+fn unchanged_since_apply(entry: &Entry, live: &Value, desired: &Value) -> bool {
+    let live_gen = live
+        .pointer("/metadata/generation")
+        .and_then(|g| g.as_i64());
+    match (entry.generation, live_gen) {
+        (Some(a), Some(b)) => a == b && labels_and_annotations_hold(live, desired),
+        _ => crate::kube_apply::contains(live, desired),
+    }
+}
+
+/// Metadata changes do not bump the generation; check the document's labels and
+/// annotations directly.
+fn labels_and_annotations_hold(live: &Value, desired: &Value) -> bool {
+    ["labels", "annotations"].iter().all(|k| {
+        let want = desired
+            .pointer(&format!("/metadata/{k}"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let have = live
+            .pointer(&format!("/metadata/{k}"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        want.is_null() || crate::kube_apply::contains(&have, &want)
+    })
+}
+
+/// `url (branch b) path p` / `s3 endpoint/bucket path p` — never a credential.
+fn describe_source(source: &StoreConfig, path: &str) -> String {
+    match source {
+        StoreConfig::Git(g) => format!("{} (branch {}) path {path}", redact(&g.url), g.branch),
+        StoreConfig::Bucket(b) => {
+            format!("bucket {} at {} path {path}", b.bucket, redact(&b.endpoint))
+        }
+        StoreConfig::LocalDir(l) => format!("directory {} path {path}", l.root.display()),
+    }
+}
+
+/// Drops `user:password@` from a URL.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}{}", &url[..s + 3], &url[at + 1..]),
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,184 @@
+//! Store credentials for the agent, with the key names of Kratix's state-store Secrets:
+//! Git `username`/`password` (basicAuth), `sshPrivateKey`/`knownHosts`[/`passphrase`]
+//! (ssh), `appID`/`installationID`/`privateKey`[/`apiURL`] (githubApp); buckets
+//! `accessKeyID`/`secretAccessKey`.
+//!
+//! They come from a file (a Secret manifest with `data`/`stringData`, or a flat YAML/JSON
+//! map), from the environment (`PLINTH_AGENT_<KEY>`, e.g. `PLINTH_AGENT_PASSWORD`) or from
+//! a Secret in the target cluster — never from the command line. Values are never logged.
+
+use std::collections::BTreeMap;
+
+use plinth_statestore::{BucketAuth, GitAuth};
+use serde_json::Value;
+
+/// Credential keys by name (values are secret).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credentials({:?})", self.0.keys().collect::<Vec<_>>())
+    }
+}
+
+/// Every key the agent understands.
+pub const KEYS: &[&str] = &[
+    "username",
+    "password",
+    "sshPrivateKey",
+    "knownHosts",
+    "passphrase",
+    "appID",
+    "installationID",
+    "privateKey",
+    "apiURL",
+    "accessKeyID",
+    "secretAccessKey",
+];
+
+impl Credentials {
+    /// Parses a file's content: a Secret manifest (`data` base64, `stringData` plain) or a
+    /// flat map of strings.
+    ///
+    /// # Errors
+    /// A message naming the file's problem (never a value).
+    pub fn from_text(text: &str) -> Result<Credentials, String> {
+        let v: Value = serde_saphyr::from_str(text)
+            .map_err(|e| format!("credentials file is not YAML or JSON: {e}"))?;
+        Credentials::from_secret_json(&v)
+    }
+
+    /// From a Secret object (`data`, `stringData`) or a flat map.
+    ///
+    /// # Errors
+    /// A message naming the key whose value is not a string or not base64.
+    pub fn from_secret_json(v: &Value) -> Result<Credentials, String> {
+        let mut out = BTreeMap::new();
+        let is_secret = v.get("data").is_some() || v.get("stringData").is_some();
+        if is_secret {
+            if let Some(d) = v.get("data").and_then(|d| d.as_object()) {
+                for (k, val) in d {
+                    let s = val.as_str().ok_or(format!("data.{k} is not a string"))?;
+                    let bytes = base64_decode(s).ok_or(format!("data.{k} is not base64"))?;
+                    let s =
+                        String::from_utf8(bytes).map_err(|_| format!("data.{k} is not UTF-8"))?;
+                    out.insert(k.clone(), s);
+                }
+            }
+            if let Some(d) = v.get("stringData").and_then(|d| d.as_object()) {
+                for (k, val) in d {
+                    let s = val
+                        .as_str()
+                        .ok_or(format!("stringData.{k} is not a string"))?;
+                    out.insert(k.clone(), s.to_string());
+                }
+            }
+        } else if let Some(m) = v.as_object() {
+            for (k, val) in m {
+                let s = val.as_str().ok_or(format!("{k} is not a string"))?;
+                out.insert(k.clone(), s.to_string());
+            }
+        } else {
+            return Err("credentials must be a map of strings or a Secret".into());
+        }
+        Ok(Credentials(out))
+    }
+
+    /// From `PLINTH_AGENT_<KEY>` variables (`PLINTH_AGENT_USERNAME`, `PLINTH_AGENT_SSHPRIVATEKEY`, ...).
+    pub fn from_env() -> Credentials {
+        let mut out = BTreeMap::new();
+        for k in KEYS {
+            if let Ok(v) = std::env::var(format!("PLINTH_AGENT_{}", k.to_uppercase())) {
+                out.insert(k.to_string(), v);
+            }
+        }
+        Credentials(out)
+    }
+
+    fn get(&self, k: &str) -> Option<String> {
+        self.0.get(k).filter(|v| !v.is_empty()).cloned()
+    }
+
+    /// The Git auth these credentials describe (none when empty).
+    ///
+    /// # Errors
+    /// A message naming the missing key of a half-given method.
+    pub fn git_auth(&self) -> Result<GitAuth, String> {
+        if let Some(private_key) = self.get("sshPrivateKey") {
+            let known_hosts = self
+                .get("knownHosts")
+                .ok_or("ssh credentials need knownHosts beside sshPrivateKey")?;
+            return Ok(GitAuth::Ssh {
+                private_key,
+                passphrase: self.get("passphrase"),
+                known_hosts,
+            });
+        }
+        if let Some(app_id) = self.get("appID") {
+            return Ok(GitAuth::GithubApp {
+                app_id,
+                installation_id: self
+                    .get("installationID")
+                    .ok_or("githubApp credentials need installationID")?,
+                private_key_pem: self
+                    .get("privateKey")
+                    .ok_or("githubApp credentials need privateKey")?,
+                api_url: self.get("apiURL").unwrap_or_default(),
+            });
+        }
+        match (self.get("username"), self.get("password")) {
+            (Some(username), Some(password)) => Ok(GitAuth::Basic { username, password }),
+            (None, None) => Ok(GitAuth::None),
+            (Some(_), None) => Err("basic credentials need password beside username".into()),
+            (None, Some(_)) => Err("basic credentials need username beside password".into()),
+        }
+    }
+
+    /// The bucket auth these credentials describe (IAM / ambient when empty).
+    ///
+    /// # Errors
+    /// A message naming the missing key.
+    pub fn bucket_auth(&self) -> Result<BucketAuth, String> {
+        match (self.get("accessKeyID"), self.get("secretAccessKey")) {
+            (Some(id), Some(secret)) => Ok(BucketAuth::AccessKey { id, secret }),
+            (None, None) => Ok(BucketAuth::Iam),
+            (Some(_), None) => {
+                Err("bucket credentials need secretAccessKey beside accessKeyID".into())
+            }
+            (None, Some(_)) => {
+                Err("bucket credentials need accessKeyID beside secretAccessKey".into())
+            }
+        }
+    }
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_manifest_and_debug_hides_values() {
+        let c = Credentials::from_text(
+            "apiVersion: v1\nkind: Secret\ndata:\n  username: dXNlcg==\nstringData:\n  password: hunter2\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.git_auth().unwrap(),
+            GitAuth::Basic {
+                username: "user".into(),
+                password: "hunter2".into()
+            }
+        );
+        assert!(!format!("{c:?}").contains("hunter2"));
+        let half = Credentials::from_text("accessKeyID: a\n").unwrap();
+        assert!(half.bucket_auth().unwrap_err().contains("secretAccessKey"));
+    }
+}

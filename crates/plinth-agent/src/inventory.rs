@@ -1,0 +1,153 @@
+//! The agent's inventory in the target cluster: a ConfigMap `plinth-agent-<name>` in the
+//! namespace [`crate::INVENTORY_NAMESPACE`] holding `inventory.json` (what the agent
+//! applied, so it prunes only its own objects) and `status.json` (the last pass).
+//!
+//! A ConfigMap (rather than a custom resource) needs no CRD in the target and is readable
+//! with plain kubectl: `kubectl -n plinth-agent get cm plinth-agent-<name> -o yaml`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+
+use crate::status::AgentStatus;
+use crate::{FIELD_MANAGER, INVENTORY_NAMESPACE};
+
+/// Identity of an object in the target.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace (None for cluster-scoped objects).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// `Kind namespace/name` or `Kind name`.
+    pub fn display(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
+    /// Group of the apiVersion (empty for core).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
+}
+
+/// One applied object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// The object.
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    /// SHA-256 of the document last applied.
+    pub hash: String,
+    /// `metadata.generation` right after the last apply (None when the kind has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// Source file and document index (`resources/a.yaml#0`).
+    pub source: String,
+}
+
+/// Everything the agent applied and still owns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// By identity.
+    pub entries: BTreeMap<ObjectRef, Entry>,
+}
+
+/// Name of the inventory ConfigMap of an agent.
+pub fn configmap_name(agent: &str) -> String {
+    format!("plinth-agent-{agent}")
+}
+
+/// The stored inventory and last status of an agent (empty when none was saved yet).
+///
+/// # Errors
+/// API errors other than 404, and an `inventory.json` that is not the agent's format.
+pub async fn load(
+    client: &kube::Client,
+    agent: &str,
+) -> Result<(Inventory, Option<AgentStatus>), String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), INVENTORY_NAMESPACE);
+    let cm = match api.get_opt(&configmap_name(agent)).await {
+        Ok(Some(cm)) => cm,
+        Ok(None) => return Ok((Inventory::default(), None)),
+        Err(e) => return Err(format!("reading the inventory: {e}")),
+    };
+    let data = cm.data.unwrap_or_default();
+    let entries: Vec<Entry> = match data.get("inventory.json") {
+        Some(s) => serde_json::from_str(s).map_err(|e| {
+            format!(
+                "ConfigMap {INVENTORY_NAMESPACE}/{}: inventory.json: {e}",
+                configmap_name(agent)
+            )
+        })?,
+        None => Vec::new(),
+    };
+    let status = data
+        .get("status.json")
+        .and_then(|s| serde_json::from_str(s).ok());
+    Ok((
+        Inventory {
+            entries: entries.into_iter().map(|e| (e.object.clone(), e)).collect(),
+        },
+        status,
+    ))
+}
+
+/// Writes the inventory and status (server-side apply; creates the namespace if needed).
+///
+/// # Errors
+/// API errors.
+pub async fn save(
+    client: &kube::Client,
+    agent: &str,
+    inv: &Inventory,
+    status: &AgentStatus,
+) -> Result<(), String> {
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    if ns_api
+        .get_opt(INVENTORY_NAMESPACE)
+        .await
+        .map_err(|e| format!("reading namespace {INVENTORY_NAMESPACE}: {e}"))?
+        .is_none()
+    {
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INVENTORY_NAMESPACE}});
+        ns_api
+            .patch(INVENTORY_NAMESPACE, &pp, &Patch::Apply(&ns))
+            .await
+            .map_err(|e| format!("creating namespace {INVENTORY_NAMESPACE}: {e}"))?;
+    }
+    let entries: Vec<&Entry> = inv.entries.values().collect();
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": configmap_name(agent), "namespace": INVENTORY_NAMESPACE,
+            "labels": {(plinth_api::constants::labels::MANAGED_BY): FIELD_MANAGER}},
+        "data": {
+            "inventory.json": serde_json::to_string_pretty(&entries).unwrap_or_default(),
+            "status.json": serde_json::to_string_pretty(status).unwrap_or_default(),
+        }
+    });
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), INVENTORY_NAMESPACE);
+    api.patch(&configmap_name(agent), &pp, &Patch::Apply(&cm))
+        .await
+        .map_err(|e| format!("writing the inventory: {e}"))?;
+    Ok(())
+}
