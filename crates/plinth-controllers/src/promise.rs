@@ -67,9 +67,10 @@ fn kratix_resource(kind: &str, plural: &str) -> ApiResource {
 pub async fn run(ctx: Arc<Context>) {
     let ar = promise_resource();
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
-    // Spec, labels, annotations and deletion wake a Promise; its own status writes do not.
-    let (store, trigger) = crate::triggers::watch_inputs_dyn(promises.clone(), ar.clone());
-    let controller = Controller::for_stream_with(trigger, store.clone(), ar.clone());
+    // Promises and requests advance one step per reconcile and are woken by their own
+    // status writes; those writes are no-ops once nothing changes, so they settle.
+    let controller = Controller::new_with(promises.clone(), watcher::Config::default(), ar.clone());
+    let store = controller.store();
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let jobs: Api<Job> = Api::all(ctx.client.clone());
     let works: Api<DynamicObject> =

@@ -118,9 +118,10 @@ struct RequestCtx {
 async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let ar = api.resource();
     let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
-    // Spec, labels, annotations and deletion wake a request; its own status writes do not.
-    let (store, trigger) = crate::triggers::watch_inputs_dyn(requests, ar.clone());
-    let controller = Controller::for_stream_with(trigger, store.clone(), ar.clone());
+    // Promises and requests advance one step per reconcile and are woken by their own
+    // status writes; those writes are no-ops once nothing changes, so they settle.
+    let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
+    let store = controller.store();
     let jobs: Api<Job> = Api::all(ctx.client.clone());
     let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());

@@ -1263,8 +1263,8 @@ mod tests {
     #[test]
     fn destination_events_map_only_to_affected_works() {
         use kube::runtime::watcher::Event;
-        let (works, mut ww) = reflector::store::<Work>();
-        let (wps, mut pw) = reflector::store::<WorkPlacement>();
+        let (works, mut ww) = kube::runtime::reflector::store::<Work>();
+        let (wps, mut pw) = kube::runtime::reflector::store::<WorkPlacement>();
         for w in [
             work_obj("placed-here", "r1", Some(("env", "prod")), Some((1, 1))),
             work_obj("placed-elsewhere", "r2", None, Some((1, 1))),

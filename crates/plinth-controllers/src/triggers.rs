@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 
 use futures::{Stream, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -63,26 +63,4 @@ where
                 Err(e) => Some(Err(e)),
             }
         })
-}
-
-/// [`watch_inputs`] for dynamic kinds (Promises, resource requests), whose inputs also
-/// include labels and annotations (`kratix.io/paused`, manual reconciliation).
-pub fn watch_inputs_dyn(
-    api: Api<DynamicObject>,
-    ar: ApiResource,
-) -> (
-    Store<DynamicObject>,
-    impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
-) {
-    let writer = reflector::store::Writer::<DynamicObject>::new(ar);
-    let reader = writer.as_reader();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(
-            |o: &DynamicObject| Some(inputs_hash(o, (o.labels(), o.annotations()))),
-            PredicateConfig::default(),
-        );
-    (reader, stream)
 }

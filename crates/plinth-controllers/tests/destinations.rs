@@ -1123,3 +1123,70 @@ async fn repointed_git_store_writes_to_the_new_repository() {
     );
     assert!(!env.files().iter().any(|f| f.contains("after")));
 }
+
+/// A bucket endpoint that refuses connections: the store reports NotReady once, with a
+/// message free of retry timings, and then writes nothing while retrying with backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_bucket_store_status_is_written_once() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }; // closed again: connections are refused
+    let env = start().await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "refused-creds"},
+                "stringData": {"accessKeyID": "id", "secretAccessKey": "secret"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let stores: Api<plinth_api::BucketStateStore> = Api::all(env.client.clone());
+    stores
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "platform.kratix.io/v1alpha1",
+                "kind": "BucketStateStore",
+                "metadata": {"name": "refused"},
+                "spec": {
+                    "bucketName": "kratix",
+                    "endpoint": format!("127.0.0.1:{port}"),
+                    "insecure": true,
+                    "authMethod": "accessKey",
+                    "secretRef": {"name": "refused-creds", "namespace": "default"},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_for("store NotReady", || async {
+        stores
+            .get("refused")
+            .await
+            .ok()
+            .and_then(|s| s.status)
+            .and_then(|s| s.status)
+            .as_deref()
+            == Some("NotReady")
+    })
+    .await;
+    let msg = cond(
+        &stores
+            .get("refused")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.conditions),
+        "Ready",
+    )
+    .unwrap()
+    .2;
+    assert!(!msg.contains("retries in") && !msg.contains("ms,"), "{msg}");
+    env.server.assert_settled_silent(SILENCE).await;
+}
