@@ -32,7 +32,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
@@ -48,7 +47,7 @@ use serde_json::{Value, json};
 use super::clock::{Clock, rfc3339};
 use super::poll::{PollOutcome, SourceState, poll};
 use crate::context::Context;
-use crate::objstatus::{patch_status, publish, set_condition};
+use crate::objstatus::{patch_status, set_condition};
 use crate::statestore::StateStoreObject;
 
 /// How often `lastPollTime` alone is refreshed in status.
@@ -64,7 +63,6 @@ pub(crate) struct SourceCtx {
     /// Every HealthRecord on the platform (for claims, conflicts and no-op detection).
     pub(crate) records: Store<HealthRecord>,
     states: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SourceState>>>>,
-    recorder: Recorder,
 }
 
 /// Runs the HealthSource controller until the process stops.
@@ -92,13 +90,6 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         clock,
         records,
         states: Mutex::new(HashMap::new()),
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: names::SOURCE_COMPONENT.into(),
-                instance: None,
-            },
-        ),
     });
     Controller::for_stream(stream, sources)
         .run(reconcile, error_policy, sctx)
@@ -215,12 +206,13 @@ async fn poll_once(
         } else {
             names::REJECTED_REASON
         };
-        publish(
-            &s.recorder,
-            hs,
-            EventType::Warning,
+        // One Event per key (a shared recorder would fold them into one series by reason).
+        crate::events::publish(
+            &s.ctx,
+            names::SOURCE_COMPONENT,
+            &hs.object_ref(&()),
+            true,
             why,
-            "Poll",
             format!("{key}: {reason}"),
         )
         .await;
