@@ -24,6 +24,7 @@ pub mod scheduler;
 pub mod statestore;
 pub mod status;
 pub mod stores;
+pub mod user_roles;
 pub mod workflow;
 pub mod workplacement;
 
