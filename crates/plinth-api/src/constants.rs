@@ -33,6 +33,47 @@ pub const DEFAULT_RECONCILIATION_INTERVAL_SECS: u64 = 10 * 60 * 60;
 /// Minimum user-supplied reconciliation interval (1 min), in seconds.
 pub const MIN_RECONCILIATION_INTERVAL_SECS: u64 = 60;
 
+/// API groups no CustomResourceDefinition may use besides the ones Plinth generates
+/// itself: Kratix's group, Syntasso's group for Kratix Enterprise kinds, and Plinth's own
+/// group. (Kubernetes' own `*.k8s.io` / `*.kubernetes.io` groups are reserved as well.)
+pub const RESERVED_API_GROUPS: [&str; 3] = [crate::GROUP, "platform.syntasso.io", "plinth.dev"];
+
+/// What a pipeline's Pod holds besides the user's containers (kratix-spec §4.2, §4.3):
+/// used to check user containers at admission as the Pod will be checked.
+pub mod pipeline_pod {
+    /// Containers of the pipeline adapter (reader, work writer, status writer).
+    pub const ADAPTER_CONTAINERS: [&str; 3] = ["reader", "work-writer", "status-writer"];
+    /// Volumes Kratix adds to every pipeline Pod.
+    pub const VOLUMES: [&str; 3] = ["shared-input", "shared-output", "shared-metadata"];
+    /// Volume holding the Promise's scheduling ConfigMap (configure pipelines only).
+    pub const SCHEDULING_VOLUME: &str = "promise-scheduling";
+    /// Mount paths of the `/kratix` contract in every user container.
+    pub const MOUNT_PATHS: [&str; 3] = ["/kratix/input", "/kratix/output", "/kratix/metadata"];
+}
+
+/// Kubernetes' default user-facing ClusterRoles and the labels that aggregate other
+/// ClusterRoles into them (the clusterrole-aggregation controller).
+pub mod rbac {
+    /// Every right, everywhere.
+    pub const CLUSTER_ADMIN: &str = "cluster-admin";
+    /// Namespace administrator: `edit` plus Roles and RoleBindings.
+    pub const ADMIN: &str = "admin";
+    /// Read/write on most namespaced objects.
+    pub const EDIT: &str = "edit";
+    /// Read-only on most namespaced objects (no Secrets).
+    pub const VIEW: &str = "view";
+    /// Label that aggregates a ClusterRole's rules into `admin`.
+    pub const AGGREGATE_TO_ADMIN: &str = "rbac.authorization.k8s.io/aggregate-to-admin";
+    /// Label that aggregates a ClusterRole's rules into `edit`.
+    pub const AGGREGATE_TO_EDIT: &str = "rbac.authorization.k8s.io/aggregate-to-edit";
+    /// Label that aggregates a ClusterRole's rules into `view`.
+    pub const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view";
+    /// Label Kubernetes puts on its bootstrap RBAC objects (value `rbac-defaults`).
+    pub const BOOTSTRAPPING: &str = "kubernetes.io/bootstrapping";
+    /// Annotation telling the API server to keep a bootstrap object up to date.
+    pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
+}
+
 /// Label keys (kratix-spec §11.1).
 pub mod labels {
     /// Promise version → revision, `status.version`.

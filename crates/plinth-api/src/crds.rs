@@ -31,7 +31,81 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     ]
     .into_iter()
     .map(user_facing_descriptions)
+    .map(strict_schemas)
     .collect()
+}
+
+/// Makes the published schemas as strict, and as lenient, as Kratix's generated CRDs:
+///
+/// * the `extra` maps that keep unmodelled fields in Rust round trips are not part of the
+///   schema, so an unknown field (`spec.destinationSelector`) is pruned, reported by
+///   `kubectl` as `unknown field` (a warning, or an error with `--validate=strict`), and
+///   never reaches a controller; unknown fields are kept only where Kratix keeps them
+///   (`spec.api`, pipelines, static dependencies, embedded objects) and in `status`,
+///   which only controllers write;
+/// * the top-level `spec` is optional, as Kratix declares it: a Promise with no `spec` is
+///   a valid marker Promise.
+fn strict_schemas(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn closed(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                // The `extra` catch-all shows up as `additionalProperties: true` or
+                // `x-kubernetes-preserve-unknown-fields` next to typed properties.
+                if m.contains_key("properties") {
+                    if m.get("additionalProperties") == Some(&json!(true)) {
+                        m.remove("additionalProperties");
+                    }
+                    m.remove("x-kubernetes-preserve-unknown-fields");
+                }
+                m.values_mut().for_each(closed);
+            }
+            Value::Array(a) => a.iter_mut().for_each(closed),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(&crd).expect("a CRD serialises");
+    for version in v
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        let Some(root) = version.pointer_mut("/schema/openAPIV3Schema") else {
+            continue;
+        };
+        // Status is written by controllers, not users: it keeps what it had, so a status
+        // field a schema does not list is never pruned from under its writer.
+        for (name, prop) in root
+            .get_mut("properties")
+            .and_then(Value::as_object_mut)
+            .into_iter()
+            .flatten()
+        {
+            if name != "status" {
+                closed(prop);
+            }
+        }
+        if let Some(m) = root.as_object_mut()
+            && m.get("additionalProperties") == Some(&json!(true))
+        {
+            m.remove("additionalProperties");
+        }
+        // Kratix's controllers read a missing spec as an empty one and write it back as
+        // `spec: {}`; defaulting it gives every reader the same object at once.
+        if let Some(spec) = root
+            .pointer_mut("/properties/spec")
+            .and_then(Value::as_object_mut)
+        {
+            spec.entry("default").or_insert_with(|| json!({}));
+        }
+        if let Some(Value::Array(required)) = root.get_mut("required") {
+            required.retain(|r| r != "spec");
+            if required.is_empty() {
+                root.as_object_mut().map(|m| m.remove("required"));
+            }
+        }
+    }
+    serde_json::from_value(v).unwrap_or(crd)
 }
 
 /// The schema descriptions come from the types' doc comments, which cite the behaviour

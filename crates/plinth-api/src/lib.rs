@@ -11,8 +11,8 @@
 //!   transformation a Promise's `spec.api` goes through (§1.13).
 //!
 //! Every type round-trips Kratix YAML losslessly: fields Plinth does not model are kept
-//! in `extra` maps (`#[serde(flatten)]`), which the generated CRDs declare as
-//! `x-kubernetes-preserve-unknown-fields`.
+//! in `extra` maps (`#[serde(flatten)]`). The generated CRDs do not publish those maps:
+//! like Kratix's, they type every field and keep unknown fields only where Kratix does.
 
 // kube-derive `printcolumn(...)` entries repeat `type_ = "string"`, which this lint misreads
 // as a duplicated attribute.

@@ -922,6 +922,9 @@ fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         ));
     }
     if causes.is_empty() {
+        causes.extend(crate::validation::object_meta_causes(meta(obj)));
+    }
+    if causes.is_empty() {
         Ok(())
     } else {
         Err(ApiError::invalid(info, &name, causes))
@@ -948,6 +951,16 @@ pub(crate) async fn create(
         Some(n) => n.to_string(),
         None => match meta_str(&obj, "generateName") {
             Some(g) => {
+                let causes = crate::validation::generate_name_causes(g, &|candidate| {
+                    let prefix = format!("Invalid value: {candidate:?}: ");
+                    name_error(info, candidate)
+                        .map(|m| m.strip_prefix(&prefix).unwrap_or(&m).to_string())
+                        .into_iter()
+                        .collect()
+                });
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid(info, "", causes));
+                }
                 let n = format!("{g}{}", random_suffix());
                 meta_mut(&mut obj).insert("name".into(), json!(n));
                 n
@@ -1385,7 +1398,13 @@ pub(crate) async fn patch(
         explicit,
         owner,
         |old| {
-            let new = crate::patch::apply(kind, old, &patch_doc)?;
+            let mut new = crate::patch::apply(kind, old, &patch_doc)?;
+            check_patched_identity(old, &new)?;
+            if !crate::patch::names_finalizers(kind, &patch_doc) {
+                if let Some(kept) = meta(old).get("finalizers").cloned() {
+                    meta_mut(&mut new).insert("finalizers".into(), kept);
+                }
+            }
             if strict {
                 field_validation(info, q, &new)?;
             }
@@ -1507,6 +1526,29 @@ fn check_apply_config(info: &ResourceInfo, name: &str, config: &Value) -> Result
             "metadata.name is required in an applied configuration",
         )),
     }
+}
+
+/// A patch may not remove an object's metadata or its name, and may not change its name
+/// or namespace (Kubernetes answers 400 BadRequest); `uid` changes are rejected later as
+/// an immutable field, and system fields (creationTimestamp, generation...) are reset
+/// to the stored values as on any update.
+fn check_patched_identity(old: &Value, new: &Value) -> Result<(), ApiError> {
+    if !new.get("metadata").is_some_and(Value::is_object) {
+        return Err(ApiError::bad_request(
+            "metadata: Required value: a patch cannot remove an object's metadata".to_string(),
+        ));
+    }
+    for field in ["name", "namespace"] {
+        let (was, now) = (meta_str(old, field), meta_str(new, field));
+        if was != now {
+            return Err(ApiError::bad_request(format!(
+                "metadata.{field}: Invalid value: {:?}: a patch cannot change the {field} of an object (was {:?})",
+                now.unwrap_or_default(),
+                was.unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Internal update used by the garbage collector and lifecycle code.
@@ -1695,6 +1737,12 @@ pub(crate) async fn delete(
             Ok(WriteOutcome::Deleted(v)) => {
                 if is_crd(info) {
                     app.registry.unregister_crd(name);
+                }
+                if info.builtin
+                    && info.group == "rbac.authorization.k8s.io"
+                    && info.plural == "clusterroles"
+                {
+                    Box::pin(crate::default_rbac::aggregate(app)).await?;
                 }
                 return Ok(present(info, v));
             }

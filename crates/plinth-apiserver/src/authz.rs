@@ -14,7 +14,8 @@
 //!   `system:public-info-viewer`) and creating `selfsubjectaccessreviews` /
 //!   `selfsubjectrulesreviews` (`system:basic-user`).
 //! * `SelfSubjectAccessReview` (authorization.k8s.io/v1, what `kubectl auth can-i`
-//!   sends) is answered here from the same snapshot.
+//!   sends) is answered here from the same snapshot, and `SelfSubjectReview`
+//!   (authentication.k8s.io/v1, `kubectl auth whoami`) from the request's identity.
 //! * Impersonation (`Impersonate-User` / `Impersonate-Group` headers, `kubectl --as`)
 //!   is honoured for `system:masters` members and refused (403) for everyone else.
 //!
@@ -143,12 +144,30 @@ fn default_grant(a: &RequestAttributes) -> bool {
                     "/version" | "/version/" | "/healthz" | "/livez" | "/readyz"
                 ));
     }
-    a.api_group == "authorization.k8s.io"
-        && a.verb == "create"
-        && matches!(
-            a.resource.as_str(),
-            "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
-        )
+    a.verb == "create"
+        && ((a.api_group == "authorization.k8s.io"
+            && matches!(
+                a.resource.as_str(),
+                "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+            ))
+            || (a.api_group == "authentication.k8s.io" && a.resource == "selfsubjectreviews"))
+}
+
+/// Answers a SelfSubjectReview (`authentication.k8s.io/v1`, what `kubectl auth whoami`
+/// sends): the requester's user name and groups, after impersonation.
+fn self_subject_review(id: &Identity, api_version: &str) -> Response {
+    let out = json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": api_version,
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": id.user, "groups": id.groups}},
+    });
+    (
+        http::StatusCode::CREATED,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        out.to_string(),
+    )
+        .into_response()
 }
 
 fn forbidden(attrs: &RequestAttributes) -> Response {
@@ -300,6 +319,21 @@ pub(crate) async fn authorize_request(
         && attrs.verb == "create"
     {
         return self_subject_access_review(&authz, &id, req).await;
+    }
+    if attrs.resource_request
+        && attrs.api_group == "authentication.k8s.io"
+        && attrs.resource == "selfsubjectreviews"
+        && attrs.verb == "create"
+    {
+        let version = req
+            .uri()
+            .path()
+            .trim_start_matches("/apis/authentication.k8s.io/")
+            .split('/')
+            .next()
+            .unwrap_or("v1")
+            .to_string();
+        return self_subject_review(&id, &format!("authentication.k8s.io/{version}"));
     }
     match authz.allowed(&attrs).await {
         Ok(true) => {}

@@ -231,6 +231,10 @@ fn secret_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiErr
 fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
     let name = meta_str(obj, "name").unwrap_or_default().to_string();
     crate::schema::check_crd(obj).map_err(|c| ApiError::invalid(info, &name, c))?;
+    let reserved = crate::reserved::crd_causes(obj, "");
+    if !reserved.is_empty() {
+        return Err(ApiError::invalid(info, &name, reserved));
+    }
     let infos = crd_infos(obj).map_err(|e| invalid(info, obj, "spec", "FieldValueInvalid", e))?;
     let group = obj
         .pointer("/spec/group")
@@ -353,6 +357,9 @@ pub(crate) async fn after_write(
     info: &ResourceInfo,
     stored: &Value,
 ) -> Result<(), ApiError> {
+    if is(info, "rbac.authorization.k8s.io", "clusterroles") {
+        Box::pin(crate::default_rbac::aggregate(app)).await?;
+    }
     if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         let name = meta_str(stored, "name").unwrap_or_default().to_string();
         let finalized = meta(stored)

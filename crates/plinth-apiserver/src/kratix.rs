@@ -192,6 +192,7 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
                         "Required value: a pipeline needs at least one container",
                     ));
                 }
+                causes.extend(pipeline_pod_causes(p, &field, action));
             }
         }
     }
@@ -242,6 +243,7 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             }
             match plinth_api::crds::build_request_crd(name, api) {
                 Ok(crd) => {
+                    causes.extend(crate::reserved::crd_causes(&crd, "spec.api."));
                     if let Err(cs) = crate::schema::check_crd(&crd) {
                         causes.extend(cs.into_iter().map(|c| Cause {
                             field: format!("spec.api.{}", c.field),
@@ -286,6 +288,23 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
         }
     }
     causes
+}
+
+/// A pipeline's containers and volumes checked as Kubernetes will check its Pod, so a
+/// typo (`imag:`) is refused at apply time instead of failing the Job over and over.
+fn pipeline_pod_causes(pipeline: &Value, field: &str, action: &str) -> Vec<Cause> {
+    use plinth_api::constants::pipeline_pod;
+    let mut volumes = pipeline_pod::VOLUMES.to_vec();
+    if action == "configure" {
+        volumes.push(pipeline_pod::SCHEDULING_VOLUME);
+    }
+    let frame = crate::validation::PodFrame {
+        containers: &pipeline_pod::ADAPTER_CONTAINERS,
+        volumes: &volumes,
+        mount_paths: &pipeline_pod::MOUNT_PATHS,
+    };
+    let spec = pipeline.get("spec").cloned().unwrap_or_default();
+    crate::validation::pipeline_pod_causes(&spec, field, &frame)
 }
 
 fn interval_cause(field: &str, value: &str) -> Option<Cause> {

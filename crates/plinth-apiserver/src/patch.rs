@@ -53,6 +53,29 @@ impl PatchKind {
     }
 }
 
+/// Whether a patch document mentions `metadata.finalizers` (a JSON patch op on
+/// `/metadata/finalizers...`, or a `finalizers` key, or a strategic-merge directive on it,
+/// under `metadata`). Only such a patch may remove finalizers; any other patch keeps them,
+/// so replacing `/metadata` wholesale cannot drop a finalizer by accident.
+pub fn names_finalizers(kind: PatchKind, patch: &Value) -> bool {
+    match kind {
+        PatchKind::Json => patch.as_array().is_some_and(|ops| {
+            ops.iter().any(|op| {
+                op.get("path").and_then(Value::as_str).is_some_and(|p| {
+                    p == "/metadata/finalizers" || p.starts_with("/metadata/finalizers/")
+                })
+            })
+        }),
+        PatchKind::Merge | PatchKind::Strategic => patch
+            .get("metadata")
+            .and_then(Value::as_object)
+            .is_some_and(|m| {
+                m.keys()
+                    .any(|k| k == "finalizers" || k.ends_with("/finalizers"))
+            }),
+    }
+}
+
 /// Applies a patch document to `old`, returning the patched object.
 pub fn apply(kind: PatchKind, old: &Value, patch: &Value) -> Result<Value, ApiError> {
     let mut doc = old.clone();

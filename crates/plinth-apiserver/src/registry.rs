@@ -133,6 +133,19 @@ impl Registry {
             .unwrap_or_default()
             .to_string();
         let mut inner = self.inner.write().unwrap();
+        // A CRD never replaces a built-in (a CRD stored before this rule existed is
+        // skipped rather than served).
+        if let Some(b) = inner.by_gvr.values().find(|b| {
+            b.builtin
+                && infos
+                    .iter()
+                    .any(|i| i.group == b.group && i.plural == b.plural)
+        }) {
+            return Err(format!(
+                "{}.{} is served by the API server itself (kind {}); a CustomResourceDefinition cannot replace it",
+                b.plural, b.group, b.kind
+            ));
+        }
         if let Some(old) = inner.crds.remove(&name) {
             for k in old {
                 inner.by_gvr.remove(&k);

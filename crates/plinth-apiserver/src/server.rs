@@ -214,6 +214,10 @@ impl ApiServer {
             }
         }
 
+        crate::default_rbac::ensure(&app)
+            .await
+            .map_err(|e| Error::Invalid(format!("default ClusterRoles: {}", e.message)))?;
+
         // RBAC runs after authentication (inner layer): both routers enforce it.
         let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
         tasks.push(authz_task);

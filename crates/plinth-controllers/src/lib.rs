@@ -26,6 +26,7 @@ pub mod statestore;
 pub mod status;
 pub mod stores;
 pub mod triggers;
+pub mod user_roles;
 pub mod workflow;
 pub mod workplacement;
 

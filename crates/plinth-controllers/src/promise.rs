@@ -633,6 +633,7 @@ async fn install_api(
         "subjects": [{"kind": "ServiceAccount", "name": "kratix-platform-controller-manager", "namespace": SYSTEM_NAMESPACE}],
     }))
     .await?;
+    crate::user_roles::ensure(&ctx.client, &promise_name, &group, &plural).await?;
     Ok(ApiState::Ready(request::RequestApi {
         group,
         kind,

@@ -845,3 +845,73 @@ fn unknown_object_meta_fields_are_pruned_at_root_and_in_embedded_resources() {
         json!({"name": "cm", "labels": {"a": "b"}})
     );
 }
+
+fn kratix_info(kind: &str) -> ResourceInfo {
+    let crd = plinth_api::crds::all_crds()
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .find(|c| c["spec"]["names"]["kind"] == kind)
+        .expect("Kratix CRD");
+    info_from_crd(&crd)
+}
+
+/// Typos in a Promise are unknown fields (reported under fieldValidation, pruned), as
+/// with Kratix's generated CRD; embedded objects keep their fields.
+#[test]
+fn kratix_schemas_know_their_fields() {
+    let info = kratix_info("Promise");
+    let mut p = json!({
+        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise",
+        "metadata": {"name": "p"},
+        "spec": {
+            "destinationSelector": [{"matchLabels": {"a": "b"}}],
+            "destinationSelectors": [{"matchLabels": {"a": "b"}, "matchLabel": {}}],
+            "requiredPromises": [{"name": "x", "versoin": "v1"}],
+            "dependencies": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}, "anything": 1}],
+            "workflows": {
+                "config": {"pipelineNamespace": "ns", "reconcileInterval": "1h"},
+                "resource": {"confgure": [], "configure": [{"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": "a"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}]}
+            },
+            "api": {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "a.b"}, "spec": {"anything": true}}
+        }
+    });
+    assert_eq!(
+        unknown_fields(&info, &p),
+        [
+            "spec.destinationSelector",
+            "spec.destinationSelectors[0].matchLabel",
+            "spec.requiredPromises[0].versoin",
+            "spec.workflows.config.reconcileInterval",
+            "spec.workflows.resource.confgure",
+        ]
+    );
+    admit(&info, &mut p, None).unwrap();
+    assert!(p["spec"].get("destinationSelector").is_none());
+    assert_eq!(p["spec"]["dependencies"][0]["anything"], 1);
+    assert_eq!(p["spec"]["api"]["spec"]["anything"], true);
+    for kind in [
+        "Destination",
+        "GitStateStore",
+        "BucketStateStore",
+        "Work",
+        "WorkPlacement",
+        "PromiseRelease",
+    ] {
+        let info = kratix_info(kind);
+        let o = json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": kind,
+                       "metadata": {"name": "x", "namespace": "default"}, "spec": {"typo": 1}});
+        assert_eq!(unknown_fields(&info, &o), ["spec.typo"], "{kind}");
+    }
+}
+
+/// A Promise without `spec` is a marker Promise: accepted, with `spec: {}` defaulted.
+#[test]
+fn a_promise_without_spec_is_admitted() {
+    let info = kratix_info("Promise");
+    let mut p = json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise",
+                       "metadata": {"name": "marker"}});
+    if let Err(c) = admit(&info, &mut p, None) {
+        panic!("{:?}", messages(&c));
+    }
+    assert_eq!(p["spec"], json!({}));
+}

@@ -1,0 +1,305 @@
+//! Kubernetes' default user-facing RBAC and ClusterRole aggregation.
+//!
+//! * At start-up the server creates the ClusterRoles `cluster-admin`, `admin`, `edit`,
+//!   `view` and the `system:aggregate-to-*` roles that give the built-in kinds to them, and
+//!   the `cluster-admin` ClusterRoleBinding of `system:masters`, as kube-apiserver's RBAC
+//!   bootstrap does. Roles annotated `rbac.authorization.kubernetes.io/autoupdate: "true"`
+//!   are brought back to their default content at each start.
+//! * Aggregation (Kubernetes' clusterrole-aggregation controller): the stored `rules` of a
+//!   ClusterRole with an `aggregationRule` are the union, in name order, of the rules of
+//!   the ClusterRoles its selectors match; recomputed after every ClusterRole write, to a
+//!   fixed point (`edit` is itself aggregated into `admin`).
+
+use std::collections::BTreeMap;
+
+use plinth_api::constants::rbac;
+use serde_json::{Value, json};
+
+use crate::api::{App, meta_str};
+use crate::error::ApiError;
+
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const READ: [&str; 3] = ["get", "list", "watch"];
+const WRITE: [&str; 5] = ["create", "delete", "deletecollection", "patch", "update"];
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> Value {
+    json!({"apiGroups": groups, "resources": resources, "verbs": verbs})
+}
+
+fn cluster_role(name: &str, labels: &[&str], body: Value) -> Value {
+    let mut l: BTreeMap<&str, &str> = labels.iter().map(|k| (*k, "true")).collect();
+    l.insert(rbac::BOOTSTRAPPING, "rbac-defaults");
+    let mut role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": l, "annotations": {rbac::AUTOUPDATE: "true"}},
+    });
+    for (k, v) in body.as_object().into_iter().flatten() {
+        role[k] = v.clone();
+    }
+    role
+}
+
+fn aggregated(name: &str, labels: &[&str], selector_label: &str) -> Value {
+    cluster_role(
+        name,
+        labels,
+        json!({"aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {selector_label: "true"}}]}, "rules": []}),
+    )
+}
+
+/// The default ClusterRoles (Kubernetes' bootstrap policy, for the kinds this server
+/// serves).
+pub(crate) fn default_cluster_roles() -> Vec<Value> {
+    vec![
+        cluster_role(
+            rbac::CLUSTER_ADMIN,
+            &[],
+            json!({"rules": [
+                rule(&["*"], &["*"], &["*"]),
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ]}),
+        ),
+        aggregated(rbac::ADMIN, &[], rbac::AGGREGATE_TO_ADMIN),
+        aggregated(
+            rbac::EDIT,
+            &[rbac::AGGREGATE_TO_ADMIN],
+            rbac::AGGREGATE_TO_EDIT,
+        ),
+        aggregated(
+            rbac::VIEW,
+            &[rbac::AGGREGATE_TO_EDIT],
+            rbac::AGGREGATE_TO_VIEW,
+        ),
+        cluster_role(
+            "system:aggregate-to-view",
+            &[rbac::AGGREGATE_TO_VIEW],
+            json!({"rules": [
+                rule(&[""], &["configmaps", "pods", "serviceaccounts"], &READ),
+                rule(&[""], &["events", "namespaces/status", "pods/log", "pods/status"], &READ),
+                rule(&[""], &["namespaces"], &READ),
+                rule(&["batch"], &["jobs", "jobs/status"], &READ),
+                rule(&["events.k8s.io"], &["events"], &READ),
+            ]}),
+        ),
+        cluster_role(
+            "system:aggregate-to-edit",
+            &[rbac::AGGREGATE_TO_EDIT],
+            json!({"rules": [
+                rule(&[""], &["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets"], &READ),
+                rule(&[""], &["serviceaccounts"], &["impersonate"]),
+                rule(&[""], &["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], &WRITE),
+                rule(&[""], &["pods/eviction"], &["create"]),
+                rule(&[""], &["configmaps", "events", "secrets", "serviceaccounts"], &WRITE),
+                rule(&[""], &["serviceaccounts/token"], &["create"]),
+                rule(&["batch"], &["jobs"], &WRITE),
+            ]}),
+        ),
+        cluster_role(
+            "system:aggregate-to-admin",
+            &[rbac::AGGREGATE_TO_ADMIN],
+            json!({"rules": [
+                rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &["create"]),
+                rule(&[RBAC_GROUP], &["rolebindings", "roles"], &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]),
+            ]}),
+        ),
+    ]
+}
+
+/// Creates the default ClusterRoles and the `cluster-admin` binding of `system:masters`
+/// when missing, restores auto-updated ones, then aggregates.
+pub(crate) async fn ensure(app: &App) -> Result<(), ApiError> {
+    let roles = app
+        .registry
+        .lookup(RBAC_GROUP, "v1", "clusterroles")
+        .ok_or_else(|| ApiError::internal("clusterroles are not served"))?;
+    let bindings = app
+        .registry
+        .lookup(RBAC_GROUP, "v1", "clusterrolebindings")
+        .ok_or_else(|| ApiError::internal("clusterrolebindings are not served"))?;
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": rbac::CLUSTER_ADMIN, "labels": {rbac::BOOTSTRAPPING: "rbac-defaults"},
+                     "annotations": {rbac::AUTOUPDATE: "true"}},
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": rbac::CLUSTER_ADMIN},
+        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": "system:masters"}],
+    });
+    let wanted = default_cluster_roles()
+        .into_iter()
+        .map(|r| (roles.clone(), r))
+        .chain(std::iter::once((bindings, binding)));
+    for (info, obj) in wanted {
+        let name = meta_str(&obj, "name").unwrap_or_default().to_string();
+        match crate::api::create(app, &info, None, obj.clone(), false).await {
+            Ok(_) => continue,
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+        crate::api::modify(app, &info, None, &name, |old| {
+            let auto = old
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(rbac::AUTOUPDATE))
+                .and_then(Value::as_str)
+                == Some("true");
+            let mut new = old.clone();
+            if auto {
+                for k in ["rules", "aggregationRule", "roleRef", "subjects"] {
+                    // Aggregated rules are the aggregation's to write.
+                    if k == "rules" && obj.get("aggregationRule").is_some() {
+                        continue;
+                    }
+                    match obj.get(k) {
+                        Some(v) => new[k] = v.clone(),
+                        None => {
+                            new.as_object_mut().map(|m| m.remove(k));
+                        }
+                    }
+                }
+            }
+            Ok(new)
+        })
+        .await?;
+    }
+    aggregate(app).await
+}
+
+fn matches(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
+    let labels_ok = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values: Vec<&Value> = e["values"].as_array().into_iter().flatten().collect();
+            match e["operator"].as_str().unwrap_or_default() {
+                "In" => labels.get(key).is_some_and(|v| values.contains(&v)),
+                "NotIn" => labels.get(key).is_none_or(|v| !values.contains(&v)),
+                "Exists" => labels.contains_key(key),
+                "DoesNotExist" => !labels.contains_key(key),
+                _ => false,
+            }
+        });
+    labels_ok && exprs_ok
+}
+
+/// The aggregated rules of every ClusterRole with an `aggregationRule`, computed to a
+/// fixed point over `roles` (name → object).
+pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+    let mut rules: BTreeMap<String, Value> = roles
+        .iter()
+        .map(|(n, r)| (n.clone(), r.get("rules").cloned().unwrap_or(json!([]))))
+        .collect();
+    let empty = serde_json::Map::new();
+    for _ in 0..roles.len().max(1) {
+        let mut changed = false;
+        for (name, role) in roles {
+            let Some(selectors) = role
+                .pointer("/aggregationRule/clusterRoleSelectors")
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            let mut union: Vec<Value> = Vec::new();
+            for (other, o) in roles.iter().filter(|(n, _)| *n != name) {
+                let labels = o
+                    .pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .unwrap_or(&empty);
+                if selectors.iter().any(|s| matches(s, labels)) {
+                    for r in rules[other].as_array().into_iter().flatten() {
+                        if !union.contains(r) {
+                            union.push(r.clone());
+                        }
+                    }
+                }
+            }
+            let union = Value::Array(union);
+            if rules[name] != union {
+                rules.insert(name.clone(), union);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    rules
+        .into_iter()
+        .filter(|(n, _)| roles[n].get("aggregationRule").is_some())
+        .collect()
+}
+
+/// Writes the aggregated rules of every aggregated ClusterRole whose stored rules differ.
+pub(crate) async fn aggregate(app: &App) -> Result<(), ApiError> {
+    let Some(info) = app.registry.lookup(RBAC_GROUP, "v1", "clusterroles") else {
+        return Ok(());
+    };
+    let stored = app
+        .store
+        .all_of(crate::registry::rkey(RBAC_GROUP, "clusterroles"))
+        .await?;
+    let roles: BTreeMap<String, Value> = stored
+        .into_iter()
+        .filter(|r| r.pointer("/metadata/deletionTimestamp").is_none())
+        .filter_map(|r| Some((meta_str(&r, "name")?.to_string(), r)))
+        .collect();
+    for (name, want) in aggregated_rules(&roles) {
+        if roles[&name].get("rules") == Some(&want) {
+            continue;
+        }
+        let result = Box::pin(crate::api::modify(app, &info, None, &name, |old| {
+            let mut new = old.clone();
+            new["rules"] = want.clone();
+            Ok(new)
+        }))
+        .await;
+        match result {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregation_reaches_a_fixed_point_through_edit_into_admin() {
+        let mut roles: BTreeMap<String, Value> = default_cluster_roles()
+            .into_iter()
+            .map(|r| (meta_str(&r, "name").unwrap().to_string(), r))
+            .collect();
+        roles.insert(
+            "redis-promise-view".into(),
+            json!({"metadata": {"name": "redis-promise-view", "labels": {rbac::AGGREGATE_TO_VIEW: "true"}},
+                   "rules": [rule(&["marketplace.kratix.io"], &["redis"], &READ)]}),
+        );
+        let agg = aggregated_rules(&roles);
+        let has = |role: &str, group: &str| {
+            agg[role]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["apiGroups"][0] == group)
+        };
+        for role in [rbac::VIEW, rbac::EDIT, rbac::ADMIN] {
+            assert!(
+                has(role, "marketplace.kratix.io"),
+                "{role}: {:?}",
+                agg[role]
+            );
+            assert!(has(role, "batch"), "{role}");
+        }
+        assert!(has(rbac::ADMIN, RBAC_GROUP));
+        assert!(!has(rbac::EDIT, RBAC_GROUP), "roles only for admin");
+        assert!(!agg.contains_key(rbac::CLUSTER_ADMIN));
+    }
+}

@@ -1,0 +1,386 @@
+//! Decoding of `application/vnd.kubernetes.protobuf` request bodies for every built-in
+//! kind the server serves (kubectl's typed clients send them that way: `kubectl create
+//! job|namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|
+//! clusterrolebinding|token`, `kubectl run`, `kubectl auth can-i|whoami`). Responses are
+//! always JSON (kubectl accepts both).
+//!
+//! The message tables in `descriptors.rs` are generated from the `k8s-pb` crate (field
+//! numbers and types of Kubernetes' `generated.proto`) and `k8s-openapi` (JSON names) by
+//! `scripts/gen-protobuf-descriptors.py`.
+//!
+//! Wire format (Kubernetes `runtime/serializer/protobuf`): the 4-byte magic `k8s\0`,
+//! then a `runtime.Unknown` message {1: TypeMeta{1: apiVersion, 2: kind}, 2: raw bytes}
+//! whose `raw` is the object's protobuf, with field numbers from the API types'
+//! `generated.proto`. Unknown fields are skipped.
+
+use base64::Engine;
+use serde_json::{Map, Value, json};
+
+/// How a protobuf field maps to JSON. (`F64` and `Duration` are emitted by the generator
+/// for kinds that have such fields; none of the kinds served today do.)
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+enum Ty {
+    /// `string`.
+    Str,
+    /// `int32` / `int64` (varint; negative int32 values are sign-extended).
+    Int,
+    /// `bool`.
+    Bool,
+    /// `double` (fixed64).
+    F64,
+    /// `bytes`, base64 in JSON.
+    Bytes,
+    /// `metav1.Time` / `MicroTime` {1: seconds, 2: nanos}: RFC 3339.
+    Time,
+    /// `metav1.Duration` {1: nanoseconds}: a Go duration string.
+    Duration,
+    /// `runtime.RawExtension` / `FieldsV1` {1: raw JSON bytes}.
+    Raw,
+    /// `resource.Quantity` {1: string}.
+    Quantity,
+    /// `intstr.IntOrString` {1: type, 2: intVal, 3: strVal}.
+    IntOrString,
+    /// A nested message.
+    Msg(&'static [F]),
+    /// A repeated field.
+    Rep(&'static Ty),
+    /// A `map<string, _>` (repeated entries {1: key, 2: value}).
+    Map(&'static Ty),
+}
+
+/// (field number, JSON name, type).
+type F = (u32, &'static str, Ty);
+
+mod descriptors;
+
+/// Fields whose zero value differs from leaving them out (Go pointers whose default is
+/// not zero). Every other zero scalar is dropped: Go's protobuf encoder writes the zero
+/// values of non-pointer fields, which their JSON form omits.
+const KEEP_ZERO: &[&str] = &[
+    "automountServiceAccountToken",
+    "allowPrivilegeEscalation",
+    "enableServiceLinks",
+    "backoffLimit",
+    "backoffLimitPerIndex",
+    "parallelism",
+    "completions",
+    "runAsUser",
+    "runAsGroup",
+    "fsGroup",
+    "ttlSecondsAfterFinished",
+    "terminationGracePeriodSeconds",
+    "activeDeadlineSeconds",
+    "expirationSeconds",
+    "defaultMode",
+    "mode",
+];
+
+fn descriptor(api_version: &str, kind: &str) -> Option<&'static [F]> {
+    descriptors::ROOTS
+        .iter()
+        .find(|(av, k, _)| *av == api_version && *k == kind)
+        .map(|(_, _, d)| *d)
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.b.get(self.i).ok_or("truncated varint")?;
+            self.i += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint too long".into())
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.varint()? as usize;
+        let end = self
+            .i
+            .checked_add(n)
+            .filter(|e| *e <= self.b.len())
+            .ok_or("truncated field")?;
+        let s = &self.b[self.i..end];
+        self.i = end;
+        Ok(s)
+    }
+
+    fn skip(&mut self, wire: u64) -> Result<(), String> {
+        match wire {
+            0 => {
+                self.varint()?;
+            }
+            1 => self.i += 8,
+            2 => {
+                self.bytes()?;
+            }
+            5 => self.i += 4,
+            w => return Err(format!("unsupported wire type {w}")),
+        }
+        if self.i > self.b.len() {
+            return Err("truncated field".into());
+        }
+        Ok(())
+    }
+
+    /// Iterates (field number, wire type).
+    fn next_key(&mut self) -> Result<Option<(u32, u64)>, String> {
+        if self.i >= self.b.len() {
+            return Ok(None);
+        }
+        let k = self.varint()?;
+        Ok(Some(((k >> 3) as u32, k & 7)))
+    }
+}
+
+fn utf8(b: &[u8]) -> Result<String, String> {
+    String::from_utf8(b.to_vec()).map_err(|_| "invalid UTF-8 in string field".to_string())
+}
+
+fn sub(b: &[u8]) -> Reader<'_> {
+    Reader { b, i: 0 }
+}
+
+/// Seconds and nanos of a Time message; `None` for Go's zero time.
+fn time(b: &[u8]) -> Result<Option<Value>, String> {
+    let mut r = sub(b);
+    let (mut secs, mut nanos) = (0i64, 0i64);
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 0) => secs = r.varint()? as i64,
+            (2, 0) => nanos = r.varint()? as i64,
+            _ => r.skip(w)?,
+        }
+    }
+    // Go's zero time.Time (year 1) and the Unix epoch with nothing set both mean unset.
+    if secs == -62_135_596_800 || (secs == 0 && nanos == 0) {
+        return Ok(None);
+    }
+    let t = jiff::Timestamp::new(secs, nanos as i32).map_err(|e| format!("invalid time: {e}"))?;
+    Ok(Some(json!(t.to_string())))
+}
+
+fn first_string(b: &[u8]) -> Result<String, String> {
+    let mut r = sub(b);
+    let mut s = String::new();
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 2) => s = utf8(r.bytes()?)?,
+            _ => r.skip(w)?,
+        }
+    }
+    Ok(s)
+}
+
+fn int_or_string(b: &[u8]) -> Result<Value, String> {
+    let mut r = sub(b);
+    let (mut ty, mut int, mut s) = (0u64, 0i64, String::new());
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 0) => ty = r.varint()?,
+            (2, 0) => int = r.varint()? as i64,
+            (3, 2) => s = utf8(r.bytes()?)?,
+            _ => r.skip(w)?,
+        }
+    }
+    Ok(if ty == 1 { json!(s) } else { json!(int) })
+}
+
+fn raw(b: &[u8]) -> Result<Value, String> {
+    let mut r = sub(b);
+    let mut out = Value::Null;
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 2) => {
+                let bytes = r.bytes()?;
+                out = serde_json::from_slice(bytes)
+                    .map_err(|e| format!("embedded object is not JSON: {e}"))?;
+            }
+            _ => r.skip(w)?,
+        }
+    }
+    Ok(out)
+}
+
+fn duration(b: &[u8]) -> Result<Value, String> {
+    let mut r = sub(b);
+    let mut nanos = 0i64;
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 0) => nanos = r.varint()? as i64,
+            _ => r.skip(w)?,
+        }
+    }
+    let d = std::time::Duration::from_nanos(nanos.max(0) as u64);
+    Ok(json!(format!("{}s", d.as_secs_f64())))
+}
+
+/// One value of type `ty` with wire type `wire`; `None` means "leave the field out".
+fn value(r: &mut Reader<'_>, ty: Ty, wire: u64, name: &str) -> Result<Option<Value>, String> {
+    let keep_zero = KEEP_ZERO.contains(&name);
+    Ok(match (ty, wire) {
+        (Ty::Str, 2) => Some(json!(utf8(r.bytes()?)?)).filter(|v| v != ""),
+        (Ty::Int, 0) => Some(json!(r.varint()? as i64)).filter(|v| keep_zero || v != 0),
+        (Ty::Bool, 0) => Some(json!(r.varint()? != 0)).filter(|v| keep_zero || v != false),
+        (Ty::F64, 1) => {
+            let end = r.i + 8;
+            let b: [u8; 8] =
+                r.b.get(r.i..end)
+                    .ok_or("truncated double")?
+                    .try_into()
+                    .unwrap();
+            r.i = end;
+            Some(json!(f64::from_le_bytes(b))).filter(|v| keep_zero || v != 0.0)
+        }
+        (Ty::Bytes, 2) => Some(json!(
+            base64::engine::general_purpose::STANDARD.encode(r.bytes()?)
+        )),
+        (Ty::Time, 2) => time(r.bytes()?)?,
+        (Ty::Duration, 2) => Some(duration(r.bytes()?)?),
+        (Ty::Raw, 2) => Some(raw(r.bytes()?)?).filter(|v| !v.is_null()),
+        (Ty::Quantity, 2) => Some(json!(first_string(r.bytes()?)?)),
+        (Ty::IntOrString, 2) => Some(int_or_string(r.bytes()?)?),
+        (Ty::Msg(d), 2) => Some(message(r.bytes()?, d)?),
+        (_, w) => return Err(format!("field {name} has unexpected wire type {w}")),
+    })
+}
+
+fn map_entry(b: &[u8], ty: Ty, name: &str) -> Result<(String, Value), String> {
+    let mut r = sub(b);
+    let (mut k, mut v) = (String::new(), json!(""));
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 2) => k = utf8(r.bytes()?)?,
+            // An empty string is a value in a map, not an absent field.
+            (2, 2) if matches!(ty, Ty::Str) => v = json!(utf8(r.bytes()?)?),
+            (2, _) => v = value(&mut r, ty, w, name)?.unwrap_or(json!("")),
+            _ => r.skip(w)?,
+        }
+    }
+    Ok((k, v))
+}
+
+fn message(b: &[u8], desc: &[F]) -> Result<Value, String> {
+    let mut out = Map::new();
+    let mut r = sub(b);
+    while let Some((num, wire)) = r.next_key()? {
+        let Some((_, name, ty)) = desc.iter().find(|(n, _, _)| *n == num) else {
+            r.skip(wire)?;
+            continue;
+        };
+        match ty {
+            Ty::Rep(inner) => {
+                let v = match (inner, wire) {
+                    (Ty::Str, 2) => Some(json!(utf8(r.bytes()?)?)),
+                    (Ty::Int, 0) => Some(json!(r.varint()? as i64)),
+                    _ => value(&mut r, **inner, wire, name)?,
+                };
+                if let Some(v) = v {
+                    let a = out.entry(name.to_string()).or_insert_with(|| json!([]));
+                    if let Some(a) = a.as_array_mut() {
+                        a.push(v);
+                    }
+                }
+            }
+            Ty::Map(inner) => {
+                if wire != 2 {
+                    return Err(format!("field {name} has unexpected wire type {wire}"));
+                }
+                let (k, v) = map_entry(r.bytes()?, **inner, name)?;
+                let m = out.entry(name.to_string()).or_insert_with(|| json!({}));
+                m[k] = v;
+            }
+            _ => {
+                if let Some(v) = value(&mut r, *ty, wire, name)? {
+                    out.insert(name.to_string(), v);
+                }
+            }
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Decodes a protobuf-encoded object into its JSON form. Errors name what is unsupported.
+pub fn decode(body: &[u8]) -> Result<Value, String> {
+    let rest = body
+        .strip_prefix(b"k8s\0")
+        .ok_or("missing the protobuf envelope prefix")?;
+    let mut r = Reader { b: rest, i: 0 };
+    let (mut av, mut kind, mut raw): (String, String, &[u8]) = (String::new(), String::new(), &[]);
+    while let Some((f, w)) = r.next_key()? {
+        match (f, w) {
+            (1, 2) => {
+                let mut tm = Reader {
+                    b: r.bytes()?,
+                    i: 0,
+                };
+                while let Some((f, w)) = tm.next_key()? {
+                    match (f, w) {
+                        (1, 2) => av = utf8(tm.bytes()?)?,
+                        (2, 2) => kind = utf8(tm.bytes()?)?,
+                        _ => tm.skip(w)?,
+                    }
+                }
+            }
+            (2, 2) => raw = r.bytes()?,
+            _ => r.skip(w)?,
+        }
+    }
+    let desc = descriptor(&av, &kind).ok_or_else(|| {
+        format!("protobuf bodies are not supported for {av} {kind}; send application/json")
+    })?;
+    let mut obj = message(raw, desc)?;
+    obj["apiVersion"] = json!(av);
+    obj["kind"] = json!(kind);
+    Ok(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(num: u32, data: &[u8]) -> Vec<u8> {
+        let mut v = vec![((num << 3) | 2) as u8, data.len() as u8];
+        v.extend_from_slice(data);
+        v
+    }
+
+    #[test]
+    fn decodes_a_configmap() {
+        let meta = [
+            field(1, b"foo"),
+            field(11, &[field(1, b"a"), field(2, b"b")].concat()),
+        ]
+        .concat();
+        let cm = [
+            field(1, &meta),
+            field(2, &[field(1, b"k"), field(2, b"v")].concat()),
+        ]
+        .concat();
+        let tm = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+        let body = [b"k8s\0".to_vec(), field(1, &tm), field(2, &cm)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "foo", "labels": {"a": "b"}}, "data": {"k": "v"}, "apiVersion": "v1", "kind": "ConfigMap"})
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_kinds_and_garbage() {
+        let tm = [field(1, b"apps/v1"), field(2, b"Deployment")].concat();
+        let body = [b"k8s\0".to_vec(), field(1, &tm)].concat();
+        assert!(decode(&body).unwrap_err().contains("Deployment"));
+        assert!(decode(b"k8s\0\x0a\xff").is_err());
+        assert!(decode(b"nope").is_err());
+    }
+}
