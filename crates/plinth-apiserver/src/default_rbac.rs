@@ -130,7 +130,16 @@ pub(crate) async fn ensure(app: &App) -> Result<(), ApiError> {
         .chain(std::iter::once((bindings, binding)));
     for (info, obj) in wanted {
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-        match crate::api::create(app, &info, None, obj.clone(), false).await {
+        match crate::api::create(
+            app,
+            &info,
+            None,
+            obj.clone(),
+            false,
+            &crate::ssa::Owner::Internal,
+        )
+        .await
+        {
             Ok(_) => continue,
             Err(e) if e.code == 409 => {}
             Err(e) => return Err(e),

@@ -87,7 +87,6 @@ fn parse_args() -> Cli {
     if help_of_help {
         return Cli::parse_from([args[0].clone(), "--help".into()]);
     }
-    }
     Cli::parse_from(args)
 }
 

@@ -1,6 +1,7 @@
 //! `plinth up`: the whole platform in the foreground — the embedded API server, the
 //! controllers and the Job runner — until Ctrl-C or SIGTERM.
 
+use clap::builder::TypedValueParser as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
