@@ -534,6 +534,14 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
         let start = status.start_time.as_ref().map(|t| t.0);
 
         if succeeded >= completions {
+            ctx.jobs_events
+                .record(
+                    &job_reference(&job),
+                    EventType::Normal,
+                    "Completed",
+                    "Job completed",
+                )
+                .await;
             update_job_status(&jobs, &name, |s| {
                 s.active = Some(0);
                 s.ready = Some(0);
@@ -557,19 +565,12 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 );
             })
             .await?;
-            ctx.jobs_events
-                .record(
-                    &job_reference(&job),
-                    EventType::Normal,
-                    "Completed",
-                    "Job completed",
-                )
-                .await;
             return Ok(());
         }
         if failed > backoff_limit {
             fail_job(
                 &ctx.jobs_events,
+                &job,
                 &jobs,
                 &name,
                 succeeded,
@@ -587,6 +588,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 if left.is_negative() || left.is_zero() {
                     fail_job(
                         &ctx.jobs_events,
+                        &job,
                         &jobs,
                         &name,
                         succeeded,
@@ -652,6 +654,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
             Err(e) => {
                 fail_job(
                     &ctx.jobs_events,
+                    &job,
                     &jobs,
                     &name,
                     succeeded,
@@ -744,6 +747,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
 
 async fn fail_job(
     recorder: &EventRecorder,
+    job: &Job,
     jobs: &Api<Job>,
     name: &str,
     succeeded: i32,
@@ -751,7 +755,11 @@ async fn fail_job(
     reason: &str,
     message: &str,
 ) -> Result<(), RunnerError> {
-    let job = update_job_status(jobs, name, |s| {
+    // The Event first: whoever sees the Job failed also finds why among its Events.
+    recorder
+        .record(&job_reference(job), EventType::Warning, reason, message)
+        .await;
+    update_job_status(jobs, name, |s| {
         s.active = Some(0);
         s.ready = Some(0);
         s.succeeded = Some(succeeded);
@@ -761,11 +769,6 @@ async fn fail_job(
         set_condition(s, "Failed", true, reason, message);
     })
     .await?;
-    if let Some(job) = job {
-        recorder
-            .record(&job_reference(&job), EventType::Warning, reason, message)
-            .await;
-    }
     Ok(())
 }
 

@@ -349,7 +349,15 @@ async fn failing_container_fails_the_job_after_the_backoff_limit() {
     assert_ne!(pods[0].metadata.name, pods[1].metadata.name);
 
     // The Job controller's and the kubelet's Events, as Kubernetes emits them.
-    let job_events = p.events("team-a", "Job", "broken").await;
+    // The Job's final Event may land just after its status: wait for it.
+    let mut job_events = p.events("team-a", "Job", "broken").await;
+    for _ in 0..50 {
+        if job_events.iter().any(|e| e.1 == "BackoffLimitExceeded") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        job_events = p.events("team-a", "Job", "broken").await;
+    }
     for pod in &pods {
         let created = format!("Created pod: {}", pod.metadata.name.as_deref().unwrap());
         assert!(
@@ -475,7 +483,9 @@ async fn deleting_a_job_stops_its_processes_and_removes_its_files() {
         return;
     };
     p.namespace("team-a").await;
-    let marker = "sleep 100000; echo job-deletion-marker";
+    // Unique per test process, so that nothing else on the machine matches.
+    let tag = format!("job-deletion-marker-{}", std::process::id());
+    let marker = format!("sleep 100000; echo {tag}");
     let _: Job = p
         .create(
             "team-a",
@@ -495,7 +505,18 @@ async fn deleting_a_job_stops_its_processes_and_removes_its_files() {
     wait_running(&p, "team-a", &pod_name).await;
     let pod_dir = p.config.pod_dir("team-a", &pod_name);
     assert!(pod_dir.join("volumes/scratch").is_dir());
-    let before = wait_processes("job-deletion-marker").await;
+    let mut before = wait_processes(&tag).await;
+    // The whole tree: the sandbox, the shell and its `sleep`.
+    let below: Vec<u32> = before
+        .iter()
+        .flat_map(|pid| plinth_runner::procs::descendants(*pid))
+        .map(|(pid, _)| pid)
+        .collect();
+    before.extend(below);
+    assert!(
+        before.len() >= 3,
+        "sandbox, shell and sleep run: {before:?}"
+    );
     let jobs: Api<Job> = Api::namespaced(p.client(), "team-a");
     jobs.delete("sleeper", &kube::api::DeleteParams::background())
         .await
@@ -503,7 +524,7 @@ async fn deleting_a_job_stops_its_processes_and_removes_its_files() {
     // Within the grace period (5 s) the whole tree is gone: sandbox, shell and sleep.
     let deadline = std::time::Instant::now() + Duration::from_secs(8);
     loop {
-        let left = processes_with("job-deletion-marker");
+        let left = processes_with(&tag);
         let tree_gone = before.iter().all(|pid| !plinth_runner::procs::alive(*pid));
         if left.is_empty() && tree_gone && !pod_dir.exists() {
             break;
@@ -603,6 +624,8 @@ async fn standalone_pods_run_with_their_restart_policy() {
     let started: Vec<_> = events.iter().filter(|e| e.1 == "Started").collect();
     assert_eq!(started.len(), 1, "{events:?}");
     assert!(started[0].3 >= 2, "{events:?}");
+    // It would restart for ever: remove it.
+    api.delete("flaky", &Default::default()).await.unwrap();
 
     // Never with a failure: one run, Failed.
     let _: Pod = p
@@ -624,7 +647,8 @@ async fn standalone_pods_run_with_their_restart_policy() {
     assert_eq!((exit_code(c), c.restart_count), (4, 0));
 
     // Deleting a standalone Pod stops it too.
-    let marker = "sleep 100000; echo bare-pod-deletion-marker";
+    let tag = format!("bare-pod-deletion-marker-{}", std::process::id());
+    let marker = format!("sleep 100000; echo {tag}");
     let _: Pod = p
         .create(
             "team-a",
@@ -633,10 +657,11 @@ async fn standalone_pods_run_with_their_restart_policy() {
         )
         .await;
     wait_running(&p, "team-a", "sleepy").await;
-    wait_processes("bare-pod-deletion-marker").await;
+    wait_processes(&tag).await;
     api.delete("sleepy", &Default::default()).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(6);
-    while !processes_with("bare-pod-deletion-marker").is_empty() {
+    // The grace period is 3 s; allow for a loaded machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !processes_with(&tag).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the deleted Pod's processes still run"

@@ -1,7 +1,6 @@
 //! `plinth up`: the whole platform in the foreground — the embedded API server, the
 //! controllers and the Job runner — until Ctrl-C or SIGTERM.
 
-use clap::builder::TypedValueParser as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,8 +47,8 @@ pub struct UpArgs {
     pub container_log_max_size: u64,
     /// Log files kept per container, the current one included, at least 2 (the kubelet's
     /// containerLogMaxFiles).
-    #[arg(long, default_value_t = plinth_runner::logfile::DEFAULT_MAX_FILES, value_parser = clap::value_parser!(u16).range(2..).map(usize::from))]
-    pub container_log_max_files: usize,
+    #[arg(long, default_value_t = plinth_runner::logfile::DEFAULT_MAX_FILES as u16, value_parser = clap::value_parser!(u16).range(2..))]
+    pub container_log_max_files: u16,
 }
 
 /// Runs `plinth up`.
@@ -65,7 +64,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             image_map: args.image_map.clone(),
             git_batch_window: Duration::from_millis(args.git_batch_window_ms),
             container_log_max_size: args.container_log_max_size,
-            container_log_max_files: args.container_log_max_files,
+            container_log_max_files: usize::from(args.container_log_max_files),
         },
         &args.tls_sans,
     )
