@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn phases_and_exclusions() {
-        let ns = b"apiVersion: v1\nkind: Namespace\nmetadata: {name: n}\n".to_vec();
+        let ns = b"apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n".to_vec();
         let cm = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n".to_vec();
         let p = parse(&[
             ("resources/r.yaml".into(), cm.clone()),
