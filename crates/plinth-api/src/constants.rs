@@ -439,6 +439,10 @@ pub const DEFAULT_ADAPTER_IMAGE: &str = "ghcr.io/plinth-dev/plinth:latest";
 pub mod health {
     /// Label on a HealthRecord applied by a HealthSource: the source's name.
     pub const SOURCE_LABEL: &str = "platform.syntasso.io/health-source";
+    /// Label on a HealthRecord: a hash (32 hex digits) of the Promise, namespace and name
+    /// of the request it references, set by the HealthRecord controller and the
+    /// HealthSource so a request's records are listed by label, not by scanning all.
+    pub const REQUEST_LABEL: &str = "platform.syntasso.io/health-request";
     /// Annotation on a HealthRecord applied by a HealthSource: the object key it came from.
     pub const SOURCE_KEY_ANNOTATION: &str = "platform.syntasso.io/health-source-key";
     /// Annotation on a HealthSource: setting it to a new value polls at once.

@@ -11,6 +11,7 @@
 //! - [`history`]: the history kept in `status.healthHistory` and the figures derived from
 //!   it (uptime, time to first healthy, time to recover).
 //! - [`aggregate`]: the pure aggregation of records into `healthStatus`.
+//! - [`index`]: the cached records by the request they reference.
 //!
 //! Which wins, a pipeline's `healthStatus` or the records: while at least one HealthRecord
 //! references a request, the records are the truth and `status.healthStatus` is rebuilt
@@ -21,6 +22,7 @@
 pub mod aggregate;
 pub mod clock;
 pub mod history;
+pub mod index;
 pub mod poll;
 pub mod record;
 pub mod report;

@@ -359,6 +359,13 @@ fn desired_record(hs: &HealthSource, mut rec: HealthRecord, key: &str) -> Health
     m.labels
         .get_or_insert_with(Default::default)
         .insert(names::SOURCE_LABEL.into(), hs.name_any());
+    // The HealthRecord controller sets the same label; writing it here keeps the two
+    // from undoing each other's writes.
+    let request = super::record::Target::of(&rec).label_value();
+    let m = &mut rec.metadata;
+    m.labels
+        .get_or_insert_with(Default::default)
+        .insert(names::REQUEST_LABEL.into(), request);
     m.annotations
         .get_or_insert_with(Default::default)
         .insert(names::SOURCE_KEY_ANNOTATION.into(), key.into());

@@ -16,11 +16,13 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{finalizers, health as names};
 use plinth_api::{HealthRecord, HealthState};
@@ -29,6 +31,7 @@ use serde_json::Value;
 use super::aggregate::{deciding_source, health_status, is_up, parse_state, state_name};
 use super::clock::Clock;
 use super::history::HealthHistory;
+use super::index::RecordIndex;
 use crate::Error;
 use crate::context::Context;
 use crate::objstatus::edit_finalizers;
@@ -62,6 +65,22 @@ impl Target {
     }
 }
 
+impl Target {
+    /// The value of the request label (`names::REQUEST_LABEL`) on this request's
+    /// records: the first 32 hex digits of SHA-256 over promise, namespace and name.
+    pub fn label_value(&self) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::new()
+            .chain_update(self.promise.as_bytes())
+            .chain_update([0])
+            .chain_update(self.namespace.as_bytes())
+            .chain_update([0])
+            .chain_update(self.name.as_bytes())
+            .finalize();
+        hex::encode(&digest[..16])
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}/{}", self.promise, self.namespace, self.name)
@@ -72,18 +91,27 @@ struct RecordCtx {
     ctx: Arc<Context>,
     clock: Arc<dyn Clock>,
     store: Store<HealthRecord>,
+    index: Arc<RecordIndex>,
 }
 
 /// Runs the HealthRecord controller until the process stops.
 pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
     let api: Api<HealthRecord> = Api::all(ctx.client.clone());
-    let controller = Controller::new(api, watcher::Config::default());
+    let (store, writer) = reflector::store();
+    let index = Arc::new(RecordIndex::default());
+    let feed = index.clone();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(move |ev| feed.observe(ev))
+        .touched_objects();
     let rc = Arc::new(RecordCtx {
         ctx,
         clock,
-        store: controller.store(),
+        store: store.clone(),
+        index,
     });
-    controller
+    Controller::for_stream(stream, store)
         .run(reconcile, error_policy, rc)
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -105,21 +133,40 @@ async fn reconcile(rec: Arc<HealthRecord>, rc: Arc<RecordCtx>) -> Result<Action,
     let f = finalizers::HEALTH_RECORD_CLEANUP;
     if rec.meta().deletion_timestamp.is_some() {
         if rec.finalizers().iter().any(|x| x == f) {
-            rebuild(
-                &rc.ctx,
-                &*rc.clock,
-                &rc.store,
-                &target,
-                rec.uid().as_deref(),
-            )
-            .await?;
+            rebuild(&rc, &target, rec.uid().as_deref()).await?;
             edit_finalizers(&api, &rec.name_any(), &[], &[f]).await?;
         }
         return Ok(Action::await_change());
     }
     edit_finalizers(&api, &rec.name_any(), &[f], &[]).await?;
-    rebuild(&rc.ctx, &*rc.clock, &rc.store, &target, None).await?;
+    label_with_request(&api, &rec, &target).await?;
+    rebuild(&rc, &target, None).await?;
     Ok(Action::await_change())
+}
+
+/// Sets the request label on `rec` when it is missing or stale (nothing sent otherwise).
+async fn label_with_request(
+    api: &Api<HealthRecord>,
+    rec: &HealthRecord,
+    target: &Target,
+) -> Result<(), Error> {
+    let value = target.label_value();
+    if rec.labels().get(names::REQUEST_LABEL) == Some(&value) {
+        return Ok(());
+    }
+    let body = serde_json::json!({"metadata": {"labels": {names::REQUEST_LABEL: value}}});
+    match api
+        .patch(
+            &rec.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The API resource of `promise`'s requests: from its running request controller, else
@@ -143,21 +190,19 @@ pub async fn request_resource(ctx: &Context, promise: &str) -> Result<Option<Api
 }
 
 /// Rebuilds `target`'s `healthStatus` (and history) from the cached records that
-/// reference it, leaving out the record with uid `excluding` (one being deleted).
-/// A missing Promise or request is not an error: there is nothing to update.
-pub async fn rebuild(
-    ctx: &Context,
-    clock: &dyn Clock,
-    store: &Store<HealthRecord>,
-    target: &Target,
-    excluding: Option<&str>,
-) -> Result<(), Error> {
+/// reference it (found through the index, not by scanning every record), leaving out
+/// the record with uid `excluding` (one being deleted). A missing Promise or request is
+/// not an error: there is nothing to update.
+async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Result<(), Error> {
+    let ctx = &*rc.ctx;
     let Some(ar) = request_resource(ctx, &target.promise).await? else {
         return Ok(());
     };
-    let records: Vec<Arc<HealthRecord>> = store
-        .state()
-        .into_iter()
+    let records: Vec<Arc<HealthRecord>> = rc
+        .index
+        .records_of(target)
+        .iter()
+        .filter_map(|key| rc.store.get(key))
         .filter(|r| {
             r.meta().deletion_timestamp.is_none()
                 && r.uid().as_deref() != excluding
@@ -167,7 +212,7 @@ pub async fn rebuild(
     let refs: Vec<&HealthRecord> = records.iter().map(|r| r.as_ref()).collect();
     let requests: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &target.namespace, &ar);
-    let now = clock.now();
+    let now = rc.clock.now();
     let mut change: Option<(Option<HealthState>, Option<HealthState>)> = None;
     let res = crate::status::update_status(&requests, &target.name, |status, obj| {
         change = apply_health(status, obj, &refs, now);
@@ -239,11 +284,21 @@ fn apply_health(
 }
 
 /// Deletes every HealthRecord that references the request `target` (called when the
-/// request is deleted). Returns how many were deleted.
+/// request is deleted). Lists by the request label, plus any record not labelled yet
+/// (one the controller has not reconciled), never every record. Returns how many were
+/// deleted.
 pub async fn delete_records_of(ctx: &Context, target: &Target) -> Result<usize, Error> {
     let all: Api<HealthRecord> = Api::all(ctx.client.clone());
+    let labelled = ListParams::default().labels(&format!(
+        "{}={}",
+        names::REQUEST_LABEL,
+        target.label_value()
+    ));
+    let unlabelled = ListParams::default().labels(&format!("!{}", names::REQUEST_LABEL));
+    let mut found = all.list(&labelled).await?.items;
+    found.extend(all.list(&unlabelled).await?.items);
     let mut n = 0;
-    for r in all.list(&ListParams::default()).await?.items {
+    for r in found {
         if Target::of(&r) != *target || r.meta().deletion_timestamp.is_some() {
             continue;
         }
