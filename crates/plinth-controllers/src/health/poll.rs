@@ -422,3 +422,40 @@ async fn remove_gone(
     }
     Ok(gone.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::record::Target;
+
+    #[test]
+    fn the_source_copy_carries_the_request_label_the_controller_sets() {
+        let hs: HealthSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "platform.syntasso.io/v1alpha1", "kind": "HealthSource",
+            "metadata": {"name": "worker-1", "uid": "u1"},
+            "spec": {"bucket": {"endpoint": "s3.example.test", "bucketName": "health",
+                     "authMethod": "accessKey", "secretRef": {"name": "reader"}},
+                     "path": "health", "pollInterval": "10m"},
+        }))
+        .unwrap();
+        let rec: HealthRecord = serde_json::from_value(serde_json::json!({
+            "apiVersion": "platform.kratix.io/v1alpha1", "kind": "HealthRecord",
+            "metadata": {"name": "a-1", "namespace": "default"},
+            "data": {"promiseRef": {"name": "p"}, "resourceRef": {"name": "a"},
+                     "state": "healthy", "lastRun": 1},
+        }))
+        .unwrap();
+        let desired = desired_record(&hs, rec.clone(), "a-1.yaml");
+        // The platform's copy after the HealthRecord controller labelled it.
+        let mut on_platform = desired.clone();
+        on_platform
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(names::REQUEST_LABEL.into(), Target::of(&rec).label_value());
+        assert!(
+            same_record(&on_platform, &desired),
+            "the source would rewrite the record and drop the label"
+        );
+    }
+}
