@@ -405,8 +405,13 @@ async fn patch_types() {
         )
         .await,
     );
-    assert_eq!(s.code, 415);
-    assert!(s.message.contains("server-side apply"), "{}", s.message);
+    // Server-side apply is supported; an applied configuration must name its object.
+    assert_eq!(s.code, 400);
+    assert!(
+        s.message.contains("metadata.name is required"),
+        "{}",
+        s.message
+    );
 
     // Strategic merge patch on a custom resource: 415.
     let crds: Api<CustomResourceDefinition> = Api::all(ts.client());

@@ -318,6 +318,12 @@ mod tests {
     #[test]
     fn image_map_file() {
         let dir = tempfile::tempdir().unwrap();
+        // Commands are checked when the map loads: the relative one must exist.
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        let script = dir.path().join("bin/run.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         let p = dir.path().join("map.yaml");
         std::fs::write(
             &p,

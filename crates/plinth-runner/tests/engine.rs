@@ -106,7 +106,8 @@ async fn podman_runs_an_image_with_volumes_env_and_identity() {
         "made\n"
     );
 
-    // A missing image with pull policy Never fails the container with the engine's message.
+    // A missing image with pull policy Never is not started: the container waits with the
+    // kubelet's reason, naming the image and the remedies.
     let missing = pod(json!({
         "metadata": {"name": "engine-missing", "namespace": "team-a"},
         "spec": {"automountServiceAccountToken": false,
@@ -115,8 +116,20 @@ async fn podman_runs_an_image_with_volumes_env_and_identity() {
     let st = run_pod_once(&access, &cfg, &missing, RunOptions::default())
         .await
         .unwrap();
-    assert_eq!(st.phase.as_deref(), Some("Failed"));
-    assert_ne!(exit_code(container(&st, false, "c")), 0);
-    let log = read(&cfg.log_path("team-a", "engine-missing", "c"));
-    assert!(log.contains("not-there"), "{log}");
+    let waiting = container(&st, false, "c")
+        .state
+        .as_ref()
+        .and_then(|s| s.waiting.clone())
+        .unwrap_or_else(|| panic!("container not waiting: {st:?}"));
+    assert_eq!(
+        waiting.reason.as_deref(),
+        Some("ErrImageNeverPull"),
+        "{st:?}"
+    );
+    let message = waiting.message.unwrap_or_default();
+    assert!(message.contains("not-there"), "{message}");
+    assert!(
+        message.contains("map the image to a local command"),
+        "{message}"
+    );
 }
