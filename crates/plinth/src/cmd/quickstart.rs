@@ -189,11 +189,17 @@ async fn drive(
         );
     }
 
-    let promise: Value = serde_saphyr::from_str(PROMISE_YAML)
+    let mut promise: Value = serde_saphyr::from_str(PROMISE_YAML)
         .context("the built-in sample Promise does not parse")?;
+    // The workloads go to the worker started beside the platform.
+    promise["spec"]["destinationSelectors"] =
+        serde_json::json!([{"matchLabels": {"environment": WORKER}}]);
     let promises: Api<DynamicObject> =
         Api::all_with(client.clone(), &kratix("Promise", "promises"));
-    step(started, "installing Promise webapp");
+    step(
+        started,
+        &format!("installing Promise webapp (destinationSelectors environment={WORKER})"),
+    );
     match promises
         .create(&PostParams::default(), &serde_json::from_value(promise)?)
         .await
