@@ -401,7 +401,7 @@ async fn show_in_worker(
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     println!("\n$ kubectl --kubeconfig {kc} get deploy,svc -A");
-    println!("{:<12} {:<32} {}", "NAMESPACE", "NAME", "DETAIL");
+    println!("{:<12} {:<32} DETAIL", "NAMESPACE", "NAME");
     for d in deployments.list(&ListParams::default()).await?.items {
         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         println!(
