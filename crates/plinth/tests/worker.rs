@@ -111,7 +111,7 @@ impl Drop for Worker {
 }
 
 impl Worker {
-    fn start(p: &Plinth, name: &str) -> Worker {
+    fn start(p: &Plinth, name: &str, extra: &[&str]) -> Worker {
         let dir = p.dir.path().join(format!("worker-{name}"));
         let out = p.dir.path().join(format!("worker-{name}.out"));
         let log = p.dir.path().join(format!("worker-{name}.log"));
@@ -120,6 +120,7 @@ impl Worker {
             .arg(&p.kubeconfig)
             .arg("--data-dir")
             .arg(&dir)
+            .args(extra)
             .env("RUST_BACKTRACE", "0")
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -184,7 +185,7 @@ fn apply(p: &Plinth, dir: &std::path::Path, name: &str, yaml: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_applies_its_destination_updates_and_prunes_only_its_objects() {
     let p = Plinth::up(&[]).await;
-    let w = Worker::start(&p, "worker-1");
+    let w = Worker::start(&p, "worker-1", &[]);
     let dest: Value =
         serde_json::from_str(&p.kubectl(&["get", "destination", "worker-1", "-o", "json"]))
             .unwrap();
@@ -255,6 +256,27 @@ async fn a_worker_applies_its_destination_updates_and_prunes_only_its_objects() 
         w.get(&["ns", "apps"]).is_some(),
         "the Promise's dependency (namespace apps) stays"
     );
+    // A second worker with its own labels, on the store named explicitly: registered as
+    // given.
+    let w2 = Worker::start(
+        &p,
+        "worker-2",
+        &[
+            "--label",
+            "team=a",
+            "--label",
+            "environment=edge",
+            "--state-store",
+            "GitStateStore/local",
+        ],
+    );
+    let d2: Value =
+        serde_json::from_str(&p.kubectl(&["get", "destination", "worker-2", "-o", "json"]))
+            .unwrap();
+    assert_eq!(d2["metadata"]["labels"]["team"], "a");
+    assert_eq!(d2["metadata"]["labels"]["environment"], "edge");
+    assert_eq!(d2["spec"]["stateStoreRef"]["kind"], "GitStateStore");
+    drop(w2);
     assert!(
         !w.log().contains("ERROR"),
         "worker log has errors:\n{}",
