@@ -12,6 +12,9 @@ use crate::kube_apply::{ApplyError, Served, Target};
 use crate::readiness;
 use crate::status::{AgentStatus, ObjectStatus};
 
+/// Longest wait before a pass whose documents had errors is tried again.
+pub const RETRY_AFTER_ERRORS: Duration = Duration::from_secs(3);
+
 /// How one agent runs.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
@@ -80,6 +83,8 @@ pub struct Agent {
     inventory: Inventory,
     saved: Option<(Inventory, AgentStatus)>,
     version: Option<String>,
+    /// SHA-256 over the paths and contents of the directory last read.
+    digest: Option<String>,
     files: Vec<(String, Vec<u8>)>,
     retry: bool,
     status: AgentStatus,
@@ -113,6 +118,7 @@ impl Agent {
             inventory,
             saved,
             version: None,
+            digest: None,
             files: Vec::new(),
             retry: true,
             status: AgentStatus::default(),
@@ -127,7 +133,20 @@ impl Agent {
 
     /// Runs passes every `interval` until `shutdown` completes; a store that cannot be read
     /// backs off (doubling, up to 5 minutes) and leaves what is applied alone.
-    pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) {
+        self.run_woken(std::sync::Arc::new(tokio::sync::Notify::new()), shutdown)
+            .await
+    }
+
+    /// [`Agent::run`], also starting a pass as soon as `wake` is notified (e.g. by a watch
+    /// on the platform's WorkPlacements for this Destination, so a change lands without
+    /// waiting for the interval). A pass whose documents had errors is retried after at
+    /// most [`RETRY_AFTER_ERRORS`].
+    pub async fn run_woken(
+        mut self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
         loop {
@@ -140,6 +159,8 @@ impl Agent {
             let delay = if failures > 0 {
                 (self.cfg.interval.min(Duration::from_secs(5)) * 2u32.pow(failures.min(8)))
                     .min(Duration::from_secs(300))
+            } else if !report.errors.is_empty() {
+                self.cfg.interval.min(RETRY_AFTER_ERRORS)
             } else {
                 self.cfg.interval
             };
@@ -151,6 +172,7 @@ impl Agent {
             );
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
+                _ = wake.notified() => {}
                 _ = &mut shutdown => return,
             }
         }
@@ -262,6 +284,14 @@ impl Agent {
         let Some(files) = snap.files else {
             return Ok(false);
         };
+        // Another directory of the same store changed (the tip moved, this directory did
+        // not): nothing to apply and nothing to report, so a settled agent stays silent.
+        let digest = files_digest(&files);
+        if !self.retry && self.digest.as_deref() == Some(digest.as_str()) {
+            self.version = Some(snap.version);
+            return Ok(false);
+        }
+        self.digest = Some(digest);
         let prefix = self.cfg.path.trim_matches('/');
         self.files = files
             .into_iter()
@@ -560,6 +590,19 @@ fn labels_and_annotations_hold(live: &Value, desired: &Value) -> bool {
             .unwrap_or(Value::Null);
         want.is_null() || crate::kube_apply::contains(&have, &want)
     })
+}
+
+/// SHA-256 over every `(path, content)` of a directory, in order.
+fn files_digest(files: &[(String, Vec<u8>)]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for (p, b) in files {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p.as_bytes());
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    }
+    hex::encode(h.finalize())
 }
 
 /// `url (branch b) path p` / `s3 endpoint/bucket path p` — never a credential.

@@ -41,7 +41,7 @@ mod kube_apply;
 pub mod readiness;
 pub mod status;
 
-pub use agent::{Agent, AgentConfig, AgentError, SyncReport};
+pub use agent::{Agent, AgentConfig, AgentError, RETRY_AFTER_ERRORS, SyncReport};
 pub use status::AgentStatus;
 
 /// Field manager of every server-side apply the agent sends.

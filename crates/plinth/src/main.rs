@@ -4,6 +4,7 @@
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
 mod cmd;
+mod destination_agent;
 mod gitserve;
 mod platform;
 mod signal;
@@ -44,6 +45,9 @@ enum Command {
     /// Apply one Destination's directory of a state store to a cluster (server-side apply,
     /// inventory, prune); `plinth agent status` shows the last pass.
     Agent(cmd::agent::AgentArgs),
+    /// Run a worker cluster on this machine: a second embedded API server that registers
+    /// itself as a Destination of the platform and applies that Destination's directory.
+    Worker(cmd::worker::WorkerArgs),
 }
 
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
@@ -125,6 +129,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Health(args) => cmd::health::run(args).await,
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
             Command::Agent(args) => cmd::agent::run(args).await,
+            Command::Worker(args) => cmd::worker::run(args).await,
         }
     })
 }

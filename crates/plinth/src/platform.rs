@@ -16,6 +16,15 @@ use tokio::task::JoinHandle;
 /// Name of the bootstrapped GitStateStore and Destination.
 pub const BOOTSTRAP_NAME: &str = "local";
 
+/// Name, label value (`environment: platform`) and directory of the bootstrapped
+/// Destination that stands for the platform itself: what Works land there is applied back
+/// into the platform by an in-process agent (compound Promises).
+pub const PLATFORM_DESTINATION: &str = "platform";
+
+/// How often the platform's own agent looks at the store besides being woken by the
+/// `platform` Destination's WorkPlacements.
+pub const PLATFORM_AGENT_INTERVAL: Duration = Duration::from_secs(30);
+
 /// How to start the platform.
 #[derive(Clone, Debug)]
 pub struct PlatformOptions {
@@ -140,6 +149,9 @@ impl Platform {
         } else {
             None
         };
+        if opts.bootstrap && opts.controllers {
+            tasks.push(start_platform_agent(&client, &opts.data_dir).await?);
+        }
         Ok(Platform {
             server,
             _lock: lock,
@@ -221,9 +233,37 @@ async fn register_kratix_crds(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Starts the agent of the Destination `platform`: it applies `platform/` of the local
+/// store into this platform, so resource requests a compound Promise's pipeline outputs
+/// are created here and run.
+async fn start_platform_agent(
+    client: &kube::Client,
+    data_dir: &Path,
+) -> anyhow::Result<JoinHandle<()>> {
+    let store = crate::destination_agent::StoreRef {
+        kind: "GitStateStore".into(),
+        name: BOOTSTRAP_NAME.into(),
+    };
+    let source =
+        crate::destination_agent::store_config(client, &store, &data_dir.join("agent")).await?;
+    crate::destination_agent::spawn(
+        PLATFORM_DESTINATION,
+        source,
+        PLATFORM_DESTINATION,
+        client.clone(),
+        client.clone(),
+        PLATFORM_AGENT_INTERVAL,
+    )
+    .await
+}
+
 /// Creates (once) a bare Git repository in the data dir, a `GitStateStore` pointing at it
-/// over `file://`, and a `Destination` on that store labelled `environment: dev` (the
-/// selector most marketplace Promises use). Existing objects are left as they are.
+/// over `file://`, a `Destination` `local` on that store labelled `environment: dev` (the
+/// selector most marketplace Promises use), and a `Destination` `platform` labelled
+/// `environment: platform` (Kratix's convention for compound Promises) with
+/// `strictMatchLabels: true`, so only Works that select `environment: platform` land there —
+/// a Promise without selectors keeps scheduling to `local` only. Existing objects are left
+/// as they are.
 async fn bootstrap(server: &ApiServer, data_dir: &Path) -> anyhow::Result<PathBuf> {
     let repo = data_dir.join("state-store.git");
     if !repo.exists() {
@@ -243,7 +283,21 @@ async fn bootstrap(server: &ApiServer, data_dir: &Path) -> anyhow::Result<PathBu
         "metadata": {"name": BOOTSTRAP_NAME, "labels": {"environment": "dev"}},
         "spec": {"path": BOOTSTRAP_NAME, "stateStoreRef": {"kind": "GitStateStore", "name": BOOTSTRAP_NAME}},
     });
-    for (obj, plural) in [(store, "gitstatestores"), (destination, "destinations")] {
+    let platform = json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "Destination",
+        "metadata": {"name": PLATFORM_DESTINATION, "labels": {"environment": PLATFORM_DESTINATION}},
+        "spec": {
+            "path": PLATFORM_DESTINATION,
+            "strictMatchLabels": true,
+            "stateStoreRef": {"kind": "GitStateStore", "name": BOOTSTRAP_NAME},
+        },
+    });
+    for (obj, plural) in [
+        (store, "gitstatestores"),
+        (destination, "destinations"),
+        (platform, "destinations"),
+    ] {
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
         let gvk = kube::api::GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", &kind);
         let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
@@ -252,7 +306,10 @@ async fn bootstrap(server: &ApiServer, data_dir: &Path) -> anyhow::Result<PathBu
         match api.create(&PostParams::default(), &desired).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => bail!("bootstrapping {kind} {BOOTSTRAP_NAME}: {e}"),
+            Err(e) => bail!(
+                "bootstrapping {kind} {}: {e}",
+                desired.metadata.name.clone().unwrap_or_default()
+            ),
         }
     }
     Ok(repo)

@@ -1,5 +1,5 @@
 //! `plinth quickstart` as a user runs it: exit 0, every step reported, the written files
-//! and the request's status printed.
+//! and the request's status printed, and the workload listed in the worker cluster.
 
 use std::process::Command;
 
@@ -19,18 +19,20 @@ fn quickstart_runs_the_main_job_and_prints_the_written_files() {
         "Promise webapp is Available",
         "workflow running: Job kratix-webapp-hello-render-",
         "Work webapp-hello-render-",
-        "scheduled to Destination local and written (commit ",
+        "starting worker cluster worker-1",
+        "scheduled to Destination worker-1 and written (commit ",
         "WebApp default/hello is Reconciled",
+        "Deployment and Service webapps/hello applied in worker worker-1",
     ] {
         assert!(stdout.contains(step), "missing step {step:?} in:\n{stdout}");
     }
     // Kratix's layout: resources/<ns>/<promise>/<request>/<pipeline>/<group id[0:5]>/...
     assert!(
-        stdout.contains("--- local/resources/default/webapp/hello/render/5058f/deployment.yaml"),
+        stdout.contains("--- worker-1/resources/default/webapp/hello/render/5058f/deployment.yaml"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("--- local/dependencies/webapp/5058f/static/webapp-dependencies.yaml"),
+        stdout.contains("--- worker-1/dependencies/webapp/5058f/static/webapp-dependencies.yaml"),
         "{stdout}"
     );
     assert!(
@@ -42,6 +44,17 @@ fn quickstart_runs_the_main_job_and_prints_the_written_files() {
         stdout.contains("url: http://hello.webapps.svc"),
         "the pipeline's status.yaml reached the request: {stdout}"
     );
+    // The worker's agent applied the files: kubectl get deploy,svc -A on the worker.
+    let listing = stdout
+        .split_once("get deploy,svc -A\n")
+        .map(|(_, l)| l)
+        .unwrap_or_else(|| panic!("no worker listing in:\n{stdout}"));
+    assert!(
+        listing.contains("webapps") && listing.contains("deployment.apps/hello"),
+        "{listing}"
+    );
+    assert!(listing.contains("replicas: 2"), "{listing}");
+    assert!(listing.contains("service/hello"), "{listing}");
 }
 
 #[test]

@@ -9,3 +9,4 @@ pub mod operator;
 pub mod pipeline_adapter;
 pub mod quickstart;
 pub mod up;
+pub mod worker;

@@ -1,7 +1,9 @@
 //! `plinth quickstart`: the main job in one command. Starts a platform in a temporary
-//! (or given) data dir, installs a sample Promise whose pipeline needs only a stock
-//! userland, requests a resource, follows it through the workflow, scheduling and the
-//! Git write, and prints what landed in the state store.
+//! (or given) data dir and a worker cluster beside it (`plinth worker worker-1`, in this
+//! process), installs a sample Promise whose pipeline needs only a stock userland and
+//! whose workloads go to the worker, requests a resource, follows it through the
+//! workflow, scheduling and the Git write, prints what landed in the state store, and
+//! ends with the Deployment and Service applied in the worker.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -12,7 +14,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use crate::platform::{BOOTSTRAP_NAME, Platform, PlatformOptions};
+use crate::cmd::worker::{Worker, WorkerArgs};
+use crate::platform::{BOOTSTRAP_NAME, PLATFORM_DESTINATION, Platform, PlatformOptions};
 
 const PROMISE_YAML: &str = include_str!("quickstart/promise.yaml");
 const REQUEST_YAML: &str = include_str!("quickstart/request.yaml");
@@ -74,8 +77,15 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     .await
     .context("step 'start the platform' failed")?;
     let removed_at_exit = temp.is_some() && !args.keep;
-    let result = drive(&platform, started, deadline, removed_at_exit).await;
+    let worker = start_worker(&platform, &data_dir, started).await;
+    let result = match &worker {
+        Ok(w) => drive(&platform, w, started, deadline, removed_at_exit).await,
+        Err(e) => Err(anyhow!("step 'start the worker' failed: {e:#}")),
+    };
     let repo = platform.state_store_repo.clone();
+    if let Ok(w) = worker {
+        w.shutdown().await;
+    }
     platform.shutdown().await;
     match result {
         Ok(()) => {
@@ -108,6 +118,34 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Name of the worker cluster quickstart starts (and of its Destination).
+const WORKER: &str = "worker-1";
+
+/// Starts the worker cluster `worker-1` in `<data dir>/worker-1`, registered on the platform.
+async fn start_worker(
+    platform: &Platform,
+    data_dir: &std::path::Path,
+    started: Instant,
+) -> anyhow::Result<Worker> {
+    step(
+        started,
+        &format!(
+            "starting worker cluster {WORKER} (Destination {WORKER}, label environment={WORKER})"
+        ),
+    );
+    let args = WorkerArgs {
+        name: WORKER.into(),
+        platform: platform.server.kubeconfig_path().unwrap_or_default(),
+        data_dir: None,
+        listen: "127.0.0.1:0".parse().expect("address"),
+        labels: Vec::new(),
+        state_store: None,
+        interval_secs: 30,
+        image_map: None,
+    };
+    Worker::start(&args, platform.server.client(), data_dir.join(WORKER)).await
+}
+
 fn step(started: Instant, what: &str) {
     println!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
 }
@@ -116,6 +154,7 @@ fn step(started: Instant, what: &str) {
 /// temporary one that goes away when quickstart ends, which the kubectl hint says.
 async fn drive(
     platform: &Platform,
+    worker: &Worker,
     started: Instant,
     deadline: Instant,
     removed_at_exit: bool,
@@ -144,17 +183,23 @@ async fn drive(
         step(
             started,
             &format!(
-                "local state store: GitStateStore/{BOOTSTRAP_NAME} at file://{} (Destination {BOOTSTRAP_NAME})",
+                "local state store: GitStateStore/{BOOTSTRAP_NAME} at file://{} (Destinations {BOOTSTRAP_NAME}, {PLATFORM_DESTINATION}, {WORKER})",
                 repo.display()
             ),
         );
     }
 
-    let promise: Value = serde_saphyr::from_str(PROMISE_YAML)
+    let mut promise: Value = serde_saphyr::from_str(PROMISE_YAML)
         .context("the built-in sample Promise does not parse")?;
+    // The workloads go to the worker started beside the platform.
+    promise["spec"]["destinationSelectors"] =
+        serde_json::json!([{"matchLabels": {"environment": WORKER}}]);
     let promises: Api<DynamicObject> =
         Api::all_with(client.clone(), &kratix("Promise", "promises"));
-    step(started, "installing Promise webapp");
+    step(
+        started,
+        &format!("installing Promise webapp (destinationSelectors environment={WORKER})"),
+    );
     match promises
         .create(&PostParams::default(), &serde_json::from_value(promise)?)
         .await
@@ -315,6 +360,68 @@ async fn drive(
         "{}",
         serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default()
     );
+    show_in_worker(worker, started, deadline).await
+}
+
+/// Waits until the worker's agent applied the sample's Deployment and Service, then
+/// prints them as `kubectl get deploy,svc -A` would list them.
+async fn show_in_worker(
+    worker: &Worker,
+    started: Instant,
+    deadline: Instant,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    let client = worker.platform.server.client();
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    let services: Api<Service> = Api::all(client.clone());
+    wait(
+        deadline,
+        "Deployment and Service webapps/hello in the worker",
+        || async {
+            let d = Api::<Deployment>::namespaced(client.clone(), "webapps")
+                .get_opt("hello")
+                .await?;
+            let s = Api::<Service>::namespaced(client.clone(), "webapps")
+                .get_opt("hello")
+                .await?;
+            Ok(d.is_some() && s.is_some())
+        },
+    )
+    .await
+    .context("step 'apply the workload in the worker' failed")?;
+    step(
+        started,
+        &format!("Deployment and Service webapps/hello applied in worker {WORKER}"),
+    );
+    let kc = worker
+        .platform
+        .server
+        .kubeconfig_path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    println!("\n$ kubectl --kubeconfig {kc} get deploy,svc -A");
+    println!("{:<12} {:<32} DETAIL", "NAMESPACE", "NAME");
+    for d in deployments.list(&ListParams::default()).await?.items {
+        let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        println!(
+            "{:<12} {:<32} replicas: {replicas}",
+            d.namespace().unwrap_or_default(),
+            format!("deployment.apps/{}", d.name_any())
+        );
+    }
+    for s in services.list(&ListParams::default()).await?.items {
+        let ip = s
+            .spec
+            .as_ref()
+            .and_then(|s| s.cluster_ip.clone())
+            .unwrap_or_else(|| "<none>".into());
+        println!(
+            "{:<12} {:<32} cluster IP: {ip}",
+            s.namespace().unwrap_or_default(),
+            format!("service/{}", s.name_any())
+        );
+    }
     Ok(())
 }
 

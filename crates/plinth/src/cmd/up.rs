@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::platform::{BOOTSTRAP_NAME, Platform, PlatformOptions, default_data_dir};
+use crate::platform::{
+    BOOTSTRAP_NAME, PLATFORM_DESTINATION, Platform, PlatformOptions, default_data_dir,
+};
 
 /// Arguments of `plinth up`.
 #[derive(clap::Args)]
@@ -18,7 +20,8 @@ pub struct UpArgs {
     /// kubeconfig holds the real one.
     #[arg(long, default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
-    /// Do not create the local Git state store and Destination in a fresh data dir.
+    /// Do not create the local Git state store and the Destinations `local` and `platform`
+    /// (the platform itself, applied back by an in-process agent) in a fresh data dir.
     #[arg(long)]
     pub no_bootstrap: bool,
     /// Serve the API only; run the controllers elsewhere (`plinth operator`).
@@ -88,6 +91,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             "  state store: GitStateStore/{BOOTSTRAP_NAME} -> file://{} (Destination {BOOTSTRAP_NAME}, label environment=dev)",
             repo.display()
         );
+        if !args.no_controllers {
+            println!(
+                "  Destination {PLATFORM_DESTINATION} (label environment={PLATFORM_DESTINATION}, strictMatchLabels): applied back into this platform, for compound Promises"
+            );
+        }
     }
     // Printed unindented: scripts and tests read these lines.
     println!(

@@ -1,0 +1,88 @@
+//! A settled agent stays silent: a commit that changes another Destination's directory
+//! of the same store moves the branch tip but makes no write to the target API.
+
+use std::path::Path;
+use std::process::Command;
+
+use plinth_agent::{Agent, AgentConfig};
+use plinth_apiserver::testing::TestServer;
+use plinth_statestore::{GitConfig, StoreConfig};
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn commit(work: &Path, rel: &str, content: &str) {
+    let p = work.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "-m", rel]);
+    git(work, &["push", "-q", "origin", "main"]);
+}
+
+fn cm(name: &str, v: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: default\ndata:\n  k: \"{v}\"\n"
+    )
+}
+
+#[tokio::test]
+async fn a_commit_to_another_directory_makes_no_write() {
+    let server = TestServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let bare = root.path().join("state.git");
+    let work = root.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(
+        root.path(),
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    commit(&work, "mine/resources/a.yaml", &cm("a", "1"));
+    commit(&work, "other/resources/b.yaml", &cm("b", "1"));
+
+    let source = StoreConfig::Git(GitConfig::new(
+        format!("file://{}", bare.display()),
+        "main",
+        root.path().join("clone"),
+    ));
+    let mut agent = Agent::new(AgentConfig::new("mine", source, "mine"), server.client())
+        .await
+        .unwrap();
+    let first = agent.sync_once().await;
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    assert_eq!(first.applied, 1);
+    assert!(first.api_writes > 0);
+
+    commit(&work, "other/resources/b.yaml", &cm("b", "2"));
+    let quiet = agent.sync_once().await;
+    assert_eq!(quiet.api_writes, 0, "{quiet:?}");
+    assert!(
+        !quiet.read_store,
+        "nothing of this directory changed: {quiet:?}"
+    );
+
+    commit(&work, "mine/resources/a.yaml", &cm("a", "2"));
+    let changed = agent.sync_once().await;
+    assert_eq!(changed.applied, 1, "{changed:?}");
+    assert!(changed.api_writes > 0);
+}
