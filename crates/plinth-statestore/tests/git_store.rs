@@ -823,12 +823,15 @@ async fn reader_snapshot_sees_one_directory_and_skips_unchanged_heads() {
     let s2 = reader.snapshot("dest", Some(&s1.version)).await.unwrap();
     assert_ne!(s2.version, s1.version);
     assert_eq!(s2.files.unwrap()[0].1, b"a: 2\n".to_vec());
-    let missing = open(cfg(
+    // A repository that does not exist is refused when the store is opened.
+    let missing = StateStore::open(StoreConfig::Git(cfg(
         &file_url(&tmp.path().join("nope.git")),
         &tmp.path().join("m"),
-    ))
-    .await
-    .snapshot("dest", None)
+    )))
     .await;
-    assert!(missing.is_err());
+    assert!(
+        matches!(missing, Err(StoreError::RepositoryMissing { .. })),
+        "{:?}",
+        missing.err()
+    );
 }

@@ -359,12 +359,16 @@ async fn repointed_bootstrap_store_writes_new_destinations_to_the_new_repository
         "gitstatestores",
         None,
     );
-    wait_until(60, "GitStateStore local Ready at its new generation", || async {
-        stores.get("local").await.is_ok_and(|s| {
-            s.data["status"]["observedGeneration"] == json!(s.metadata.generation)
-                && condition(&s, "Ready").is_some_and(|c| c.0 == "True")
-        })
-    })
+    wait_until(
+        60,
+        "GitStateStore local Ready at its new generation",
+        || async {
+            stores.get("local").await.is_ok_and(|s| {
+                s.data["status"]["observedGeneration"] == json!(s.metadata.generation)
+                    && condition(&s, "Ready").is_some_and(|c| c.0 == "True")
+            })
+        },
+    )
     .await;
 
     let destinations = dynamic(
