@@ -31,6 +31,14 @@ pub struct Context {
 impl Context {
     /// Creates a context with the given starting configuration.
     pub fn new(client: Client, config: ControllerConfig) -> Arc<Context> {
+        // Every state store network call is bounded by the same timeout as the reconcile
+        // that makes it, so a worker blocked on a silent server is freed by then too.
+        plinth_statestore::set_network_timeouts(
+            config
+                .network_timeout
+                .min(std::time::Duration::from_secs(10)),
+            config.network_timeout,
+        );
         Arc::new_cyclic(|me| Context {
             client,
             stores: StoreRegistry::default(),
@@ -109,7 +117,9 @@ pub struct ControllerConfig {
     pub git_batch_window: Duration,
     /// Longest a state store may take to open and validate (connect, authenticate, check
     /// the branch or bucket) before the reconcile gives up with `NotReady`, so an endpoint
-    /// that accepts connections and never answers cannot hold the store's reconcile.
+    /// that accepts connections and never answers cannot hold the store's reconcile. Also
+    /// the overall timeout of a PromiseRelease's HTTP fetch (its connect timeout is at
+    /// most 10 s).
     pub network_timeout: Duration,
 }
 

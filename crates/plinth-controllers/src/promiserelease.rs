@@ -295,8 +295,12 @@ async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
             "unsupported URL {url:?}: only http and https sources are supported"
         ));
     }
+    // Bounded: a source that accepts the connection and never answers must not hold
+    // this release's reconcile (a later Secret or spec change is only seen once it returns).
+    let timeout = ctx.config().network_timeout;
     let mut req = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout)
         .build()
         .map_err(|e| e.to_string())?
         .get(url);
@@ -324,11 +328,18 @@ async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
             String::from_utf8_lossy(&header.0).trim().to_string(),
         );
     }
-    let resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
+    let failed = |e: reqwest::Error| {
+        if e.is_timeout() {
+            format!("GET {url}: no answer within {}s", timeout.as_secs())
+        } else {
+            format!("GET {url}: {e}")
+        }
+    };
+    let resp = req.send().await.map_err(&failed)?;
     if !resp.status().is_success() {
         return Err(format!("GET {url}: HTTP {}", resp.status()));
     }
-    let body = resp.text().await.map_err(|e| format!("GET {url}: {e}"))?;
+    let body = resp.text().await.map_err(&failed)?;
     let docs: Vec<Value> =
         serde_saphyr::from_multiple(&body).map_err(|e| format!("{url}: not YAML or JSON: {e}"))?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();

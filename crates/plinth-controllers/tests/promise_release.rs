@@ -127,3 +127,53 @@ async fn installs_from_http_with_authorization_and_deletes_with_the_release() {
     })
     .await;
 }
+
+/// A source that accepts the connection and never answers: the fetch gives up after the
+/// network timeout with a message that says so, and the release is not held by it — once
+/// its URL is corrected it installs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_never_answers_times_out_and_a_fix_is_picked_up() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    // Accept and hold every connection, never replying.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let env = placement_support::start_with(|c| c.network_timeout = Duration::from_secs(2)).await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    tokio::spawn(promiserelease::run(env.ctx.clone()));
+    let base = serve().await;
+    let releases: Api<DynamicObject> =
+        Api::all_with(env.client.clone(), &promiserelease::release_resource());
+    releases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "metadata": {"name": "slow"},
+                "spec": {"version": "v1.2.0", "sourceRef": {"type": "http", "url": format!("http://{silent_addr}/secure.yaml")}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let failed = wait_reason(&releases, "slow", "FailedToFetchPromise").await;
+    assert!(
+        condition(&failed).2.contains("no answer within 2s"),
+        "{:?}",
+        condition(&failed)
+    );
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client.clone(), "default");
+    secrets.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "auth"}, "stringData": {"authorizationHeader": "Bearer s3cret"}})).unwrap()).await.unwrap();
+    releases
+        .patch(
+            "slow",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"sourceRef": {"url": format!("{base}/secure.yaml"), "secretRef": {"name": "auth", "namespace": "default"}}}})),
+        )
+        .await
+        .unwrap();
+    wait_reason(&releases, "slow", "InstalledSuccessfully").await;
+}

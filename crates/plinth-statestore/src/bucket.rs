@@ -222,10 +222,11 @@ impl BucketWriter {
                 cause: format!("{endpoint_url} is plain HTTP; set insecure: true to allow it"),
             });
         }
+        let (connect, overall) = crate::network_timeouts();
         let client = ClientOptions::new()
             .with_allow_http(cfg.insecure)
-            .with_connect_timeout(Duration::from_secs(10))
-            .with_timeout(Duration::from_secs(120));
+            .with_connect_timeout(connect)
+            .with_timeout(overall);
         let invalid = |e: object_store::Error| StoreError::InvalidConfig {
             field: "endpoint".into(),
             cause: full_message(&e),

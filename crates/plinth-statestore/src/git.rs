@@ -612,8 +612,10 @@ fn global_git_setup() {
         // blocking a worker forever; ignoring user/system git config keeps the writer
         // independent of the machine (Kratix runs git with HOME=/dev/null, reference §6.3).
         unsafe {
-            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(15_000);
-            let _ = git2::opts::set_server_timeout_in_milliseconds(120_000);
+            let (connect, overall) = crate::network_timeouts();
+            let ms = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
+            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(ms(connect));
+            let _ = git2::opts::set_server_timeout_in_milliseconds(ms(overall));
             for level in [
                 git2::ConfigLevel::System,
                 git2::ConfigLevel::XDG,

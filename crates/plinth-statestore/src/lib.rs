@@ -43,6 +43,40 @@ mod ssh;
 
 use std::sync::Arc;
 
+/// Connect timeout and per-call overall timeout of every network call a state store
+/// makes, in milliseconds (Git: libgit2's connect timeout and its timeout for each read
+/// or write on the socket; buckets: the HTTP client's connect and request timeouts).
+static NETWORK_TIMEOUTS_MS: (std::sync::atomic::AtomicU64, std::sync::atomic::AtomicU64) = (
+    std::sync::atomic::AtomicU64::new(10_000),
+    std::sync::atomic::AtomicU64::new(60_000),
+);
+
+/// Sets the connect timeout and the overall timeout of every network call state stores
+/// make: Git fetches and pushes (connect, then each read or write on the connection, so a
+/// server that accepts and never answers frees the writer after `overall`) and bucket
+/// requests (connect, then the whole request). Defaults: 10 s and 60 s.
+///
+/// Call it before the first store is opened: libgit2 reads its copy once, when the first
+/// Git store is opened; bucket stores opened later use the new values.
+pub fn set_network_timeouts(connect: std::time::Duration, overall: std::time::Duration) {
+    use std::sync::atomic::Ordering;
+    NETWORK_TIMEOUTS_MS
+        .0
+        .store(connect.as_millis().max(1) as u64, Ordering::SeqCst);
+    NETWORK_TIMEOUTS_MS
+        .1
+        .store(overall.as_millis().max(1) as u64, Ordering::SeqCst);
+}
+
+/// The `(connect, overall)` network timeouts (see [`set_network_timeouts`]).
+pub fn network_timeouts() -> (std::time::Duration, std::time::Duration) {
+    use std::sync::atomic::Ordering;
+    (
+        std::time::Duration::from_millis(NETWORK_TIMEOUTS_MS.0.load(Ordering::SeqCst)),
+        std::time::Duration::from_millis(NETWORK_TIMEOUTS_MS.1.load(Ordering::SeqCst)),
+    )
+}
+
 pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
 pub use error::{StoreError, stable_message};
 pub use git::{GitAuth, GitConfig, redact_url};

@@ -823,11 +823,21 @@ async fn reader_snapshot_sees_one_directory_and_skips_unchanged_heads() {
     let s2 = reader.snapshot("dest", Some(&s1.version)).await.unwrap();
     assert_ne!(s2.version, s1.version);
     assert_eq!(s2.files.unwrap()[0].1, b"a: 2\n".to_vec());
-    // A missing repository is refused when the store opens (missing_repository_is_named);
-    // an empty one reads as an empty directory.
+    // A repository that does not exist is refused when the store is opened.
+    let missing = StateStore::open(StoreConfig::Git(cfg(
+        &file_url(&tmp.path().join("nope.git")),
+        &tmp.path().join("m"),
+    )))
+    .await;
+    assert!(
+        matches!(missing, Err(StoreError::RepositoryMissing { .. })),
+        "{:?}",
+        missing.err()
+    );
+    // An empty one reads as an empty directory.
     let empty = tmp.path().join("empty.git");
     init_bare(&empty, "main").unwrap();
-    let unborn = open(cfg(&file_url(&empty), &tmp.path().join("m")))
+    let unborn = open(cfg(&file_url(&empty), &tmp.path().join("e")))
         .await
         .snapshot("dest", None)
         .await

@@ -323,3 +323,90 @@ async fn kratix_core_assets_end_to_end_in_git() {
     assert!(!crds.status.success(), "CRD removed");
     assert_settled_silent(&client, SILENCE).await;
 }
+
+/// Re-pointing the bootstrapped GitStateStore `local` at another repository with
+/// `path: platform`, then adding a Destination on it: the Destination's canary files land
+/// in the new repository under `platform/`, and nothing of it reaches the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repointed_bootstrap_store_writes_new_destinations_to_the_new_repository() {
+    let p = Plinth::up(&[]).await;
+    let client = p.client().await;
+    let old_repo = p.repo();
+    let new_repo = p.dir.path().join("new.git");
+    git(&[
+        "init",
+        "--bare",
+        "--initial-branch=main",
+        new_repo.to_str().unwrap(),
+    ]);
+    assert!(new_repo.join("HEAD").exists(), "git init --bare failed");
+
+    p.kubectl(&[
+        "patch",
+        "gitstatestore",
+        "local",
+        "--type",
+        "merge",
+        "-p",
+        &json!({"spec": {"url": format!("file://{}", new_repo.display()), "path": "platform"}})
+            .to_string(),
+    ]);
+    let stores = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "GitStateStore",
+        "gitstatestores",
+        None,
+    );
+    wait_until(
+        60,
+        "GitStateStore local Ready at its new generation",
+        || async {
+            stores.get("local").await.is_ok_and(|s| {
+                s.data["status"]["observedGeneration"] == json!(s.metadata.generation)
+                    && condition(&s, "Ready").is_some_and(|c| c.0 == "True")
+            })
+        },
+    )
+    .await;
+
+    let destinations = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Destination",
+        "destinations",
+        None,
+    );
+    create(
+        &destinations,
+        &json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Destination",
+            "metadata": {"name": "second", "labels": {"target": "second"}},
+            "spec": {"path": "second", "stateStoreRef": {"kind": "GitStateStore", "name": "local"}},
+        }),
+    )
+    .await;
+    wait_until(60, "Destination second Ready", || async {
+        destinations
+            .get("second")
+            .await
+            .is_ok_and(|d| condition(&d, "Ready").is_some_and(|c| c.0 == "True"))
+    })
+    .await;
+    let new_files = repo_files(&new_repo, "main");
+    assert!(
+        new_files.iter().any(|f| f.starts_with("platform/second/")),
+        "no canary files under platform/second/ in the new repository: {new_files:?}"
+    );
+    let old_files = repo_files(&old_repo, "main");
+    assert!(
+        !old_files
+            .iter()
+            .any(|f| f.starts_with("second/") || f.starts_with("platform/")),
+        "the old repository received the new Destination's files: {old_files:?}"
+    );
+    assert_settled_silent(&client, SILENCE).await;
+}
