@@ -546,6 +546,12 @@ async fn report_retry(
     };
     let message = format!("Pipelines are still in progress; retrying after a failure: {why}");
     status::update_status(parent_api, &parent.name_any(), |s, _| {
+        // The attempt still running may already have reported success through its
+        // status-writer before its Job is marked complete: never take that back.
+        if status::condition(s, "ConfigureWorkflowCompleted").is_some_and(|c| c["status"] == "True")
+        {
+            return false;
+        }
         set_condition(
             s,
             "ConfigureWorkflowCompleted",
