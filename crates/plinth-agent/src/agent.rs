@@ -265,7 +265,12 @@ impl Agent {
     /// retried), its files. `Ok(false)` means nothing to do.
     async fn read_store(&mut self) -> Result<bool, String> {
         if self.store.is_none() {
-            let s = StateStore::open(self.cfg.source.clone())
+            let mut source = self.cfg.source.clone();
+            // A reader keeps its own Git worker, never a writer's on the same repository.
+            if let StoreConfig::Git(g) = &mut source {
+                g.exclusive_worker = true;
+            }
+            let s = StateStore::open(source)
                 .await
                 .map_err(|e| format!("opening the state store {}: {e}", self.source_name))?;
             self.store = Some(s);

@@ -155,6 +155,10 @@ pub struct GitConfig {
     pub max_batch: usize,
     /// Push attempts per batch before giving up (each after a re-fetch).
     pub max_push_attempts: u32,
+    /// Use a worker of its own instead of the one shared by every store on this repository
+    /// and branch. Readers (the destination agent) set it, so that holding their store
+    /// never keeps a writer's worker, and its work dir, alive after the writer moved on.
+    pub exclusive_worker: bool,
 }
 
 impl GitConfig {
@@ -177,6 +181,7 @@ impl GitConfig {
             batch_window: DEFAULT_BATCH_WINDOW,
             max_batch: DEFAULT_MAX_BATCH,
             max_push_attempts: DEFAULT_MAX_PUSH_ATTEMPTS,
+            exclusive_worker: false,
         }
     }
 }
@@ -329,6 +334,8 @@ struct WorkerKey {
     url: String,
     branch: String,
     auth: String,
+    /// The work dir of a store with [`GitConfig::exclusive_worker`]; `None` when shared.
+    exclusive: Option<PathBuf>,
 }
 
 static WORKERS: LazyLock<Mutex<HashMap<WorkerKey, Weak<WorkerShared>>>> =
@@ -399,6 +406,7 @@ impl GitHandle {
             url: cfg.url.clone(),
             branch: cfg.branch.clone(),
             auth: auth_fingerprint(&cfg.auth, cfg.insecure_skip_tls_verify),
+            exclusive: cfg.exclusive_worker.then(|| cfg.work_dir.clone()),
         };
         let existing = {
             let map = WORKERS.lock().expect("registry lock");

@@ -405,7 +405,7 @@ async fn repointed_bootstrap_store_writes_new_destinations_to_the_new_repository
     assert!(
         !old_files
             .iter()
-            .any(|f| f.starts_with("second/") || f.starts_with("platform/")),
+            .any(|f| f.starts_with("second/") || f.starts_with("platform/second/")),
         "the old repository received the new Destination's files: {old_files:?}"
     );
     assert_settled_silent(&client, SILENCE).await;
