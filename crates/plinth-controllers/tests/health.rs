@@ -34,6 +34,10 @@ fn put_op(path: &str, content: Vec<u8>) -> WriteOp {
 /// evented; deleting a record rebuilds without it; the finalizer is released even when
 /// the request is gone; deleting... and the history follows the manual clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn records_aggregate_per_request_and_history_follows_the_clock() {
     let env = start().await;
     let a = env.create_request("default", "a").await;
@@ -178,6 +182,10 @@ async fn records_aggregate_per_request_and_history_follows_the_clock() {
 /// record is skipped, evented once and counted; a vanished object removes its record;
 /// deleting the HealthSource removes its records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn bucket_source_applies_good_records_and_rejects_bad_ones() {
     let Some(moto) = moto(&["health"]).await else {
         return;
@@ -448,6 +456,10 @@ async fn bucket_source_applies_good_records_and_rejects_bad_ones() {
 /// A Git branch as a health store: records committed by a Destination are applied, a
 /// new commit is picked up on the manual trigger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn git_source_applies_committed_records() {
     let env = start().await;
     env.create_request("default", "a").await;
@@ -491,6 +503,10 @@ async fn git_source_applies_committed_records() {
 /// A pollInterval under 10 s or not a Go duration makes the source not Ready, naming the
 /// field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn invalid_poll_interval_is_reported() {
     let env = start().await;
     env.create_source(json!({
@@ -525,6 +541,10 @@ impl Env {
 /// Azure Blob Storage (Azurite) with a read+list SAS: the SAS cannot write, and the
 /// HealthSource applies the records it reads with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
 async fn azure_source_reads_with_a_read_only_sas() {
     let Some((azurite, sas)) = azurite("health").await else {
         return;

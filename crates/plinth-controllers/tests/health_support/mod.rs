@@ -44,15 +44,9 @@ impl Drop for Env {
 }
 
 pub fn corpus(rel: &str) -> Value {
-    let text = std::fs::read_to_string(format!("/work/shared/corpus/{rel}"))
-        .or_else(|_| {
-            std::fs::read_to_string(
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../../../shared/corpus")
-                    .join(rel),
-            )
-        })
-        .expect("corpus file");
+    let path = Path::new(env!("PLINTH_CORPUS_DIR")).join(rel);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("corpus file {}: {e}", path.display()));
     serde_saphyr::from_str(&text).expect("corpus YAML")
 }
 
