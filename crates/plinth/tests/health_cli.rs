@@ -6,36 +6,7 @@ mod support;
 
 use std::process::{Command, Output};
 
-use support::{Plinth, wait_until};
-
-const PROMISE: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: gadget
-spec:
-  api:
-    apiVersion: apiextensions.k8s.io/v1
-    kind: CustomResourceDefinition
-    metadata:
-      name: gadgets.example.test
-    spec:
-      group: example.test
-      names: {kind: Gadget, plural: gadgets, singular: gadget}
-      scope: Namespaced
-      versions:
-      - name: v1
-        served: true
-        storage: true
-        schema:
-          openAPIV3Schema:
-            type: object
-            properties:
-              spec:
-                type: object
-                properties:
-                  size: {type: string}
-"#;
+use support::{GADGET_PROMISE, Plinth, wait_until};
 
 const REQUEST: &str = r#"
 apiVersion: example.test/v1
@@ -130,7 +101,7 @@ fn row<'a>(table: &'a str, promise: &str, ns: &str, name: &str) -> Vec<&'a str> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
     let p = Plinth::up(&[]).await;
-    apply(&p, "promise.yaml", PROMISE);
+    apply(&p, "promise.yaml", GADGET_PROMISE);
     wait_until(60, "the Gadget API", || async {
         p.kubectl_raw(&["get", "gadgets", "-A"]).status.success()
     })

@@ -5,36 +5,7 @@
 mod support;
 
 use serde_json::Value;
-use support::Plinth;
-
-const PROMISE: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: gadget
-spec:
-  api:
-    apiVersion: apiextensions.k8s.io/v1
-    kind: CustomResourceDefinition
-    metadata:
-      name: gadgets.example.test
-    spec:
-      group: example.test
-      names: {kind: Gadget, plural: gadgets, singular: gadget}
-      scope: Namespaced
-      versions:
-      - name: v1
-        served: true
-        storage: true
-        schema:
-          openAPIV3Schema:
-            type: object
-            properties:
-              spec:
-                type: object
-                properties:
-                  size: {type: string}
-"#;
+use support::{GADGET_PROMISE, Plinth};
 
 const REQUEST: &str = r#"
 apiVersion: example.test/v1
@@ -104,7 +75,7 @@ async fn a_team_bound_to_edit_can_request_any_promise() {
     );
 
     let promise = p.dir.path().join("promise.yaml");
-    std::fs::write(&promise, PROMISE).unwrap();
+    std::fs::write(&promise, GADGET_PROMISE).unwrap();
     p.kubectl(&["apply", "-f", promise.to_str().unwrap()]);
     support::wait_until(
         60,

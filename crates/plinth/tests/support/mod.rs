@@ -395,3 +395,33 @@ async fn changed_since(client: &kube::Client, after: u64) -> String {
     }
     out.join("; ")
 }
+
+/// A Promise with only an API: `Gadget` (`gadgets.example.test/v1`, namespaced, `spec.size`).
+pub const GADGET_PROMISE: &str = r#"
+apiVersion: platform.kratix.io/v1alpha1
+kind: Promise
+metadata:
+  name: gadget
+spec:
+  api:
+    apiVersion: apiextensions.k8s.io/v1
+    kind: CustomResourceDefinition
+    metadata:
+      name: gadgets.example.test
+    spec:
+      group: example.test
+      names: {kind: Gadget, plural: gadgets, singular: gadget}
+      scope: Namespaced
+      versions:
+      - name: v1
+        served: true
+        storage: true
+        schema:
+          openAPIV3Schema:
+            type: object
+            properties:
+              spec:
+                type: object
+                properties:
+                  size: {type: string}
+"#;
