@@ -8,6 +8,7 @@ mod destination_agent;
 mod gitserve;
 mod platform;
 mod signal;
+mod status;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,6 +38,9 @@ enum Command {
     Operator(cmd::operator::OperatorArgs),
     /// Show the health of resource requests: state, uptime, time to healthy, timeline.
     Health(cmd::health::HealthArgs),
+    /// Show each Promise's requests as a tree: workflow Jobs, Works, WorkPlacements
+    /// (Destination, files, commit) and health; `--watch` follows changes.
+    Status(cmd::status::StatusArgs),
     /// Print the manifests a real cluster needs (CRDs, RBAC, the operator Deployment).
     Manifests(cmd::manifests::ManifestsArgs),
     /// The containers Plinth injects into every pipeline Job (reader, work-creator, status-writer).
@@ -99,7 +103,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
     if matches!(
         cli.command,
-        Command::Quickstart(_) | Command::Manifests(_) | Command::Health(_)
+        Command::Quickstart(_) | Command::Manifests(_) | Command::Health(_) | Command::Status(_)
     ) {
         // SAFETY: resetting a signal disposition to its default before any thread starts.
         unsafe {
@@ -107,7 +111,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     // quickstart prints its own progress; controller logs would drown it.
-    let default_log = if matches!(cli.command, Command::Quickstart(_) | Command::Health(_)) {
+    let default_log = if matches!(
+        cli.command,
+        Command::Quickstart(_) | Command::Health(_) | Command::Status(_)
+    ) {
         "warn"
     } else {
         "info"
@@ -127,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Operator(args) => cmd::operator::run(args).await,
             Command::Manifests(args) => cmd::manifests::run(args).await,
             Command::Health(args) => cmd::health::run(args).await,
+            Command::Status(args) => cmd::status::run(args).await,
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
             Command::Agent(args) => cmd::agent::run(args).await,
             Command::Worker(args) => cmd::worker::run(args).await,

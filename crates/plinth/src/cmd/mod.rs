@@ -8,5 +8,6 @@ pub mod manifests;
 pub mod operator;
 pub mod pipeline_adapter;
 pub mod quickstart;
+pub mod status;
 pub mod up;
 pub mod worker;

@@ -1,0 +1,113 @@
+//! `plinth status [PROMISE [NAMESPACE/NAME]]`: the path of every resource request as a
+//! tree — Promise → request → workflow Jobs (phase, duration) → Works → WorkPlacements
+//! (Destination, file count, commit) and health — read through the Kubernetes API.
+//! `--watch` redraws when the API's watch reports a change; `-o json|yaml` prints the
+//! same tree as data.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, ValueEnum};
+use futures::StreamExt as _;
+
+use crate::status::{collect, text, tree};
+
+/// Output formats of `plinth status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// The tree as text (colours on a terminal).
+    Tree,
+    /// The tree as JSON (a list of Promises).
+    Json,
+    /// The tree as YAML (a list of Promises).
+    Yaml,
+}
+
+/// Arguments of `plinth status`.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Only this Promise.
+    pub promise: Option<String>,
+    /// Only this request, as NAMESPACE/NAME (needs PROMISE).
+    pub request: Option<String>,
+    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Tree)]
+    pub output: Output,
+    /// Keep running and print the tree again whenever it changes.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+}
+
+/// Prints the tree once, or on every change with `--watch`.
+pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
+    let request = match args.request.as_deref() {
+        None => None,
+        Some(r) => Some(r.split_once('/').with_context(|| {
+            format!("request {r:?}: expected NAMESPACE/NAME, e.g. default/my-request")
+        })?),
+    };
+    let client = super::operator::client(args.kubeconfig.as_deref()).await?;
+    let tty = std::io::stdout().is_terminal();
+    let show = |inputs: &tree::Inputs| -> anyhow::Result<String> {
+        let nodes = tree::build(
+            inputs,
+            args.promise.as_deref(),
+            request,
+            jiff::Timestamp::now(),
+        );
+        if let Some(p) = &args.promise {
+            if nodes.is_empty() {
+                bail!("Promise {p:?} not found");
+            }
+            if let Some((ns, name)) = request
+                && nodes[0].requests.is_empty()
+            {
+                bail!("request {ns}/{name} of Promise {p:?} not found");
+            }
+        }
+        Ok(match args.output {
+            Output::Tree => text::render(&nodes, tty),
+            Output::Json => serde_json::to_string_pretty(&nodes)? + "\n",
+            Output::Yaml => serde_saphyr::to_string(&nodes)?,
+        })
+    };
+    let inputs = collect::collect(&client).await?;
+    let mut last = show(&inputs)?;
+    print!("{last}");
+    std::io::stdout().flush()?;
+    if !args.watch {
+        return Ok(());
+    }
+    loop {
+        // Watch what the tree is built from; a new Promise API restarts the watch so its
+        // requests are watched too.
+        let kinds = collect::request_resources(&inputs_now(&client).await?);
+        let mut changes = Box::pin(collect::changes(&client, &kinds));
+        while changes.next().await.is_some() {
+            let inputs = collect::collect(&client).await?;
+            let out = show(&inputs)?;
+            if out != last {
+                if tty {
+                    // Clear the screen and move home, then draw again.
+                    print!("\x1b[2J\x1b[H");
+                } else {
+                    println!("---");
+                }
+                print!("{out}");
+                std::io::stdout().flush()?;
+                last = out;
+            }
+            if collect::request_resources(&inputs) != kinds {
+                break;
+            }
+        }
+    }
+}
+
+async fn inputs_now(client: &kube::Client) -> anyhow::Result<tree::Inputs> {
+    collect::collect(client).await
+}
