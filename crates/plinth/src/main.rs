@@ -9,6 +9,7 @@ mod gitserve;
 mod platform;
 mod signal;
 mod status;
+mod web;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -58,6 +58,8 @@ pub struct Platform {
     pub state_store_repo: Option<PathBuf>,
     /// The read-only Git endpoint (`/git/<GitStateStore>` on the HTTPS listener).
     pub git: std::sync::Arc<crate::gitserve::GitServe>,
+    /// The read-only web view (`/ui/` on the HTTPS listener).
+    pub web: std::sync::Arc<crate::web::Web>,
 }
 
 impl Platform {
@@ -93,14 +95,16 @@ impl Platform {
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
         config.tls_extra_names = tls_names.to_vec();
-        config.extra_routes = Some(plinth_apiserver::ExtraRoutes(crate::gitserve::router(
-            git.clone(),
-        )));
+        let web = crate::web::Web::new(&opts.data_dir);
+        config.extra_routes = Some(plinth_apiserver::ExtraRoutes(
+            crate::gitserve::router(git.clone()).merge(crate::web::router(web.clone())),
+        ));
         let server = ApiServer::start(config)
             .await
             .with_context(|| format!("starting the API server in {}", opts.data_dir.display()))?;
         let client = server.client();
         git.set_client(client.clone());
+        web.set_client(client.clone(), server.admin_token());
         register_kratix_crds(&client).await?;
         let mut tasks = Vec::new();
 
@@ -158,6 +162,7 @@ impl Platform {
             tasks,
             state_store_repo,
             git,
+            web,
         })
     }
 

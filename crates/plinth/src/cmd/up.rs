@@ -107,6 +107,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         platform.git.token(),
         platform.git.token_path().display()
     );
+    // Printed unindented: scripts and tests read this line.
+    println!(
+        "web view: https://{addr}{}/login?token={}  (one-time login link; or send the API's bearer token)",
+        crate::web::ROUTE_PREFIX,
+        platform.web.new_login_token()
+    );
     if args.no_controllers {
         println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
     }

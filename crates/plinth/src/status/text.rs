@@ -236,6 +236,7 @@ mod tests {
                         destination: "local".into(),
                         files: 1,
                         paths: vec!["a.yaml".into()],
+                        contents: vec![],
                         version: Some("0123456789abcdef".into()),
                         ready: "True".into(),
                         message: String::new(),

@@ -125,6 +125,10 @@ pub struct PlacementNode {
     pub files: usize,
     /// Paths of the files, as the workloads name them.
     pub paths: Vec<String>,
+    /// Contents of the files as stored (gzip, then base64), in the order of `paths` (not
+    /// part of the printed data).
+    #[serde(skip)]
+    pub contents: Vec<String>,
     /// `status.versionID`: the commit SHA (Git) or version (bucket) that holds them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -335,21 +339,25 @@ fn work_node(inputs: &Inputs, w: &Value) -> WorkNode {
 }
 
 fn placement_node(p: &Value) -> PlacementNode {
-    let paths: Vec<String> = p
+    let workloads = p
         .pointer("/spec/workloads")
         .and_then(Value::as_array)
-        .map(|ws| {
-            ws.iter()
-                .filter_map(|w| w["filepath"].as_str().map(str::to_string))
-                .collect()
-        })
+        .map(Vec::as_slice)
         .unwrap_or_default();
+    let field = |key: &str| -> Vec<String> {
+        workloads
+            .iter()
+            .map(|w| w[key].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let paths = field("filepath");
     let ready = condition(p, condition_types::READY);
     PlacementNode {
         name: name(p).to_string(),
         destination: str_at(p, "/spec/targetDestinationName").to_string(),
         files: paths.len(),
         paths,
+        contents: field("content"),
         version: p
             .pointer("/status/versionID")
             .and_then(Value::as_str)

@@ -1,0 +1,569 @@
+//! The web view's pages as server-rendered HTML (pure functions of the status tree and
+//! what a page reads besides). Every value from the platform goes through [`esc`].
+
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+use plinth_controllers::health::history::HealthHistory;
+
+use crate::status::text::human_secs;
+use crate::status::tree::{
+    Cond, JobNode, PlacementNode, PromiseNode, RequestNode, WorkNode, health_bad,
+};
+
+/// Escapes text for HTML element content and double-quoted attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes one path segment of a link (names are DNS-1123 but are escaped anyway).
+fn seg(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+const STYLE: &str = r#"
+body{font-family:system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
+header{background:#1d2430;color:#fff;padding:.6em 1.2em;display:flex;gap:1.5em;align-items:center}
+header a{color:#cfe3ff;text-decoration:none}
+main{padding:1em 1.5em}
+table{border-collapse:collapse;background:#fff;margin-bottom:1.5em}
+th,td{border:1px solid #d5d9e0;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#eef1f5}
+.ok{color:#17803d}.bad{color:#c4231c;font-weight:600}.busy{color:#a76b00}
+.lane{display:flex;gap:.8em;align-items:flex-start;margin:.8em 0;flex-wrap:wrap}
+.col{display:flex;flex-direction:column;gap:.4em}
+.box{background:#fff;border:1px solid #aab3c0;border-radius:6px;padding:.4em .6em;min-width:9em}
+.box.fail{border:2px solid #c4231c;background:#fff1f0}
+.box small{display:block;color:#556}
+.arrow{align-self:center;color:#889}
+pre{background:#fff;border:1px solid #d5d9e0;padding:.6em;overflow:auto;max-height:30em}
+#live{font-size:.8em;color:#9ab}
+"#;
+
+/// Client script: on every change the API's watch reports (server-sent events from
+/// `/ui/events`), fetch this page's fragment and replace `<main>`.
+const SCRIPT: &str = r#"
+(function(){
+  var live=document.getElementById('live');
+  var es=new EventSource('/ui/events');
+  var busy=false, again=false;
+  function refresh(){
+    if(busy){again=true;return;}
+    busy=true;
+    var u=new URL(location.href);u.searchParams.set('fragment','1');
+    fetch(u,{credentials:'same-origin'}).then(function(r){return r.ok?r.text():null;})
+      .then(function(t){if(t!==null){document.querySelector('main').innerHTML=t;
+        live.textContent='live \u2022 updated '+new Date().toLocaleTimeString();}})
+      .finally(function(){busy=false;if(again){again=false;refresh();}});
+  }
+  es.onopen=function(){live.textContent='live';};
+  es.onmessage=refresh;
+  es.onerror=function(){live.textContent='reconnecting\u2026';};
+})();
+"#;
+
+/// A whole page around `body` (the content of `<main>`).
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{t} · Plinth</title>\
+         <style>{STYLE}</style></head><body><header><strong>Plinth</strong>\
+         <a href=\"/ui/\">Promises and requests</a><span id=\"live\"></span></header>\
+         <main>{body}</main><script>{SCRIPT}</script></body></html>",
+        t = esc(title)
+    )
+}
+
+/// CSS class of a state word.
+fn tone(word: &str) -> &'static str {
+    match word {
+        "True" | "Succeeded" | "Available" | "healthy" | "ready" => "ok",
+        "False" | "Failed" | "Unavailable" | "unhealthy" => "bad",
+        w if health_bad(w) => "bad",
+        _ => "busy",
+    }
+}
+
+fn state(word: &str) -> String {
+    format!("<span class=\"{}\">{}</span>", tone(word), esc(word))
+}
+
+fn conds(cs: &[Cond]) -> String {
+    let mut out = String::new();
+    for c in cs {
+        let _ = write!(out, "<div>{}={}", esc(&c.type_), state(&c.status));
+        if c.status != "True" && !c.message.is_empty() {
+            let _ = write!(out, " <small>{}</small>", esc(&c.message));
+        }
+        out.push_str("</div>");
+    }
+    out
+}
+
+fn request_href(promise: &str, r: &RequestNode) -> String {
+    format!(
+        "/ui/request/{}/{}/{}",
+        seg(promise),
+        seg(&r.namespace),
+        seg(&r.name)
+    )
+}
+
+/// The overview: every Promise, then every request with its conditions and health.
+pub fn overview(tree: &[PromiseNode]) -> String {
+    let mut out = String::from(
+        "<h2>Promises</h2><table id=\"promises\"><tr><th>Promise</th><th>Status</th>\
+         <th>Requests</th><th>Conditions</th></tr>",
+    );
+    for p in tree {
+        let status = if p.status.is_empty() {
+            "Pending"
+        } else {
+            &p.status
+        };
+        let _ = write!(
+            out,
+            "<tr data-promise=\"{n}\"><td><a href=\"/ui/promise/{s}\">{n}</a>{f}</td><td>{st}</td><td>{c}</td><td>{cs}</td></tr>",
+            n = esc(&p.name),
+            s = seg(&p.name),
+            f = if p.failed {
+                " <span class=\"bad\">(failures)</span>"
+            } else {
+                ""
+            },
+            st = state(status),
+            c = p.requests.len(),
+            cs = conds(&p.conditions),
+        );
+    }
+    out.push_str(
+        "</table><h2>Resource requests</h2><table id=\"requests\"><tr><th>Promise</th>\
+         <th>Request</th><th>Conditions</th><th>Health</th><th>Jobs</th></tr>",
+    );
+    for p in tree {
+        for r in &p.requests {
+            let last_job = r
+                .jobs
+                .last()
+                .map(|j| state(&j.phase))
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(
+                out,
+                "<tr data-request=\"{ns}/{n}\"{cls}><td>{p}</td><td><a href=\"{href}\">{ns}/{n}</a></td>\
+                 <td>{cs}</td><td>{h}</td><td>{jobs} {last_job}</td></tr>",
+                ns = esc(&r.namespace),
+                n = esc(&r.name),
+                cls = if r.failed { " class=\"fail\"" } else { "" },
+                p = esc(&p.name),
+                href = request_href(&p.name, r),
+                cs = conds(&r.conditions),
+                h = r.health.as_deref().map(state).unwrap_or_else(|| "-".into()),
+                jobs = r.jobs.len(),
+            );
+        }
+    }
+    out.push_str("</table>");
+    out
+}
+
+fn boxed(class_fail: bool, title: &str, body: &str) -> String {
+    format!(
+        "<div class=\"box{}\"><b>{}</b>{}</div>",
+        if class_fail { " fail" } else { "" },
+        title,
+        body
+    )
+}
+
+fn job_box(j: &JobNode) -> String {
+    let d = j
+        .duration_seconds
+        .map(|s| format!(" · {}", human_secs(s)))
+        .unwrap_or_default();
+    boxed(
+        j.phase == "Failed",
+        &format!("Job {}", esc(&j.name)),
+        &format!(
+            "<small>pipeline {} · {}{d}</small>",
+            esc(&j.pipeline),
+            state(&j.phase)
+        ),
+    )
+}
+
+/// The objects in a placement's files (kind/name of each YAML document), for the map.
+pub type Objects<'a> = &'a dyn Fn(&PlacementNode) -> Vec<String>;
+
+fn placement_lane(pl: &PlacementNode, objects: Objects) -> String {
+    let commit = pl
+        .version
+        .as_deref()
+        .map(|v| format!("commit {}", esc(&v[..v.len().min(12)])))
+        .unwrap_or_else(|| "<span class=\"busy\">not written</span>".into());
+    let objs: String = objects(pl)
+        .iter()
+        .map(|o| format!("<small>{}</small>", esc(o)))
+        .collect();
+    let fail = pl.ready == "False";
+    format!(
+        "<div class=\"lane\">{}<span class=\"arrow\">→</span>{}<span class=\"arrow\">→</span>{}<span class=\"arrow\">→</span>{}</div>",
+        boxed(
+            fail,
+            &format!("WorkPlacement {}", esc(&pl.name)),
+            &format!(
+                "<small>{} file{} · Ready={}</small>{}",
+                pl.files,
+                if pl.files == 1 { "" } else { "s" },
+                if pl.ready.is_empty() {
+                    "-".into()
+                } else {
+                    state(&pl.ready)
+                },
+                if pl.message.is_empty() {
+                    String::new()
+                } else {
+                    format!("<small class=\"bad\">{}</small>", esc(&pl.message))
+                }
+            )
+        ),
+        boxed(false, &format!("Destination {}", esc(&pl.destination)), ""),
+        boxed(fail, &commit, ""),
+        boxed(false, "objects in the files", &objs),
+    )
+}
+
+fn work_col(w: &WorkNode, objects: Objects) -> String {
+    let lanes: String = w
+        .placements
+        .iter()
+        .map(|p| placement_lane(p, objects))
+        .collect();
+    format!(
+        "<div class=\"lane\">{}<span class=\"arrow\">→</span><div class=\"col\">{lanes}</div></div>",
+        boxed(
+            w.ready == "False",
+            &format!("Work {}", esc(&w.name)),
+            &format!(
+                "<small>Ready={}</small>",
+                if w.ready.is_empty() {
+                    "-".into()
+                } else {
+                    state(&w.ready)
+                }
+            )
+        )
+    )
+}
+
+/// The map of one Promise: its own Jobs and Works, then one lane per request
+/// (request → Jobs → Works → WorkPlacements → Destination → commit → objects, and
+/// health), failures outlined in red.
+pub fn map(p: &PromiseNode, objects: Objects) -> String {
+    let mut out = format!("<h2>Map of Promise {}</h2>", esc(&p.name));
+    let jobs: String = p.jobs.iter().map(job_box).collect();
+    let works: String = p.works.iter().map(|w| work_col(w, objects)).collect();
+    let _ = write!(
+        out,
+        "<div class=\"lane\" id=\"promise-lane\">{}<span class=\"arrow\">→</span><div class=\"col\">{jobs}</div><div class=\"col\">{works}</div></div><h3>Requests</h3>",
+        boxed(
+            p.failed,
+            &format!("Promise {}", esc(&p.name)),
+            &format!(
+                "<small>{}</small>{}",
+                state(if p.status.is_empty() {
+                    "Pending"
+                } else {
+                    &p.status
+                }),
+                conds(&p.conditions)
+            )
+        ),
+    );
+    for r in &p.requests {
+        let jobs: String = r.jobs.iter().map(job_box).collect();
+        let works: String = r.works.iter().map(|w| work_col(w, objects)).collect();
+        let health = r.health.as_deref().map(state).unwrap_or_else(|| "-".into());
+        let _ = write!(
+            out,
+            "<div class=\"lane\" data-request=\"{ns}/{n}\">{req}<span class=\"arrow\">→</span><div class=\"col\">{jobs}</div>\
+             <span class=\"arrow\">→</span><div class=\"col\">{works}</div><span class=\"arrow\">→</span>{h}</div>",
+            ns = esc(&r.namespace),
+            n = esc(&r.name),
+            req = boxed(
+                r.failed,
+                &format!(
+                    "<a href=\"{}\">{}/{}</a>",
+                    request_href(&p.name, r),
+                    esc(&r.namespace),
+                    esc(&r.name)
+                ),
+                &conds(&r.conditions)
+            ),
+            h = boxed(
+                r.health.as_deref().is_some_and(health_bad),
+                "health",
+                &format!("<small>{health}</small>")
+            ),
+        );
+    }
+    out
+}
+
+/// Files read from a state store: `(version, [(Destination, path, content)])`.
+pub type Files = (String, Vec<(String, String, String)>);
+
+/// What the request page shows besides the tree.
+pub struct RequestExtras {
+    /// Files the request wrote, as (Destination, path, content), and the commit (or
+    /// version) they were read at, or why they could not be read.
+    pub files: Result<Files, String>,
+    /// Pipeline logs: (Job, container, log text).
+    pub logs: Vec<(String, String, String)>,
+    /// The request's health history.
+    pub history: HealthHistory,
+}
+
+/// The page of one request: conditions, health (state and chart), Jobs, the files it
+/// wrote with the commit, and the pipeline logs.
+pub fn request(promise: &str, r: &RequestNode, x: &RequestExtras, now: Timestamp) -> String {
+    let mut out = format!(
+        "<h2 data-request=\"{ns}/{n}\">Request {ns}/{n} <small>of Promise <a href=\"/ui/promise/{ps}\">{p}</a></small></h2>\
+         <h3>Conditions</h3>{c}<h3>Health: {h}</h3>{chart}<h3>Workflow Jobs</h3><div class=\"col\">{jobs}</div>",
+        ns = esc(&r.namespace),
+        n = esc(&r.name),
+        ps = seg(promise),
+        p = esc(promise),
+        c = conds(&r.conditions),
+        h = r
+            .health
+            .as_deref()
+            .map(state)
+            .unwrap_or_else(|| "no health records".into()),
+        chart = health_chart(&x.history, now),
+        jobs = r.jobs.iter().map(job_box).collect::<String>(),
+    );
+    out.push_str("<h3>Files written</h3>");
+    match &x.files {
+        Err(e) => {
+            let _ = write!(out, "<p class=\"bad\">{}</p>", esc(e));
+        }
+        Ok((_, files)) if files.is_empty() => out.push_str("<p>No files yet.</p>"),
+        Ok((version, files)) => {
+            let _ = write!(
+                out,
+                "<p id=\"commit\">at commit <code>{}</code></p>",
+                esc(version)
+            );
+            for (dest, path, content) in files {
+                let _ = write!(
+                    out,
+                    "<details class=\"file\"><summary>{} <small>(Destination {})</small></summary><pre>{}</pre></details>",
+                    esc(path),
+                    esc(dest),
+                    esc(content)
+                );
+            }
+        }
+    }
+    out.push_str("<h3>Pipeline logs</h3>");
+    if x.logs.is_empty() {
+        out.push_str("<p>No pipeline logs.</p>");
+    }
+    for (job, container, log) in &x.logs {
+        let _ = write!(
+            out,
+            "<details><summary>{} / {}</summary><pre>{}</pre></details>",
+            esc(job),
+            esc(container),
+            esc(log)
+        );
+    }
+    out
+}
+
+/// Width and height of the health chart, in SVG user units.
+const CHART_W: f64 = 720.0;
+const CHART_H: f64 = 40.0;
+/// The chart's span: the last 24 hours, in seconds.
+const CHART_SECS: i64 = 86_400;
+
+fn chart_colour(state: &str) -> &'static str {
+    match state {
+        "healthy" | "ready" => "#2e9e55",
+        "degraded" => "#e0a100",
+        "unhealthy" => "#c4231c",
+        _ => "#9aa5b5",
+    }
+}
+
+/// Health over the last 24 hours as an inline SVG: one coloured bar per state span,
+/// from each transition to the next (the last one to now).
+pub fn health_chart(h: &HealthHistory, now: Timestamp) -> String {
+    let end = now.as_second();
+    let start = end - CHART_SECS;
+    let x = |t: i64| (t.clamp(start, end) - start) as f64 * CHART_W / CHART_SECS as f64;
+    let times: Vec<(i64, &str)> = h
+        .transitions
+        .iter()
+        .filter_map(|t| {
+            Some((
+                t.time.parse::<Timestamp>().ok()?.as_second(),
+                t.state.as_str(),
+            ))
+        })
+        .collect();
+    let mut bars = String::new();
+    for (i, (t, s)) in times.iter().enumerate() {
+        let next = times.get(i + 1).map(|(n, _)| *n).unwrap_or(end);
+        if next <= start {
+            continue;
+        }
+        let (x0, x1) = (x(*t), x(next));
+        let _ = write!(
+            bars,
+            "<rect class=\"span\" x=\"{x0:.1}\" y=\"0\" width=\"{:.1}\" height=\"{CHART_H}\" fill=\"{}\"><title>{}</title></rect>",
+            (x1 - x0).max(1.0),
+            chart_colour(s),
+            esc(s)
+        );
+    }
+    format!(
+        "<svg class=\"health-chart\" width=\"{CHART_W}\" height=\"{h}\" viewBox=\"0 0 {CHART_W} {h}\" role=\"img\">\
+         <rect x=\"0\" y=\"0\" width=\"{CHART_W}\" height=\"{CHART_H}\" fill=\"#eef1f5\"/>{bars}\
+         <text x=\"0\" y=\"{ty}\" font-size=\"11\">24 h ago</text><text x=\"{CHART_W}\" y=\"{ty}\" font-size=\"11\" text-anchor=\"end\">now</text></svg>",
+        h = CHART_H + 14.0,
+        ty = CHART_H + 12.0,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plinth_controllers::health::history::Transition;
+
+    fn req(name: &str, message: &str) -> RequestNode {
+        RequestNode {
+            namespace: "default".into(),
+            name: name.into(),
+            conditions: vec![Cond {
+                type_: "ConfigureWorkflowCompleted".into(),
+                status: "False".into(),
+                reason: "Failed".into(),
+                message: message.into(),
+            }],
+            health: Some("<b>unhealthy</b>".into()),
+            jobs: vec![],
+            works: vec![],
+            failed: true,
+        }
+    }
+
+    fn promise(r: RequestNode) -> PromiseNode {
+        PromiseNode {
+            name: "gadget".into(),
+            status: "Available".into(),
+            conditions: vec![],
+            jobs: vec![],
+            works: vec![WorkNode {
+                namespace: "default".into(),
+                name: "w".into(),
+                ready: "False".into(),
+                placements: vec![PlacementNode {
+                    name: "w.local".into(),
+                    destination: "<img src=x>".into(),
+                    files: 1,
+                    paths: vec!["a.yaml".into()],
+                    contents: vec![],
+                    version: None,
+                    ready: "False".into(),
+                    message: "path \"../x\" escapes".into(),
+                }],
+            }],
+            requests: vec![r],
+            failed: true,
+        }
+    }
+
+    #[test]
+    fn everything_rendered_is_escaped() {
+        let evil = "<script>alert(1)</script>";
+        let tree = vec![promise(req(evil, evil))];
+        let objects = |_: &PlacementNode| vec![format!("ConfigMap/{evil}")];
+        let history = HealthHistory::default();
+        let extras = RequestExtras {
+            files: Ok((
+                "abc".into(),
+                vec![("local".into(), evil.into(), evil.into())],
+            )),
+            logs: vec![("job".into(), "c".into(), evil.into())],
+            history,
+        };
+        let pages = [
+            page(evil, &overview(&tree)),
+            map(&tree[0], &objects),
+            request("gadget", &tree[0].requests[0], &extras, Timestamp::now()),
+        ];
+        for html in &pages {
+            assert!(!html.contains("<script>alert"), "unescaped: {html}");
+            assert!(!html.contains("<img"), "unescaped: {html}");
+            assert!(!html.contains("<b>unhealthy"), "unescaped: {html}");
+        }
+        assert!(pages[1].contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(pages[2].contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        // Links percent-encode the name.
+        assert!(
+            pages[0].contains("/ui/request/gadget/default/%3Cscript%3Ealert%281%29%3C%2Fscript%3E")
+        );
+    }
+
+    #[test]
+    fn failures_are_highlighted_on_the_map() {
+        let tree = promise(req("mine", "pipeline failed"));
+        let html = map(&tree, &|_| vec![]);
+        // Promise, request, Work, WorkPlacement and the unwritten commit: outlined.
+        assert!(html.matches("box fail").count() >= 5, "{html}");
+        assert!(html.contains("path &quot;../x&quot; escapes"), "{html}");
+    }
+
+    #[test]
+    fn health_chart_draws_one_bar_per_state_span() {
+        let now: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        let mut h = HealthHistory::default();
+        for (state, time) in [
+            ("healthy", "2026-01-01T12:00:00Z"),
+            ("unhealthy", "2026-01-01T18:00:00Z"),
+        ] {
+            h.transitions.push(Transition {
+                state: state.into(),
+                time: time.into(),
+                source: String::new(),
+            });
+        }
+        let svg = health_chart(&h, now);
+        assert_eq!(svg.matches("class=\"span\"").count(), 2, "{svg}");
+        // 12:00 → 18:00 is a quarter of the day: from x=360 to x=540.
+        assert!(svg.contains("x=\"360.0\" y=\"0\" width=\"180.0\""), "{svg}");
+        assert!(
+            svg.contains("x=\"540.0\" y=\"0\" width=\"180.0\" height=\"40\" fill=\"#c4231c\""),
+            "{svg}"
+        );
+    }
+}
