@@ -49,7 +49,8 @@ table{border-collapse:collapse;background:#fff;margin-bottom:1.5em}
 th,td{border:1px solid #d5d9e0;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#eef1f5}
 .ok{color:#17803d}.bad{color:#c4231c;font-weight:600}.busy{color:#a76b00}
-.lane{display:flex;gap:.8em;align-items:flex-start;margin:.8em 0;flex-wrap:wrap}
+.lane{display:flex;gap:.8em;align-items:flex-start;margin:.8em 0}
+main{overflow-x:auto}
 .col{display:flex;flex-direction:column;gap:.4em}
 .box{background:#fff;border:1px solid #aab3c0;border-radius:6px;padding:.4em .6em;min-width:9em}
 .box.fail{border:2px solid #c4231c;background:#fff1f0}
