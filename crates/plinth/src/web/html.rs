@@ -51,8 +51,8 @@ th{background:#eef1f5}
 .ok{color:#17803d}.bad{color:#c4231c;font-weight:600}.busy{color:#a76b00}
 .lane{display:flex;gap:.8em;align-items:flex-start;margin:.8em 0}
 main{overflow-x:auto}
-.col{display:flex;flex-direction:column;gap:.4em}
-.box{background:#fff;border:1px solid #aab3c0;border-radius:6px;padding:.4em .6em;min-width:9em}
+.col{display:flex;flex-direction:column;gap:.4em;align-items:flex-start}
+.box{background:#fff;border:1px solid #aab3c0;border-radius:6px;padding:.4em .6em;min-width:9em;flex:none;white-space:nowrap}
 .box.fail{border:2px solid #c4231c;background:#fff1f0}
 .box small{display:block;color:#556}
 .arrow{align-self:center;color:#889}
@@ -437,11 +437,12 @@ pub fn health_chart(h: &HealthHistory, now: Timestamp) -> String {
         if next <= start {
             continue;
         }
-        let (x0, x1) = (x(*t), x(next));
+        // At least 3 units wide, so a state entered moments ago is visible.
+        let (x0, x1) = (x(*t).min(CHART_W - 3.0), x(next));
         let _ = write!(
             bars,
             "<rect class=\"span\" x=\"{x0:.1}\" y=\"0\" width=\"{:.1}\" height=\"{CHART_H}\" fill=\"{}\"><title>{}</title></rect>",
-            (x1 - x0).max(1.0),
+            (x1 - x0).max(3.0),
             chart_colour(s),
             esc(s)
         );
