@@ -82,10 +82,10 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     if !args.watch {
         return Ok(());
     }
+    let mut kinds = collect::request_resources(&inputs);
     loop {
         // Watch what the tree is built from; a new Promise API restarts the watch so its
         // requests are watched too.
-        let kinds = collect::request_resources(&inputs_now(&client).await?);
         let mut changes = Box::pin(collect::changes(&client, &kinds));
         while changes.next().await.is_some() {
             let inputs = collect::collect(&client).await?;
@@ -101,13 +101,11 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
                 std::io::stdout().flush()?;
                 last = out;
             }
-            if collect::request_resources(&inputs) != kinds {
+            let now = collect::request_resources(&inputs);
+            if now != kinds {
+                kinds = now;
                 break;
             }
         }
     }
-}
-
-async fn inputs_now(client: &kube::Client) -> anyhow::Result<tree::Inputs> {
-    collect::collect(client).await
 }

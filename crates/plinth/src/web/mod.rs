@@ -10,10 +10,11 @@
 pub mod html;
 mod read;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,7 +39,8 @@ pub struct Web {
     client: OnceLock<kube::Client>,
     admin_token: OnceLock<String>,
     login: Mutex<Option<String>>,
-    sessions: Mutex<HashSet<String>>,
+    /// Session cookie values and when each stops being accepted.
+    sessions: Mutex<HashMap<String, Instant>>,
     work_dir: PathBuf,
     readers: read::Readers,
 }
@@ -50,7 +52,7 @@ impl Web {
             client: OnceLock::new(),
             admin_token: OnceLock::new(),
             login: Mutex::new(None),
-            sessions: Mutex::new(HashSet::new()),
+            sessions: Mutex::new(HashMap::new()),
             work_dir: data_dir.join("web"),
             readers: read::Readers::default(),
         })
@@ -114,8 +116,12 @@ async fn authenticate(State(web): State<Arc<Web>>, req: Request, next: Next) -> 
         .and_then(|v| v.strip_prefix("Bearer "));
     let admin = web.admin_token.get();
     let by_token = bearer.is_some_and(|b| admin.is_some_and(|a| constant_eq(a, b)));
-    let by_cookie = session_cookie(headers)
-        .is_some_and(|s| web.sessions.lock().expect("sessions").contains(&s));
+    let by_cookie = session_cookie(headers).is_some_and(|s| {
+        let mut sessions = web.sessions.lock().expect("sessions");
+        let now = Instant::now();
+        sessions.retain(|_, until| *until > now);
+        sessions.contains_key(&s)
+    });
     if by_token || by_cookie {
         return next.run(req).await;
     }
@@ -173,10 +179,10 @@ async fn login(State(web): State<Arc<Web>>, Query(q): Query<HashMap<String, Stri
             .into_response();
     }
     let session = random_hex();
-    web.sessions
-        .lock()
-        .expect("sessions")
-        .insert(session.clone());
+    web.sessions.lock().expect("sessions").insert(
+        session.clone(),
+        Instant::now() + Duration::from_secs(SESSION_SECS),
+    );
     let cookie = format!(
         "{COOKIE}={session}; Path={ROUTE_PREFIX}; Max-Age={SESSION_SECS}; HttpOnly; Secure; SameSite=Strict"
     );
