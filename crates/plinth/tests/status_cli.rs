@@ -91,6 +91,28 @@ async fn plinth_status_shows_the_path_of_a_request() {
     assert!(depth(&line("Work ")) < depth(&placement), "{tree}");
     assert!(depth(&line("Request ")) < depth(&job), "{tree}");
 
+    // On a terminal (a pseudo-terminal from `script`), states are coloured; NO_COLOR turns
+    // colours off.
+    let on_tty = |no_color: bool| {
+        let cmd = format!(
+            "{} status gadget default/mine --kubeconfig {}",
+            env!("CARGO_BIN_EXE_plinth"),
+            p.kubeconfig.display()
+        );
+        let mut c = Command::new("script");
+        c.args(["-qec", &cmd, "/dev/null"]);
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        ok(&c.output().expect("run script"))
+    };
+    let coloured = on_tty(false);
+    assert!(
+        coloured.contains("\x1b[32mSucceeded\x1b[0m"),
+        "{coloured:?}"
+    );
+    assert!(!on_tty(true).contains('\x1b'), "NO_COLOR");
+
     // The same tree as data.
     let json: Value = serde_json::from_str(&ok(&status(&p, &["-o", "json"]))).unwrap();
     let gadget = json

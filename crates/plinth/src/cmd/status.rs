@@ -16,7 +16,7 @@ use crate::status::{collect, text, tree};
 /// Output formats of `plinth status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Output {
-    /// The tree as text (colours on a terminal).
+    /// The tree as text (colours on a terminal unless NO_COLOR is set).
     Tree,
     /// The tree as JSON (a list of Promises).
     Json,
@@ -52,6 +52,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
     };
     let client = super::operator::client(args.kubeconfig.as_deref()).await?;
     let tty = std::io::stdout().is_terminal();
+    // Colours only on a terminal, and not when NO_COLOR is set (no-color.org).
+    let colour = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let show = |inputs: &tree::Inputs| -> anyhow::Result<String> {
         let nodes = tree::build(
             inputs,
@@ -70,7 +72,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
             }
         }
         Ok(match args.output {
-            Output::Tree => text::render(&nodes, tty),
+            Output::Tree => text::render(&nodes, colour),
             Output::Json => serde_json::to_string_pretty(&nodes)? + "\n",
             Output::Yaml => serde_saphyr::to_string(&nodes)?,
         })
