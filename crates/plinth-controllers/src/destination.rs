@@ -30,7 +30,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -62,7 +62,7 @@ pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
 
 struct DestState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: plinth_api::events::EventRecorder,
 }
 
 fn destinations_of_store(
@@ -94,13 +94,7 @@ pub async fn run(ctx: Arc<Context>) {
     let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let state = Arc::new(DestState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
         ctx,
     });
     controller
@@ -131,7 +125,16 @@ pub async fn run(ctx: Arc<Context>) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, state)
+        .run(
+            crate::instrument::instrument(
+                state.ctx.metrics.clone(),
+                "destination",
+                None,
+                reconcile,
+            ),
+            error_policy,
+            state,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "destination reconcile");

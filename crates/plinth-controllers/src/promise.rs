@@ -126,7 +126,20 @@ pub async fn run(ctx: Arc<Context>) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::instrument::instrument(
+                ctx.metrics.clone(),
+                "promise",
+                None,
+                crate::announce::with_condition_events(
+                    COMPONENT,
+                    crate::announce::itself,
+                    reconcile,
+                ),
+            ),
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "promise reconcile");
@@ -694,7 +707,19 @@ async fn ensure_revision(
         },
         "spec": {"promiseRef": {"name": name}, "promiseSpec": spec, "version": version},
     });
-    crate::apply::create_or_update(&ctx.client, &obj).await?;
+    if crate::apply::create_or_update_reporting(&ctx.client, &obj).await? {
+        let note = format!("PromiseRevision {rev_name} created for version {version}");
+        let kind = plinth_api::constants::events::REVISION_CREATED;
+        events::publish(
+            ctx,
+            COMPONENT,
+            &events::reference(promise),
+            false,
+            kind,
+            note,
+        )
+        .await;
+    }
     // Only the current revision keeps the latest label (§2.8).
     let revisions: Api<DynamicObject> = Api::all_with(
         ctx.client.clone(),

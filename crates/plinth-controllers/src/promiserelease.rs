@@ -38,7 +38,11 @@ pub fn release_resource() -> ApiResource {
 pub async fn run(ctx: Arc<Context>) {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     Controller::new_with(api, watcher::Config::default(), release_resource())
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::instrument::instrument(ctx.metrics.clone(), "promiserelease", None, reconcile),
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "promise release reconcile");

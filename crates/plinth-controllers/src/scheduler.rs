@@ -51,7 +51,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -216,6 +216,25 @@ pub fn workplacement_name(work: &str, destination: &str, group_id: &str) -> Stri
 }
 
 /// Longest object name the API server accepts for a WorkPlacement (DNS-1123 subdomain).
+/// Counts a scheduling outcome of `work` in Kratix's `kratix_workplacement_outcomes_total`:
+/// `destination` empty means unscheduled.
+fn count_outcome(state: &SchedulerState, work: &Work, misplaced: bool, destination: &str) {
+    use crate::observe::Outcome;
+    let outcome = match (destination.is_empty(), misplaced) {
+        (true, _) => Outcome::Unscheduled,
+        (false, true) => Outcome::Misplaced,
+        (false, false) => Outcome::Scheduled,
+    };
+    crate::observe::placement_outcome(
+        &state.ctx.metrics,
+        outcome,
+        work.spec.promise_name.as_deref().unwrap_or(""),
+        work.spec.resource_name.as_deref().unwrap_or(""),
+        &work.namespace().unwrap_or_default(),
+        destination,
+    );
+}
+
 #[cfg(test)]
 const MAX_NAME_LEN: usize = 253;
 
@@ -270,9 +289,9 @@ fn work_conditions(work: &Work) -> Vec<Condition> {
 struct SchedulerState {
     ctx: Arc<Context>,
     /// Events of the scheduling step (reporting component `Scheduler`, §8.4).
-    recorder: Recorder,
+    recorder: plinth_api::events::EventRecorder,
     /// Events of the Work lifecycle (reporting component `WorkController`, §8.4).
-    work_recorder: Recorder,
+    work_recorder: plinth_api::events::EventRecorder,
 }
 
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
@@ -312,20 +331,8 @@ pub async fn run(ctx: Arc<Context>) {
     let (work_store, work_trigger) = watch_inputs(works, |w: &Work| inputs_hash(w, ()));
     let controller = Controller::for_stream(work_trigger, work_store.clone());
     let state = Arc::new(SchedulerState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
-        work_recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "WorkController".into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
+        work_recorder: ctx.recorder("WorkController"),
         ctx,
     });
     controller
@@ -335,7 +342,11 @@ pub async fn run(ctx: Arc<Context>) {
             watcher::Config::default(),
             move |dest: Destination| works_affected_by_destination(&dest, &work_store, &wp_reader),
         )
-        .run(reconcile, error_policy, state)
+        .run(
+            crate::instrument::instrument(state.ctx.metrics.clone(), "scheduler", None, reconcile),
+            error_policy,
+            state,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "work reconcile");
@@ -543,6 +554,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
             outcome.misplaced |= misplaced;
             match upsert_workplacement(&state, &work, group, &dest, wp, misplaced).await {
                 Ok(wp_name) => {
+                    count_outcome(&state, &work, misplaced, &dest);
                     placed_names.insert(wp_name);
                 }
                 Err(e) => {
@@ -550,6 +562,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                     outcome.failed = Some(e.to_string());
                 }
             }
+        }
+        if outcome.unscheduled {
+            count_outcome(&state, &work, false, "");
         }
         // Announced once per newly unscheduled group, not on every reconcile.
         let already_reported = get_condition(&work_conditions(&work), "ScheduleSucceeded")

@@ -58,6 +58,8 @@ pub struct Platform {
     pub state_store_repo: Option<PathBuf>,
     /// The read-only Git endpoint (`/git/<GitStateStore>` on the HTTPS listener).
     pub git: std::sync::Arc<crate::gitserve::GitServe>,
+    /// The platform's one set of metrics (API server and controllers), for `/metrics`.
+    pub metrics: std::sync::Arc<plinth_api::metrics::Metrics>,
 }
 
 impl Platform {
@@ -93,6 +95,8 @@ impl Platform {
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
         config.tls_extra_names = tls_names.to_vec();
+        let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
+        config.metrics = Some(metrics.clone());
         config.extra_routes = Some(plinth_apiserver::ExtraRoutes(crate::gitserve::router(
             git.clone(),
         )));
@@ -110,7 +114,7 @@ impl Platform {
                 git_batch_window: opts.git_batch_window,
                 ..ControllerConfig::default()
             };
-            let ctx = Context::new(client.clone(), defaults.clone());
+            let ctx = Context::with_metrics(client.clone(), defaults.clone(), metrics.clone());
             tasks.push(tokio::spawn(plinth_controllers::run_all(ctx, defaults)));
         }
         if opts.runner {
@@ -150,7 +154,7 @@ impl Platform {
             None
         };
         if opts.bootstrap && opts.controllers {
-            tasks.push(start_platform_agent(&client, &opts.data_dir).await?);
+            tasks.push(start_platform_agent(&client, &opts.data_dir, metrics.clone()).await?);
         }
         Ok(Platform {
             server,
@@ -158,6 +162,7 @@ impl Platform {
             tasks,
             state_store_repo,
             git,
+            metrics,
         })
     }
 
@@ -239,6 +244,7 @@ async fn register_kratix_crds(client: &kube::Client) -> anyhow::Result<()> {
 async fn start_platform_agent(
     client: &kube::Client,
     data_dir: &Path,
+    metrics: std::sync::Arc<plinth_api::metrics::Metrics>,
 ) -> anyhow::Result<JoinHandle<()>> {
     let store = crate::destination_agent::StoreRef {
         kind: "GitStateStore".into(),
@@ -253,6 +259,7 @@ async fn start_platform_agent(
         client.clone(),
         client.clone(),
         PLATFORM_AGENT_INTERVAL,
+        metrics,
     )
     .await
 }
