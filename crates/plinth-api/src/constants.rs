@@ -494,7 +494,7 @@ pub mod events {
     /// Reporting component of PromiseRelease Events.
     pub const PROMISE_RELEASE_CONTROLLER: &str = "PromiseReleaseController";
     /// Reporting component of health Events on resource requests.
-    pub const HEALTH_RECORD_CONTROLLER: &str = "HealthRecordController";
+    pub const HEALTH_RECORD_CONTROLLER: &str = super::health::RECORD_COMPONENT;
 
     /// A PromiseRevision was created for the Promise's version.
     pub const REVISION_CREATED: &str = "RevisionCreated";
@@ -583,7 +583,7 @@ pub mod events {
     /// A PromiseRelease's Promise was refused by admission.
     pub const INVALID_PROMISE: &str = "Invalid Promise";
     /// A resource request's health state changed.
-    pub const HEALTH_RECORD: &str = "HealthRecord";
+    pub const HEALTH_RECORD: &str = super::health::RECORD_EVENT_REASON;
 
     /// Whether an Event is `Warning` (true) or `Normal`.
     pub type Warning = bool;

@@ -1,6 +1,7 @@
 //! Events for condition transitions of Promises and resource requests, as Kratix emits
 //! them: `WorksSucceeded`, `WorksFailing`, `WorksMisplaced`, `ConfigureWorkflowCompleted`,
-//! `RequirementsFulfilled`, `PausedReconciliation`.
+//! `RequirementsFulfilled`, `RequirementsNotInstalled`, `RequirementsNotAvailable`,
+//! `PausedReconciliation`.
 //!
 //! Kratix emits most of these on every reconcile; here each is emitted once per
 //! transition of the condition it reports (its `lastTransitionTime` and reason), so a
@@ -52,6 +53,20 @@ const RULES: &[Rule] = &[
         "True",
         "",
         ev::REQUIREMENTS_FULFILLED,
+        false,
+    ),
+    (
+        "RequirementsFulfilled",
+        "False",
+        "RequirementsNotInstalled",
+        ev::REQUIREMENTS_NOT_INSTALLED,
+        false,
+    ),
+    (
+        "RequirementsFulfilled",
+        "False",
+        "RequirementsNotAvailable",
+        ev::REQUIREMENTS_NOT_AVAILABLE,
         false,
     ),
     (

@@ -49,7 +49,7 @@ use crate::objstatus::{
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
-const REPORTER: &str = "DestinationController";
+const REPORTER: &str = plinth_api::constants::events::DESTINATION_CONTROLLER;
 
 /// The layout crate's mode for a Destination's `filepath.mode`.
 pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
@@ -326,7 +326,11 @@ async fn reconcile(
             false,
             "InvalidDestinationPath",
             &msg,
-            Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+            Some((
+                EventType::Warning,
+                plinth_api::constants::events::DESTINATION_NOT_READY,
+                msg.clone(),
+            )),
         )
         .await?;
         return Ok(Action::await_change());
@@ -354,7 +358,11 @@ async fn reconcile(
             )
         } else {
             let msg = format!("{store_key}: not found");
-            let event = Some((EventType::Warning, "DestinationNotReady", msg.clone()));
+            let event = Some((
+                EventType::Warning,
+                plinth_api::constants::events::DESTINATION_NOT_READY,
+                msg.clone(),
+            ));
             ("StateStoreNotFound", msg, event)
         };
         set_ready(&state, &dest, false, reason, &msg, event).await?;
@@ -383,7 +391,11 @@ async fn reconcile(
                 false,
                 "StateStoreWriteFailed",
                 &msg,
-                Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+                Some((
+                    EventType::Warning,
+                    plinth_api::constants::events::DESTINATION_NOT_READY,
+                    msg.clone(),
+                )),
             )
             .await?;
             return Ok(Action::requeue(cfg.requeue_default));
@@ -396,7 +408,7 @@ async fn reconcile(
             "Destination is ready",
             Some((
                 EventType::Normal,
-                "DestinationReady",
+                plinth_api::constants::events::DESTINATION_READY,
                 "Destination is Ready".into(),
             )),
         )
@@ -429,7 +441,7 @@ async fn reconcile(
                 "Test documents written to State Store",
                 Some((
                     EventType::Normal,
-                    "DestinationReady",
+                    plinth_api::constants::events::DESTINATION_READY,
                     "Destination is Ready".into(),
                 )),
             )
@@ -444,7 +456,11 @@ async fn reconcile(
                 false,
                 "StateStoreWriteFailed",
                 &msg,
-                Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+                Some((
+                    EventType::Warning,
+                    plinth_api::constants::events::DESTINATION_NOT_READY,
+                    msg.clone(),
+                )),
             )
             .await?;
             Ok(Action::requeue(cfg.requeue_default))

@@ -35,7 +35,7 @@ use crate::{Error, events, labels, request};
 use plinth_api::constants::work_type;
 
 /// Reporting component of Promise events (§8.4).
-const COMPONENT: &str = "PromiseController";
+const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
 /// The namespace Kratix's own objects live in (§0).
 pub const SYSTEM_NAMESPACE: &str = "kratix-platform-system";
 
@@ -316,7 +316,7 @@ async fn reconcile(
                 COMPONENT,
                 &events::reference(&updated),
                 true,
-                "Unavailable",
+                plinth_api::constants::events::UNAVAILABLE,
                 "Promise no longer available: Requirements have changed",
             )
             .await;
@@ -417,7 +417,7 @@ async fn reconcile(
                 COMPONENT,
                 &events::reference(&promise),
                 false,
-                "ReconcilingResources",
+                plinth_api::constants::events::RECONCILING_RESOURCES,
                 "Reconciling all resource requests",
             )
             .await;
@@ -476,7 +476,7 @@ async fn reconcile(
             COMPONENT,
             &events::reference(&stored),
             false,
-            "Available",
+            plinth_api::constants::events::AVAILABLE,
             "Promise is available",
         )
         .await;

@@ -26,7 +26,7 @@ use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Action, Subject, Workflow, WorkflowType};
 use crate::{Error, events, labels};
 
-const COMPONENT: &str = "ResourceRequestController";
+const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;
 const F_WORK_CLEANUP: &str = "kratix.io/work-cleanup";
 const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
 const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
@@ -427,7 +427,7 @@ async fn reconcile(
             COMPONENT,
             &events::reference(&stored),
             false,
-            "ReconcileSucceeded",
+            plinth_api::constants::events::RECONCILE_SUCCEEDED,
             format!(
                 "Resource request reconciled with promise {} version {version}",
                 rctx.promise

@@ -84,7 +84,7 @@ pub const LABEL_MISPLACED: &str = labels::MISPLACED;
 /// Label marking dry-run Works and Destinations (§5.4).
 pub const DRY_RUN_LABEL: &str = labels::DRY_RUN;
 
-const REPORTER: &str = "Scheduler";
+const REPORTER: &str = plinth_api::constants::events::SCHEDULER;
 
 // ---------------------------------------------------------------------------
 // Pure scheduling rules (no I/O): selector resolution, matching, rendezvous choice.
@@ -296,9 +296,9 @@ struct SchedulerState {
 
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
 const WORK_CONTROLLER_REASONS: [&str; 3] = [
-    "WaitingDestination",
-    "WorkplacementsFailing",
-    "FailedDelete",
+    plinth_api::constants::events::WAITING_DESTINATION,
+    plinth_api::constants::events::WORKPLACEMENTS_FAILING,
+    plinth_api::constants::events::FAILED_DELETE,
 ];
 
 /// Runs the Work controller (scheduler) until the process stops.
@@ -332,7 +332,7 @@ pub async fn run(ctx: Arc<Context>) {
     let controller = Controller::for_stream(work_trigger, work_store.clone());
     let state = Arc::new(SchedulerState {
         recorder: ctx.recorder(REPORTER),
-        work_recorder: ctx.recorder("WorkController"),
+        work_recorder: ctx.recorder(plinth_api::constants::events::WORK_CONTROLLER),
         ctx,
     });
     controller
@@ -447,7 +447,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                     &state.work_recorder,
                     work.as_ref(),
                     EventType::Warning,
-                    "FailedDelete",
+                    plinth_api::constants::events::FAILED_DELETE,
                     "Delete",
                     format!("failed to delete WorkPlacement {}: {e}", wp.name_any()),
                 )
@@ -574,7 +574,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 &state.recorder,
                 work.as_ref(),
                 EventType::Normal,
-                "NoMatchingDestination",
+                plinth_api::constants::events::NO_MATCHING_DESTINATION,
                 "Schedule",
                 format!(
                     "no Destination matches the selectors of workload group {}",
@@ -753,7 +753,7 @@ fn summarize(
                 "WorkplacementsFailing",
                 msg,
                 EventType::Warning,
-                "WorkplacementsFailing",
+                plinth_api::constants::events::WORKPLACEMENTS_FAILING,
             ),
             cond(
                 "Ready",
@@ -761,7 +761,7 @@ fn summarize(
                 "WorkplacementsFailing",
                 "Failing".into(),
                 EventType::Warning,
-                "WorkplacementsFailing",
+                plinth_api::constants::events::WORKPLACEMENTS_FAILING,
             ),
         ]
     } else if outcomes.iter().any(|(_, o)| o.failed.is_some()) {
@@ -799,7 +799,7 @@ fn summarize(
                 "UnscheduledWorkloads",
                 msg.clone(),
                 EventType::Normal,
-                "WaitingDestination",
+                plinth_api::constants::events::WAITING_DESTINATION,
             ),
             cond(
                 "Ready",
@@ -807,7 +807,7 @@ fn summarize(
                 "UnscheduledWorkloads",
                 "Pending".into(),
                 EventType::Normal,
-                "WaitingDestination",
+                plinth_api::constants::events::WAITING_DESTINATION,
             ),
         ]
     } else if outcomes.iter().any(|(_, o)| o.misplaced) {
@@ -822,7 +822,7 @@ fn summarize(
                 "DestinationSelectorMismatch",
                 msg,
                 EventType::Warning,
-                "DestinationSelectorMismatch",
+                plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
             ),
             cond(
                 "Ready",
@@ -830,7 +830,7 @@ fn summarize(
                 "Misplaced",
                 "Misplaced".into(),
                 EventType::Warning,
-                "DestinationSelectorMismatch",
+                plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
             ),
         ]
     } else if !unwritten.is_empty() {
@@ -841,7 +841,7 @@ fn summarize(
                 "AllWorkplacementsScheduled",
                 "All workplacements scheduled successfully".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
             cond(
                 "Ready",
@@ -849,7 +849,7 @@ fn summarize(
                 "WorkplacementsPending",
                 "Pending".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
         ]
     } else {
@@ -860,7 +860,7 @@ fn summarize(
                 "AllWorkplacementsScheduled",
                 "All workplacements scheduled successfully".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
             cond(
                 "Ready",
@@ -868,7 +868,7 @@ fn summarize(
                 "AllWorkplacementsScheduled",
                 "Ready".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
         ]
     };
@@ -1004,7 +1004,7 @@ async fn upsert_workplacement(
             &state.recorder,
             work,
             EventType::Normal,
-            "WorkplacementReconciled",
+            plinth_api::constants::events::WORKPLACEMENT_RECONCILED,
             "Schedule",
             format!("WorkPlacement {name} reconciled for Destination {dest}"),
         )
@@ -1050,7 +1050,7 @@ async fn upsert_workplacement(
             &state.recorder,
             &wp,
             EventType::Warning,
-            "DestinationSelectorMismatch",
+            plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
             "Schedule",
             format!("Destination {dest} no longer matches the destinationSelectors of workload group {}", group.id),
         )

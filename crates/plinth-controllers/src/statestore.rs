@@ -470,7 +470,7 @@ async fn reconcile<K: StateStoreObject>(
                 &state.recorder,
                 obj.as_ref(),
                 EventType::Normal,
-                "Ready",
+                plinth_api::constants::events::READY,
                 "Reconcile",
                 format!("{kind} \"{name}\" is ready"),
             )
@@ -480,7 +480,7 @@ async fn reconcile<K: StateStoreObject>(
                 &state.recorder,
                 obj.as_ref(),
                 EventType::Warning,
-                "NotReady",
+                plinth_api::constants::events::NOT_READY,
                 "Reconcile",
                 message.clone(),
             )

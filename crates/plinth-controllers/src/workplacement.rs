@@ -57,7 +57,7 @@ use crate::objstatus::{
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
-const REPORTER: &str = "WorkPlacementController";
+const REPORTER: &str = plinth_api::constants::events::WORKPLACEMENT_CONTROLLER;
 
 /// Reason of the terminal `WriteSucceeded=False` condition for a workload path that
 /// would leave the Destination root.
@@ -406,7 +406,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     &state.recorder,
                     wp.as_ref(),
                     EventType::Warning,
-                    "FailedDeleteFilesFromRepository",
+                    plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
                     "Delete",
                     msg.clone(),
                 )
@@ -527,7 +527,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                         &state.recorder,
                         wp.as_ref(),
                         EventType::Normal,
-                        "WorkloadsWrittenToStateStore",
+                        plinth_api::constants::events::WORKLOADS_WRITTEN_TO_STATE_STORE,
                         "Write",
                         note,
                     )
@@ -556,7 +556,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     &state.recorder,
                     wp.as_ref(),
                     EventType::Warning,
-                    "FailedWriteToDestination",
+                    plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
                     "Write",
                     msg.clone(),
                 )
@@ -663,7 +663,7 @@ async fn report_terminal(
             &state.recorder,
             wp,
             EventType::Warning,
-            "FailedWriteToDestination",
+            plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
             "Write",
             t.message.clone(),
         )
