@@ -39,6 +39,16 @@ spec:
                 properties:
                   size: {type: string}
   workflows:
+    promise:
+      configure:
+      - apiVersion: platform.kratix.io/v1alpha1
+        kind: Pipeline
+        metadata:
+          name: promise-configure
+        spec:
+          containers:
+          - name: render
+            image: example.test/widget-pipeline:v1
     resource:
       configure:
       - apiVersion: platform.kratix.io/v1alpha1
@@ -57,7 +67,7 @@ cat > /kratix/output/widget.yaml <<EOF
 apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: widget-$KRATIX_OBJECT_NAME
+  name: widget-$KRATIX_WORKFLOW_TYPE-$KRATIX_OBJECT_NAME
   namespace: default
 EOF
 "#;
@@ -210,6 +220,9 @@ async fn metrics_events_and_json_logs_after_a_request() {
     );
     assert_eq!(runs, 1.0, "one pipeline Job ran");
     must(
+        r#"plinth_pipeline_runs_total{promise="widget",pipeline="promise-configure",result="succeeded"}"#,
+    );
+    must(
         r#"plinth_pipeline_duration_seconds_count{promise="widget",pipeline="instance-configure",result="succeeded"}"#,
     );
     must(
@@ -246,6 +259,24 @@ async fn metrics_events_and_json_logs_after_a_request() {
                 "widget",
             ),
             (ev::PROMISE_CONTROLLER, ev::AVAILABLE, "Promise", "widget"),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::PIPELINE_STARTED,
+                "Promise",
+                "widget",
+            ),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::CONFIGURE_WORKFLOW_COMPLETED,
+                "Promise",
+                "widget",
+            ),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::WORKS_SUCCEEDED,
+                "Promise",
+                "widget",
+            ),
             (
                 ev::RESOURCE_REQUEST_CONTROLLER,
                 ev::PIPELINE_STARTED,
