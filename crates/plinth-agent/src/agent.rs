@@ -32,6 +32,8 @@ pub struct AgentConfig {
     pub interval: Duration,
     /// How long to wait for an applied CRD to become Established.
     pub crd_timeout: Duration,
+    /// Where passes are counted and timed (`plinth_agent_*`); none by default.
+    pub metrics: Option<std::sync::Arc<plinth_api::metrics::Metrics>>,
 }
 
 impl AgentConfig {
@@ -45,6 +47,7 @@ impl AgentConfig {
             force_conflicts: false,
             interval: crate::DEFAULT_INTERVAL,
             crd_timeout: Duration::from_secs(30),
+            metrics: None,
         }
     }
 }
@@ -150,7 +153,11 @@ impl Agent {
         tokio::pin!(shutdown);
         let mut failures = 0u32;
         loop {
+            let started = std::time::Instant::now();
             let report = self.sync_once().await;
+            if let Some(m) = &self.cfg.metrics {
+                crate::observe::pass(m, &self.cfg.name, &report, started.elapsed());
+            }
             failures = if self.status.store_error.is_some() {
                 failures + 1
             } else {

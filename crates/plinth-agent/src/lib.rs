@@ -38,6 +38,7 @@ pub mod credentials;
 pub mod documents;
 pub mod inventory;
 mod kube_apply;
+mod observe;
 pub mod readiness;
 pub mod status;
 

@@ -470,3 +470,213 @@ pub mod health {
     /// `kind` a HealthRecord document must carry.
     pub const RECORD_KIND: &str = "HealthRecord";
 }
+
+/// Event reasons, by the component that reports them (`source.component` /
+/// `reportingComponent`), as Kratix emits them; the type (Normal or Warning) of each is in
+/// [`events::KRATIX`].
+pub mod events {
+    /// Reporting component of Promise Events.
+    pub const PROMISE_CONTROLLER: &str = "PromiseController";
+    /// Reporting component of resource-request Events.
+    pub const RESOURCE_REQUEST_CONTROLLER: &str = "ResourceRequestController";
+    /// Reporting component of scheduling Events.
+    pub const SCHEDULER: &str = "Scheduler";
+    /// Reporting component of Work Events.
+    pub const WORK_CONTROLLER: &str = "WorkController";
+    /// Reporting component of WorkPlacement Events.
+    pub const WORKPLACEMENT_CONTROLLER: &str = "WorkPlacementController";
+    /// Reporting component of Destination Events.
+    pub const DESTINATION_CONTROLLER: &str = "DestinationController";
+    /// Reporting component of GitStateStore Events.
+    pub const GIT_STATE_STORE_CONTROLLER: &str = "GitStateStoreController";
+    /// Reporting component of BucketStateStore Events.
+    pub const BUCKET_STATE_STORE_CONTROLLER: &str = "BucketStateStoreController";
+    /// Reporting component of PromiseRelease Events.
+    pub const PROMISE_RELEASE_CONTROLLER: &str = "PromiseReleaseController";
+    /// Reporting component of health Events on resource requests.
+    pub const HEALTH_RECORD_CONTROLLER: &str = super::health::RECORD_COMPONENT;
+
+    /// A PromiseRevision was created for the Promise's version.
+    pub const REVISION_CREATED: &str = "RevisionCreated";
+    /// The Promise can fulfil resource requests.
+    pub const AVAILABLE: &str = "Available";
+    /// The Promise stopped being available (requirements changed).
+    pub const UNAVAILABLE: &str = "Unavailable";
+    /// Every required Promise is installed.
+    pub const REQUIREMENTS_FULFILLED: &str = "RequirementsFulfilled";
+    /// A required Promise does not exist.
+    pub const REQUIREMENTS_NOT_INSTALLED: &str = "RequirementsNotInstalled";
+    /// A required Promise exists but is not available at the required version.
+    pub const REQUIREMENTS_NOT_AVAILABLE: &str = "RequirementsNotAvailable";
+    /// The object is labelled `kratix.io/paused: "true"`.
+    pub const PAUSED_RECONCILIATION: &str = "PausedReconciliation";
+    /// A pipeline suspended the workflow (`workflow-control.yaml`).
+    pub const WORKFLOW_SUSPENDED: &str = "WorkflowSuspended";
+    /// A pipeline Job was created.
+    pub const PIPELINE_STARTED: &str = "PipelineStarted";
+    /// A running pipeline was suspended for a manual reconciliation.
+    pub const PIPELINE_SUSPENDED: &str = "PipelineSuspended";
+    /// A configure pipeline failed.
+    pub const CONFIGURE_WORKFLOW_FAILED: &str = "ConfigureWorkflowFailed";
+    /// The delete pipeline failed (Kratix's reason has a space).
+    pub const FAILED_PIPELINE: &str = "Failed Pipeline";
+    /// Every Work of the object is Ready.
+    pub const WORKS_SUCCEEDED: &str = "WorksSucceeded";
+    /// A Work of the object is failing.
+    pub const WORKS_FAILING: &str = "WorksFailing";
+    /// A Work of the object is on a Destination that no longer matches.
+    pub const WORKS_MISPLACED: &str = "WorksMisplaced";
+    /// The object's workflow and Works all succeeded.
+    pub const RECONCILE_SUCCEEDED: &str = "ReconcileSucceeded";
+    /// Every resource request of the Promise is being reconciled again.
+    pub const RECONCILING_RESOURCES: &str = "ReconcilingResources";
+    /// The configure workflow completed.
+    pub const CONFIGURE_WORKFLOW_COMPLETED: &str = "ConfigureWorkflowCompleted";
+    /// A resource request's reconcile started with a PromiseRevision.
+    pub const RECONCILE_STARTED: &str = "ReconcileStarted";
+    /// A ResourceBinding was created for a resource request.
+    pub const BINDING_CREATED: &str = "BindingCreated";
+    /// A resource request's ResourceBinding version changed.
+    pub const RESOURCE_BINDING_VERSION_UPDATED: &str = "ResourceBindingVersionUpdated";
+    /// The PromiseRevision of a resource request could not be found.
+    pub const FAILED_PROMISE_REVISION_LOOKUP: &str = "FailedPromiseRevisionLookup";
+    /// No Destination matches a workload group.
+    pub const NO_MATCHING_DESTINATION: &str = "NoMatchingDestination";
+    /// A WorkPlacement was created or updated.
+    pub const WORKPLACEMENT_RECONCILED: &str = "WorkplacementReconciled";
+    /// Every workload group of a Work is placed.
+    pub const ALL_WORKPLACEMENTS_SCHEDULED: &str = "AllWorkplacementsScheduled";
+    /// A placement's Destination no longer matches its selectors.
+    pub const DESTINATION_SELECTOR_MISMATCH: &str = "DestinationSelectorMismatch";
+    /// A resource Work waits for a matching Destination.
+    pub const WAITING_DESTINATION: &str = "WaitingDestination";
+    /// A WorkPlacement of the Work failed to write.
+    pub const WORKPLACEMENTS_FAILING: &str = "WorkplacementsFailing";
+    /// A WorkPlacement could not be deleted.
+    pub const FAILED_DELETE: &str = "FailedDelete";
+    /// The workloads were written to the state store.
+    pub const WORKLOADS_WRITTEN_TO_STATE_STORE: &str = "WorkloadsWrittenToStateStore";
+    /// Writing to the state store failed.
+    pub const FAILED_WRITE_TO_DESTINATION: &str = "FailedWriteToDestination";
+    /// The `.kratix` state file could not be read.
+    pub const FAILED_READ_KRATIX_STATE_FILE: &str = "FailedReadKratixStateFile";
+    /// The `.kratix` state file could not be parsed.
+    pub const FAILED_UNMARSHAL_KRATIX_STATE_FILE: &str = "FailedUnmarshalKratixStateFile";
+    /// The WorkPlacements of a Destination could not be listed.
+    pub const FAILED_GET_ALL_WORKPLACEMENTS_FOR_DESTINATION: &str =
+        "FailedGetAllWorkplacementsForDestination";
+    /// The aggregated YAML file could not be generated.
+    pub const FAILED_GENERATE_AGGREGATED_WORKLOAD_YAML: &str =
+        "FailedGenerateAggregatedWorkloadYAML";
+    /// Files could not be deleted from the state store.
+    pub const FAILED_DELETE_FILES_FROM_REPOSITORY: &str = "FailedDeleteFilesFromRepository";
+    /// The Destination's test documents were written.
+    pub const DESTINATION_READY: &str = "DestinationReady";
+    /// The Destination's state store is missing, not ready or not writable.
+    pub const DESTINATION_NOT_READY: &str = "DestinationNotReady";
+    /// A state store is ready.
+    pub const READY: &str = "Ready";
+    /// A state store is not ready.
+    pub const NOT_READY: &str = "NotReady";
+    /// A PromiseRelease's Promise could not be created or updated.
+    pub const FAILED: &str = "Failed";
+    /// A PromiseRelease's Promise was refused by admission.
+    pub const INVALID_PROMISE: &str = "Invalid Promise";
+    /// A resource request's health state changed.
+    pub const HEALTH_RECORD: &str = super::health::RECORD_EVENT_REASON;
+
+    /// Whether an Event is `Warning` (true) or `Normal`.
+    pub type Warning = bool;
+
+    /// Every `(component, reason, warning)` Kratix emits. `HealthRecord` is Normal for
+    /// healthy or ready states and Warning otherwise; it is listed as Normal.
+    pub const KRATIX: &[(&str, &str, Warning)] = &[
+        (PROMISE_CONTROLLER, REVISION_CREATED, false),
+        (PROMISE_CONTROLLER, AVAILABLE, false),
+        (PROMISE_CONTROLLER, UNAVAILABLE, true),
+        (PROMISE_CONTROLLER, REQUIREMENTS_FULFILLED, false),
+        (PROMISE_CONTROLLER, REQUIREMENTS_NOT_INSTALLED, false),
+        (PROMISE_CONTROLLER, REQUIREMENTS_NOT_AVAILABLE, false),
+        (PROMISE_CONTROLLER, PAUSED_RECONCILIATION, true),
+        (PROMISE_CONTROLLER, WORKFLOW_SUSPENDED, true),
+        (PROMISE_CONTROLLER, PIPELINE_STARTED, false),
+        (PROMISE_CONTROLLER, PIPELINE_SUSPENDED, false),
+        (PROMISE_CONTROLLER, CONFIGURE_WORKFLOW_FAILED, true),
+        (PROMISE_CONTROLLER, FAILED_PIPELINE, true),
+        (PROMISE_CONTROLLER, WORKS_SUCCEEDED, false),
+        (PROMISE_CONTROLLER, WORKS_FAILING, true),
+        (PROMISE_CONTROLLER, WORKS_MISPLACED, true),
+        (PROMISE_CONTROLLER, RECONCILE_SUCCEEDED, false),
+        (PROMISE_CONTROLLER, RECONCILING_RESOURCES, false),
+        (PROMISE_CONTROLLER, CONFIGURE_WORKFLOW_COMPLETED, false),
+        (RESOURCE_REQUEST_CONTROLLER, RECONCILE_STARTED, false),
+        (RESOURCE_REQUEST_CONTROLLER, BINDING_CREATED, false),
+        (RESOURCE_REQUEST_CONTROLLER, PIPELINE_STARTED, false),
+        (RESOURCE_REQUEST_CONTROLLER, PIPELINE_SUSPENDED, false),
+        (RESOURCE_REQUEST_CONTROLLER, CONFIGURE_WORKFLOW_FAILED, true),
+        (RESOURCE_REQUEST_CONTROLLER, WORKS_SUCCEEDED, false),
+        (RESOURCE_REQUEST_CONTROLLER, WORKS_FAILING, true),
+        (RESOURCE_REQUEST_CONTROLLER, WORKS_MISPLACED, true),
+        (RESOURCE_REQUEST_CONTROLLER, RECONCILE_SUCCEEDED, false),
+        (
+            RESOURCE_REQUEST_CONTROLLER,
+            RESOURCE_BINDING_VERSION_UPDATED,
+            false,
+        ),
+        (RESOURCE_REQUEST_CONTROLLER, PAUSED_RECONCILIATION, true),
+        (RESOURCE_REQUEST_CONTROLLER, WORKFLOW_SUSPENDED, true),
+        (RESOURCE_REQUEST_CONTROLLER, FAILED_PIPELINE, true),
+        (
+            RESOURCE_REQUEST_CONTROLLER,
+            FAILED_PROMISE_REVISION_LOOKUP,
+            true,
+        ),
+        (SCHEDULER, NO_MATCHING_DESTINATION, false),
+        (SCHEDULER, WORKPLACEMENT_RECONCILED, false),
+        (SCHEDULER, ALL_WORKPLACEMENTS_SCHEDULED, false),
+        (SCHEDULER, DESTINATION_SELECTOR_MISMATCH, true),
+        (WORK_CONTROLLER, WAITING_DESTINATION, false),
+        (WORK_CONTROLLER, WORKPLACEMENTS_FAILING, true),
+        (WORK_CONTROLLER, FAILED_DELETE, true),
+        (
+            WORKPLACEMENT_CONTROLLER,
+            WORKLOADS_WRITTEN_TO_STATE_STORE,
+            false,
+        ),
+        (WORKPLACEMENT_CONTROLLER, FAILED_WRITE_TO_DESTINATION, true),
+        (
+            WORKPLACEMENT_CONTROLLER,
+            FAILED_READ_KRATIX_STATE_FILE,
+            true,
+        ),
+        (
+            WORKPLACEMENT_CONTROLLER,
+            FAILED_UNMARSHAL_KRATIX_STATE_FILE,
+            true,
+        ),
+        (
+            WORKPLACEMENT_CONTROLLER,
+            FAILED_GET_ALL_WORKPLACEMENTS_FOR_DESTINATION,
+            true,
+        ),
+        (
+            WORKPLACEMENT_CONTROLLER,
+            FAILED_GENERATE_AGGREGATED_WORKLOAD_YAML,
+            true,
+        ),
+        (
+            WORKPLACEMENT_CONTROLLER,
+            FAILED_DELETE_FILES_FROM_REPOSITORY,
+            true,
+        ),
+        (DESTINATION_CONTROLLER, DESTINATION_READY, false),
+        (DESTINATION_CONTROLLER, DESTINATION_NOT_READY, true),
+        (GIT_STATE_STORE_CONTROLLER, READY, false),
+        (GIT_STATE_STORE_CONTROLLER, NOT_READY, true),
+        (BUCKET_STATE_STORE_CONTROLLER, READY, false),
+        (BUCKET_STATE_STORE_CONTROLLER, NOT_READY, true),
+        (PROMISE_RELEASE_CONTROLLER, FAILED, true),
+        (PROMISE_RELEASE_CONTROLLER, INVALID_PROMISE, true),
+        (HEALTH_RECORD_CONTROLLER, HEALTH_RECORD, false),
+    ];
+}

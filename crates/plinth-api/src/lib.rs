@@ -25,6 +25,7 @@ mod error;
 pub mod events;
 pub mod hash;
 pub mod kinds;
+pub mod metrics;
 pub mod names;
 pub mod paths;
 pub mod pipeline;

@@ -20,6 +20,7 @@ mod gc;
 mod kinds;
 mod kratix;
 mod logs;
+pub mod metrics;
 pub mod patch;
 mod protobuf;
 pub mod registry;

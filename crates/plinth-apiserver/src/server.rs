@@ -55,6 +55,9 @@ pub struct ServerConfig {
     /// Extra names (DNS names or IP addresses) on the serving certificate, e.g. the
     /// address a kind cluster reaches this machine by. Default none.
     pub tls_extra_names: Vec<String>,
+    /// Where request, watch and database metrics are recorded (the process's one set,
+    /// shared with the controllers). Default: a set of the server's own.
+    pub metrics: Option<Arc<plinth_api::metrics::Metrics>>,
 }
 
 /// Routes that [`ServerConfig::extra_routes`] adds to the HTTPS listener.
@@ -91,6 +94,7 @@ impl Default for ServerConfig {
             log_poll_interval: Duration::from_millis(250),
             extra_routes: None,
             tls_extra_names: Vec::new(),
+            metrics: None,
         }
     }
 }
@@ -102,6 +106,7 @@ pub struct ApiServer {
     https_addr: Option<SocketAddr>,
     kubeconfig: Option<PathBuf>,
     tasks: Vec<JoinHandle<()>>,
+    metrics: Arc<plinth_api::metrics::Metrics>,
 }
 
 impl ApiServer {
@@ -168,6 +173,12 @@ impl ApiServer {
             ca_pem: tls_files.as_ref().map(|f| f.ca_pem.clone()),
         });
         let mut tasks = Vec::new();
+        let metrics = config.metrics.clone().unwrap_or_default();
+        tasks.push(tokio::spawn(crate::metrics::track_sqlite_size(
+            metrics.clone(),
+            store_path.clone(),
+            Duration::from_secs(15),
+        )));
         tasks.push(tokio::spawn(crate::gc::run(Arc::downgrade(&app), gc_rx)));
         tasks.push(tokio::spawn(compaction_loop(
             store.clone(),
@@ -221,10 +232,15 @@ impl ApiServer {
         // RBAC runs after authentication (inner layer): both routers enforce it.
         let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
         tasks.push(authz_task);
-        let base = api::routes(app.clone()).layer(axum::middleware::from_fn_with_state(
-            authorizer,
-            crate::authz::authorize_request,
-        ));
+        let base = api::routes(app.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                authorizer,
+                crate::authz::authorize_request,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
+                metrics.clone(),
+                crate::metrics::observe_request,
+            ));
         let router = base.clone().layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::in_process_auth,
@@ -260,7 +276,13 @@ impl ApiServer {
             https_addr,
             kubeconfig,
             tasks,
+            metrics,
         })
+    }
+
+    /// The metrics this server records into ([`ServerConfig::metrics`]).
+    pub fn metrics(&self) -> Arc<plinth_api::metrics::Metrics> {
+        self.metrics.clone()
     }
 
     /// The in-process router: requests without an `Authorization` header act as the admin.

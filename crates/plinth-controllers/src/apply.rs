@@ -33,6 +33,15 @@ pub fn dynamic_api(
 /// than labels and annotations) when it already exists. A ServiceAccount that exists
 /// without the `kratix.io/promise-name` label belongs to someone else and is left alone.
 pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error> {
+    create_or_update_reporting(client, obj).await.map(|_| ())
+}
+
+/// [`create_or_update`], telling whether the object was created (`true`) or already
+/// existed (`false`).
+///
+/// # Errors
+/// As [`create_or_update`].
+pub async fn create_or_update_reporting(client: &Client, obj: &Value) -> Result<bool, Error> {
     let (api, _) = dynamic_api(client, obj)?;
     let name = obj["metadata"]["name"]
         .as_str()
@@ -40,7 +49,7 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
         .to_string();
     let desired: DynamicObject = serde_json::from_value(obj.clone()).map_err(Error::Json)?;
     match api.create(&PostParams::default(), &desired).await {
-        Ok(_) => return Ok(()),
+        Ok(_) => return Ok(true),
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e.into()),
     }
@@ -53,7 +62,7 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
                 .as_ref()
                 .is_some_and(|l| l.contains_key("kratix.io/promise-name"))
         {
-            return Ok(());
+            return Ok(false);
         }
         let mut changed = false;
         for (key, value) in obj.as_object().into_iter().flatten() {
@@ -81,10 +90,10 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
             }
         }
         if !changed {
-            return Ok(());
+            return Ok(false);
         }
         match api.replace(&name, &PostParams::default(), &existing).await {
-            Ok(_) => return Ok(()),
+            Ok(_) => return Ok(false),
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
             Err(e) => return Err(e.into()),
         }

@@ -24,6 +24,11 @@ pub struct Context {
     /// ([`plinth_api::events`]).
     pub recorders:
         std::sync::Mutex<std::collections::HashMap<String, plinth_api::events::EventRecorder>>,
+    /// The process's metrics: reconciles, pipelines, state store writes, scheduling
+    /// outcomes ([`plinth_api::metrics`]).
+    pub metrics: Arc<plinth_api::metrics::Metrics>,
+    /// Condition transitions already announced as Events ([`crate::announce`]).
+    pub announced: crate::announce::Announced,
     config: RwLock<Arc<ControllerConfig>>,
     me: Weak<Context>,
 }
@@ -31,6 +36,15 @@ pub struct Context {
 impl Context {
     /// Creates a context with the given starting configuration.
     pub fn new(client: Client, config: ControllerConfig) -> Arc<Context> {
+        Self::with_metrics(client, config, Default::default())
+    }
+
+    /// [`Context::new`], recording into `metrics` (the set a process serves on `/metrics`).
+    pub fn with_metrics(
+        client: Client,
+        config: ControllerConfig,
+        metrics: Arc<plinth_api::metrics::Metrics>,
+    ) -> Arc<Context> {
         // Every state store network call is bounded by the same timeout as the reconcile
         // that makes it, so a worker blocked on a silent server is freed by then too.
         plinth_statestore::set_network_timeouts(
@@ -44,6 +58,8 @@ impl Context {
             stores: StoreRegistry::default(),
             request_controllers: RequestControllers::default(),
             recorders: Default::default(),
+            metrics,
+            announced: Default::default(),
             config: RwLock::new(Arc::new(config)),
             me: me.clone(),
         })

@@ -30,7 +30,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -49,7 +49,7 @@ use crate::objstatus::{
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
-const REPORTER: &str = "DestinationController";
+const REPORTER: &str = plinth_api::constants::events::DESTINATION_CONTROLLER;
 
 /// The layout crate's mode for a Destination's `filepath.mode`.
 pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
@@ -62,7 +62,7 @@ pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
 
 struct DestState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: plinth_api::events::EventRecorder,
 }
 
 fn destinations_of_store(
@@ -94,13 +94,7 @@ pub async fn run(ctx: Arc<Context>) {
     let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let state = Arc::new(DestState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
         ctx,
     });
     controller
@@ -131,7 +125,16 @@ pub async fn run(ctx: Arc<Context>) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, state)
+        .run(
+            crate::instrument::instrument(
+                state.ctx.metrics.clone(),
+                "destination",
+                None,
+                reconcile,
+            ),
+            error_policy,
+            state,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "destination reconcile");
@@ -323,7 +326,11 @@ async fn reconcile(
             false,
             "InvalidDestinationPath",
             &msg,
-            Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+            Some((
+                EventType::Warning,
+                plinth_api::constants::events::DESTINATION_NOT_READY,
+                msg.clone(),
+            )),
         )
         .await?;
         return Ok(Action::await_change());
@@ -351,7 +358,11 @@ async fn reconcile(
             )
         } else {
             let msg = format!("{store_key}: not found");
-            let event = Some((EventType::Warning, "DestinationNotReady", msg.clone()));
+            let event = Some((
+                EventType::Warning,
+                plinth_api::constants::events::DESTINATION_NOT_READY,
+                msg.clone(),
+            ));
             ("StateStoreNotFound", msg, event)
         };
         set_ready(&state, &dest, false, reason, &msg, event).await?;
@@ -380,7 +391,11 @@ async fn reconcile(
                 false,
                 "StateStoreWriteFailed",
                 &msg,
-                Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+                Some((
+                    EventType::Warning,
+                    plinth_api::constants::events::DESTINATION_NOT_READY,
+                    msg.clone(),
+                )),
             )
             .await?;
             return Ok(Action::requeue(cfg.requeue_default));
@@ -393,7 +408,7 @@ async fn reconcile(
             "Destination is ready",
             Some((
                 EventType::Normal,
-                "DestinationReady",
+                plinth_api::constants::events::DESTINATION_READY,
                 "Destination is Ready".into(),
             )),
         )
@@ -426,7 +441,7 @@ async fn reconcile(
                 "Test documents written to State Store",
                 Some((
                     EventType::Normal,
-                    "DestinationReady",
+                    plinth_api::constants::events::DESTINATION_READY,
                     "Destination is Ready".into(),
                 )),
             )
@@ -441,7 +456,11 @@ async fn reconcile(
                 false,
                 "StateStoreWriteFailed",
                 &msg,
-                Some((EventType::Warning, "DestinationNotReady", msg.clone())),
+                Some((
+                    EventType::Warning,
+                    plinth_api::constants::events::DESTINATION_NOT_READY,
+                    msg.clone(),
+                )),
             )
             .await?;
             Ok(Action::requeue(cfg.requeue_default))

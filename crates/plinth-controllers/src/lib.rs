@@ -10,14 +10,17 @@
 //! Every controller talks to the control plane only through the one `kube::Client` in
 //! [`Context`].
 
+pub mod announce;
 pub mod apply;
 pub mod config;
 pub mod context;
 pub mod destination;
 pub mod events;
 pub mod health;
+pub mod instrument;
 pub mod labels;
 pub mod objstatus;
+pub mod observe;
 pub mod promise;
 pub mod promiserelease;
 pub mod request;
@@ -47,6 +50,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
         destination::run(ctx.clone()),
         statestore::run(ctx.clone()),
         health::run(ctx.clone(), Arc::new(health::SystemClock)),
+        observe::watch_pipelines(ctx.clone()),
     );
 }
 

@@ -13,7 +13,7 @@ use std::fmt::Debug;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -234,27 +234,28 @@ where
 
 /// Publishes an event about `obj`; failures are logged, never fatal (events are
 /// best-effort in Kubernetes). Reasons are Kratix's (reference §8.4).
+///
+/// Goes through the one recorder ([`plinth_api::events::EventRecorder`]), so repeats are
+/// folded into one Event with a count. `_action` (what the controller was doing) is kept
+/// for callers; core/v1 Events carry the reason and message only.
 pub async fn publish<K>(
-    recorder: &Recorder,
+    recorder: &plinth_api::events::EventRecorder,
     obj: &K,
     type_: EventType,
     reason: &str,
-    action: &str,
+    _action: &str,
     note: String,
 ) where
     K: Resource<DynamicType = ()>,
 {
     let reference = obj.object_ref(&());
-    let ev = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(truncate(note, 1000)),
-        action: action.into(),
-        secondary: None,
+    let type_ = match type_ {
+        EventType::Normal => plinth_api::events::EventType::Normal,
+        EventType::Warning => plinth_api::events::EventType::Warning,
     };
-    if let Err(e) = recorder.publish(&ev, &reference).await {
-        tracing::debug!(reason, error = %e, "failed to publish event");
-    }
+    recorder
+        .record(&reference, type_, reason, truncate(note, 1000))
+        .await;
 }
 
 fn truncate(mut s: String, max: usize) -> String {

@@ -35,7 +35,7 @@ use crate::{Error, events, labels, request};
 use plinth_api::constants::work_type;
 
 /// Reporting component of Promise events (§8.4).
-const COMPONENT: &str = "PromiseController";
+const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
 /// The namespace Kratix's own objects live in (§0).
 pub const SYSTEM_NAMESPACE: &str = "kratix-platform-system";
 
@@ -126,7 +126,20 @@ pub async fn run(ctx: Arc<Context>) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::instrument::instrument(
+                ctx.metrics.clone(),
+                "promise",
+                None,
+                crate::announce::with_condition_events(
+                    COMPONENT,
+                    crate::announce::itself,
+                    reconcile,
+                ),
+            ),
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "promise reconcile");
@@ -303,7 +316,7 @@ async fn reconcile(
                 COMPONENT,
                 &events::reference(&updated),
                 true,
-                "Unavailable",
+                plinth_api::constants::events::UNAVAILABLE,
                 "Promise no longer available: Requirements have changed",
             )
             .await;
@@ -404,7 +417,7 @@ async fn reconcile(
                 COMPONENT,
                 &events::reference(&promise),
                 false,
-                "ReconcilingResources",
+                plinth_api::constants::events::RECONCILING_RESOURCES,
                 "Reconciling all resource requests",
             )
             .await;
@@ -463,7 +476,7 @@ async fn reconcile(
             COMPONENT,
             &events::reference(&stored),
             false,
-            "Available",
+            plinth_api::constants::events::AVAILABLE,
             "Promise is available",
         )
         .await;
@@ -694,7 +707,19 @@ async fn ensure_revision(
         },
         "spec": {"promiseRef": {"name": name}, "promiseSpec": spec, "version": version},
     });
-    crate::apply::create_or_update(&ctx.client, &obj).await?;
+    if crate::apply::create_or_update_reporting(&ctx.client, &obj).await? {
+        let note = format!("PromiseRevision {rev_name} created for version {version}");
+        let kind = plinth_api::constants::events::REVISION_CREATED;
+        events::publish(
+            ctx,
+            COMPONENT,
+            &events::reference(promise),
+            false,
+            kind,
+            note,
+        )
+        .await;
+    }
     // Only the current revision keeps the latest label (§2.8).
     let revisions: Api<DynamicObject> = Api::all_with(
         ctx.client.clone(),

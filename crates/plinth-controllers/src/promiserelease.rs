@@ -21,7 +21,7 @@ use crate::promise::{promise_resource, remove_finalizer, set_finalizers};
 use crate::status::{self, set_condition, set_field};
 use crate::{Error, events, labels};
 
-const COMPONENT: &str = "PromiseReleaseController";
+const COMPONENT: &str = plinth_api::constants::events::PROMISE_RELEASE_CONTROLLER;
 const FINALIZER: &str = "kratix.io/promise-cleanup";
 /// Label put on Promises installed by a PromiseRelease.
 pub const RELEASE_LABEL: &str = "kratix.io/promise-release-name";
@@ -38,7 +38,11 @@ pub fn release_resource() -> ApiResource {
 pub async fn run(ctx: Arc<Context>) {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     Controller::new_with(api, watcher::Config::default(), release_resource())
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::instrument::instrument(ctx.metrics.clone(), "promiserelease", None, reconcile),
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "promise release reconcile");
@@ -218,7 +222,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
                 COMPONENT,
                 &events::reference(&pr),
                 true,
-                "Invalid Promise",
+                plinth_api::constants::events::INVALID_PROMISE,
                 e.message.clone(),
             )
             .await;
@@ -275,7 +279,7 @@ async fn fail(
             COMPONENT,
             &events::reference(pr),
             true,
-            "Failed",
+            plinth_api::constants::events::FAILED,
             message.clone(),
         )
         .await;

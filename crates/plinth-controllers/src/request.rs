@@ -26,7 +26,7 @@ use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Action, Subject, Workflow, WorkflowType};
 use crate::{Error, events, labels};
 
-const COMPONENT: &str = "ResourceRequestController";
+const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;
 const F_WORK_CLEANUP: &str = "kratix.io/work-cleanup";
 const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
 const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
@@ -178,7 +178,16 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(reconcile, error_policy, rctx)
+        .run(
+            crate::instrument::instrument(
+                rctx.ctx.metrics.clone(),
+                "request",
+                Some(rctx.promise.clone()),
+                crate::announce::with_condition_events(COMPONENT, context_of, reconcile),
+            ),
+            error_policy,
+            rctx,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "resource request reconcile");
@@ -233,6 +242,11 @@ fn request_workflow(
         namespace: pipeline_ns.clone().unwrap_or(rr_ns.clone()),
         pipeline_namespace_set: pipeline_ns.is_some_and(|p| p != rr_ns),
     }
+}
+
+/// The shared context of a request controller's state.
+fn context_of(rctx: &RequestCtx) -> &Context {
+    &rctx.ctx
 }
 
 async fn reconcile(
@@ -413,7 +427,7 @@ async fn reconcile(
             COMPONENT,
             &events::reference(&stored),
             false,
-            "ReconcileSucceeded",
+            plinth_api::constants::events::RECONCILE_SUCCEEDED,
             format!(
                 "Resource request reconciled with promise {} version {version}",
                 rctx.promise

@@ -51,7 +51,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -84,7 +84,7 @@ pub const LABEL_MISPLACED: &str = labels::MISPLACED;
 /// Label marking dry-run Works and Destinations (§5.4).
 pub const DRY_RUN_LABEL: &str = labels::DRY_RUN;
 
-const REPORTER: &str = "Scheduler";
+const REPORTER: &str = plinth_api::constants::events::SCHEDULER;
 
 // ---------------------------------------------------------------------------
 // Pure scheduling rules (no I/O): selector resolution, matching, rendezvous choice.
@@ -216,6 +216,25 @@ pub fn workplacement_name(work: &str, destination: &str, group_id: &str) -> Stri
 }
 
 /// Longest object name the API server accepts for a WorkPlacement (DNS-1123 subdomain).
+/// Counts a scheduling outcome of `work` in Kratix's `kratix_workplacement_outcomes_total`:
+/// `destination` empty means unscheduled.
+fn count_outcome(state: &SchedulerState, work: &Work, misplaced: bool, destination: &str) {
+    use crate::observe::Outcome;
+    let outcome = match (destination.is_empty(), misplaced) {
+        (true, _) => Outcome::Unscheduled,
+        (false, true) => Outcome::Misplaced,
+        (false, false) => Outcome::Scheduled,
+    };
+    crate::observe::placement_outcome(
+        &state.ctx.metrics,
+        outcome,
+        work.spec.promise_name.as_deref().unwrap_or(""),
+        work.spec.resource_name.as_deref().unwrap_or(""),
+        &work.namespace().unwrap_or_default(),
+        destination,
+    );
+}
+
 #[cfg(test)]
 const MAX_NAME_LEN: usize = 253;
 
@@ -270,16 +289,16 @@ fn work_conditions(work: &Work) -> Vec<Condition> {
 struct SchedulerState {
     ctx: Arc<Context>,
     /// Events of the scheduling step (reporting component `Scheduler`, §8.4).
-    recorder: Recorder,
+    recorder: plinth_api::events::EventRecorder,
     /// Events of the Work lifecycle (reporting component `WorkController`, §8.4).
-    work_recorder: Recorder,
+    work_recorder: plinth_api::events::EventRecorder,
 }
 
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
 const WORK_CONTROLLER_REASONS: [&str; 3] = [
-    "WaitingDestination",
-    "WorkplacementsFailing",
-    "FailedDelete",
+    plinth_api::constants::events::WAITING_DESTINATION,
+    plinth_api::constants::events::WORKPLACEMENTS_FAILING,
+    plinth_api::constants::events::FAILED_DELETE,
 ];
 
 /// Runs the Work controller (scheduler) until the process stops.
@@ -312,20 +331,8 @@ pub async fn run(ctx: Arc<Context>) {
     let (work_store, work_trigger) = watch_inputs(works, |w: &Work| inputs_hash(w, ()));
     let controller = Controller::for_stream(work_trigger, work_store.clone());
     let state = Arc::new(SchedulerState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
-        work_recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "WorkController".into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
+        work_recorder: ctx.recorder(plinth_api::constants::events::WORK_CONTROLLER),
         ctx,
     });
     controller
@@ -335,7 +342,11 @@ pub async fn run(ctx: Arc<Context>) {
             watcher::Config::default(),
             move |dest: Destination| works_affected_by_destination(&dest, &work_store, &wp_reader),
         )
-        .run(reconcile, error_policy, state)
+        .run(
+            crate::instrument::instrument(state.ctx.metrics.clone(), "scheduler", None, reconcile),
+            error_policy,
+            state,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "work reconcile");
@@ -436,7 +447,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                     &state.work_recorder,
                     work.as_ref(),
                     EventType::Warning,
-                    "FailedDelete",
+                    plinth_api::constants::events::FAILED_DELETE,
                     "Delete",
                     format!("failed to delete WorkPlacement {}: {e}", wp.name_any()),
                 )
@@ -543,6 +554,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
             outcome.misplaced |= misplaced;
             match upsert_workplacement(&state, &work, group, &dest, wp, misplaced).await {
                 Ok(wp_name) => {
+                    count_outcome(&state, &work, misplaced, &dest);
                     placed_names.insert(wp_name);
                 }
                 Err(e) => {
@@ -550,6 +562,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                     outcome.failed = Some(e.to_string());
                 }
             }
+        }
+        if outcome.unscheduled {
+            count_outcome(&state, &work, false, "");
         }
         // Announced once per newly unscheduled group, not on every reconcile.
         let already_reported = get_condition(&work_conditions(&work), "ScheduleSucceeded")
@@ -559,7 +574,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 &state.recorder,
                 work.as_ref(),
                 EventType::Normal,
-                "NoMatchingDestination",
+                plinth_api::constants::events::NO_MATCHING_DESTINATION,
                 "Schedule",
                 format!(
                     "no Destination matches the selectors of workload group {}",
@@ -738,7 +753,7 @@ fn summarize(
                 "WorkplacementsFailing",
                 msg,
                 EventType::Warning,
-                "WorkplacementsFailing",
+                plinth_api::constants::events::WORKPLACEMENTS_FAILING,
             ),
             cond(
                 "Ready",
@@ -746,7 +761,7 @@ fn summarize(
                 "WorkplacementsFailing",
                 "Failing".into(),
                 EventType::Warning,
-                "WorkplacementsFailing",
+                plinth_api::constants::events::WORKPLACEMENTS_FAILING,
             ),
         ]
     } else if outcomes.iter().any(|(_, o)| o.failed.is_some()) {
@@ -784,7 +799,7 @@ fn summarize(
                 "UnscheduledWorkloads",
                 msg.clone(),
                 EventType::Normal,
-                "WaitingDestination",
+                plinth_api::constants::events::WAITING_DESTINATION,
             ),
             cond(
                 "Ready",
@@ -792,7 +807,7 @@ fn summarize(
                 "UnscheduledWorkloads",
                 "Pending".into(),
                 EventType::Normal,
-                "WaitingDestination",
+                plinth_api::constants::events::WAITING_DESTINATION,
             ),
         ]
     } else if outcomes.iter().any(|(_, o)| o.misplaced) {
@@ -807,7 +822,7 @@ fn summarize(
                 "DestinationSelectorMismatch",
                 msg,
                 EventType::Warning,
-                "DestinationSelectorMismatch",
+                plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
             ),
             cond(
                 "Ready",
@@ -815,7 +830,7 @@ fn summarize(
                 "Misplaced",
                 "Misplaced".into(),
                 EventType::Warning,
-                "DestinationSelectorMismatch",
+                plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
             ),
         ]
     } else if !unwritten.is_empty() {
@@ -826,7 +841,7 @@ fn summarize(
                 "AllWorkplacementsScheduled",
                 "All workplacements scheduled successfully".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
             cond(
                 "Ready",
@@ -834,7 +849,7 @@ fn summarize(
                 "WorkplacementsPending",
                 "Pending".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
         ]
     } else {
@@ -845,7 +860,7 @@ fn summarize(
                 "AllWorkplacementsScheduled",
                 "All workplacements scheduled successfully".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
             cond(
                 "Ready",
@@ -853,7 +868,7 @@ fn summarize(
                 "AllWorkplacementsScheduled",
                 "Ready".into(),
                 EventType::Normal,
-                "AllWorkplacementsScheduled",
+                plinth_api::constants::events::ALL_WORKPLACEMENTS_SCHEDULED,
             ),
         ]
     };
@@ -989,7 +1004,7 @@ async fn upsert_workplacement(
             &state.recorder,
             work,
             EventType::Normal,
-            "WorkplacementReconciled",
+            plinth_api::constants::events::WORKPLACEMENT_RECONCILED,
             "Schedule",
             format!("WorkPlacement {name} reconciled for Destination {dest}"),
         )
@@ -1035,7 +1050,7 @@ async fn upsert_workplacement(
             &state.recorder,
             &wp,
             EventType::Warning,
-            "DestinationSelectorMismatch",
+            plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
             "Schedule",
             format!("Destination {dest} no longer matches the destinationSelectors of workload group {}", group.id),
         )

@@ -41,7 +41,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -295,7 +295,7 @@ impl StateStoreObject for BucketStateStore {
 
 struct StoreState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: plinth_api::events::EventRecorder,
     /// `<Kind>/<name>` → consecutive failed attempts, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -357,7 +357,7 @@ fn stores_using_secret<K: StateStoreObject>(
         .collect()
 }
 
-async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
+async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let kind = K::kind(&()).into_owned();
     // Woken by spec changes and deletions only: the controller's own status writes
@@ -366,13 +366,7 @@ async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
     let controller = Controller::for_stream(trigger, store.clone());
     let state = Arc::new(StoreState {
         failures: Mutex::new(HashMap::new()),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: format!("{kind}Controller"),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(&format!("{kind}Controller")),
         ctx: ctx.clone(),
     });
     controller
@@ -386,7 +380,16 @@ async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
         .watches_stream(deletions(Api::<K>::all(client)), |s: K| {
             Some(ObjectRef::from_obj(&s))
         })
-        .run(reconcile::<K>, error_policy::<K>, state)
+        .run(
+            crate::instrument::instrument(
+                state.ctx.metrics.clone(),
+                &K::kind(&()).to_ascii_lowercase(),
+                None,
+                reconcile::<K>,
+            ),
+            error_policy::<K>,
+            state,
+        )
         .for_each(|res| {
             let ctx = ctx.clone();
             let kind = kind.clone();
@@ -467,7 +470,7 @@ async fn reconcile<K: StateStoreObject>(
                 &state.recorder,
                 obj.as_ref(),
                 EventType::Normal,
-                "Ready",
+                plinth_api::constants::events::READY,
                 "Reconcile",
                 format!("{kind} \"{name}\" is ready"),
             )
@@ -477,7 +480,7 @@ async fn reconcile<K: StateStoreObject>(
                 &state.recorder,
                 obj.as_ref(),
                 EventType::Warning,
-                "NotReady",
+                plinth_api::constants::events::NOT_READY,
                 "Reconcile",
                 message.clone(),
             )

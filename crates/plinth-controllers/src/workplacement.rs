@@ -37,7 +37,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -57,7 +57,7 @@ use crate::objstatus::{
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
-const REPORTER: &str = "WorkPlacementController";
+const REPORTER: &str = plinth_api::constants::events::WORKPLACEMENT_CONTROLLER;
 
 /// Reason of the terminal `WriteSucceeded=False` condition for a workload path that
 /// would leave the Destination root.
@@ -217,7 +217,7 @@ type ObjectKey = (String, String);
 
 struct WpState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: plinth_api::events::EventRecorder,
     /// `(namespace, name)` → (generation written, when). Bridges status-only events and
     /// Destination events without re-writing; the interval requeue forces a re-write.
     written: Mutex<HashMap<ObjectKey, (Option<i64>, Instant)>>,
@@ -254,13 +254,7 @@ pub async fn run(ctx: Arc<Context>) {
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let (d1, d2) = (dest_reader.clone(), dest_reader);
     let state = Arc::new(WpState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
         ctx,
         written: Mutex::new(HashMap::new()),
     });
@@ -289,7 +283,16 @@ pub async fn run(ctx: Arc<Context>) {
                 )
             },
         )
-        .run(reconcile, error_policy, state)
+        .run(
+            crate::instrument::instrument(
+                state.ctx.metrics.clone(),
+                "workplacement",
+                None,
+                reconcile,
+            ),
+            error_policy,
+            state,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "workplacement reconcile");
@@ -403,7 +406,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     &state.recorder,
                     wp.as_ref(),
                     EventType::Warning,
-                    "FailedDeleteFilesFromRepository",
+                    plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
                     "Delete",
                     msg.clone(),
                 )
@@ -524,7 +527,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                         &state.recorder,
                         wp.as_ref(),
                         EventType::Normal,
-                        "WorkloadsWrittenToStateStore",
+                        plinth_api::constants::events::WORKLOADS_WRITTEN_TO_STATE_STORE,
                         "Write",
                         note,
                     )
@@ -553,7 +556,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     &state.recorder,
                     wp.as_ref(),
                     EventType::Warning,
-                    "FailedWriteToDestination",
+                    plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
                     "Write",
                     msg.clone(),
                 )
@@ -660,7 +663,7 @@ async fn report_terminal(
             &state.recorder,
             wp,
             EventType::Warning,
-            "FailedWriteToDestination",
+            plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
             "Write",
             t.message.clone(),
         )
@@ -774,12 +777,17 @@ async fn write_target(
             }
         }
     };
-    store
+    let bytes = crate::observe::content_bytes(&ops);
+    let started = Instant::now();
+    let result = store
         .write(WriteRequest {
             name: wp.name_any(),
             ops,
         })
-        .await
+        .await;
+    let metrics = &state.ctx.metrics;
+    crate::observe::workplacement_write(metrics, wp, dest, bytes, started.elapsed(), &result);
+    result
 }
 
 /// Removes what `wp` wrote (reference §5.6). Returns a message for the event on failure.

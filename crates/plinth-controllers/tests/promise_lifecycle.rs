@@ -14,7 +14,8 @@ use kube::api::{
     PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt};
-use placement_support::{SILENCE, start, wait_for};
+use placement_support::{SILENCE, start, wait_event, wait_for};
+use plinth_api::constants::events as ev;
 use plinth_controllers::promise;
 use serde_json::{Value, json};
 
@@ -442,6 +443,17 @@ async fn required_promises_hold_requests_until_installed_at_the_right_version() 
             .iter()
             .all(|r| r["state"] == "Requirement not installed")
     );
+    let (type_, by, _) = wait_event(
+        &env.client,
+        "default",
+        "app",
+        ev::REQUIREMENTS_NOT_INSTALLED,
+    )
+    .await;
+    assert_eq!(
+        (type_.as_str(), by.as_str()),
+        ("Normal", ev::PROMISE_CONTROLLER)
+    );
 
     // A request waits while the Promise is unavailable.
     let widgets: Api<DynamicObject> =
@@ -490,7 +502,20 @@ async fn required_promises_hold_requests_until_installed_at_the_right_version() 
         .await
         .unwrap();
     wait_condition(&promises, "app", "Available", "True").await;
+    let (type_, by, _) =
+        wait_event(&env.client, "default", "app", ev::REQUIREMENTS_FULFILLED).await;
+    assert_eq!(
+        (type_.as_str(), by.as_str()),
+        ("Normal", ev::PROMISE_CONTROLLER)
+    );
+    let (type_, _, _) = wait_event(&env.client, "default", "app", ev::AVAILABLE).await;
+    assert_eq!(type_, "Normal");
     wait_condition(&widgets, "r1", "Reconciled", "True").await;
+    let (type_, by, _) = wait_event(&env.client, "default", "r1", ev::RECONCILE_SUCCEEDED).await;
+    assert_eq!(
+        (type_.as_str(), by.as_str()),
+        ("Normal", ev::RESOURCE_REQUEST_CONTROLLER)
+    );
     let db = get_status(&promises, "db").await;
     assert_eq!(db["requiredBy"][0]["promise"]["name"], "app");
 }
@@ -664,6 +689,15 @@ async fn unpausing_a_promise_reruns_its_configure_workflow() {
     let first = wait_jobs(&env.client, ns, sel, 1).await;
     finish_job(&env.client, &first[0], true).await;
     wait_condition(&promises, "widget", "Available", "True").await;
+    // (`ConfigureWorkflowCompleted` is the status-writer's, which these Jobs do not run.)
+    for reason in [ev::REVISION_CREATED, ev::PIPELINE_STARTED] {
+        let (type_, by, _) = wait_event(&env.client, "default", "widget", reason).await;
+        assert_eq!(
+            (type_.as_str(), by.as_str()),
+            ("Normal", ev::PROMISE_CONTROLLER),
+            "{reason}"
+        );
+    }
 
     let label = |v: Value| {
         let promises = promises.clone();
@@ -683,6 +717,12 @@ async fn unpausing_a_promise_reruns_its_configure_workflow() {
     assert_eq!(
         condition(&st, "Available").unwrap().1,
         "PausedReconciliation"
+    );
+    let (type_, by, _) =
+        wait_event(&env.client, "default", "widget", ev::PAUSED_RECONCILIATION).await;
+    assert_eq!(
+        (type_.as_str(), by.as_str()),
+        ("Warning", ev::PROMISE_CONTROLLER)
     );
     assert_eq!(
         jobs(&env.client, ns, sel).await.len(),

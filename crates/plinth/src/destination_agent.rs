@@ -135,7 +135,8 @@ fn secret_data(secret: &Secret) -> SecretData {
 }
 
 /// Starts an agent named after `destination` applying `path` of `source` into `target`,
-/// woken by changes to the Destination's WorkPlacements on `platform`.
+/// woken by changes to the Destination's WorkPlacements on `platform`, counting its passes
+/// in `metrics`.
 ///
 /// # Errors
 /// The agent's inventory in the target cannot be read.
@@ -146,9 +147,11 @@ pub async fn spawn(
     target: kube::Client,
     platform: kube::Client,
     interval: Duration,
+    metrics: Arc<plinth_api::metrics::Metrics>,
 ) -> anyhow::Result<JoinHandle<()>> {
     let mut cfg = plinth_agent::AgentConfig::new(destination, source, path);
     cfg.interval = interval;
+    cfg.metrics = Some(metrics);
     let agent = plinth_agent::Agent::new(cfg, target)
         .await
         .with_context(|| format!("starting the agent of Destination {destination}"))?;

@@ -6,7 +6,10 @@
 mod cmd;
 mod destination_agent;
 mod gitserve;
+mod logging;
+mod metrics_server;
 mod platform;
+mod progress;
 mod signal;
 mod status;
 mod web;
@@ -20,10 +23,17 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "plinth", version, about, long_about = None, propagate_version = true)]
 struct Cli {
-    /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`)
+    /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`); `RUST_LOG`
+    /// is read when neither this nor `PLINTH_LOG` is set
     /// [default: `warn` for quickstart, `info` otherwise].
     #[arg(long, global = true, env = "PLINTH_LOG")]
     log: Option<String>,
+
+    /// Log line format on standard error: `text` (human-readable) or `json` (one object
+    /// per line with Kratix's keys: `controller`, `name`, `namespace`, `promise`,
+    /// `resourceRequest`).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text, env = "PLINTH_LOG_FORMAT")]
+    log_format: logging::LogFormat,
 
     #[command(subcommand)]
     command: Command,
@@ -120,7 +130,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     } else {
         "info"
     };
-    init_logging(cli.log.as_deref().unwrap_or(default_log));
+    let filter = cli
+        .log
+        .clone()
+        .or_else(|| std::env::var("RUST_LOG").ok().filter(|f| !f.is_empty()))
+        .unwrap_or_else(|| default_log.to_string());
+    logging::init(&filter, cli.log_format);
     // kube (ring) and object_store (aws-lc-rs) both link rustls providers; choose one
     // process-wide so no TLS handshake panics for want of a default.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -141,15 +156,4 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Worker(args) => cmd::worker::run(args).await,
         }
     })
-}
-
-fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
 }

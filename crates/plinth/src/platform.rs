@@ -60,6 +60,8 @@ pub struct Platform {
     pub git: std::sync::Arc<crate::gitserve::GitServe>,
     /// The read-only web view (`/ui/` on the HTTPS listener).
     pub web: std::sync::Arc<crate::web::Web>,
+    /// The platform's one set of metrics (API server and controllers), for `/metrics`.
+    pub metrics: std::sync::Arc<plinth_api::metrics::Metrics>,
 }
 
 impl Platform {
@@ -96,6 +98,8 @@ impl Platform {
         config.listen = Some(opts.listen);
         config.tls_extra_names = tls_names.to_vec();
         let web = crate::web::Web::new(&opts.data_dir);
+        let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
+        config.metrics = Some(metrics.clone());
         config.extra_routes = Some(plinth_apiserver::ExtraRoutes(
             crate::gitserve::router(git.clone()).merge(crate::web::router(web.clone())),
         ));
@@ -114,7 +118,7 @@ impl Platform {
                 git_batch_window: opts.git_batch_window,
                 ..ControllerConfig::default()
             };
-            let ctx = Context::new(client.clone(), defaults.clone());
+            let ctx = Context::with_metrics(client.clone(), defaults.clone(), metrics.clone());
             tasks.push(tokio::spawn(plinth_controllers::run_all(ctx, defaults)));
         }
         if opts.runner {
@@ -154,7 +158,7 @@ impl Platform {
             None
         };
         if opts.bootstrap && opts.controllers {
-            tasks.push(start_platform_agent(&client, &opts.data_dir).await?);
+            tasks.push(start_platform_agent(&client, &opts.data_dir, metrics.clone()).await?);
         }
         Ok(Platform {
             server,
@@ -163,6 +167,7 @@ impl Platform {
             state_store_repo,
             git,
             web,
+            metrics,
         })
     }
 
@@ -244,6 +249,7 @@ async fn register_kratix_crds(client: &kube::Client) -> anyhow::Result<()> {
 async fn start_platform_agent(
     client: &kube::Client,
     data_dir: &Path,
+    metrics: std::sync::Arc<plinth_api::metrics::Metrics>,
 ) -> anyhow::Result<JoinHandle<()>> {
     let store = crate::destination_agent::StoreRef {
         kind: "GitStateStore".into(),
@@ -258,6 +264,7 @@ async fn start_platform_agent(
         client.clone(),
         client.clone(),
         PLATFORM_AGENT_INTERVAL,
+        metrics,
     )
     .await
 }

@@ -215,6 +215,92 @@ async fn kratix_core_assets_end_to_end_in_git() {
             .is_ok_and(|o| condition(&o, "Reconciled").is_some_and(|c| c.0 == "True"))
     })
     .await;
+    // The Events Kratix emits on this path, with Kratix's types, each once (repeats are
+    // counted on one Event).
+    use plinth_api::constants::events as ev;
+    assert_kratix_events(
+        &p,
+        &[
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::REVISION_CREATED,
+                "Promise",
+                "testbundle",
+            ),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::PIPELINE_STARTED,
+                "Promise",
+                "testbundle",
+            ),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::AVAILABLE,
+                "Promise",
+                "testbundle",
+            ),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::CONFIGURE_WORKFLOW_COMPLETED,
+                "Promise",
+                "testbundle",
+            ),
+            (
+                ev::PROMISE_CONTROLLER,
+                ev::WORKS_SUCCEEDED,
+                "Promise",
+                "testbundle",
+            ),
+            (
+                ev::RESOURCE_REQUEST_CONTROLLER,
+                ev::PIPELINE_STARTED,
+                "TestBundle",
+                "kratix-test",
+            ),
+            (
+                ev::RESOURCE_REQUEST_CONTROLLER,
+                ev::WORKS_SUCCEEDED,
+                "TestBundle",
+                "kratix-test",
+            ),
+            (
+                ev::RESOURCE_REQUEST_CONTROLLER,
+                ev::RECONCILE_SUCCEEDED,
+                "TestBundle",
+                "kratix-test",
+            ),
+            (
+                ev::DESTINATION_CONTROLLER,
+                ev::DESTINATION_READY,
+                "Destination",
+                "worker-1",
+            ),
+            (
+                ev::GIT_STATE_STORE_CONTROLLER,
+                ev::READY,
+                "GitStateStore",
+                "local",
+            ),
+        ],
+    )
+    .await;
+    let events = kubectl_events(&p);
+    for (reason, kind) in [
+        (ev::WORKPLACEMENT_RECONCILED, "Work"),
+        (ev::ALL_WORKPLACEMENTS_SCHEDULED, "Work"),
+        (ev::WORKLOADS_WRITTEN_TO_STATE_STORE, "WorkPlacement"),
+    ] {
+        assert!(
+            events.iter().any(|e| e.reason == reason && e.kind == kind),
+            "no {reason} Event on a {kind}: {events:?}"
+        );
+    }
+    let described = p.kubectl(&["describe", "testbundles", "kratix-test"]);
+    assert!(
+        described.contains(ev::RECONCILE_SUCCEEDED) && described.contains(ev::PIPELINE_STARTED),
+        "kubectl describe shows the request's Events:\n{described}"
+    );
+
     let rr = bundles.get("kratix-test").await.unwrap();
     assert_eq!(rr.data["status"]["stage"], "two");
     assert_eq!(rr.data["status"]["completed"], true);

@@ -112,7 +112,11 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         index,
     });
     Controller::for_stream(stream, store)
-        .run(reconcile, error_policy, rc)
+        .run(
+            crate::instrument::instrument(rc.ctx.metrics.clone(), "healthrecord", None, reconcile),
+            error_policy,
+            rc,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "health record reconcile");
@@ -224,6 +228,12 @@ async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Re
         Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => return Ok(()),
         Err(e) => return Err(e),
     };
+    let state = (!refs.is_empty())
+        .then(|| stored.data.pointer("/status/healthStatus/state"))
+        .flatten()
+        .and_then(Value::as_str);
+    let request = format!("{}/{}", target.namespace, target.name);
+    ctx.metrics.set_health(&target.promise, &request, state);
     if let Some((before, Some(after))) = change
         && before != Some(after)
     {

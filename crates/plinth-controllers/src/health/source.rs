@@ -92,7 +92,16 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         states: Mutex::new(HashMap::new()),
     });
     Controller::for_stream(stream, sources)
-        .run(reconcile, error_policy, sctx)
+        .run(
+            crate::instrument::instrument(
+                sctx.ctx.metrics.clone(),
+                "healthsource",
+                None,
+                reconcile,
+            ),
+            error_policy,
+            sctx,
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "health source reconcile");

@@ -199,7 +199,7 @@ pub async fn reconcile_configure(
                         component,
                         &events::reference(parent),
                         true,
-                        "WorkflowSuspended",
+                        plinth_api::constants::events::WORKFLOW_SUSPENDED,
                         "Workflow is suspended",
                     )
                     .await;
@@ -363,7 +363,7 @@ pub async fn reconcile_delete(
                 component,
                 &events::reference(parent),
                 true,
-                "Failed Pipeline",
+                plinth_api::constants::events::FAILED_PIPELINE,
                 format!("The Delete Pipeline has failed: {}", pipelines[0].name),
             )
             .await;
@@ -524,7 +524,7 @@ async fn start_job(
         component,
         &events::reference(parent),
         false,
-        "PipelineStarted",
+        plinth_api::constants::events::PIPELINE_STARTED,
         format!("{what} Pipeline started: {}", p.name),
     )
     .await;
@@ -606,7 +606,7 @@ async fn record_failure(
             component,
             &events::reference(parent),
             true,
-            "ConfigureWorkflowFailed",
+            plinth_api::constants::events::CONFIGURE_WORKFLOW_FAILED,
             format!(
                 "A {}/configure Pipeline has failed: {name}",
                 wf.workflow_type.as_str()

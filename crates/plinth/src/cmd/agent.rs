@@ -91,6 +91,10 @@ struct RunArgs {
     /// Take ownership of fields another field manager owns.
     #[arg(long)]
     force_conflicts: bool,
+    /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
+    /// address, e.g. `0.0.0.0:8080`. Off when not given.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// `30s`, `2m`, `500ms`, `1h`, or plain seconds.
@@ -179,6 +183,9 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     cfg.prune = args.prune;
     cfg.force_conflicts = args.force_conflicts;
     cfg.interval = args.interval;
+    let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
+    cfg.metrics = Some(metrics.clone());
+    let _metrics_task = crate::metrics_server::maybe_serve(args.metrics_addr, metrics).await?;
     let mut agent = Agent::new(cfg, client).await?;
     if args.once {
         let report = agent.sync_once().await;

@@ -39,12 +39,19 @@ pub struct OperatorArgs {
     /// the `plinth` binary; `plinth manifests operator --image` passes its own).
     #[arg(long, default_value = plinth_controllers::context::DEFAULT_ADAPTER_IMAGE)]
     adapter_image: String,
+    /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
+    /// address, e.g. `0.0.0.0:8080`; served from the start, leader or not. Off when not given.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// Runs `plinth operator` until Ctrl-C/SIGTERM or until leadership is lost (then it
 /// exits non-zero so that the Deployment restarts it as a follower).
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_deref()).await?;
+    let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
+    let _metrics_task =
+        crate::metrics_server::maybe_serve(args.metrics_addr, metrics.clone()).await?;
     let identity = args.identity.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/etc/hostname")
             .map(|h| h.trim().to_string())
@@ -74,7 +81,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         adapter_image: args.adapter_image.clone(),
         ..ControllerConfig::default()
     };
-    let ctx = Context::new(client.clone(), defaults.clone());
+    let ctx = Context::with_metrics(client.clone(), defaults.clone(), metrics);
     let controllers = tokio::spawn(plinth_controllers::run_all(ctx, defaults));
     let result = loop {
         tokio::select! {

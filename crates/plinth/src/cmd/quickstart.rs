@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::cmd::worker::{Worker, WorkerArgs};
 use crate::platform::{BOOTSTRAP_NAME, PLATFORM_DESTINATION, Platform, PlatformOptions};
+use crate::progress::Progress;
 
 const PROMISE_YAML: &str = include_str!("quickstart/promise.yaml");
 const REQUEST_YAML: &str = include_str!("quickstart/request.yaml");
@@ -58,9 +59,10 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| temp.as_ref().expect("temp dir").path().to_path_buf());
     let deadline = started + Duration::from_secs(args.timeout);
+    let progress = crate::progress::Progress::stdout_since(started);
 
     step(
-        started,
+        &progress,
         &format!("starting the platform in {}", data_dir.display()),
     );
     let platform = Platform::start(PlatformOptions {
@@ -77,9 +79,9 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     .await
     .context("step 'start the platform' failed")?;
     let removed_at_exit = temp.is_some() && !args.keep;
-    let worker = start_worker(&platform, &data_dir, started).await;
+    let worker = start_worker(&platform, &data_dir, &progress).await;
     let result = match &worker {
-        Ok(w) => drive(&platform, w, started, deadline, removed_at_exit).await,
+        Ok(w) => drive(&platform, w, &progress, deadline, removed_at_exit).await,
         Err(e) => Err(anyhow!("step 'start the worker' failed: {e:#}")),
     };
     let repo = platform.state_store_repo.clone();
@@ -87,6 +89,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         w.shutdown().await;
     }
     platform.shutdown().await;
+    progress.finish();
     match result {
         Ok(()) => {
             if let (Some(t), true) = (temp, args.keep) {
@@ -125,10 +128,10 @@ const WORKER: &str = "worker-1";
 async fn start_worker(
     platform: &Platform,
     data_dir: &std::path::Path,
-    started: Instant,
+    progress: &Progress,
 ) -> anyhow::Result<Worker> {
     step(
-        started,
+        progress,
         &format!(
             "starting worker cluster {WORKER} (Destination {WORKER}, label environment={WORKER})"
         ),
@@ -142,12 +145,13 @@ async fn start_worker(
         state_store: None,
         interval_secs: 30,
         image_map: None,
+        metrics_addr: None,
     };
     Worker::start(&args, platform.server.client(), data_dir.join(WORKER)).await
 }
 
-fn step(started: Instant, what: &str) {
-    println!("[{:>5.1}s] {what}", started.elapsed().as_secs_f64());
+fn step(progress: &Progress, what: &str) {
+    progress.step(what);
 }
 
 /// Runs the sample through the platform. `removed_at_exit`: the data directory is a
@@ -155,7 +159,7 @@ fn step(started: Instant, what: &str) {
 async fn drive(
     platform: &Platform,
     worker: &Worker,
-    started: Instant,
+    progress: &Progress,
     deadline: Instant,
     removed_at_exit: bool,
 ) -> anyhow::Result<()> {
@@ -167,7 +171,7 @@ async fn drive(
             ""
         };
         step(
-            started,
+            progress,
             &format!(
                 "API server ready at https://{} (kubectl --kubeconfig {}{lifetime})",
                 platform
@@ -181,7 +185,7 @@ async fn drive(
     }
     if let Some(repo) = &platform.state_store_repo {
         step(
-            started,
+            progress,
             &format!(
                 "local state store: GitStateStore/{BOOTSTRAP_NAME} at file://{} (Destinations {BOOTSTRAP_NAME}, {PLATFORM_DESTINATION}, {WORKER})",
                 repo.display()
@@ -197,7 +201,7 @@ async fn drive(
     let promises: Api<DynamicObject> =
         Api::all_with(client.clone(), &kratix("Promise", "promises"));
     step(
-        started,
+        progress,
         &format!("installing Promise webapp (destinationSelectors environment={WORKER})"),
     );
     match promises
@@ -207,7 +211,7 @@ async fn drive(
         Ok(_) => {}
         // A data dir from an earlier run: use what is there.
         Err(kube::Error::Api(e)) if e.code == 409 => {
-            step(started, "Promise webapp exists already; reusing it")
+            step(progress, "Promise webapp exists already; reusing it")
         }
         Err(e) => {
             return Err(anyhow!(
@@ -222,7 +226,7 @@ async fn drive(
     })
     .await?;
     step(
-        started,
+        progress,
         "Promise webapp is Available (CRD webapps.quickstart.plinth.dev established)",
     );
 
@@ -233,14 +237,14 @@ async fn drive(
         "webapps",
     );
     let webapps: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    step(started, "requesting WebApp default/hello");
+    step(progress, "requesting WebApp default/hello");
     match webapps
         .create(&PostParams::default(), &serde_json::from_value(request)?)
         .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 409 => {
-            step(started, "WebApp default/hello exists already; reusing it")
+            step(progress, "WebApp default/hello exists already; reusing it")
         }
         Err(e) => {
             return Err(anyhow!(
@@ -262,7 +266,7 @@ async fn drive(
     })
     .await?;
     step(
-        started,
+        progress,
         &format!("workflow running: Job {} (pipeline render)", job.name_any()),
     );
 
@@ -284,7 +288,7 @@ async fn drive(
     })
     .await;
     let work = wait_work.context("step 'run the workflow' failed")?;
-    step(started, &format!("Work {} created", work.name_any()));
+    step(progress, &format!("Work {} created", work.name_any()));
 
     let placements: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -319,7 +323,7 @@ async fn drive(
     .await
     .context("step 'schedule and write the Work' failed")?;
     step(
-        started,
+        progress,
         &format!(
             "scheduled to Destination {} and written (commit {})",
             placement.data["spec"]["targetDestinationName"]
@@ -343,9 +347,10 @@ async fn drive(
     )
     .await
     .context("step 'reconcile the request' failed")?;
-    step(started, "WebApp default/hello is Reconciled");
+    step(progress, "WebApp default/hello is Reconciled");
 
     if let Some(repo) = &platform.state_store_repo {
+        progress.clear();
         println!("\nFiles in the state store ({}):", repo.display());
         for (path, content) in repo_files(repo)? {
             println!("--- {path}");
@@ -355,19 +360,20 @@ async fn drive(
             }
         }
     }
+    progress.clear();
     println!("\nStatus of WebApp default/hello:");
     print!(
         "{}",
         serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default()
     );
-    show_in_worker(worker, started, deadline).await
+    show_in_worker(worker, progress, deadline).await
 }
 
 /// Waits until the worker's agent applied the sample's Deployment and Service, then
 /// prints them as `kubectl get deploy,svc -A` would list them.
 async fn show_in_worker(
     worker: &Worker,
-    started: Instant,
+    progress: &Progress,
     deadline: Instant,
 ) -> anyhow::Result<()> {
     use k8s_openapi::api::apps::v1::Deployment;
@@ -391,7 +397,7 @@ async fn show_in_worker(
     .await
     .context("step 'apply the workload in the worker' failed")?;
     step(
-        started,
+        progress,
         &format!("Deployment and Service webapps/hello applied in worker {WORKER}"),
     );
     let kc = worker
@@ -400,6 +406,7 @@ async fn show_in_worker(
         .kubeconfig_path()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
+    progress.clear();
     println!("\n$ kubectl --kubeconfig {kc} get deploy,svc -A");
     println!("{:<12} {:<32} DETAIL", "NAMESPACE", "NAME");
     for d in deployments.list(&ListParams::default()).await?.items {

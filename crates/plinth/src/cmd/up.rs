@@ -52,6 +52,11 @@ pub struct UpArgs {
     /// containerLogMaxFiles).
     #[arg(long, default_value_t = plinth_runner::logfile::DEFAULT_MAX_FILES as u16, value_parser = clap::value_parser!(u16).range(2..))]
     pub container_log_max_files: u16,
+
+    /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
+    /// address, e.g. `127.0.0.1:9090`. Off when not given.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Runs `plinth up`.
@@ -113,6 +118,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         crate::web::ROUTE_PREFIX,
         platform.web.new_login_token()
     );
+    let _metrics =
+        crate::metrics_server::maybe_serve(args.metrics_addr, platform.metrics.clone()).await?;
     if args.no_controllers {
         println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
     }

@@ -55,6 +55,10 @@ pub struct WorkerArgs {
     /// Image map for the worker's Job runner (images run as local commands).
     #[arg(long)]
     pub image_map: Option<PathBuf>,
+    /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
+    /// address, e.g. `127.0.0.1:9091`. Off when not given.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -112,6 +116,7 @@ impl Worker {
             platform.server.client(),
             platform_client,
             Duration::from_secs(args.interval_secs.max(1)),
+            platform.metrics.clone(),
         )
         .await?;
         Ok(Worker { platform, agent })
@@ -201,6 +206,9 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
         "  registered Destination {} on the platform; its directory {}/ is applied here",
         args.name, args.name
     );
+    let _metrics_task =
+        crate::metrics_server::maybe_serve(args.metrics_addr, worker.platform.metrics.clone())
+            .await?;
     println!("Press Ctrl-C to stop (the Destination stays on the platform).");
     crate::signal::shutdown_signal().await;
     println!("Stopping…");

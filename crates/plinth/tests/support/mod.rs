@@ -425,3 +425,93 @@ spec:
                 properties:
                   size: {type: string}
 "#;
+
+/// One Event as `kubectl get events -o json` shows it.
+#[derive(Debug, Clone)]
+pub struct SeenEvent {
+    pub component: String,
+    pub reason: String,
+    pub type_: String,
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    pub message: String,
+    pub count: i64,
+}
+
+/// Every Event in the platform, read with `kubectl get events -A -o json`.
+pub fn kubectl_events(p: &Plinth) -> Vec<SeenEvent> {
+    let out = p.kubectl(&["get", "events", "-A", "-o", "json"]);
+    let list: Value = serde_json::from_str(&out).expect("events JSON");
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| SeenEvent {
+            component: s(&e["source"]["component"]),
+            reason: s(&e["reason"]),
+            type_: s(&e["type"]),
+            kind: s(&e["involvedObject"]["kind"]),
+            name: s(&e["involvedObject"]["name"]),
+            uid: s(&e["involvedObject"]["uid"]),
+            message: s(&e["message"]),
+            count: e["count"].as_i64().unwrap_or(0),
+        })
+        .collect()
+}
+
+/// Waits until every `(component, reason, object kind, object name)` has an Event, each
+/// of the type Kratix gives that reason; then checks that no Event is a duplicate of
+/// another (same object, component, reason and message: repeats are counted instead).
+pub async fn assert_kratix_events(p: &Plinth, expected: &[(&str, &str, &str, &str)]) {
+    use plinth_api::constants::events::KRATIX;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let events = loop {
+        let events = kubectl_events(p);
+        let missing: Vec<_> = expected
+            .iter()
+            .filter(|(c, r, k, n)| {
+                !events
+                    .iter()
+                    .any(|e| e.component == *c && e.reason == *r && e.kind == *k && e.name == *n)
+            })
+            .collect();
+        if missing.is_empty() {
+            break events;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no Event {missing:?}; events:\n{}",
+            p.kubectl(&["get", "events", "-A"])
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    for (c, r, _, _) in expected {
+        let (_, _, warning) = KRATIX
+            .iter()
+            .find(|(kc, kr, _)| kc == c && kr == r)
+            .unwrap_or_else(|| panic!("{c} {r} is not a reason Kratix emits"));
+        let want = if *warning { "Warning" } else { "Normal" };
+        for e in events
+            .iter()
+            .filter(|e| e.component == *c && e.reason == *r)
+        {
+            assert_eq!(e.type_, want, "{e:?}");
+            assert!(e.count >= 1, "{e:?}");
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for e in &events {
+        let key = (
+            &e.uid,
+            &e.kind,
+            &e.name,
+            &e.component,
+            &e.reason,
+            &e.message,
+        );
+        assert!(seen.insert(key), "duplicate Event (not aggregated): {e:?}");
+    }
+}
