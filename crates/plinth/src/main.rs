@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module under `cmd/`; this file only parses
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
+mod authoring;
 mod cmd;
 mod destination_agent;
 mod gitserve;
@@ -48,6 +49,19 @@ enum Command {
     /// Run a worker cluster on this machine: a second embedded API server that registers
     /// itself as a Destination of the platform and applies that Destination's directory.
     Worker(cmd::worker::WorkerArgs),
+    /// Run a resource request's (or a Promise's) configure workflow locally and show what it
+    /// produced: output files per Destination, selectors, status; logs on failure.
+    Render(cmd::render::RenderArgs),
+    /// Create a new Promise directory (kratix-cli's layout).
+    Init(cmd::init::InitArgs),
+    /// Update a Promise's API or dependencies.
+    Update(cmd::update::UpdateArgs),
+    /// Add a container (a workflow step) to a Promise.
+    Add(cmd::add::AddArgs),
+    /// Assemble promise.yaml from a split Promise directory.
+    Build(cmd::build::BuildArgs),
+    /// Run a Promise's test cases (tests/*/) and compare with their expectations.
+    Test(cmd::test::TestArgs),
 }
 
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
@@ -99,7 +113,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
     if matches!(
         cli.command,
-        Command::Quickstart(_) | Command::Manifests(_) | Command::Health(_)
+        Command::Quickstart(_)
+            | Command::Manifests(_)
+            | Command::Health(_)
+            | Command::Render(_)
+            | Command::Build(_)
     ) {
         // SAFETY: resetting a signal disposition to its default before any thread starts.
         unsafe {
@@ -107,7 +125,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     // quickstart prints its own progress; controller logs would drown it.
-    let default_log = if matches!(cli.command, Command::Quickstart(_) | Command::Health(_)) {
+    let default_log = if matches!(
+        cli.command,
+        Command::Quickstart(_) | Command::Health(_) | Command::Render(_) | Command::Test(_)
+    ) {
         "warn"
     } else {
         "info"
@@ -130,6 +151,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
             Command::Agent(args) => cmd::agent::run(args).await,
             Command::Worker(args) => cmd::worker::run(args).await,
+            Command::Render(args) => cmd::render::run(args).await,
+            Command::Init(args) => cmd::init::run(args),
+            Command::Update(args) => cmd::update::run(args),
+            Command::Add(args) => cmd::add::run(args),
+            Command::Build(args) => cmd::build::run(args),
+            Command::Test(args) => cmd::test::run(args).await,
         }
     })
 }
@@ -143,4 +170,14 @@ fn init_logging(filter: &str) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }
