@@ -62,6 +62,9 @@ enum Command {
     Build(cmd::build::BuildArgs),
     /// Run a Promise's test cases (tests/*/) and compare with their expectations.
     Test(cmd::test::TestArgs),
+    /// Preview a Promise update on a running platform: which requests would re-run and how
+    /// their outputs would change.
+    Diff(cmd::diff::DiffArgs),
 }
 
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
@@ -127,7 +130,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // quickstart prints its own progress; controller logs would drown it.
     let default_log = if matches!(
         cli.command,
-        Command::Quickstart(_) | Command::Health(_) | Command::Render(_) | Command::Test(_)
+        Command::Quickstart(_)
+            | Command::Health(_)
+            | Command::Render(_)
+            | Command::Test(_)
+            | Command::Diff(_)
     ) {
         "warn"
     } else {
@@ -157,6 +164,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Add(args) => cmd::add::run(args),
             Command::Build(args) => cmd::build::run(args),
             Command::Test(args) => cmd::test::run(args).await,
+            Command::Diff(args) => cmd::diff::run(args).await,
         }
     })
 }

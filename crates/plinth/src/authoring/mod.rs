@@ -8,6 +8,7 @@ pub mod api;
 pub mod container;
 pub mod deps;
 pub mod layout;
+pub mod preview;
 pub mod render;
 pub mod scaffold;
 pub mod testing;

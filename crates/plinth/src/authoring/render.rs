@@ -108,9 +108,22 @@ pub struct Failure {
     pub message: String,
 }
 
+/// One file of a Work, before scheduling.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkFile {
+    /// Pipeline that produced it.
+    pub pipeline: String,
+    /// Path in the pipeline's output (`/kratix/output`).
+    pub filepath: String,
+    /// File content.
+    pub content: String,
+}
+
 /// What a workflow produced.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rendered {
+    /// Every file of the Works, ordered by pipeline then path.
+    pub works: Vec<WorkFile>,
     /// Output files, ordered by Destination then path.
     pub outputs: Vec<OutputFile>,
     /// Scheduling of every workload group.
@@ -431,7 +444,8 @@ async fn wait_promise(
         if status["status"] == "Available" {
             return Ok(None);
         }
-        if let Some(f) = failed_job(client, data_dir, subject, "default", &status).await? {
+        let ns = plinth_api::constants::SYSTEM_NAMESPACE;
+        if let Some(f) = failed_job(client, data_dir, subject, ns, &status).await? {
             return Ok(Some(f));
         }
         if Instant::now() > deadline {
@@ -729,7 +743,34 @@ fn place(works: &[Work], destinations: &[Destination]) -> anyhow::Result<Rendere
     }
     out.outputs
         .sort_by(|a, b| (&a.destination, &a.path).cmp(&(&b.destination, &b.path)));
+    out.works = work_files(works);
     Ok(out)
+}
+
+/// Every file of `works`, decoded, ordered by pipeline then path.
+pub fn work_files(works: &[Work]) -> Vec<WorkFile> {
+    let mut out = Vec::new();
+    for work in works {
+        let pipeline = work
+            .labels()
+            .get(labels::PIPELINE_NAME)
+            .cloned()
+            .unwrap_or_default();
+        for group in work.spec.workload_groups.as_deref().unwrap_or(&[]) {
+            for w in group.workloads.as_deref().unwrap_or(&[]) {
+                let content = plinth_controllers::workplacement::decode_workload(w)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_else(|e| format!("<undecodable: {e}>"));
+                out.push(WorkFile {
+                    pipeline: pipeline.clone(),
+                    filepath: w.filepath.clone(),
+                    content,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.pipeline, &a.filepath).cmp(&(&b.pipeline, &b.filepath)));
+    out
 }
 
 /// The WorkPlacement the scheduler would create for `group` on `dest`.

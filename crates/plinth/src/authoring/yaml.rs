@@ -105,7 +105,17 @@ pub fn canonical(text: &str) -> String {
 /// A unified diff of `expected` against `actual` after canonicalising both, or `None`
 /// when they are equal as YAML. `label` names the file in the `---`/`+++` headers.
 pub fn yaml_diff(expected: &str, actual: &str, label: &str) -> Option<String> {
-    let (e, a) = (canonical(expected), canonical(actual));
+    labelled_diff(
+        expected,
+        actual,
+        &format!("expected/{label}"),
+        &format!("actual/{label}"),
+    )
+}
+
+/// [`yaml_diff`] with the headers `--- old` and `+++ new` as given.
+pub fn labelled_diff(old_text: &str, new_text: &str, old: &str, new: &str) -> Option<String> {
+    let (e, a) = (canonical(old_text), canonical(new_text));
     if e == a {
         return None;
     }
@@ -113,7 +123,7 @@ pub fn yaml_diff(expected: &str, actual: &str, label: &str) -> Option<String> {
         similar::TextDiff::from_lines(&e, &a)
             .unified_diff()
             .context_radius(3)
-            .header(&format!("expected/{label}"), &format!("actual/{label}"))
+            .header(old, new)
             .to_string(),
     )
 }

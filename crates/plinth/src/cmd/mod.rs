@@ -4,6 +4,7 @@ pub mod add;
 pub mod agent;
 pub mod agent_manifests;
 pub mod build;
+pub mod diff;
 pub mod gitops;
 pub mod health;
 pub mod init;
