@@ -271,6 +271,26 @@ async fn generated_promises_apply_on_plinth_up_as_they_are() {
     .unwrap();
     let out = ok(&split, &["update", "dependencies", deps.to_str().unwrap()]);
     assert!(out.contains("dependencies.yaml (2 objects)"), "{out}");
+    // The flat Promise ships the same files from a Promise configure step instead.
+    let out = ok(
+        &flat,
+        &[
+            "update",
+            "dependencies",
+            deps.to_str().unwrap(),
+            "--image",
+            "example.org/app-deps:v1",
+        ],
+    );
+    assert!(
+        out.contains("workflows/promise/configure/dependencies/configure-deps"),
+        "{out}"
+    );
+    assert!(
+        !std::fs::read_to_string(flat.join("promise.yaml"))
+            .unwrap()
+            .contains("dependencies:")
+    );
     ok(
         &split,
         &["build", "promise", "db", "--output", "promise.yaml"],
@@ -305,6 +325,11 @@ async fn generated_promises_apply_on_plinth_up_as_they_are() {
             }
         }
     }
+    entries.push_str(&format!(
+        "  - image: \"example.org/app-deps:v1\"\n    command: [\"{}\"]\n",
+        flat.join("workflows/promise/configure/dependencies/configure-deps/scripts/pipeline.sh")
+            .display()
+    ));
     std::fs::write(&map, entries).unwrap();
 
     let p = Plinth::up(&["--image-map", map.to_str().unwrap()]).await;
@@ -513,6 +538,56 @@ printf -- '- matchLabels:\n    environment: %s\n' "$env" > /kratix/metadata/dest
         vf,
         std::fs::read_to_string(v_res.join("vault.yaml")).unwrap(),
         "written as the pipeline wrote it"
+    );
+
+    // render: the Promise's own workflow, one named pipeline, an unknown one.
+    let redis_promise = market.join("redis/promise.yaml");
+    let redis_promise = redis_promise.to_str().unwrap();
+    let out = ok(
+        &redis,
+        &[
+            "render",
+            redis_promise,
+            "--promise-workflow",
+            "--image-map",
+            "images.yaml",
+        ],
+    );
+    assert!(
+        out.contains("--- local: local/dependencies/redis/promise-configure/5058f/databases.spotahome.com_redisfailovers.yaml"),
+        "{out}"
+    );
+    let out = ok(
+        &redis,
+        &[
+            "render",
+            redis_promise,
+            "tests/example/request.yaml",
+            "--pipeline",
+            "instance-configure",
+            "--image-map",
+            "images.yaml",
+        ],
+    );
+    assert!(
+        out.contains("instance-configure/5058f/redis-instance.yaml"),
+        "{out}"
+    );
+    let out = fails(
+        &redis,
+        &[
+            "render",
+            redis_promise,
+            "tests/example/request.yaml",
+            "--pipeline",
+            "nope",
+            "--image-map",
+            "images.yaml",
+        ],
+    );
+    assert!(
+        out.contains("--pipeline nope") && out.contains("(it has: instance-configure)"),
+        "{out}"
     );
 
     // An expectation that no longer holds: a unified diff, a non-zero exit.

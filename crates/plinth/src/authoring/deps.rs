@@ -81,3 +81,77 @@ fn from_file(path: &Path) -> anyhow::Result<Vec<Value>> {
     }
     Ok(out)
 }
+
+/// Name of the container `--image` puts dependencies in, as kratix-cli names it.
+pub const DEPS_CONTAINER: &str = "configure-deps";
+/// Name of the Promise configure pipeline it goes in.
+pub const DEPS_PIPELINE: &str = "dependencies";
+
+/// `update dependencies PATH --image IMAGE`: the dependencies become the `resources/` of a
+/// Promise configure step (`promise/configure/dependencies/configure-deps`) whose script
+/// copies them to the output, and the static dependencies are cleared, as kratix-cli does.
+/// Returns the step folder (relative).
+///
+/// # Errors
+/// As [`update_dependencies`], or the step cannot be written.
+pub fn dependencies_as_workflow(dir: &Path, path: &Path, image: &str) -> anyhow::Result<String> {
+    if collect(path)?.is_empty() {
+        bail!(
+            "no YAML objects found in {}; nothing to update",
+            path.display()
+        );
+    }
+    let step = format!("workflows/promise/configure/{DEPS_PIPELINE}/{DEPS_CONTAINER}");
+    if !dir.join(&step).is_dir() {
+        super::container::add_container(
+            dir,
+            &super::container::AddContainer {
+                lifecycle: "promise".into(),
+                action: "configure".into(),
+                pipeline: DEPS_PIPELINE.into(),
+                image: image.into(),
+                name: Some(DEPS_CONTAINER.into()),
+                language: super::container::Language::Bash,
+                sdk_path: None,
+            },
+        )?;
+    }
+    let resources = dir.join(&step).join("resources");
+    copy_tree(path, &resources)?;
+    if layout::is_split(dir) {
+        let deps = dir.join(DEPENDENCIES_FILE);
+        if deps.exists() {
+            std::fs::remove_file(&deps).with_context(|| format!("removing {}", deps.display()))?;
+        }
+    } else {
+        let mut p = layout::read_flat(dir)?;
+        if let Some(spec) = p["spec"].as_object_mut() {
+            spec.remove("dependencies");
+        }
+        yaml::write(&dir.join(PROMISE_FILE), &p)?;
+    }
+    Ok(step)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    if from.is_file() {
+        let name = from.file_name().context("a file name")?;
+        std::fs::copy(from, to.join(name))
+            .with_context(|| format!("copying {}", from.display()))?;
+        return Ok(());
+    }
+    for e in std::fs::read_dir(from)
+        .with_context(|| format!("reading {}", from.display()))?
+        .flatten()
+    {
+        let p = e.path();
+        if p.is_dir() {
+            copy_tree(&p, &to.join(e.file_name()))?;
+        } else {
+            std::fs::copy(&p, to.join(e.file_name()))
+                .with_context(|| format!("copying {}", p.display()))?;
+        }
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::authoring::api::{ApiUpdate, update_api};
-use crate::authoring::deps::update_dependencies;
+use crate::authoring::deps::{dependencies_as_workflow, update_dependencies};
 
 /// Arguments of `plinth update`.
 #[derive(clap::Args)]
@@ -61,6 +61,10 @@ pub struct UpdateApiArgs {
 pub struct UpdateDepsArgs {
     /// A YAML file, or a directory whose YAML files (recursively) are the dependencies.
     path: PathBuf,
+    /// Put the dependencies in a Promise configure workflow step with this image
+    /// (promise/configure/dependencies/configure-deps) instead of spec.dependencies.
+    #[arg(long, short = 'i')]
+    image: Option<String>,
     /// The Promise directory.
     #[arg(long, short = 'd', default_value = ".")]
     dir: PathBuf,
@@ -82,10 +86,17 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
             )?;
             println!("Promise api updated ({file})");
         }
-        UpdateCommand::Dependencies(a) => {
-            let (file, n) = update_dependencies(&a.dir, &a.path)?;
-            println!("Updated {file} ({n} objects)");
-        }
+        UpdateCommand::Dependencies(a) => match &a.image {
+            Some(image) => {
+                let step = dependencies_as_workflow(&a.dir, &a.path, image)?;
+                println!("Dependencies added as a Promise workflow step: {step}");
+                println!("Build and push {image} from {step} for a real cluster");
+            }
+            None => {
+                let (file, n) = update_dependencies(&a.dir, &a.path)?;
+                println!("Updated {file} ({n} objects)");
+            }
+        },
     }
     Ok(())
 }
