@@ -152,6 +152,28 @@ fn init_add_build_test_render_in_one_scripted_run() {
     let out = ok(dir, &["test"]);
     assert!(out.contains("1 passed, 0 failed"), "{out}");
 
+    // Extra objects are applied before the request: a ConfigMap in its own namespace is
+    // fine; a kind the platform does not serve fails the case, named.
+    let objects = dir.join("tests/example/objects.yaml");
+    std::fs::write(
+        &objects,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: team\ndata:\n  tier: gold\n",
+    )
+    .unwrap();
+    let out = ok(dir, &["test"]);
+    assert!(out.contains("1 passed, 0 failed"), "{out}");
+    std::fs::write(
+        &objects,
+        "apiVersion: example.org/v9\nkind: Widget\nmetadata:\n  name: w\n",
+    )
+    .unwrap();
+    let out = fails(dir, &["test"]);
+    assert!(
+        out.contains("Widget w") && out.contains("is not served"),
+        "{out}"
+    );
+    std::fs::remove_file(&objects).unwrap();
+
     let out = ok(dir, &["render", "promise.yaml", "example-resource.yaml"]);
     assert!(
         out.contains(
