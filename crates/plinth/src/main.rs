@@ -20,7 +20,7 @@ use std::process::ExitCode;
 #[command(name = "plinth", version, about, long_about = None, propagate_version = true)]
 struct Cli {
     /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`)
-    /// [default: `warn` for quickstart, `info` otherwise].
+    /// [default: `warn` for quickstart, health, render, test and diff; `info` otherwise].
     #[arg(long, global = true, env = "PLINTH_LOG")]
     log: Option<String>,
 
