@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module under `cmd/`; this file only parses
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
+mod authoring;
 mod cmd;
 mod destination_agent;
 mod gitserve;
@@ -25,7 +26,7 @@ use std::process::ExitCode;
 struct Cli {
     /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`); `RUST_LOG`
     /// is read when neither this nor `PLINTH_LOG` is set
-    /// [default: `warn` for quickstart, `info` otherwise].
+    /// [default: `warn` for quickstart, health, status, render, test and diff; `info` otherwise].
     #[arg(long, global = true, env = "PLINTH_LOG")]
     log: Option<String>,
 
@@ -63,6 +64,22 @@ enum Command {
     /// Run a worker cluster on this machine: a second embedded API server that registers
     /// itself as a Destination of the platform and applies that Destination's directory.
     Worker(cmd::worker::WorkerArgs),
+    /// Run a resource request's (or a Promise's) configure workflow locally and show what it
+    /// produced: output files per Destination, selectors, status; logs on failure.
+    Render(cmd::render::RenderArgs),
+    /// Create a new Promise directory (kratix-cli's layout).
+    Init(cmd::init::InitArgs),
+    /// Update a Promise's API or dependencies.
+    Update(cmd::update::UpdateArgs),
+    /// Add a container (a workflow step) to a Promise.
+    Add(cmd::add::AddArgs),
+    /// Assemble promise.yaml from a split Promise directory.
+    Build(cmd::build::BuildArgs),
+    /// Run a Promise's test cases (tests/*/) and compare with their expectations.
+    Test(cmd::test::TestArgs),
+    /// Preview a Promise update on a running platform: which requests would re-run and how
+    /// their outputs would change.
+    Diff(cmd::diff::DiffArgs),
 }
 
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
@@ -114,7 +131,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
     if matches!(
         cli.command,
-        Command::Quickstart(_) | Command::Manifests(_) | Command::Health(_) | Command::Status(_)
+        Command::Quickstart(_)
+            | Command::Manifests(_)
+            | Command::Health(_)
+            | Command::Status(_)
+            | Command::Render(_)
+            | Command::Build(_)
     ) {
         // SAFETY: resetting a signal disposition to its default before any thread starts.
         unsafe {
@@ -124,7 +146,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // quickstart prints its own progress; controller logs would drown it.
     let default_log = if matches!(
         cli.command,
-        Command::Quickstart(_) | Command::Health(_) | Command::Status(_)
+        Command::Quickstart(_)
+            | Command::Health(_)
+            | Command::Status(_)
+            | Command::Render(_)
+            | Command::Test(_)
+            | Command::Diff(_)
     ) {
         "warn"
     } else {
@@ -154,6 +181,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::PipelineAdapter(args) => cmd::pipeline_adapter::run(args).await,
             Command::Agent(args) => cmd::agent::run(args).await,
             Command::Worker(args) => cmd::worker::run(args).await,
+            Command::Render(args) => cmd::render::run(args).await,
+            Command::Init(args) => cmd::init::run(args),
+            Command::Update(args) => cmd::update::run(args),
+            Command::Add(args) => cmd::add::run(args),
+            Command::Build(args) => cmd::build::run(args),
+            Command::Test(args) => cmd::test::run(args).await,
+            Command::Diff(args) => cmd::diff::run(args).await,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        super::Cli::command().debug_assert();
+    }
 }
