@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::api::App;
+use crate::app::App;
 use crate::error::ApiError;
 use crate::registry::rkey;
 use crate::resource::{Cause, ResourceInfo};

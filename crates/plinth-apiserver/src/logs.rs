@@ -11,7 +11,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::api::{App, Query, get_object};
+use crate::app::{App, Query, get_object};
 use crate::error::ApiError;
 
 fn containers(pod: &Value) -> Vec<String> {

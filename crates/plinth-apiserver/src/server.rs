@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use crate::api::{self, App};
+use crate::app::App;
 use crate::auth::{self, Tokens};
 use crate::error::Error;
 use crate::registry::{Registry, rkey};
 use crate::store::{Event, EventSink, Hub, Store};
+use crate::verbs;
 
 /// Namespaces created at start-up.
 pub const STANDARD_NAMESPACES: [&str; 4] = [
@@ -185,7 +186,7 @@ impl ApiServer {
             .expect("namespaces are built in");
         for ns in STANDARD_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            match api::create(
+            match verbs::create(
                 &app,
                 &ns_info,
                 None,
@@ -208,7 +209,7 @@ impl ApiServer {
         // Namespaces from earlier runs get what newer versions add to every namespace.
         for ns in store.all_of(rkey("", "namespaces")).await? {
             if let Some(name) = ns.pointer("/metadata/name").and_then(|n| n.as_str()) {
-                api::namespace_defaults(&app, name)
+                verbs::namespace_defaults(&app, name)
                     .await
                     .map_err(|e| Error::Invalid(format!("namespace {name}: {}", e.message)))?;
             }
@@ -221,7 +222,7 @@ impl ApiServer {
         // RBAC runs after authentication (inner layer): both routers enforce it.
         let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
         tasks.push(authz_task);
-        let base = api::routes(app.clone()).layer(axum::middleware::from_fn_with_state(
+        let base = crate::router::routes(app.clone()).layer(axum::middleware::from_fn_with_state(
             authorizer,
             crate::authz::authorize_request,
         ));
