@@ -357,6 +357,14 @@ pub mod reasons {
     pub const UPGRADE_COMPLETE: &str = "UpgradeComplete";
     /// ResourceBinding upgrade failed.
     pub const UPGRADE_FAILED: &str = "UpgradeFailed";
+    /// Promise Available=False: the API CRD serves no version.
+    pub const NO_SERVED_VERSION: &str = "NoServedVersion";
+    /// Promise RequirementsFulfilled=True.
+    pub const REQUIREMENTS_INSTALLED: &str = "RequirementsInstalled";
+    /// Work Ready=False while it is being deleted.
+    pub const DELETING: &str = "Deleting";
+    /// WorkPlacement WriteSucceeded=False: removing its files from the state store failed.
+    pub const FAILED_DELETE_FILES_FROM_REPOSITORY: &str = "FailedDeleteFilesFromRepository";
 }
 
 /// Fixed condition/status messages (kratix-spec §2.6, §3.3, §3.4, §4.11, §5.4, §6.5).
@@ -414,6 +422,12 @@ pub mod messages {
     pub const ALL_WORKPLACEMENTS_SCHEDULED: &str = "All workplacements scheduled successfully";
     /// PromiseRelease installed.
     pub const INSTALLED_SUCCESSFULLY: &str = "Installed successfully";
+    /// Promise RequirementsFulfilled=True message.
+    pub const REQUIREMENTS_FULFILLED: &str = "Requirements fulfilled";
+    /// Resource request PromiseAvailable=True message.
+    pub const PROMISE_REQUIREMENTS_MET: &str = "Promise Requirements are met";
+    /// Resource request PromiseAvailable=False message.
+    pub const PROMISE_REQUIREMENTS_NOT_INSTALLED: &str = "Promise Requirements are not installed";
 }
 
 /// `status.requiredPromises[].state` strings (kratix-spec §1.1).

@@ -116,8 +116,8 @@ impl ApiServer {
     pub async fn start(config: ServerConfig) -> Result<ApiServer, Error> {
         let dir = config.data_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        std::fs::create_dir_all(dir.join("pod-logs"))
-            .map_err(|e| Error::io(dir.join("pod-logs"), e))?;
+        let pod_logs = dir.join(plinth_api::paths::POD_LOG_DIR);
+        std::fs::create_dir_all(&pod_logs).map_err(|e| Error::io(pod_logs.clone(), e))?;
         let tokens = Tokens::load(&dir.join("auth"))?;
         let hub = Arc::new(Hub::new(config.watch_buffer));
         let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();

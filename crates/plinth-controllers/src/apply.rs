@@ -51,7 +51,7 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
                 .metadata
                 .labels
                 .as_ref()
-                .is_some_and(|l| l.contains_key("kratix.io/promise-name"))
+                .is_some_and(|l| l.contains_key(plinth_api::constants::labels::PROMISE_NAME))
         {
             return Ok(());
         }

@@ -34,7 +34,7 @@ use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{finalizers, labels};
+use plinth_api::constants::{condition_types, finalizers, labels};
 use plinth_api::{
     BucketStateStore, Destination, DestinationCleanup, FilepathMode, GitStateStore, StateStoreKind,
     WorkPlacement,
@@ -167,7 +167,7 @@ async fn set_ready(
         let mut conds = conditions_of(cur);
         changed = set_condition(
             &mut conds,
-            "Ready",
+            condition_types::READY,
             ready,
             reason,
             message,

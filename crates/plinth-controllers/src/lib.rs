@@ -16,7 +16,6 @@ pub mod context;
 pub mod destination;
 pub mod events;
 pub mod health;
-pub mod labels;
 pub mod objstatus;
 pub mod promise;
 pub mod promiserelease;

@@ -21,7 +21,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
-use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -30,23 +30,14 @@ use serde_json::{Value, json};
 use crate::context::Context;
 use crate::status::{self, condition_true, set_condition, set_field};
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Action, Subject, Workflow, WorkflowType};
-use crate::{Error, events, labels, request};
+use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::{Error, events, request};
 use plinth_api::constants::work_type;
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 /// Reporting component of Promise events (§8.4).
 const COMPONENT: &str = "PromiseController";
-/// The namespace Kratix's own objects live in (§0).
-pub const SYSTEM_NAMESPACE: &str = "kratix-platform-system";
-
-/// Finalizers in Kratix's canonical order (§2.5).
-const F_RR_CLEANUP: &str = "kratix.io/resource-request-cleanup";
-const F_DYNAMIC_CLEANUP: &str = "kratix.io/dynamic-controller-dependant-resources-cleanup";
-const F_CRD_CLEANUP: &str = "kratix.io/api-crd-cleanup";
-const F_DEPS_CLEANUP: &str = "kratix.io/dependencies-cleanup";
-const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
-const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
-const F_REVISION_CLEANUP: &str = "kratix.io/revision-cleanup";
+pub use plinth_api::constants::SYSTEM_NAMESPACE;
 
 /// The `promises` resource.
 pub fn promise_resource() -> ApiResource {
@@ -89,7 +80,11 @@ pub async fn run(ctx: Arc<Context>) {
         )
         .watches(
             jobs,
-            watcher::Config::default().labels("kratix.io/workflow-type=promise"),
+            watcher::Config::default().labels(&format!(
+                "{}={}",
+                labels::WORKFLOW_TYPE,
+                plinth_api::WorkflowType::Promise.as_str()
+            )),
             |job| {
                 job.labels()
                     .get(labels::PROMISE_NAME)
@@ -135,19 +130,16 @@ pub async fn run(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> ReconcileAction {
+fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(promise = %promise.name_any(), error = %err, "Promise reconcile failed");
-    ReconcileAction::requeue(ctx.config().requeue_default)
+    Action::requeue(ctx.config().requeue_default)
 }
 
 fn promise_api(ctx: &Context) -> Api<DynamicObject> {
     Api::all_with(ctx.client.clone(), &promise_resource())
 }
 
-async fn reconcile(
-    promise: Arc<DynamicObject>,
-    ctx: Arc<Context>,
-) -> Result<ReconcileAction, Error> {
+async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api = promise_api(&ctx);
     let name = promise.name_any();
     let config = ctx.config();
@@ -158,13 +150,25 @@ async fn reconcile(
         .is_some_and(|v| v == "true")
     {
         status::update_status(&api, &name, |s, _| {
-            let mut c = set_condition(s, "Available", "False", "PausedReconciliation", "Paused");
-            c |= set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused");
+            let mut c = set_condition(
+                s,
+                condition_types::AVAILABLE,
+                "False",
+                reasons::PAUSED_RECONCILIATION,
+                messages::PAUSED,
+            );
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::PAUSED_RECONCILIATION,
+                messages::PAUSED,
+            );
             c |= set_field(s, "status", json!("Unavailable"));
             c
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     if promise.meta().deletion_timestamp.is_some() {
@@ -172,7 +176,7 @@ async fn reconcile(
     }
     // Resumed: run the configure workflow from its first pipeline, then every request.
     if engine::resume_after_pause(&api, &promise, &[(labels::RECONCILE_RESOURCES, "true")]).await? {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     // Finalizers (§2.5).
@@ -183,13 +187,20 @@ async fn reconcile(
         .is_some_and(|a| !a.is_empty());
     let mut desired: Vec<&str> = Vec::new();
     if api_crd.is_some() {
-        desired.extend([F_RR_CLEANUP, F_DYNAMIC_CLEANUP, F_CRD_CLEANUP]);
+        desired.extend([
+            finalizers::RESOURCE_REQUEST_CLEANUP,
+            finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP,
+            finalizers::API_CRD_CLEANUP,
+        ]);
     }
-    desired.extend([F_DEPS_CLEANUP, F_WORKFLOWS_CLEANUP]);
+    desired.extend([
+        finalizers::DEPENDENCIES_CLEANUP,
+        finalizers::WORKFLOWS_CLEANUP,
+    ]);
     if has_delete {
-        desired.push(F_DELETE_WORKFLOWS);
+        desired.push(finalizers::DELETE_WORKFLOWS);
     }
-    desired.push(F_REVISION_CLEANUP);
+    desired.push(finalizers::REVISION_CLEANUP);
     let current = promise.finalizers().to_vec();
     let mut wanted = current.clone();
     for f in &desired {
@@ -198,11 +209,11 @@ async fn reconcile(
         }
     }
     if !has_delete {
-        wanted.retain(|f| f != F_DELETE_WORKFLOWS);
+        wanted.retain(|f| f != finalizers::DELETE_WORKFLOWS);
     }
     if wanted != current {
         set_finalizers(&api, &promise, wanted).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     // Version and revision (§2.1 step 5, §2.8).
@@ -220,7 +231,7 @@ async fn reconcile(
                 c
             })
             .await?;
-            return Ok(ReconcileAction::await_change());
+            return Ok(Action::await_change());
         }
     }
     ensure_revision(
@@ -241,10 +252,10 @@ async fn reconcile(
             if fulfilled {
                 c |= set_condition(
                     s,
-                    "RequirementsFulfilled",
+                    condition_types::REQUIREMENTS_FULFILLED,
                     "True",
-                    "RequirementsInstalled",
-                    "Requirements fulfilled",
+                    reasons::REQUIREMENTS_INSTALLED,
+                    messages::REQUIREMENTS_FULFILLED,
                 );
             } else {
                 let reason = if states
@@ -273,24 +284,24 @@ async fn reconcile(
                     .collect();
                 c |= set_condition(
                     s,
-                    "RequirementsFulfilled",
+                    condition_types::REQUIREMENTS_FULFILLED,
                     "False",
                     reason,
                     &format!("Requirements not fulfilled: {}", detail.join("; ")),
                 );
                 c |= set_condition(
                     s,
-                    "Reconciled",
+                    condition_types::RECONCILED,
                     "Unknown",
-                    "RequirementsNotFulfilled",
-                    "Pending",
+                    reasons::REQUIREMENTS_NOT_FULFILLED,
+                    messages::PENDING,
                 );
                 c |= set_condition(
                     s,
-                    "Available",
+                    condition_types::AVAILABLE,
                     "False",
-                    "PromiseUnavailable",
-                    "Cannot fulfil resource requests",
+                    reasons::PROMISE_UNAVAILABLE,
+                    messages::CANNOT_FULFIL,
                 );
                 c |= set_field(s, "status", json!("Unavailable"));
             }
@@ -314,16 +325,22 @@ async fn reconcile(
     let mut request_api: Option<request::RequestApi> = None;
     if let Some(crd) = &api_crd {
         match install_api(&ctx, &api, &promise, crd).await? {
-            ApiState::Waiting => return Ok(ReconcileAction::await_change()),
+            ApiState::Waiting => return Ok(Action::await_change()),
             ApiState::NoServedVersion(msg) => {
                 status::update_status(&api, &name, |s, _| {
-                    let mut c = set_condition(s, "Available", "False", "NoServedVersion", &msg);
+                    let mut c = set_condition(
+                        s,
+                        condition_types::AVAILABLE,
+                        "False",
+                        reasons::NO_SERVED_VERSION,
+                        &msg,
+                    );
                     c |= set_field(s, "status", json!("Unavailable"));
                     c
                 })
                 .await?;
                 ctx.request_controllers.stop(&name);
-                return Ok(ReconcileAction::await_change());
+                return Ok(Action::await_change());
             }
             ApiState::Ready(r) => request_api = Some(r),
         }
@@ -333,7 +350,7 @@ async fn reconcile(
     reconcile_static_dependencies(&ctx, &promise, &spec).await?;
 
     // Promise configure workflow.
-    let wf = promise_workflow(&promise, &spec, Action::Configure);
+    let wf = promise_workflow(&promise, &spec, WorkflowAction::Configure);
     let progress = if wf.pipelines.is_empty() {
         Progress::Done
     } else {
@@ -355,14 +372,20 @@ async fn reconcile(
                 return false;
             }
             let mut c = if matches!(progress, Progress::Suspended { .. }) {
-                set_condition(s, "Available", "False", "WorkflowSuspended", "Suspended")
+                set_condition(
+                    s,
+                    condition_types::AVAILABLE,
+                    "False",
+                    reasons::WORKFLOW_SUSPENDED,
+                    messages::SUSPENDED,
+                )
             } else {
                 set_condition(
                     s,
-                    "Available",
+                    condition_types::AVAILABLE,
                     "False",
-                    "PromiseUnavailable",
-                    "Cannot fulfil resource requests",
+                    reasons::PROMISE_UNAVAILABLE,
+                    messages::CANNOT_FULFIL,
                 )
             };
             c |= set_field(s, "status", json!("Unavailable"));
@@ -371,12 +394,12 @@ async fn reconcile(
         })
         .await?;
         return Ok(match progress {
-            Progress::Suspended { retry_at: Some(at) } => ReconcileAction::requeue(until(at)),
+            Progress::Suspended { retry_at: Some(at) } => Action::requeue(until(at)),
             Progress::Failed { .. } if config.reconcile_after_failure => {
                 engine::periodic_rerun(&ctx, &wf, &api, &promise, config.reconciliation_interval)
                     .await?
             }
-            _ => ReconcileAction::await_change(),
+            _ => Action::await_change(),
         });
     }
     // Resource requests: one controller per Promise API (held by the controller while
@@ -386,7 +409,7 @@ async fn reconcile(
             .ensure(&ctx_arc(&ctx), &name, r.clone());
     }
     if !fulfilled {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     // Re-run every request's workflow when the Promise spec changed (§2.1 step 11, §2.4).
@@ -424,10 +447,10 @@ async fn reconcile(
     let stored = status::update_status(&api, &name, |s, _| {
         let mut c = set_condition(
             s,
-            "Available",
+            condition_types::AVAILABLE,
             "True",
-            "PromiseAvailable",
-            "Ready to fulfil resource requests",
+            reasons::PROMISE_AVAILABLE,
+            messages::READY_TO_FULFIL,
         );
         c |= set_field(s, "status", json!("Available"));
         c |= set_field(s, "observedGeneration", json!(generation));
@@ -444,15 +467,33 @@ async fn reconcile(
             c |= set_field(s, "workflowsFailed", json!(0));
         }
         let (ws, wr, wm) = work_state.condition("promise");
-        c |= set_condition(s, "WorksSucceeded", ws, wr, &wm);
-        let workflow_done =
-            wf.pipelines.is_empty() || condition_true(s, "ConfigureWorkflowCompleted");
+        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm);
+        let workflow_done = wf.pipelines.is_empty()
+            || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         if workflow_done && ws == "True" {
-            c |= set_condition(s, "Reconciled", "True", "Reconciled", "Reconciled");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "True",
+                reasons::RECONCILED,
+                messages::RECONCILED,
+            );
         } else if ws == "False" {
-            c |= set_condition(s, "Reconciled", "False", wr, "Failing");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "False",
+                wr,
+                messages::FAILING,
+            );
         } else {
-            c |= set_condition(s, "Reconciled", "Unknown", "WorksPending", "Pending");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::WORKS_PENDING,
+                messages::PENDING,
+            );
         }
         c
     })
@@ -644,7 +685,7 @@ async fn install_api(
 }
 
 /// The promise workflow of `action` for this Promise.
-fn promise_workflow(promise: &DynamicObject, spec: &Value, action: Action) -> Workflow {
+fn promise_workflow(promise: &DynamicObject, spec: &Value, action: WorkflowAction) -> Workflow {
     let pipelines = spec["workflows"]["promise"][action.as_str()]
         .as_array()
         .cloned()
@@ -983,16 +1024,16 @@ async fn delete(
     ctx: &Context,
     api: &Api<DynamicObject>,
     promise: &DynamicObject,
-) -> Result<ReconcileAction, Error> {
+) -> Result<Action, Error> {
     let name = promise.name_any();
     let config = ctx.config();
     let spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
     let has = |f: &str| promise.finalizers().iter().any(|x| x == f);
     let label_sel = format!("{}={name}", labels::PROMISE_NAME);
 
-    if has(F_DELETE_WORKFLOWS) {
-        let wf = promise_workflow(promise, &spec, Action::Delete);
-        let configure = promise_workflow(promise, &spec, Action::Configure);
+    if has(finalizers::DELETE_WORKFLOWS) {
+        let wf = promise_workflow(promise, &spec, WorkflowAction::Delete);
+        let configure = promise_workflow(promise, &spec, WorkflowAction::Configure);
         match engine::reconcile_delete(
             ctx,
             &wf,
@@ -1004,23 +1045,23 @@ async fn delete(
         )
         .await?
         {
-            Progress::Done => remove_finalizer(api, promise, F_DELETE_WORKFLOWS).await?,
+            Progress::Done => remove_finalizer(api, promise, finalizers::DELETE_WORKFLOWS).await?,
             // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(ReconcileAction::requeue(engine::until(at)));
+                return Ok(Action::requeue(engine::until(at)));
             }
-            Progress::Failed { .. } => return Ok(ReconcileAction::await_change()),
-            _ => return Ok(ReconcileAction::await_change()),
+            Progress::Failed { .. } => return Ok(Action::await_change()),
+            _ => return Ok(Action::await_change()),
         }
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
-    if has(F_WORKFLOWS_CLEANUP) {
+    if has(finalizers::WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::all(ctx.client.clone());
         let lp =
             ListParams::default().labels(&format!("{label_sel},kratix.io/workflow-type=promise"));
         let list = jobs.list(&lp).await?.items;
         if list.is_empty() {
-            remove_finalizer(api, promise, F_WORKFLOWS_CLEANUP).await?;
+            remove_finalizer(api, promise, finalizers::WORKFLOWS_CLEANUP).await?;
         } else {
             for j in list {
                 let ns_api: Api<Job> =
@@ -1031,16 +1072,16 @@ async fn delete(
                         .await,
                 )?;
             }
-            return Ok(ReconcileAction::requeue(config.requeue_short));
+            return Ok(Action::requeue(config.requeue_short));
         }
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
-    if has(F_RR_CLEANUP) {
+    if has(finalizers::RESOURCE_REQUEST_CLEANUP) {
         match ctx.request_controllers.api_of(&name) {
             Some(r) => {
                 let remaining = request::delete_all(ctx, &r).await?;
                 if remaining > 0 {
-                    return Ok(ReconcileAction::requeue(config.requeue_short));
+                    return Ok(Action::requeue(config.requeue_short));
                 }
             }
             None => {
@@ -1049,15 +1090,15 @@ async fn delete(
                     // requests' own finalizers (delete pipelines) can run.
                     if let ApiState::Ready(r) = install_api(ctx, api, promise, &crd).await? {
                         ctx.request_controllers.ensure(&ctx_arc(ctx), &name, r);
-                        return Ok(ReconcileAction::requeue(config.requeue_short));
+                        return Ok(Action::requeue(config.requeue_short));
                     }
                 }
             }
         }
-        remove_finalizer(api, promise, F_RR_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(api, promise, finalizers::RESOURCE_REQUEST_CLEANUP).await?;
+        return Ok(Action::await_change());
     }
-    if has(F_REVISION_CLEANUP) {
+    if has(finalizers::REVISION_CLEANUP) {
         let revisions: Api<DynamicObject> = Api::all_with(
             ctx.client.clone(),
             &kratix_resource("PromiseRevision", "promiserevisions"),
@@ -1073,11 +1114,11 @@ async fn delete(
                     .await,
             )?;
         }
-        remove_finalizer(api, promise, F_REVISION_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(api, promise, finalizers::REVISION_CLEANUP).await?;
+        return Ok(Action::await_change());
     }
     ctx.request_controllers.stop(&name);
-    if has(F_DYNAMIC_CLEANUP) {
+    if has(finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP) {
         let mut remaining = 0;
         for (api_version, kind, plural) in [
             (
@@ -1123,12 +1164,17 @@ async fn delete(
             }
         }
         if remaining > 0 {
-            return Ok(ReconcileAction::requeue(config.requeue_short));
+            return Ok(Action::requeue(config.requeue_short));
         }
-        remove_finalizer(api, promise, F_DYNAMIC_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(
+            api,
+            promise,
+            finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP,
+        )
+        .await?;
+        return Ok(Action::await_change());
     }
-    if has(F_DEPS_CLEANUP) {
+    if has(finalizers::DEPENDENCIES_CLEANUP) {
         let works: Api<DynamicObject> =
             Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
         let list = works
@@ -1136,8 +1182,8 @@ async fn delete(
             .await?
             .items;
         if list.is_empty() {
-            remove_finalizer(api, promise, F_DEPS_CLEANUP).await?;
-            return Ok(ReconcileAction::await_change());
+            remove_finalizer(api, promise, finalizers::DEPENDENCIES_CLEANUP).await?;
+            return Ok(Action::await_change());
         }
         for w in list {
             let scoped: Api<DynamicObject> = Api::namespaced_with(
@@ -1153,9 +1199,9 @@ async fn delete(
                 )?;
             }
         }
-        return Ok(ReconcileAction::requeue(config.requeue_short));
+        return Ok(Action::requeue(config.requeue_short));
     }
-    if has(F_CRD_CLEANUP) {
+    if has(finalizers::API_CRD_CLEANUP) {
         if let Some(crd) = request_crd(&name, &spec).ok().flatten() {
             let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
             let crd_name = crd["metadata"]["name"]
@@ -1168,12 +1214,12 @@ async fn delete(
                         .await
                         .map(|_| ()),
                 )?;
-                return Ok(ReconcileAction::requeue(config.requeue_short));
+                return Ok(Action::requeue(config.requeue_short));
             }
         }
-        remove_finalizer(api, promise, F_CRD_CLEANUP).await?;
+        remove_finalizer(api, promise, finalizers::API_CRD_CLEANUP).await?;
     }
-    Ok(ReconcileAction::await_change())
+    Ok(Action::await_change())
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -19,12 +19,10 @@ use serde_json::{Value, json};
 use crate::context::Context;
 use crate::promise::{promise_resource, remove_finalizer, set_finalizers};
 use crate::status::{self, set_condition, set_field};
-use crate::{Error, events, labels};
+use crate::{Error, events};
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 const COMPONENT: &str = "PromiseReleaseController";
-const FINALIZER: &str = "kratix.io/promise-cleanup";
-/// Label put on Promises installed by a PromiseRelease.
-pub const RELEASE_LABEL: &str = "kratix.io/promise-release-name";
 
 /// The `promisereleases` resource.
 pub fn release_resource() -> ApiResource {
@@ -47,25 +45,25 @@ pub async fn run(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> ReconcileAction {
+fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(promise_release = %pr.name_any(), error = %err, "PromiseRelease reconcile failed");
-    ReconcileAction::requeue(ctx.config().requeue_default)
+    Action::requeue(ctx.config().requeue_default)
 }
 
-async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<ReconcileAction, Error> {
+async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();
     let config = ctx.config();
     let owned = promises
-        .list(&ListParams::default().labels(&format!("{RELEASE_LABEL}={name}")))
+        .list(&ListParams::default().labels(&format!("{}={}", labels::PROMISE_RELEASE_NAME, name)))
         .await?
         .items;
 
     if pr.meta().deletion_timestamp.is_some() {
         if owned.is_empty() {
-            remove_finalizer(&api, &pr, FINALIZER).await?;
-            return Ok(ReconcileAction::await_change());
+            remove_finalizer(&api, &pr, finalizers::PROMISE_CLEANUP).await?;
+            return Ok(Action::await_change());
         }
         for p in owned
             .iter()
@@ -80,13 +78,17 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
                 Err(e) => return Err(e.into()),
             }
         }
-        return Ok(ReconcileAction::requeue(config.requeue_default));
+        return Ok(Action::requeue(config.requeue_default));
     }
-    if !pr.finalizers().iter().any(|f| f == FINALIZER) {
+    if !pr
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizers::PROMISE_CLEANUP)
+    {
         let mut f = pr.finalizers().to_vec();
-        f.push(FINALIZER.to_string());
+        f.push(finalizers::PROMISE_CLEANUP.to_string());
         set_finalizers(&api, &pr, f).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     let want_version = pr.data["spec"]["version"]
@@ -98,7 +100,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         && owned[0].labels().get(labels::PROMISE_VERSION) == Some(&want_version)
     {
         installed(&api, &name).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if owned.len() > 1 {
         return fail(
@@ -106,7 +108,11 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
             &api,
             &pr,
             "FailedToCreateOrUpdatePromise",
-            format!("more than one Promise carries {RELEASE_LABEL}={name}"),
+            format!(
+                "more than one Promise carries {}={}",
+                labels::PROMISE_RELEASE_NAME,
+                name
+            ),
         )
         .await;
     }
@@ -144,7 +150,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         let patch = json!({"spec": {"version": version}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if version != want_version {
         return fail(
@@ -162,7 +168,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         .unwrap_or_default()
         .to_string();
     let mut desired = fetched.clone();
-    desired["metadata"]["labels"][RELEASE_LABEL] = json!(name);
+    desired["metadata"]["labels"][labels::PROMISE_RELEASE_NAME] = json!(name);
     desired["metadata"]["ownerReferences"] = json!([{
         "apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "name": name,
         "uid": pr.meta().uid, "controller": true, "blockOwnerDeletion": true,
@@ -210,7 +216,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
     match result {
         Ok(()) => {
             installed(&api, &name).await?;
-            Ok(ReconcileAction::await_change())
+            Ok(Action::await_change())
         }
         Err(kube::Error::Api(e)) if e.code == 422 => {
             events::publish(
@@ -242,10 +248,10 @@ async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
         let mut c = set_field(s, "status", json!("Installed"));
         c |= set_condition(
             s,
-            "Installed",
+            condition_types::INSTALLED,
             "True",
-            "InstalledSuccessfully",
-            "Installed successfully",
+            reasons::INSTALLED_SUCCESSFULLY,
+            messages::INSTALLED_SUCCESSFULLY,
         );
         c
     })
@@ -259,13 +265,13 @@ async fn fail(
     pr: &DynamicObject,
     reason: &str,
     message: String,
-) -> Result<ReconcileAction, Error> {
+) -> Result<Action, Error> {
     let before = pr.data["status"].clone();
-    let changed = status::condition(&before, "Installed")
+    let changed = status::condition(&before, condition_types::INSTALLED)
         .is_none_or(|c| c["reason"] != reason || c["message"] != message.as_str());
     status::update_status(api, &pr.name_any(), |s, _| {
         let mut c = set_field(s, "status", json!("Error installing"));
-        c |= set_condition(s, "Installed", "False", reason, &message);
+        c |= set_condition(s, condition_types::INSTALLED, "False", reason, &message);
         c
     })
     .await?;
@@ -280,7 +286,7 @@ async fn fail(
         )
         .await;
     }
-    Ok(ReconcileAction::requeue(ctx.config().requeue_slow))
+    Ok(Action::requeue(ctx.config().requeue_slow))
 }
 
 /// GETs `spec.sourceRef.url` and parses exactly one Promise document from it.

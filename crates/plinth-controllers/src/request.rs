@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -23,19 +23,16 @@ use crate::context::Context;
 use crate::promise::{classify_works, promise_resource, remove_finalizer, set_finalizers};
 use crate::status::{self, condition_true, set_condition, set_field};
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Action, Subject, Workflow, WorkflowType};
-use crate::{Error, events, labels};
+use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::{Error, events};
+use plinth_api::constants::{annotations, condition_types, finalizers, labels, messages, reasons};
 
 const COMPONENT: &str = "ResourceRequestController";
-const F_WORK_CLEANUP: &str = "kratix.io/work-cleanup";
-const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
-const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
-const F_BINDING_CLEANUP: &str = "kratix.io/resource-binding-cleanup";
 const FINALIZERS: [&str; 4] = [
-    F_WORK_CLEANUP,
-    F_WORKFLOWS_CLEANUP,
-    F_DELETE_WORKFLOWS,
-    F_BINDING_CLEANUP,
+    finalizers::WORK_CLEANUP,
+    finalizers::WORKFLOWS_CLEANUP,
+    finalizers::DELETE_WORKFLOWS,
+    finalizers::RESOURCE_BINDING_CLEANUP,
 ];
 
 /// A Promise API as the request controller watches it.
@@ -146,8 +143,8 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
             watcher::Config::default().labels(&job_sel),
             move |job| {
                 let a = job.annotations();
-                let name = a.get("kratix.io/job-resource-name")?;
-                let ns = a.get("kratix.io/job-resource-namespace")?;
+                let name = a.get(annotations::JOB_RESOURCE_NAME)?;
+                let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
                 Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
             },
         )
@@ -159,7 +156,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
                 let name = w.labels().get(labels::RESOURCE_NAME)?;
                 let ns = w
                     .labels()
-                    .get("kratix.io/resource-namespace")
+                    .get(labels::RESOURCE_NAMESPACE)
                     .cloned()
                     .or(w.namespace())?;
                 Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
@@ -194,16 +191,16 @@ fn work_resource() -> ApiResource {
     )
 }
 
-fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> ReconcileAction {
+fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> Action {
     tracing::warn!(promise = %rctx.promise, request = %rr.name_any(), namespace = %rr.namespace().unwrap_or_default(), error = %err, "resource request reconcile failed");
-    ReconcileAction::requeue(rctx.ctx.config().requeue_default)
+    Action::requeue(rctx.ctx.config().requeue_default)
 }
 
 fn request_workflow(
     rctx: &RequestCtx,
     rr: &DynamicObject,
     promise_spec: &Value,
-    action: Action,
+    action: WorkflowAction,
 ) -> Workflow {
     let rr_ns = rr.namespace().unwrap_or_else(|| "default".into());
     let pipeline_ns = promise_spec["workflows"]["config"]["pipelineNamespace"]
@@ -235,10 +232,7 @@ fn request_workflow(
     }
 }
 
-async fn reconcile(
-    rr: Arc<DynamicObject>,
-    rctx: Arc<RequestCtx>,
-) -> Result<ReconcileAction, Error> {
+async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Action, Error> {
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let ns = rr.namespace().unwrap_or_else(|| "default".into());
@@ -247,23 +241,29 @@ async fn reconcile(
         Api::namespaced_with(ctx.client.clone(), &ns, &rctx.api.resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let Some(promise) = promises.get_opt(&rctx.promise).await? else {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     };
     let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
 
     let paused = |o: &DynamicObject| o.labels().get(labels::PAUSED).is_some_and(|v| v == "true");
     if paused(&promise) || paused(&rr) {
         status::update_status(&api, &name, |s, _| {
-            set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused")
+            set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::PAUSED_RECONCILIATION,
+                messages::PAUSED,
+            )
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if rr.labels().get(labels::PROMISE_NAME) != Some(&rctx.promise) {
         let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: rctx.promise}}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     if rr.meta().deletion_timestamp.is_some() {
@@ -271,7 +271,7 @@ async fn reconcile(
     }
     // Resumed (the request's or its Promise's pause lifted): run from the first pipeline.
     if engine::resume_after_pause(&api, &rr, &[]).await? {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     // Hold requests while the Promise cannot fulfil them (§3.2 step 9–10).
@@ -285,29 +285,31 @@ async fn reconcile(
         status::update_status(&api, &name, |s, _| {
             let mut c = set_condition(
                 s,
-                "PromiseAvailable",
+                condition_types::PROMISE_AVAILABLE,
                 "False",
-                "PromiseRequirementsNotInstalled",
-                "Promise Requirements are not installed",
+                reasons::PROMISE_REQUIREMENTS_NOT_INSTALLED,
+                messages::PROMISE_REQUIREMENTS_NOT_INSTALLED,
             );
             c |= set_field(s, "message", json!("Pending"));
             c
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
-    if status::condition(&rr_status, "PromiseAvailable").is_some_and(|c| c["status"] == "False") {
+    if status::condition(&rr_status, condition_types::PROMISE_AVAILABLE)
+        .is_some_and(|c| c["status"] == "False")
+    {
         status::update_status(&api, &name, |s, _| {
             set_condition(
                 s,
-                "PromiseAvailable",
+                condition_types::PROMISE_AVAILABLE,
                 "True",
-                "PromiseAvailable",
-                "Promise Requirements are met",
+                reasons::PROMISE_AVAILABLE,
+                messages::PROMISE_REQUIREMENTS_MET,
             )
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     // Finalizers (§3.6).
@@ -320,32 +322,32 @@ async fn reconcile(
             }
         }
         set_finalizers(&api, &rr, wanted).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if promise.meta().deletion_timestamp.is_some() {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     // Configure workflow (§3.2 steps 16–21).
-    let wf = request_workflow(&rctx, &rr, &promise_spec, Action::Configure);
+    let wf = request_workflow(&rctx, &rr, &promise_spec, WorkflowAction::Configure);
     let progress =
         engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
     match progress {
         Progress::Done => {}
-        Progress::Running => return Ok(ReconcileAction::await_change()),
+        Progress::Running => return Ok(Action::await_change()),
         Progress::Suspended { retry_at } => {
             return Ok(match retry_at {
-                Some(at) => ReconcileAction::requeue(std::time::Duration::from_secs(
+                Some(at) => Action::requeue(std::time::Duration::from_secs(
                     (at.as_second() - jiff::Timestamp::now().as_second()).max(1) as u64,
                 )),
-                None => ReconcileAction::await_change(),
+                None => Action::await_change(),
             });
         }
         Progress::Failed { .. } => {
             return if config.reconcile_after_failure {
                 engine::periodic_rerun(ctx, &wf, &api, &rr, config.reconciliation_interval).await
             } else {
-                Ok(ReconcileAction::await_change())
+                Ok(Action::await_change())
             };
         }
     }
@@ -375,16 +377,35 @@ async fn reconcile(
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= set_field(s, "promiseVersion", json!(version));
         let (ws, wr, wm) = state.condition("resource");
-        c |= set_condition(s, "WorksSucceeded", ws, wr, &wm);
-        let workflow_done = no_pipelines || condition_true(s, "ConfigureWorkflowCompleted");
+        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm);
+        let workflow_done =
+            no_pipelines || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         if workflow_done && ws == "True" {
-            c |= set_condition(s, "Reconciled", "True", "Reconciled", "Reconciled");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "True",
+                reasons::RECONCILED,
+                messages::RECONCILED,
+            );
         } else if ws == "False" {
-            c |= set_condition(s, "Reconciled", "False", "WorksFailing", "Failing");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "False",
+                reasons::WORKS_FAILING,
+                messages::FAILING,
+            );
         } else {
-            c |= set_condition(s, "Reconciled", "Unknown", "WorksPending", "Pending");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::WORKS_PENDING,
+                messages::PENDING,
+            );
         }
-        if let Some(t) = status::condition(s, "ConfigureWorkflowCompleted")
+        if let Some(t) = status::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
             .filter(|c| c["status"] == "True")
             .and_then(|c| c["lastTransitionTime"].as_str())
             .map(str::to_string)
@@ -401,7 +422,8 @@ async fn reconcile(
         c
     })
     .await?;
-    let was = status::condition(&rr_status, "Reconciled").is_some_and(|c| c["status"] == "True");
+    let was = status::condition(&rr_status, condition_types::RECONCILED)
+        .is_some_and(|c| c["status"] == "True");
     if !was
         && condition_true(
             stored.data.get("status").unwrap_or(&Value::Null),
@@ -430,7 +452,7 @@ async fn delete(
     api: &Api<DynamicObject>,
     rr: &DynamicObject,
     promise_spec: &Value,
-) -> Result<ReconcileAction, Error> {
+) -> Result<Action, Error> {
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
@@ -441,20 +463,20 @@ async fn delete(
         name: rr.name_any(),
     };
     crate::health::record::delete_records_of(ctx, &target).await?;
-    let wf = request_workflow(rctx, rr, promise_spec, Action::Delete);
-    if has(F_DELETE_WORKFLOWS) {
-        let configure = request_workflow(rctx, rr, promise_spec, Action::Configure);
+    let wf = request_workflow(rctx, rr, promise_spec, WorkflowAction::Delete);
+    if has(finalizers::DELETE_WORKFLOWS) {
+        let configure = request_workflow(rctx, rr, promise_spec, WorkflowAction::Configure);
         match engine::reconcile_delete(ctx, &wf, &configure, api, rr, &rctx.api.group, COMPONENT)
             .await?
         {
-            Progress::Done => remove_finalizer(api, rr, F_DELETE_WORKFLOWS).await?,
+            Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
             // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(ReconcileAction::requeue(engine::until(at)));
+                return Ok(Action::requeue(engine::until(at)));
             }
-            _ => return Ok(ReconcileAction::await_change()),
+            _ => return Ok(Action::await_change()),
         }
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     let sel = format!(
         "{}={},{}={}",
@@ -463,13 +485,13 @@ async fn delete(
         labels::RESOURCE_NAME,
         rr.name_any()
     );
-    if has(F_WORK_CLEANUP) {
+    if has(finalizers::WORK_CLEANUP) {
         let works: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
         let list = works.list(&ListParams::default().labels(&sel)).await?.items;
         if list.is_empty() {
-            remove_finalizer(api, rr, F_WORK_CLEANUP).await?;
-            return Ok(ReconcileAction::await_change());
+            remove_finalizer(api, rr, finalizers::WORK_CLEANUP).await?;
+            return Ok(Action::await_change());
         }
         for w in list
             .iter()
@@ -485,9 +507,9 @@ async fn delete(
             }
         }
         // Work deletion events wake this request (Works are watched).
-        return Ok(ReconcileAction::requeue(config.requeue_default));
+        return Ok(Action::requeue(config.requeue_default));
     }
-    if has(F_WORKFLOWS_CLEANUP) {
+    if has(finalizers::WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
         for j in jobs
             .list(&ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource")))
@@ -503,10 +525,10 @@ async fn delete(
                 Err(e) => return Err(e.into()),
             }
         }
-        remove_finalizer(api, rr, F_WORKFLOWS_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(api, rr, finalizers::WORKFLOWS_CLEANUP).await?;
+        return Ok(Action::await_change());
     }
-    if has(F_BINDING_CLEANUP) {
+    if has(finalizers::RESOURCE_BINDING_CLEANUP) {
         let bindings: Api<DynamicObject> = Api::namespaced_with(
             ctx.client.clone(),
             &rr.namespace().unwrap_or_default(),
@@ -524,9 +546,9 @@ async fn delete(
                 .delete(&b.name_any(), &DeleteParams::background())
                 .await;
         }
-        remove_finalizer(api, rr, F_BINDING_CLEANUP).await?;
+        remove_finalizer(api, rr, finalizers::RESOURCE_BINDING_CLEANUP).await?;
     }
-    Ok(ReconcileAction::await_change())
+    Ok(Action::await_change())
 }
 
 /// Labels every request of the API with the run-from-start label (§2.1 step 11).

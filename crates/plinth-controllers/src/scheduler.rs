@@ -55,7 +55,9 @@ use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{finalizers, labels, selector_source};
+use plinth_api::constants::{
+    condition_types, finalizers, labels, messages, reasons, selector_source,
+};
 use plinth_api::{Destination, Work, WorkPlacement, WorkloadGroup};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -67,43 +69,19 @@ use crate::objstatus::{
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 
-/// Finalizer on every Work: its WorkPlacements are deleted before it goes (§11.3).
-pub const WORK_CLEANUP_FINALIZER: &str = finalizers::WORK_CLEANUP;
-/// Finalizer the scheduler puts on every WorkPlacement it creates (§5.4).
-pub const REPO_CLEANUP_FINALIZER: &str = finalizers::WORKPLACEMENT_REPO_CLEANUP;
-/// Label: parent Work name (on WorkPlacements).
-pub const LABEL_WORK: &str = labels::WORK;
-/// Label: workload group id (on WorkPlacements).
-pub const LABEL_WORKLOAD_GROUP_ID: &str = labels::WORKLOAD_GROUP_ID;
-/// Label: target Destination name (on WorkPlacements).
-pub const LABEL_TARGET_DESTINATION: &str = labels::TARGET_DESTINATION_NAME;
-/// Label: pipeline name (Work → WorkPlacement).
-pub const LABEL_PIPELINE_NAME: &str = labels::PIPELINE_NAME;
-/// Label `kratix.io/misplaced: "true"` on WorkPlacements whose Destination no longer matches.
-pub const LABEL_MISPLACED: &str = labels::MISPLACED;
-/// Label marking dry-run Works and Destinations (§5.4).
-pub const DRY_RUN_LABEL: &str = labels::DRY_RUN;
-
 const REPORTER: &str = "Scheduler";
 
 // ---------------------------------------------------------------------------
 // Pure scheduling rules (no I/O): selector resolution, matching, rendezvous choice.
 // ---------------------------------------------------------------------------
 
-/// `destinationSelectors[].source` of selectors written by a resource workflow.
-pub const SOURCE_RESOURCE_WORKFLOW: &str = selector_source::RESOURCE_WORKFLOW;
-/// `destinationSelectors[].source` of selectors written by a promise workflow.
-pub const SOURCE_PROMISE_WORKFLOW: &str = selector_source::PROMISE_WORKFLOW;
-/// `destinationSelectors[].source` of the Promise's own `spec.destinationSelectors`.
-pub const SOURCE_PROMISE: &str = selector_source::PROMISE;
-
 /// Precedence rank of a selector source: merged in ascending rank, later wins
 /// (reference §5.4: promise > promise-workflow > resource-workflow). Unknown sources
 /// rank lowest, like a resource-workflow entry.
 fn source_rank(source: &str) -> u8 {
     match source {
-        SOURCE_PROMISE => 2,
-        SOURCE_PROMISE_WORKFLOW => 1,
+        selector_source::PROMISE => 2,
+        selector_source::PROMISE_WORKFLOW => 1,
         _ => 0,
     }
 }
@@ -169,7 +147,7 @@ pub fn destination_matches(
     if dest.deleting {
         return false;
     }
-    if !dry_run && dest.labels.get(DRY_RUN_LABEL).map(String::as_str) == Some("true") {
+    if !dry_run && dest.labels.get(labels::DRY_RUN).map(String::as_str) == Some("true") {
         return false;
     }
     if resolved.is_empty() {
@@ -234,12 +212,12 @@ fn resource_name(work: &Work) -> &str {
 }
 
 fn is_dry_run(work: &Work) -> bool {
-    work.labels().get(DRY_RUN_LABEL).map(String::as_str) == Some("true")
+    work.labels().get(labels::DRY_RUN).map(String::as_str) == Some("true")
 }
 
 fn group_selector(work: &Work, group: &WorkloadGroup) -> BTreeMap<String, String> {
     if is_dry_run(work) {
-        return BTreeMap::from([(DRY_RUN_LABEL.to_string(), "true".to_string())]);
+        return BTreeMap::from([(labels::DRY_RUN.to_string(), "true".to_string())]);
     }
     resolve_selectors(group.destination_selectors.iter().flatten().map(|s| {
         (
@@ -354,8 +332,8 @@ fn works_affected_by_destination(
     let facts = DestinationFacts::of(dest);
     let mut out: BTreeSet<(String, String)> = BTreeSet::new();
     for wp in wps.state() {
-        if wp.labels().get(LABEL_TARGET_DESTINATION) == Some(&facts.name)
-            && let (Some(work), Some(ns)) = (wp.labels().get(LABEL_WORK), wp.namespace())
+        if wp.labels().get(labels::TARGET_DESTINATION_NAME) == Some(&facts.name)
+            && let (Some(work), Some(ns)) = (wp.labels().get(labels::WORK), wp.namespace())
         {
             out.insert((ns, work.clone()));
         }
@@ -406,13 +384,13 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     let what = describe(work.as_ref());
     let works: Api<Work> = Api::namespaced(ctx.client.clone(), &ns);
     let wp_api: Api<WorkPlacement> = Api::namespaced(ctx.client.clone(), &ns);
-    let by_work = ListParams::default().labels(&format!("{LABEL_WORK}={name}"));
+    let by_work = ListParams::default().labels(&format!("{}={}", labels::WORK, name));
 
     if work.meta().deletion_timestamp.is_some() {
         if !work
             .finalizers()
             .iter()
-            .any(|f| f == WORK_CLEANUP_FINALIZER)
+            .any(|f| f == finalizers::WORK_CLEANUP)
         {
             return Ok(Action::await_change());
         }
@@ -456,9 +434,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 let mut conds = work_conditions(cur);
                 set_condition(
                     &mut conds,
-                    "Ready",
+                    condition_types::READY,
                     false,
-                    "Deleting",
+                    reasons::DELETING,
                     &msg,
                     cur.meta().generation,
                 )
@@ -468,7 +446,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
             .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
             return Ok(Action::requeue(cfg.requeue_short));
         }
-        edit_finalizers(&works, &name, &[], &[WORK_CLEANUP_FINALIZER])
+        edit_finalizers(&works, &name, &[], &[finalizers::WORK_CLEANUP])
             .await
             .map_err(|e| ReconcileError::kube("removing finalizer from", &what, e))?;
         return Ok(Action::await_change());
@@ -477,9 +455,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     if !work
         .finalizers()
         .iter()
-        .any(|f| f == WORK_CLEANUP_FINALIZER)
+        .any(|f| f == finalizers::WORK_CLEANUP)
     {
-        edit_finalizers(&works, &name, &[WORK_CLEANUP_FINALIZER], &[])
+        edit_finalizers(&works, &name, &[finalizers::WORK_CLEANUP], &[])
             .await
             .map_err(|e| ReconcileError::kube("adding finalizer to", &what, e))?;
     }
@@ -511,7 +489,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         let candidate_names: BTreeSet<&str> = candidates.iter().map(|d| d.name.as_str()).collect();
         let in_group: Vec<&WorkPlacement> = existing
             .iter()
-            .filter(|wp| wp.labels().get(LABEL_WORKLOAD_GROUP_ID) == Some(&group.id))
+            .filter(|wp| wp.labels().get(labels::WORKLOAD_GROUP_ID) == Some(&group.id))
             .collect();
         let mut outcome = GroupOutcome::default();
 
@@ -576,7 +554,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     for wp in &existing {
         let gid = wp
             .labels()
-            .get(LABEL_WORKLOAD_GROUP_ID)
+            .get(labels::WORKLOAD_GROUP_ID)
             .map(String::as_str)
             .unwrap_or("");
         if !group_ids.contains(gid) && wp.meta().deletion_timestamp.is_none() {
@@ -602,8 +580,8 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         .filter(|wp| placed_names.contains(&wp.name_any()))
         .filter_map(|wp| {
             let conds = wp_conditions(wp);
-            condition_is_false(&conds, "WriteSucceeded").then(|| {
-                let msg = get_condition(&conds, "WriteSucceeded")
+            condition_is_false(&conds, condition_types::WRITE_SUCCEEDED).then(|| {
+                let msg = get_condition(&conds, condition_types::WRITE_SUCCEEDED)
                     .map(|c| c.message.clone())
                     .unwrap_or_default();
                 (wp.name_any(), msg)
@@ -879,15 +857,18 @@ async fn upsert_workplacement(
     let what = format!("WorkPlacement {ns}/{name}");
 
     let mut labels: BTreeMap<String, String> = BTreeMap::from([
-        (LABEL_WORK.to_string(), work_name.clone()),
-        (LABEL_WORKLOAD_GROUP_ID.to_string(), group.id.clone()),
-        (LABEL_TARGET_DESTINATION.to_string(), dest.to_string()),
+        (labels::WORK.to_string(), work_name.clone()),
+        (labels::WORKLOAD_GROUP_ID.to_string(), group.id.clone()),
+        (
+            labels::TARGET_DESTINATION_NAME.to_string(),
+            dest.to_string(),
+        ),
     ]);
-    if let Some(p) = work.labels().get(LABEL_PIPELINE_NAME) {
-        labels.insert(LABEL_PIPELINE_NAME.to_string(), p.clone());
+    if let Some(p) = work.labels().get(labels::PIPELINE_NAME) {
+        labels.insert(labels::PIPELINE_NAME.to_string(), p.clone());
     }
     if misplaced {
-        labels.insert(LABEL_MISPLACED.to_string(), "true".to_string());
+        labels.insert(labels::MISPLACED.to_string(), "true".to_string());
     }
     let mut annotations: BTreeMap<String, String> = existing
         .map(|wp| wp.annotations().clone())
@@ -964,7 +945,7 @@ async fn upsert_workplacement(
                     "namespace": ns,
                     "labels": labels,
                     "annotations": annotations,
-                    "finalizers": [REPO_CLEANUP_FINALIZER],
+                    "finalizers": [finalizers::WORKPLACEMENT_REPO_CLEANUP],
                     "ownerReferences": [owner],
                 },
                 "spec": spec,
@@ -1004,23 +985,23 @@ async fn upsert_workplacement(
         let mut ch = false;
         became_misplaced = false;
         if misplaced {
-            let was = condition_is_false(&conds, "ScheduleSucceeded");
+            let was = condition_is_false(&conds, condition_types::SCHEDULE_SUCCEEDED);
             ch |= set_condition(
                 &mut conds,
-                "ScheduleSucceeded",
+                condition_types::SCHEDULE_SUCCEEDED,
                 false,
-                "DestinationSelectorMismatch",
-                "Target destination no longer matches destinationSelectors",
+                reasons::DESTINATION_SELECTOR_MISMATCH,
+                messages::TARGET_NO_LONGER_MATCHES,
                 gen_,
             );
             became_misplaced = !was;
         } else {
             ch |= set_condition(
                 &mut conds,
-                "ScheduleSucceeded",
+                condition_types::SCHEDULE_SUCCEEDED,
                 true,
-                "ScheduledToDestination",
-                "Scheduled to correct Destination",
+                reasons::SCHEDULED_TO_DESTINATION,
+                messages::SCHEDULED_TO_CORRECT_DESTINATION,
                 gen_,
             );
         }
@@ -1081,17 +1062,17 @@ mod tests {
         let p = labels(&[("env", "prod")]);
         // Order in the Work does not matter: promise > promise-workflow > resource-workflow.
         let resolved = resolve_selectors([
-            (SOURCE_PROMISE, &p),
-            (SOURCE_RESOURCE_WORKFLOW, &rw),
-            (SOURCE_PROMISE_WORKFLOW, &pw),
+            (selector_source::PROMISE, &p),
+            (selector_source::RESOURCE_WORKFLOW, &rw),
+            (selector_source::PROMISE_WORKFLOW, &pw),
         ]);
         assert_eq!(
             resolved,
             labels(&[("env", "prod"), ("zone", "eu"), ("tier", "gold")])
         );
         let resolved = resolve_selectors([
-            (SOURCE_PROMISE_WORKFLOW, &pw),
-            (SOURCE_RESOURCE_WORKFLOW, &rw),
+            (selector_source::PROMISE_WORKFLOW, &pw),
+            (selector_source::RESOURCE_WORKFLOW, &rw),
         ]);
         assert_eq!(resolved.get("env").unwrap(), "staging");
         assert!(resolve_selectors(std::iter::empty()).is_empty());
@@ -1146,11 +1127,11 @@ mod tests {
         let mut d = dest("d", &[], false);
         d.deleting = true;
         assert!(!destination_matches(&d, &BTreeMap::new(), false));
-        let dry = dest("dry", &[(DRY_RUN_LABEL, "true")], false);
+        let dry = dest("dry", &[(labels::DRY_RUN, "true")], false);
         assert!(!destination_matches(&dry, &BTreeMap::new(), false));
         assert!(destination_matches(
             &dry,
-            &labels(&[(DRY_RUN_LABEL, "true")]),
+            &labels(&[(labels::DRY_RUN, "true")]),
             true
         ));
     }
@@ -1292,7 +1273,7 @@ mod tests {
             let obj: WorkPlacement = serde_json::from_value(json!({
                 "apiVersion": "platform.kratix.io/v1alpha1",
                 "kind": "WorkPlacement",
-                "metadata": {"name": wp, "namespace": "team-a", "labels": {LABEL_WORK: work, LABEL_TARGET_DESTINATION: dest}},
+                "metadata": {"name": wp, "namespace": "team-a", "labels": {labels::WORK: work, labels::TARGET_DESTINATION_NAME: dest}},
                 "spec": {"targetDestinationName": dest},
             }))
             .unwrap();

@@ -58,6 +58,7 @@ use crate::objstatus::{
     ReconcileError, describe, get_condition, patch_status, publish, set_condition,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
+use plinth_api::constants::condition_types;
 
 /// Namespace of a `secretRef` without one (reference §1.4).
 pub const DEFAULT_SECRET_NAMESPACE: &str = "default";
@@ -452,7 +453,7 @@ async fn reconcile<K: StateStoreObject>(
     patch_status(&api, &name, |cur: &K| {
         let st = cur.store_status();
         let mut conds: Vec<Condition> = st.and_then(|s| s.conditions.clone()).unwrap_or_default();
-        let mut ch = set_condition(&mut conds, "Ready", ready, reason, &message, generation);
+        let mut ch = set_condition(&mut conds, condition_types::READY, ready, reason, &message, generation);
         ch |= st.and_then(|s| s.observed_generation) != generation;
         let status_word = if ready { "Ready" } else { "NotReady" };
         let status_same = st.and_then(|s| s.status.as_deref()) == Some(status_word);

@@ -41,7 +41,7 @@ use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{finalizers, labels};
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 use plinth_api::{
     BucketStateStore, Destination, FilepathMode, GitStateStore, StateStoreKind, WorkPlacement,
     Workload,
@@ -247,7 +247,8 @@ pub async fn run(ctx: Arc<Context>) {
     // `Ready` summarises); never by this controller's own status writes.
     let (store, trigger) = watch_inputs(wps, |wp: &WorkPlacement| {
         let conds = conditions_of(wp);
-        let scheduled = get_condition(&conds, "ScheduleSucceeded").map(|c| c.status.clone());
+        let scheduled =
+            get_condition(&conds, condition_types::SCHEDULE_SUCCEEDED).map(|c| c.status.clone());
         inputs_hash(wp, scheduled)
     });
     let controller = Controller::for_stream(trigger, store.clone());
@@ -403,7 +404,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     &state.recorder,
                     wp.as_ref(),
                     EventType::Warning,
-                    "FailedDeleteFilesFromRepository",
+                    reasons::FAILED_DELETE_FILES_FROM_REPOSITORY,
                     "Delete",
                     msg.clone(),
                 )
@@ -412,9 +413,9 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     let mut conds = conditions_of(cur);
                     set_condition(
                         &mut conds,
-                        "Ready",
+                        condition_types::READY,
                         false,
-                        "FailedDeleteFilesFromRepository",
+                        reasons::FAILED_DELETE_FILES_FROM_REPOSITORY,
                         &msg,
                         cur.meta().generation,
                     )
@@ -483,10 +484,10 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     let g = cur.meta().generation;
                     let mut ch = set_condition(
                         &mut conds,
-                        "WriteSucceeded",
+                        condition_types::WRITE_SUCCEEDED,
                         true,
-                        "WorkloadsWrittenToStateStore",
-                        "Workloads written to State Store",
+                        reasons::WORKLOADS_WRITTEN_TO_STATE_STORE,
+                        messages::WORKLOADS_WRITTEN,
                         g,
                     );
                     ch |= set_ready(&mut conds, None, g);
@@ -561,9 +562,9 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                 write_conditions(&api, &wp, None, |conds, g| {
                     set_condition(
                         conds,
-                        "WriteSucceeded",
+                        condition_types::WRITE_SUCCEEDED,
                         false,
-                        "WorkloadsFailedWrite",
+                        reasons::WORKLOADS_FAILED_WRITE,
                         &msg,
                         g,
                     )
@@ -591,10 +592,10 @@ pub fn derived_ready(
             format!("Destination {dest} not found; its files are no longer managed"),
         );
     }
-    if condition_is_false(conds, "ScheduleSucceeded") {
+    if condition_is_false(conds, condition_types::SCHEDULE_SUCCEEDED) {
         return (false, "Misplaced", "Misplaced".into());
     }
-    match get_condition(conds, "WriteSucceeded") {
+    match get_condition(conds, condition_types::WRITE_SUCCEEDED) {
         Some(c) if c.status == "True" => {
             (true, "WorkloadsWrittenToTargetDestination", "Ready".into())
         }
@@ -615,7 +616,14 @@ pub fn derived_ready(
 /// Sets `Ready` from [`derived_ready`]; true when it changed.
 fn set_ready(conds: &mut Vec<Condition>, missing: Option<&str>, generation: Option<i64>) -> bool {
     let (ok, reason, message) = derived_ready(conds, missing);
-    set_condition(conds, "Ready", ok, reason, &message, generation)
+    set_condition(
+        conds,
+        condition_types::READY,
+        ok,
+        reason,
+        &message,
+        generation,
+    )
 }
 
 /// True when `Ready` in `conds` is not what [`derived_ready`] says.
@@ -652,7 +660,14 @@ async fn report_terminal(
     t: &Terminal,
 ) -> Result<(), ReconcileError> {
     let changed = write_conditions(api, wp, None, |conds, g| {
-        set_condition(conds, "WriteSucceeded", false, t.reason, &t.message, g)
+        set_condition(
+            conds,
+            condition_types::WRITE_SUCCEEDED,
+            false,
+            t.reason,
+            &t.message,
+            g,
+        )
     })
     .await?;
     if changed {

@@ -17,12 +17,12 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::job::{self, ANNOTATION_RUN, LABEL_HASH, LABEL_PIPELINE_NAME, PipelineDef};
-use super::{Action, Workflow};
+use super::job::{self, ANNOTATION_RUN, PipelineDef};
+use super::{Workflow, WorkflowAction};
 use crate::context::Context;
 use crate::status::{self, set_condition, set_field};
-use crate::{Error, events, labels};
-use plinth_api::constants::reasons;
+use crate::{Error, events};
+use plinth_api::constants::{condition_types, labels, messages, reasons};
 
 /// Where a workflow stands after one engine step.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,7 +109,7 @@ pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> 
     // Within a run, pipelines run in workflow order; creation times have a one-second
     // resolution, so the pipeline's position orders Jobs created in the same second.
     let position = |j: &Job| {
-        let name = j.labels().get(LABEL_PIPELINE_NAME);
+        let name = j.labels().get(labels::PIPELINE_NAME);
         wf.pipelines
             .iter()
             .position(|p| p["metadata"]["name"].as_str() == name.map(String::as_str))
@@ -142,7 +142,7 @@ pub async fn reconcile_configure(
     let hash = job::workflow_hash(wf);
     let jobs = list_jobs(ctx, wf).await?;
     if let Some(running) = jobs.iter().find(|j| job_state(j) == JobState::Running) {
-        if wf.action == Action::Configure {
+        if wf.action == WorkflowAction::Configure {
             report_retry(ctx, parent_api, parent, running).await?;
         }
         return Ok(Progress::Running);
@@ -191,7 +191,13 @@ pub async fn reconcile_configure(
                 }
                 _ => {
                     status::update_status(parent_api, &parent.name_any(), |s, _| {
-                        set_condition(s, "Reconciled", "Unknown", "WorkflowSuspended", "Suspended")
+                        set_condition(
+                            s,
+                            condition_types::RECONCILED,
+                            "Unknown",
+                            reasons::WORKFLOW_SUSPENDED,
+                            messages::SUSPENDED,
+                        )
                     })
                     .await?;
                     events::publish(
@@ -211,7 +217,7 @@ pub async fn reconcile_configure(
 
     let current: Vec<&Job> = jobs
         .iter()
-        .filter(|j| j.labels().get(LABEL_HASH) == Some(&hash))
+        .filter(|j| j.labels().get(labels::HASH) == Some(&hash))
         .collect();
     let latest = current.last().copied();
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
@@ -222,7 +228,7 @@ pub async fn reconcile_configure(
         Some(latest) => {
             let name = latest
                 .labels()
-                .get(LABEL_PIPELINE_NAME)
+                .get(labels::PIPELINE_NAME)
                 .cloned()
                 .unwrap_or_default();
             match pipelines.iter().position(|p| p.name == name) {
@@ -296,7 +302,7 @@ pub async fn reconcile_delete(
     let latest = jobs
         .iter()
         .rev()
-        .find(|j| j.labels().get(LABEL_HASH) == Some(&hash));
+        .find(|j| j.labels().get(labels::HASH) == Some(&hash));
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     match latest.map(job_state) {
         Some(JobState::Succeeded) if !manual => {
@@ -322,10 +328,10 @@ pub async fn reconcile_delete(
                     status::update_status(parent_api, &parent.name_any(), |s, _| {
                         set_condition(
                             s,
-                            "DeleteWorkflowCompleted",
+                            condition_types::DELETE_WORKFLOW_COMPLETED,
                             "False",
-                            "DeleteWorkflowSuspended",
-                            "The delete workflow is suspended",
+                            reasons::DELETE_WORKFLOW_SUSPENDED,
+                            messages::DELETE_WORKFLOW_SUSPENDED,
                         )
                     })
                     .await?;
@@ -351,10 +357,10 @@ pub async fn reconcile_delete(
             status::update_status(parent_api, &parent.name_any(), |s, _| {
                 set_condition(
                     s,
-                    "DeleteWorkflowCompleted",
+                    condition_types::DELETE_WORKFLOW_COMPLETED,
                     "False",
-                    "DeleteWorkflowFailed",
-                    "The Delete Pipeline has failed",
+                    reasons::DELETE_WORKFLOW_FAILED,
+                    messages::DELETE_PIPELINE_FAILED,
                 )
             })
             .await?;
@@ -496,7 +502,7 @@ async fn start_job(
         &[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START],
     )
     .await?;
-    let configure = wf.action == Action::Configure;
+    let configure = wf.action == WorkflowAction::Configure;
     let total = pipelines.len() as i64;
     // update_status compares before and after, so unconditional setters are fine here.
     status::update_status(parent_api, &parent.name_any(), |s, _| {
@@ -504,12 +510,18 @@ async fn start_job(
         if configure {
             set_condition(
                 s,
-                "ConfigureWorkflowCompleted",
+                condition_types::CONFIGURE_WORKFLOW_COMPLETED,
                 "False",
-                "PipelinesInProgress",
-                "Pipelines are still in progress",
+                reasons::PIPELINES_IN_PROGRESS,
+                messages::PIPELINES_IN_PROGRESS,
             );
-            set_condition(s, "Reconciled", "Unknown", "WorkflowPending", "Pending");
+            set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::WORKFLOW_PENDING,
+                messages::PENDING,
+            );
             set_field(s, "workflows", json!(total));
             set_field(s, "workflowsSucceeded", json!(index as i64));
             set_field(s, "workflowsFailed", json!(0));
@@ -548,15 +560,16 @@ async fn report_retry(
     status::update_status(parent_api, &parent.name_any(), |s, _| {
         // The attempt still running may already have reported success through its
         // status-writer before its Job is marked complete: never take that back.
-        if status::condition(s, "ConfigureWorkflowCompleted").is_some_and(|c| c["status"] == "True")
+        if status::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
+            .is_some_and(|c| c["status"] == "True")
         {
             return false;
         }
         set_condition(
             s,
-            "ConfigureWorkflowCompleted",
+            condition_types::CONFIGURE_WORKFLOW_COMPLETED,
             "False",
-            "PipelinesInProgress",
+            reasons::PIPELINES_IN_PROGRESS,
             &message,
         )
     })
@@ -578,22 +591,22 @@ async fn record_failure(
     let name = pipelines[index].name.clone();
     let detail = why.map(|w| format!(": {w}")).unwrap_or_default();
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let already = status::condition(&before, "ConfigureWorkflowCompleted")
+    let already = status::condition(&before, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
         .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
     status::update_status(parent_api, &parent.name_any(), |s, _| {
         set_condition(
             s,
-            "ConfigureWorkflowCompleted",
+            condition_types::CONFIGURE_WORKFLOW_COMPLETED,
             "False",
-            "ConfigureWorkflowFailed",
+            reasons::CONFIGURE_WORKFLOW_FAILED,
             &format!("A Configure Pipeline has failed: {name}{detail}"),
         );
         set_condition(
             s,
-            "Reconciled",
+            condition_types::RECONCILED,
             "False",
-            "ConfigureWorkflowFailed",
-            "Failing",
+            reasons::CONFIGURE_WORKFLOW_FAILED,
+            messages::FAILING,
         );
         set_field(s, "workflowsFailed", json!(1));
         set_pipeline_phases(s, pipelines, index, "Failed");
@@ -649,7 +662,7 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
         by_pipeline
             .entry(
                 j.labels()
-                    .get(LABEL_PIPELINE_NAME)
+                    .get(labels::PIPELINE_NAME)
                     .cloned()
                     .unwrap_or_default(),
             )
@@ -739,7 +752,7 @@ pub async fn resume_after_pause(
     extra: &[(&str, &str)],
 ) -> Result<bool, Error> {
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    let was_paused = status::condition(&status, "Reconciled")
+    let was_paused = status::condition(&status, condition_types::RECONCILED)
         .is_some_and(|c| c["reason"] == reasons::PAUSED_RECONCILIATION);
     if !was_paused {
         return Ok(false);
@@ -757,7 +770,13 @@ pub async fn resume_after_pause(
     )
     .await?;
     status::update_status(api, &obj.name_any(), |s, _| {
-        set_condition(s, "Reconciled", "Unknown", reasons::UNPAUSED, "Pending")
+        set_condition(
+            s,
+            condition_types::RECONCILED,
+            "Unknown",
+            reasons::UNPAUSED,
+            messages::PENDING,
+        )
     })
     .await?;
     Ok(true)

@@ -7,27 +7,15 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Action, Workflow, WorkflowType};
+use plinth_api::constants::{annotations, labels};
+
+use super::{Workflow, WorkflowAction, WorkflowType};
 use crate::Error;
 use crate::context::ControllerConfig;
 
-/// Labels Kratix puts on workflow Jobs and their pods (§11.1).
-pub const LABEL_PROMISE_NAME: &str = "kratix.io/promise-name";
-pub const LABEL_RESOURCE_NAME: &str = "kratix.io/resource-name";
-pub const LABEL_RESOURCE_NAMESPACE: &str = "kratix.io/resource-namespace";
-pub const LABEL_PIPELINE_NAME: &str = "kratix.io/pipeline-name";
-pub const LABEL_PIPELINE_NAMESPACE: &str = "kratix.io/pipeline-namespace";
-pub const LABEL_WORKFLOW_TYPE: &str = "kratix.io/workflow-type";
-pub const LABEL_WORKFLOW_ACTION: &str = "kratix.io/workflow-action";
-pub const LABEL_HASH: &str = "kratix.io/hash";
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Which run of the workflow a Job belongs to (Plinth's own; orders Jobs exactly even
 /// when several start within one second).
 pub const ANNOTATION_RUN: &str = "plinth.dev/workflow-run";
-pub const ANNOTATION_JOB_RESOURCE_NAMESPACE: &str = "kratix.io/job-resource-namespace";
-pub const ANNOTATION_JOB_RESOURCE_NAME: &str = "kratix.io/job-resource-name";
-pub const ANNOTATION_JOB_RESOURCE_KIND: &str = "kratix.io/job-resource-kind";
-pub const ANNOTATION_JOB_RESOURCE_API_VERSION: &str = "kratix.io/job-resource-api-version";
 
 /// One pipeline, read strictly from its raw form (§1.2: wrong apiVersion/kind is
 /// "unsupported pipeline").
@@ -114,14 +102,17 @@ pub fn workflow_hash(wf: &Workflow) -> String {
 /// Labels identifying every Job of this object's workflow of this action (all pipelines).
 pub fn workflow_selector(wf: &Workflow) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
-    labels.insert(LABEL_PROMISE_NAME.into(), wf.promise_name.clone());
-    labels.insert(LABEL_WORKFLOW_TYPE.into(), wf.workflow_type.as_str().into());
-    labels.insert(LABEL_WORKFLOW_ACTION.into(), wf.action.as_str().into());
+    labels.insert(labels::PROMISE_NAME.into(), wf.promise_name.clone());
+    labels.insert(
+        labels::WORKFLOW_TYPE.into(),
+        wf.workflow_type.as_str().into(),
+    );
+    labels.insert(labels::WORKFLOW_ACTION.into(), wf.action.as_str().into());
     if wf.workflow_type == WorkflowType::Resource {
-        labels.insert(LABEL_RESOURCE_NAME.into(), wf.subject.name.clone());
+        labels.insert(labels::RESOURCE_NAME.into(), wf.subject.name.clone());
         if wf.pipeline_namespace_set {
             labels.insert(
-                LABEL_RESOURCE_NAMESPACE.into(),
+                labels::RESOURCE_NAMESPACE.into(),
                 wf.subject.namespace.clone().unwrap_or_default(),
             );
         }
@@ -176,25 +167,25 @@ pub fn build_job(
         })
         .unwrap_or_default();
     labels.extend(workflow_selector(wf));
-    labels.insert(LABEL_PIPELINE_NAME.into(), p.name.clone());
-    labels.insert(LABEL_MANAGED_BY.into(), "Kratix".into());
-    labels.insert(LABEL_HASH.into(), hash.clone());
+    labels.insert(labels::PIPELINE_NAME.into(), p.name.clone());
+    labels.insert(labels::MANAGED_BY.into(), "Kratix".into());
+    labels.insert(labels::HASH.into(), hash.clone());
 
     let mut annotations = BTreeMap::new();
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_NAMESPACE.to_string(),
+        annotations::JOB_RESOURCE_NAMESPACE.to_string(),
         wf.subject.namespace.clone().unwrap_or_default(),
     );
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_NAME.to_string(),
+        annotations::JOB_RESOURCE_NAME.to_string(),
         wf.subject.name.clone(),
     );
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_KIND.to_string(),
+        annotations::JOB_RESOURCE_KIND.to_string(),
         wf.subject.kind.clone(),
     );
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_API_VERSION.to_string(),
+        annotations::JOB_RESOURCE_API_VERSION.to_string(),
         wf.subject.api_version(),
     );
     annotations.insert(ANNOTATION_RUN.to_string(), run_str.clone());
@@ -206,7 +197,7 @@ pub fn build_job(
                 .collect()
         })
         .unwrap_or_default();
-    for key in ["kratix.io/trace-parent", "kratix.io/trace-state"] {
+    for key in [annotations::TRACE_PARENT, annotations::TRACE_STATE] {
         if let Some(v) = wf.subject.annotations.get(key) {
             annotations.insert(key.to_string(), v.clone());
             pod_annotations.insert(key.to_string(), v.clone());
@@ -264,7 +255,7 @@ pub fn build_job(
         }
         init.push(c);
     }
-    let is_configure = wf.action == Action::Configure;
+    let is_configure = wf.action == WorkflowAction::Configure;
     if is_configure {
         let mut args = vec![
             "work-creator".to_string(),
@@ -455,13 +446,13 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
     let ns = &wf.namespace;
     let id = pipeline_id(wf, &p.name);
     let sa = service_account_name(wf, p);
-    let promise_label = json!({LABEL_PROMISE_NAME: wf.promise_name});
+    let promise_label = json!({labels::PROMISE_NAME: wf.promise_name});
     let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": ns}]);
     let mut out = vec![json!({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": sa, "namespace": ns, "labels": promise_label},
     })];
-    if wf.action == Action::Configure {
+    if wf.action == WorkflowAction::Configure {
         let selectors: Vec<Value> = wf.promise_spec["destinationSelectors"]
             .as_array()
             .into_iter()
@@ -554,11 +545,11 @@ fn user_permission_objects(
     }
     let base_labels = |extra: Option<(&str, &str)>| {
         let mut l = json!({
-            LABEL_PROMISE_NAME: wf.promise_name,
-            LABEL_WORKFLOW_TYPE: wf.workflow_type.as_str(),
-            LABEL_WORKFLOW_ACTION: wf.action.as_str(),
-            LABEL_PIPELINE_NAME: p.name,
-            LABEL_PIPELINE_NAMESPACE: ns,
+            labels::PROMISE_NAME: wf.promise_name,
+            labels::WORKFLOW_TYPE: wf.workflow_type.as_str(),
+            labels::WORKFLOW_ACTION: wf.action.as_str(),
+            labels::PIPELINE_NAME: p.name,
+            labels::PIPELINE_NAMESPACE: ns,
         });
         if let Some((k, v)) = extra {
             l[k] = json!(v);
@@ -579,7 +570,7 @@ fn user_permission_objects(
             target.clone()
         };
         let role_name = plinth_api::names::user_cluster_role_name(id, &target);
-        let labels = base_labels(Some((LABEL_RESOURCE_NAMESPACE, &label_value)));
+        let labels = base_labels(Some((labels::RESOURCE_NAMESPACE, &label_value)));
         out.push(json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role_name, "labels": labels}, "rules": rules}));
         let binding_name = plinth_api::names::user_binding_name(id, ns);
         let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name});
