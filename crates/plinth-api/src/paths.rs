@@ -1,5 +1,5 @@
 //! State-store path rules shared by admission (the API server), the writers and the
-//! controllers: normalisation and root overlap (kratix-spec §1.3, §6.6; bugs B15, B22).
+//! controllers: normalisation and root overlap.
 
 /// Why a path cannot be normalised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
