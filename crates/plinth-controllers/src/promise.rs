@@ -33,7 +33,9 @@ use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
 use crate::{Error, events, request};
 use plinth_api::constants::work_type;
-use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
+use plinth_api::constants::{
+    condition_types, finalizers, labels, messages, reasons, requirement_state,
+};
 
 /// Reporting component of Promise events (§8.4).
 const COMPONENT: &str = "PromiseController";
@@ -260,7 +262,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             } else {
                 let reason = if states
                     .iter()
-                    .any(|x| x["state"] == "Requirement not available")
+                    .any(|x| x["state"] == requirement_state::NOT_AVAILABLE)
                     && !states.iter().any(|x| {
                         x["state"]
                             .as_str()
@@ -272,7 +274,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 };
                 let detail: Vec<String> = states
                     .iter()
-                    .filter(|x| x["state"] != "Requirement installed")
+                    .filter(|x| x["state"] != requirement_state::INSTALLED)
                     .map(|x| {
                         format!(
                             "{}@{}: {}",
@@ -782,8 +784,8 @@ async fn evaluate_requirements(
         let rname = req["name"].as_str().unwrap_or_default().to_string();
         let rversion = req["version"].as_str().unwrap_or_default().to_string();
         let state = match api.get_opt(&rname).await {
-            Err(_) => "Requirement state unknown".to_string(),
-            Ok(None) => "Requirement not installed".to_string(),
+            Err(_) => requirement_state::UNKNOWN.to_string(),
+            Ok(None) => requirement_state::NOT_INSTALLED.to_string(),
             Ok(Some(required)) => {
                 let installed_version = required
                     .labels()
@@ -829,21 +831,22 @@ async fn evaluate_requirements(
                 .await?;
                 if !version_ok {
                     format!(
-                        "Requirement not installed at the specified version (installed: {})",
+                        "{} (installed: {})",
+                        requirement_state::NOT_INSTALLED_AT_VERSION,
                         if installed_version.is_empty() {
-                            "not-set"
+                            plinth_api::constants::VERSION_NOT_SET
                         } else {
                             &installed_version
                         }
                     )
                 } else if required.data["status"]["status"] != "Available" {
-                    "Requirement not available".to_string()
+                    requirement_state::NOT_AVAILABLE.to_string()
                 } else {
-                    "Requirement installed".to_string()
+                    requirement_state::INSTALLED.to_string()
                 }
             }
         };
-        if state != "Requirement installed" {
+        if state != requirement_state::INSTALLED {
             all = false;
         }
         states.push(json!({"name": rname, "version": rversion, "state": state}));

@@ -25,7 +25,9 @@ use crate::status::{self, condition_true, set_condition, set_field};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
 use crate::{Error, events};
-use plinth_api::constants::{annotations, condition_types, finalizers, labels, messages, reasons};
+use plinth_api::constants::{
+    annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
+};
 
 const COMPONENT: &str = "ResourceRequestController";
 const FINALIZERS: [&str; 4] = [
@@ -278,7 +280,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
     let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
     let requirements_met = promise_status["requiredPromises"]
         .as_array()
-        .is_none_or(|r| r.iter().all(|x| x["state"] == "Requirement installed"));
+        .is_none_or(|r| r.iter().all(|x| x["state"] == requirement_state::INSTALLED));
     let promise_available = promise_status["status"] == "Available";
     let rr_status = rr.data.get("status").cloned().unwrap_or(Value::Null);
     if !requirements_met || !promise_available {
