@@ -20,6 +20,7 @@ use crate::selector;
 use crate::ssa::Owner;
 use crate::store::{Hub, ObjKey, Store};
 
+/// Shared server state behind every handler.
 pub struct App {
     /// Storage.
     pub store: Store,

@@ -242,6 +242,8 @@ pub(super) fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), Api
     }
 }
 
+/// Sets `managedFields` on a proposed object: the ones server-side apply computed, or
+/// the ownership of a non-apply write.
 pub(super) fn record_fields(
     info: &ResourceInfo,
     old: Option<&Value>,

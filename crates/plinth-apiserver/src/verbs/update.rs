@@ -338,8 +338,6 @@ pub(crate) async fn patch(
     .await
 }
 
-/// Sets `managedFields` on a proposed object: the ones server-side apply computed, or
-/// the ownership of a non-apply write.
 /// Server-side apply (PATCH with `application/apply-patch+yaml`): creates the object when
 /// absent, else merges the applied configuration under field ownership. Returns the
 /// object and whether it was created. Errors: 400 without `fieldManager`, 409 on
