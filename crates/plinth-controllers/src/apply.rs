@@ -41,7 +41,7 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
     let desired: DynamicObject = serde_json::from_value(obj.clone()).map_err(Error::Json)?;
     match api.create(&PostParams::default(), &desired).await {
         Ok(_) => return Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(ref e) if crate::support::is_already_exists(e) => {}
         Err(e) => return Err(e.into()),
     }
     for _ in 0..5 {
@@ -85,7 +85,7 @@ pub async fn create_or_update(client: &Client, obj: &Value) -> Result<(), Error>
         }
         match api.replace(&name, &PostParams::default(), &existing).await {
             Ok(_) => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(ref e) if crate::support::is_conflict(e) => continue,
             Err(e) => return Err(e.into()),
         }
     }

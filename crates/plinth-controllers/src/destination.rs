@@ -30,7 +30,6 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -43,9 +42,11 @@ use plinth_statestore::layout;
 use plinth_statestore::{WriteOp, WriteRequest};
 use serde_json::json;
 
+use crate::Error;
 use crate::context::Context;
-use crate::objstatus::{
-    ReconcileError, describe, edit_finalizers, is_not_found, patch_status, publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, describe, edit_finalizers, is_not_found, patch_status, publish,
+    set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
@@ -62,7 +63,7 @@ pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
 
 struct DestState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: EventRecorder,
 }
 
 fn destinations_of_store(
@@ -94,13 +95,7 @@ pub async fn run(ctx: Arc<Context>) {
     let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let state = Arc::new(DestState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
         ctx,
     });
     controller
@@ -140,7 +135,7 @@ pub async fn run(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(dest: Arc<Destination>, err: &ReconcileError, state: Arc<DestState>) -> Action {
+fn error_policy(dest: Arc<Destination>, err: &Error, state: Arc<DestState>) -> Action {
     tracing::warn!(destination = %describe(dest.as_ref()), error = %err, "destination reconcile failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -160,7 +155,7 @@ async fn set_ready(
     reason: &str,
     message: &str,
     event: Option<(EventType, &str, String)>,
-) -> Result<(), ReconcileError> {
+) -> Result<(), Error> {
     let api: Api<Destination> = Api::all(state.ctx.client.clone());
     let mut changed = false;
     patch_status(&api, &dest.name_any(), |cur: &Destination| {
@@ -176,9 +171,9 @@ async fn set_ready(
         changed.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(dest), e))?;
+    .map_err(|e| Error::kube("writing status of", describe(dest), e))?;
     if changed && let Some((t, r, note)) = event {
-        publish(&state.recorder, dest, t, r, "Reconcile", note).await;
+        publish(&state.recorder, &typed_reference(dest), t, r, note).await;
     }
     Ok(())
 }
@@ -212,10 +207,7 @@ fn canary_delete_ops(dest: &Destination) -> Vec<WriteOp> {
         .unwrap_or_default()
 }
 
-async fn reconcile(
-    dest: Arc<Destination>,
-    state: Arc<DestState>,
-) -> Result<Action, ReconcileError> {
+async fn reconcile(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let name = dest.name_any();
@@ -238,7 +230,7 @@ async fn reconcile(
         let remaining = wps
             .list(&lp)
             .await
-            .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?
+            .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?
             .items;
         for wp in remaining
             .iter()
@@ -253,7 +245,7 @@ async fn reconcile(
             if let Err(e) = ns_api.delete(&wp.name_any(), &dp).await
                 && !is_not_found(&e)
             {
-                return Err(ReconcileError::kube("deleting WorkPlacement of", &what, e));
+                return Err(Error::kube("deleting WorkPlacement of", &what, e));
             }
         }
         if !remaining.is_empty() {
@@ -270,7 +262,7 @@ async fn reconcile(
                         })
                         .await
                 {
-                    return Err(ReconcileError::Store {
+                    return Err(Error::Store {
                         store: store_key,
                         message: format!("deleting canary files: {e}"),
                     });
@@ -281,7 +273,7 @@ async fn reconcile(
                 // merely not ready yet is waited for.
                 let exists = store_exists(&state, sref.kind, &sref.name)
                     .await
-                    .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+                    .map_err(|e| Error::kube("reading the state store of", &what, e))?;
                 if exists {
                     return Ok(Action::requeue(cfg.requeue_default));
                 }
@@ -289,7 +281,7 @@ async fn reconcile(
         }
         edit_finalizers(&api, &name, &[], &[finalizers::DESTINATION_CLEANUP])
             .await
-            .map_err(|e| ReconcileError::kube("removing finalizer from", &what, e))?;
+            .map_err(|e| Error::kube("removing finalizer from", &what, e))?;
         return Ok(Action::await_change());
     }
 
@@ -311,7 +303,7 @@ async fn reconcile(
                 None,
             )
             .await?;
-            return Err(ReconcileError::kube("updating finalizers of", &what, e));
+            return Err(Error::kube("updating finalizers of", &what, e));
         }
     }
 
@@ -333,7 +325,7 @@ async fn reconcile(
     // writer may not have been dropped yet when its deletion event reaches us.
     let exists = store_exists(&state, sref.kind, &sref.name)
         .await
-        .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+        .map_err(|e| Error::kube("reading the state store of", &what, e))?;
     let store = if exists {
         ctx.stores.get(sref.kind.as_str(), &sref.name)
     } else {
@@ -402,7 +394,7 @@ async fn reconcile(
     }
 
     let files = layout::canary_files(&dest.spec.path, layout_mode(dest.spec.filepath_mode()))
-        .map_err(|e| ReconcileError::Invalid {
+        .map_err(|e| Error::Invalid {
             object: what.clone(),
             message: format!("spec.path: {e}"),
         })?;

@@ -10,16 +10,13 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine;
 use futures::StreamExt;
-use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -28,10 +25,12 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::context::Context;
-use crate::status::{self, condition_true, set_condition, set_field};
+use crate::support::{
+    self, condition_true, remove_finalizer, set_condition, set_field, set_finalizers,
+};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
-use crate::{Error, events, request};
+use crate::{Error, request};
 use plinth_api::constants::work_type;
 use plinth_api::constants::{
     condition_types, finalizers, labels, messages, reasons, requirement_state,
@@ -151,13 +150,14 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .get(labels::PAUSED)
         .is_some_and(|v| v == "true")
     {
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             let mut c = set_condition(
                 s,
                 condition_types::AVAILABLE,
                 "False",
                 reasons::PAUSED_RECONCILIATION,
                 messages::PAUSED,
+                None,
             );
             c |= set_condition(
                 s,
@@ -165,6 +165,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 "Unknown",
                 reasons::PAUSED_RECONCILIATION,
                 messages::PAUSED,
+                None,
             );
             c |= set_field(s, "status", json!("Unavailable"));
             c
@@ -224,9 +225,9 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if let Some(v) = &version {
         if status_now["version"].as_str() != Some(v) {
             let v = v.clone();
-            status::update_status(&api, &name, |s, _| {
+            support::update_status(&api, &name, |s, _| {
                 let mut c = set_field(s, "version", json!(v));
-                let k = status::ensure_object(s)
+                let k = support::ensure_object(s)
                     .entry("kratix")
                     .or_insert_with(|| json!({}));
                 c |= set_field(k, "version", json!(v));
@@ -249,7 +250,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if !requirement_states.is_empty() || status_now.get("requiredPromises").is_some() {
         let states = requirement_states.clone();
         let was_available = status_now["status"] == "Available";
-        let updated = status::update_status(&api, &name, |s, _| {
+        let updated = support::update_status(&api, &name, |s, _| {
             let mut c = set_field(s, "requiredPromises", Value::Array(states.clone()));
             if fulfilled {
                 c |= set_condition(
@@ -258,6 +259,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     "True",
                     reasons::REQUIREMENTS_INSTALLED,
                     messages::REQUIREMENTS_FULFILLED,
+                    None,
                 );
             } else {
                 let reason = if states
@@ -290,6 +292,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     "False",
                     reason,
                     &format!("Requirements not fulfilled: {}", detail.join("; ")),
+                    None,
                 );
                 c |= set_condition(
                     s,
@@ -297,6 +300,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     "Unknown",
                     reasons::REQUIREMENTS_NOT_FULFILLED,
                     messages::PENDING,
+                    None,
                 );
                 c |= set_condition(
                     s,
@@ -304,6 +308,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     "False",
                     reasons::PROMISE_UNAVAILABLE,
                     messages::CANNOT_FULFIL,
+                    None,
                 );
                 c |= set_field(s, "status", json!("Unavailable"));
             }
@@ -311,11 +316,10 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         })
         .await?;
         if !fulfilled && was_available {
-            events::publish(
-                &ctx,
-                COMPONENT,
-                &events::reference(&updated),
-                true,
+            support::publish(
+                &ctx.recorder(COMPONENT),
+                &support::reference(&updated),
+                support::EventType::Warning,
                 "Unavailable",
                 "Promise no longer available: Requirements have changed",
             )
@@ -329,13 +333,14 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         match install_api(&ctx, &api, &promise, crd).await? {
             ApiState::Waiting => return Ok(Action::await_change()),
             ApiState::NoServedVersion(msg) => {
-                status::update_status(&api, &name, |s, _| {
+                support::update_status(&api, &name, |s, _| {
                     let mut c = set_condition(
                         s,
                         condition_types::AVAILABLE,
                         "False",
                         reasons::NO_SERVED_VERSION,
                         &msg,
+                        None,
                     );
                     c |= set_field(s, "status", json!("Unavailable"));
                     c
@@ -369,7 +374,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             Progress::Suspended { .. } => "Suspended".to_string(),
             _ => "Pipelines are still in progress".to_string(),
         };
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             if keep_available {
                 return false;
             }
@@ -380,6 +385,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     "False",
                     reasons::WORKFLOW_SUSPENDED,
                     messages::SUSPENDED,
+                    None,
                 )
             } else {
                 set_condition(
@@ -388,6 +394,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                     "False",
                     reasons::PROMISE_UNAVAILABLE,
                     messages::CANNOT_FULFIL,
+                    None,
                 )
             };
             c |= set_field(s, "status", json!("Unavailable"));
@@ -396,7 +403,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         })
         .await?;
         return Ok(match progress {
-            Progress::Suspended { retry_at: Some(at) } => Action::requeue(until(at)),
+            Progress::Suspended { retry_at: Some(at) } => Action::requeue(support::until(at)),
             Progress::Failed { .. } if config.reconcile_after_failure => {
                 engine::periodic_rerun(&ctx, &wf, &api, &promise, config.reconciliation_interval)
                     .await?
@@ -424,11 +431,10 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if let Some(r) = &request_api {
         if reconcile_resources || (generation != observed && generation != 1 && observed != 0) {
             request::label_all_run_from_start(&ctx, r).await?;
-            events::publish(
-                &ctx,
-                COMPONENT,
-                &events::reference(&promise),
-                false,
+            support::publish(
+                &ctx.recorder(COMPONENT),
+                &support::reference(&promise),
+                support::EventType::Normal,
                 "ReconcilingResources",
                 "Reconciling all resource requests",
             )
@@ -446,13 +452,14 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         .map(|r| (r.kind.clone(), format!("{}/{}", r.group, r.storage_version)))
         .unwrap_or_default();
     let became_available = status_now["status"] != "Available";
-    let stored = status::update_status(&api, &name, |s, _| {
+    let stored = support::update_status(&api, &name, |s, _| {
         let mut c = set_condition(
             s,
             condition_types::AVAILABLE,
             "True",
             reasons::PROMISE_AVAILABLE,
             messages::READY_TO_FULFIL,
+            None,
         );
         c |= set_field(s, "status", json!("Available"));
         c |= set_field(s, "observedGeneration", json!(generation));
@@ -461,7 +468,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             c |= set_field(s, "apiVersion", json!(api_version));
         }
         if became_available {
-            c |= set_field(s, "lastAvailableTime", json!(status::now_rfc3339()));
+            c |= set_field(s, "lastAvailableTime", json!(support::now_rfc3339()));
         }
         if wf.pipelines.is_empty() {
             c |= set_field(s, "workflows", json!(0));
@@ -469,7 +476,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
             c |= set_field(s, "workflowsFailed", json!(0));
         }
         let (ws, wr, wm) = work_state.condition("promise");
-        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm);
+        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
         let workflow_done = wf.pipelines.is_empty()
             || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         if workflow_done && ws == "True" {
@@ -479,6 +486,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 "True",
                 reasons::RECONCILED,
                 messages::RECONCILED,
+                None,
             );
         } else if ws == "False" {
             c |= set_condition(
@@ -487,6 +495,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 "False",
                 wr,
                 messages::FAILING,
+                None,
             );
         } else {
             c |= set_condition(
@@ -495,17 +504,17 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
                 "Unknown",
                 reasons::WORKS_PENDING,
                 messages::PENDING,
+                None,
             );
         }
         c
     })
     .await?;
     if became_available {
-        events::publish(
-            &ctx,
-            COMPONENT,
-            &events::reference(&stored),
-            false,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(&stored),
+            support::EventType::Normal,
             "Available",
             "Promise is available",
         )
@@ -516,46 +525,6 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
 fn ctx_arc(ctx: &Context) -> Arc<Context> {
     ctx.self_arc()
-}
-
-fn until(at: Timestamp) -> Duration {
-    let secs = at.as_second() - Timestamp::now().as_second();
-    Duration::from_secs(secs.max(1) as u64)
-}
-
-/// Sets the finalizer list guarded by the object's resourceVersion.
-pub async fn set_finalizers(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Removes one finalizer (a no-op when absent).
-pub async fn remove_finalizer(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    finalizer: &str,
-) -> Result<(), Error> {
-    let remaining: Vec<String> = obj
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    if remaining.len() == obj.finalizers().len() {
-        return Ok(());
-    }
-    set_finalizers(api, obj, remaining).await
 }
 
 /// The resource-request CRD a Promise's `spec.api` installs (§1.13), if it has an API.
@@ -752,8 +721,8 @@ async fn ensure_revision(
             engine::remove_labels(&revisions, &r, &[labels::LATEST_REVISION]).await?;
         }
         if r.data["status"]["latest"].as_bool() != Some(latest) {
-            crate::status::update_status(&revisions, &r.name_any(), |st, _| {
-                crate::status::set_field(st, "latest", json!(latest))
+            crate::support::update_status(&revisions, &r.name_any(), |st, _| {
+                crate::support::set_field(st, "latest", json!(latest))
             })
             .await?;
         }
@@ -806,8 +775,8 @@ async fn evaluate_requirements(
                 let me = promise.name_any();
                 let my_v = my_version.clone();
                 let rv = rversion.clone();
-                status::update_status(&api, &rname, |s, _| {
-                    let list = status::ensure_object(s)
+                support::update_status(&api, &rname, |s, _| {
+                    let list = support::ensure_object(s)
                         .entry("requiredBy")
                         .or_insert_with(|| json!([]));
                     if !list.is_array() {
@@ -885,8 +854,9 @@ async fn reconcile_static_dependencies(
             yaml.push_str("---\n");
         }
         yaml.push_str(
-            &serde_saphyr::to_string(d).map_err(|e| {
-                Error::Other(format!("Promise {name}: spec.dependencies[{i}]: {e}"))
+            &serde_saphyr::to_string(d).map_err(|e| Error::InvalidPromise {
+                promise: name.to_string(),
+                message: format!("spec.dependencies[{i}]: {e}"),
             })?,
         );
     }
@@ -985,7 +955,7 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
     };
     for w in items {
         let ready =
-            status::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
+            support::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
         let msg = ready
             .as_ref()
             .and_then(|c| c["message"].as_str().map(str::to_string))
@@ -1051,7 +1021,7 @@ async fn delete(
             Progress::Done => remove_finalizer(api, promise, finalizers::DELETE_WORKFLOWS).await?,
             // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(Action::requeue(engine::until(at)));
+                return Ok(Action::requeue(support::until(at)));
             }
             Progress::Failed { .. } => return Ok(Action::await_change()),
             _ => return Ok(Action::await_change()),
@@ -1228,7 +1198,7 @@ async fn delete(
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
     match r {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

@@ -16,10 +16,11 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::Error;
 use crate::context::Context;
-use crate::promise::{promise_resource, remove_finalizer, set_finalizers};
-use crate::status::{self, set_condition, set_field};
-use crate::{Error, events};
+use crate::promise::promise_resource;
+use crate::support::{self, set_condition, set_field};
+use crate::support::{remove_finalizer, set_finalizers};
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 const COMPONENT: &str = "PromiseReleaseController";
@@ -74,7 +75,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -107,7 +108,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
             &ctx,
             &api,
             &pr,
-            "FailedToCreateOrUpdatePromise",
+            reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
             format!(
                 "more than one Promise carries {}={}",
                 labels::PROMISE_RELEASE_NAME,
@@ -124,7 +125,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
                 &ctx,
                 &api,
                 &pr,
-                "FailedToFetchPromise",
+                reasons::FAILED_TO_FETCH_PROMISE,
                 format!("Failed to fetch Promise from URL: {cause}"),
             )
             .await;
@@ -138,7 +139,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
             &ctx,
             &api,
             &pr,
-            "VersionLabelNotFound",
+            reasons::VERSION_LABEL_NOT_FOUND,
             format!(
                 "the fetched Promise has no {} label",
                 labels::PROMISE_VERSION
@@ -157,7 +158,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
             &ctx,
             &api,
             &pr,
-            "VersionNotMatching",
+            reasons::VERSION_NOT_MATCHING,
             format!("Version labels do not match, found: {version}, expected: {want_version}"),
         )
         .await;
@@ -218,24 +219,30 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
             installed(&api, &name).await?;
             Ok(Action::await_change())
         }
-        Err(kube::Error::Api(e)) if e.code == 422 => {
-            events::publish(
-                &ctx,
-                COMPONENT,
-                &events::reference(&pr),
-                true,
+        Err(kube::Error::Api(e)) if e.is_invalid() => {
+            support::publish(
+                &ctx.recorder(COMPONENT),
+                &support::reference(&pr),
+                support::EventType::Warning,
                 "Invalid Promise",
                 e.message.clone(),
             )
             .await;
-            fail(&ctx, &api, &pr, "FailedToCreateOrUpdatePromise", e.message).await
+            fail(
+                &ctx,
+                &api,
+                &pr,
+                reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
+                e.message,
+            )
+            .await
         }
         Err(e) => {
             fail(
                 &ctx,
                 &api,
                 &pr,
-                "FailedToCreateOrUpdatePromise",
+                reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
                 e.to_string(),
             )
             .await
@@ -244,7 +251,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
 }
 
 async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
-    status::update_status(api, name, |s, _| {
+    support::update_status(api, name, |s, _| {
         let mut c = set_field(s, "status", json!("Installed"));
         c |= set_condition(
             s,
@@ -252,6 +259,7 @@ async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
             "True",
             reasons::INSTALLED_SUCCESSFULLY,
             messages::INSTALLED_SUCCESSFULLY,
+            None,
         );
         c
     })
@@ -267,20 +275,26 @@ async fn fail(
     message: String,
 ) -> Result<Action, Error> {
     let before = pr.data["status"].clone();
-    let changed = status::condition(&before, condition_types::INSTALLED)
+    let changed = support::condition(&before, condition_types::INSTALLED)
         .is_none_or(|c| c["reason"] != reason || c["message"] != message.as_str());
-    status::update_status(api, &pr.name_any(), |s, _| {
+    support::update_status(api, &pr.name_any(), |s, _| {
         let mut c = set_field(s, "status", json!("Error installing"));
-        c |= set_condition(s, condition_types::INSTALLED, "False", reason, &message);
+        c |= set_condition(
+            s,
+            condition_types::INSTALLED,
+            "False",
+            reason,
+            &message,
+            None,
+        );
         c
     })
     .await?;
     if changed {
-        events::publish(
-            ctx,
-            COMPONENT,
-            &events::reference(pr),
-            true,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(pr),
+            support::EventType::Warning,
             "Failed",
             message.clone(),
         )

@@ -19,12 +19,13 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use crate::Error;
 use crate::context::Context;
-use crate::promise::{classify_works, promise_resource, remove_finalizer, set_finalizers};
-use crate::status::{self, condition_true, set_condition, set_field};
+use crate::promise::{classify_works, promise_resource};
+use crate::support::{self, condition_true, set_condition, set_field};
+use crate::support::{remove_finalizer, set_finalizers};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
-use crate::{Error, events};
 use plinth_api::constants::{
     annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
@@ -249,13 +250,14 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
 
     let paused = |o: &DynamicObject| o.labels().get(labels::PAUSED).is_some_and(|v| v == "true");
     if paused(&promise) || paused(&rr) {
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             set_condition(
                 s,
                 condition_types::RECONCILED,
                 "Unknown",
                 reasons::PAUSED_RECONCILIATION,
                 messages::PAUSED,
+                None,
             )
         })
         .await?;
@@ -284,13 +286,14 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
     let promise_available = promise_status["status"] == "Available";
     let rr_status = rr.data.get("status").cloned().unwrap_or(Value::Null);
     if !requirements_met || !promise_available {
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             let mut c = set_condition(
                 s,
                 condition_types::PROMISE_AVAILABLE,
                 "False",
                 reasons::PROMISE_REQUIREMENTS_NOT_INSTALLED,
                 messages::PROMISE_REQUIREMENTS_NOT_INSTALLED,
+                None,
             );
             c |= set_field(s, "message", json!("Pending"));
             c
@@ -298,16 +301,17 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         .await?;
         return Ok(Action::await_change());
     }
-    if status::condition(&rr_status, condition_types::PROMISE_AVAILABLE)
+    if support::condition(&rr_status, condition_types::PROMISE_AVAILABLE)
         .is_some_and(|c| c["status"] == "False")
     {
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             set_condition(
                 s,
                 condition_types::PROMISE_AVAILABLE,
                 "True",
                 reasons::PROMISE_AVAILABLE,
                 messages::PROMISE_REQUIREMENTS_MET,
+                None,
             )
         })
         .await?;
@@ -375,11 +379,11 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         .get(labels::PROMISE_VERSION)
         .cloned()
         .unwrap_or_else(|| "not-set".into());
-    let stored = status::update_status(&api, &name, |s, _| {
+    let stored = support::update_status(&api, &name, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= set_field(s, "promiseVersion", json!(version));
         let (ws, wr, wm) = state.condition("resource");
-        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm);
+        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
         let workflow_done =
             no_pipelines || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         if workflow_done && ws == "True" {
@@ -389,6 +393,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
                 "True",
                 reasons::RECONCILED,
                 messages::RECONCILED,
+                None,
             );
         } else if ws == "False" {
             c |= set_condition(
@@ -397,6 +402,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
                 "False",
                 reasons::WORKS_FAILING,
                 messages::FAILING,
+                None,
             );
         } else {
             c |= set_condition(
@@ -405,18 +411,19 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
                 "Unknown",
                 reasons::WORKS_PENDING,
                 messages::PENDING,
+                None,
             );
         }
-        if let Some(t) = status::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
+        if let Some(t) = support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
             .filter(|c| c["status"] == "True")
             .and_then(|c| c["lastTransitionTime"].as_str())
             .map(str::to_string)
         {
             c |= set_field(s, "lastSuccessfulConfigureWorkflowTime", json!(t));
-            let k = status::ensure_object(s)
+            let k = support::ensure_object(s)
                 .entry("kratix")
                 .or_insert_with(|| json!({}));
-            let w = status::ensure_object(k)
+            let w = support::ensure_object(k)
                 .entry("workflows")
                 .or_insert_with(|| json!({}));
             c |= set_field(w, "lastSuccessfulConfigureWorkflowTime", json!(t));
@@ -424,7 +431,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         c
     })
     .await?;
-    let was = status::condition(&rr_status, condition_types::RECONCILED)
+    let was = support::condition(&rr_status, condition_types::RECONCILED)
         .is_some_and(|c| c["status"] == "True");
     if !was
         && condition_true(
@@ -432,11 +439,10 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
             "Reconciled",
         )
     {
-        events::publish(
-            ctx,
-            COMPONENT,
-            &events::reference(&stored),
-            false,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(&stored),
+            support::EventType::Normal,
             "ReconcileSucceeded",
             format!(
                 "Resource request reconciled with promise {} version {version}",
@@ -474,7 +480,7 @@ async fn delete(
             Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
             // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(Action::requeue(engine::until(at)));
+                return Ok(Action::requeue(support::until(at)));
             }
             _ => return Ok(Action::await_change()),
         }
@@ -504,7 +510,7 @@ async fn delete(
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -523,7 +529,7 @@ async fn delete(
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -593,7 +599,7 @@ pub async fn delete_all(ctx: &Context, api: &RequestApi) -> Result<usize, Error>
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(ref e) if crate::support::is_not_found(e) => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -51,7 +51,6 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -62,10 +61,11 @@ use plinth_api::{Destination, Work, WorkPlacement, WorkloadGroup};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::Error;
 use crate::context::Context;
-use crate::objstatus::{
-    ReconcileError, condition_is_false, condition_is_true, describe, edit_finalizers,
-    get_condition, patch_status, publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, condition_is_false, condition_is_true, describe, edit_finalizers,
+    get_condition, patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 
@@ -248,9 +248,9 @@ fn work_conditions(work: &Work) -> Vec<Condition> {
 struct SchedulerState {
     ctx: Arc<Context>,
     /// Events of the scheduling step (reporting component `Scheduler`, §8.4).
-    recorder: Recorder,
+    recorder: EventRecorder,
     /// Events of the Work lifecycle (reporting component `WorkController`, §8.4).
-    work_recorder: Recorder,
+    work_recorder: EventRecorder,
 }
 
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
@@ -290,20 +290,8 @@ pub async fn run(ctx: Arc<Context>) {
     let (work_store, work_trigger) = watch_inputs(works, |w: &Work| inputs_hash(w, ()));
     let controller = Controller::for_stream(work_trigger, work_store.clone());
     let state = Arc::new(SchedulerState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
-        work_recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "WorkController".into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
+        work_recorder: ctx.recorder("WorkController"),
         ctx,
     });
     controller
@@ -363,7 +351,7 @@ fn works_affected_by_destination(
         .collect()
 }
 
-fn error_policy(work: Arc<Work>, err: &ReconcileError, state: Arc<SchedulerState>) -> Action {
+fn error_policy(work: Arc<Work>, err: &Error, state: Arc<SchedulerState>) -> Action {
     tracing::warn!(work = %describe(work.as_ref()), error = %err, "scheduling failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -376,7 +364,7 @@ struct GroupOutcome {
     failed: Option<String>,
 }
 
-async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action, ReconcileError> {
+async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let ns = work.namespace().unwrap_or_default();
@@ -397,7 +385,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         let existing = wp_api
             .list(&by_work)
             .await
-            .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?;
+            .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?;
         for wp in existing
             .items
             .iter()
@@ -408,18 +396,17 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 ..Default::default()
             };
             if let Err(e) = wp_api.delete(&wp.name_any(), &dp).await
-                && !crate::objstatus::is_not_found(&e)
+                && !crate::support::is_not_found(&e)
             {
                 publish(
                     &state.work_recorder,
-                    work.as_ref(),
+                    &typed_reference(work.as_ref()),
                     EventType::Warning,
                     "FailedDelete",
-                    "Delete",
                     format!("failed to delete WorkPlacement {}: {e}", wp.name_any()),
                 )
                 .await;
-                return Err(ReconcileError::kube("deleting WorkPlacement of", &what, e));
+                return Err(Error::kube("deleting WorkPlacement of", &what, e));
             }
         }
         if !existing.items.is_empty() {
@@ -443,12 +430,12 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 .then(|| json!({"conditions": conds}))
             })
             .await
-            .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+            .map_err(|e| Error::kube("writing status of", &what, e))?;
             return Ok(Action::requeue(cfg.requeue_short));
         }
         edit_finalizers(&works, &name, &[], &[finalizers::WORK_CLEANUP])
             .await
-            .map_err(|e| ReconcileError::kube("removing finalizer from", &what, e))?;
+            .map_err(|e| Error::kube("removing finalizer from", &what, e))?;
         return Ok(Action::await_change());
     }
 
@@ -459,7 +446,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     {
         edit_finalizers(&works, &name, &[finalizers::WORK_CLEANUP], &[])
             .await
-            .map_err(|e| ReconcileError::kube("adding finalizer to", &what, e))?;
+            .map_err(|e| Error::kube("adding finalizer to", &what, e))?;
     }
 
     let dry_run = is_dry_run(&work);
@@ -467,7 +454,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     let destinations: Vec<DestinationFacts> = Api::<Destination>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|e| ReconcileError::kube("listing Destinations for", &what, e))?
+        .map_err(|e| Error::kube("listing Destinations for", &what, e))?
         .items
         .iter()
         .map(DestinationFacts::of)
@@ -475,7 +462,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     let existing: Vec<WorkPlacement> = wp_api
         .list(&by_work)
         .await
-        .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?
+        .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?
         .items;
 
     let mut outcomes: Vec<(String, GroupOutcome)> = Vec::new();
@@ -535,10 +522,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         if outcome.unscheduled && resource_work && !already_reported {
             publish(
                 &state.recorder,
-                work.as_ref(),
+                &typed_reference(work.as_ref()),
                 EventType::Normal,
                 "NoMatchingDestination",
-                "Schedule",
                 format!(
                     "no Destination matches the selectors of workload group {}",
                     group.id
@@ -563,13 +549,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 ..Default::default()
             };
             if let Err(e) = wp_api.delete(&wp.name_any(), &dp).await
-                && !crate::objstatus::is_not_found(&e)
+                && !crate::support::is_not_found(&e)
             {
-                return Err(ReconcileError::kube(
-                    "deleting dangling WorkPlacement of",
-                    &what,
-                    e,
-                ));
+                return Err(Error::kube("deleting dangling WorkPlacement of", &what, e));
             }
         }
     }
@@ -634,18 +616,18 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         })
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+    .map_err(|e| Error::kube("writing status of", &what, e))?;
     for (t, reason, msg) in changed_reasons {
         let recorder = if WORK_CONTROLLER_REASONS.contains(&reason) {
             &state.work_recorder
         } else {
             &state.recorder
         };
-        publish(recorder, work.as_ref(), t, reason, "Schedule", msg).await;
+        publish(recorder, &typed_reference(work.as_ref()), t, reason, msg).await;
     }
 
     if let Some(err) = outcomes.iter().find_map(|(_, o)| o.failed.clone()) {
-        return Err(ReconcileError::Invalid {
+        return Err(Error::Invalid {
             object: what,
             message: err,
         });
@@ -847,7 +829,7 @@ async fn upsert_workplacement(
     dest: &str,
     existing: Option<&WorkPlacement>,
     misplaced: bool,
-) -> Result<String, ReconcileError> {
+) -> Result<String, Error> {
     let ns = work.namespace().unwrap_or_default();
     let work_name = work.name_any();
     let api: Api<WorkPlacement> = Api::namespaced(state.ctx.client.clone(), &ns);
@@ -924,7 +906,7 @@ async fn upsert_workplacement(
                 });
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                     .await
-                    .map_err(|e| ReconcileError::kube("updating", &what, e))?;
+                    .map_err(|e| Error::kube("updating", &what, e))?;
                 changed = true;
             }
         }
@@ -950,28 +932,26 @@ async fn upsert_workplacement(
                 },
                 "spec": spec,
             });
-            let wp: WorkPlacement =
-                serde_json::from_value(obj).map_err(|e| ReconcileError::Invalid {
-                    object: what.clone(),
-                    message: format!("building WorkPlacement: {e}"),
-                })?;
+            let wp: WorkPlacement = serde_json::from_value(obj).map_err(|e| Error::Invalid {
+                object: what.clone(),
+                message: format!("building WorkPlacement: {e}"),
+            })?;
             match api.create(&PostParams::default(), &wp).await {
                 Ok(_) => changed = true,
-                Err(kube::Error::Api(s)) if s.code == 409 => {
+                Err(ref e) if crate::support::is_already_exists(e) => {
                     // Created concurrently (or by a previous reconcile whose list was stale):
                     // the next reconcile updates it.
                 }
-                Err(e) => return Err(ReconcileError::kube("creating", &what, e)),
+                Err(e) => return Err(Error::kube("creating", &what, e)),
             }
         }
     }
     if changed {
         publish(
             &state.recorder,
-            work,
+            &typed_reference(work),
             EventType::Normal,
             "WorkplacementReconciled",
-            "Schedule",
             format!("WorkPlacement {name} reconciled for Destination {dest}"),
         )
         .await;
@@ -1010,16 +990,9 @@ async fn upsert_workplacement(
         ch.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+    .map_err(|e| Error::kube("writing status of", &what, e))?;
     if became_misplaced && let Ok(Some(wp)) = api.get_opt(&name).await {
-        publish(
-            &state.recorder,
-            &wp,
-            EventType::Warning,
-            "DestinationSelectorMismatch",
-            "Schedule",
-            format!("Destination {dest} no longer matches the destinationSelectors of workload group {}", group.id),
-        )
+        publish(&state.recorder, &typed_reference(&wp), EventType::Warning, "DestinationSelectorMismatch", format!("Destination {dest} no longer matches the destinationSelectors of workload group {}", group.id))
         .await;
     }
     Ok(name)

@@ -41,7 +41,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -53,9 +52,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::Error;
 use crate::context::{Context, ControllerConfig};
-use crate::objstatus::{
-    ReconcileError, describe, get_condition, patch_status, publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, describe, get_condition, patch_status, publish, set_condition,
+    typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 use plinth_api::constants::condition_types;
@@ -296,7 +297,7 @@ impl StateStoreObject for BucketStateStore {
 
 struct StoreState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: EventRecorder,
     /// `<Kind>/<name>` → consecutive failed attempts, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -367,13 +368,7 @@ async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
     let controller = Controller::for_stream(trigger, store.clone());
     let state = Arc::new(StoreState {
         failures: Mutex::new(HashMap::new()),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: format!("{kind}Controller"),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(&format!("{kind}Controller")),
         ctx: ctx.clone(),
     });
     controller
@@ -405,11 +400,7 @@ async fn run_kind<K: StateStoreObject>(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy<K: StateStoreObject>(
-    obj: Arc<K>,
-    err: &ReconcileError,
-    state: Arc<StoreState>,
-) -> Action {
+fn error_policy<K: StateStoreObject>(obj: Arc<K>, err: &Error, state: Arc<StoreState>) -> Action {
     tracing::warn!(store = %describe(obj.as_ref()), error = %err, "state store reconcile failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -417,7 +408,7 @@ fn error_policy<K: StateStoreObject>(
 async fn reconcile<K: StateStoreObject>(
     obj: Arc<K>,
     state: Arc<StoreState>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let kind = K::kind(&()).into_owned();
@@ -461,25 +452,23 @@ async fn reconcile<K: StateStoreObject>(
         (ch || !status_same).then(|| json!({"status": status_word, "conditions": conds, "observedGeneration": generation}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(obj.as_ref()), e))?;
+    .map_err(|e| Error::kube("writing status of", describe(obj.as_ref()), e))?;
     if changed {
         if ready {
             publish(
                 &state.recorder,
-                obj.as_ref(),
+                &typed_reference(obj.as_ref()),
                 EventType::Normal,
                 "Ready",
-                "Reconcile",
                 format!("{kind} \"{name}\" is ready"),
             )
             .await;
         } else {
             publish(
                 &state.recorder,
-                obj.as_ref(),
+                &typed_reference(obj.as_ref()),
                 EventType::Warning,
                 "NotReady",
-                "Reconcile",
                 message.clone(),
             )
             .await;

@@ -37,7 +37,6 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
@@ -50,10 +49,11 @@ use plinth_statestore::layout::{self, PathError, PlacementSource};
 use plinth_statestore::{StateStore, StoreError, WriteOp, WriteRequest};
 use serde_json::json;
 
+use crate::Error;
 use crate::context::Context;
-use crate::objstatus::{
-    ReconcileError, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
-    publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, condition_is_false, describe, edit_finalizers, get_condition,
+    patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
@@ -217,7 +217,7 @@ type ObjectKey = (String, String);
 
 struct WpState {
     ctx: Arc<Context>,
-    recorder: Recorder,
+    recorder: EventRecorder,
     /// `(namespace, name)` → (generation written, when). Bridges status-only events and
     /// Destination events without re-writing; the interval requeue forces a re-write.
     written: Mutex<HashMap<ObjectKey, (Option<i64>, Instant)>>,
@@ -255,13 +255,7 @@ pub async fn run(ctx: Arc<Context>) {
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
     let (d1, d2) = (dest_reader.clone(), dest_reader);
     let state = Arc::new(WpState {
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: REPORTER.into(),
-                instance: None,
-            },
-        ),
+        recorder: ctx.recorder(REPORTER),
         ctx,
         written: Mutex::new(HashMap::new()),
     });
@@ -331,7 +325,7 @@ fn destinations_of_store(
         .collect()
 }
 
-fn error_policy(wp: Arc<WorkPlacement>, err: &ReconcileError, state: Arc<WpState>) -> Action {
+fn error_policy(wp: Arc<WorkPlacement>, err: &Error, state: Arc<WpState>) -> Action {
     tracing::warn!(workplacement = %describe(wp.as_ref()), error = %err, "workplacement reconcile failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -343,7 +337,7 @@ fn conditions_of(wp: &WorkPlacement) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
-async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, ReconcileError> {
+async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let ns = wp.namespace().unwrap_or_default();
@@ -361,7 +355,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
     let dest = Api::<Destination>::all(ctx.client.clone())
         .get_opt(&dest_name)
         .await
-        .map_err(|e| ReconcileError::kube("reading the Destination of", &what, e))?;
+        .map_err(|e| Error::kube("reading the Destination of", &what, e))?;
     let Some(dest) = dest else {
         // Destination gone: mark, release (reference §5.5 step 1, bug B23).
         if !deleting {
@@ -369,7 +363,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
         }
         edit_finalizers(&api, &name, &[], &all_finalizers)
             .await
-            .map_err(|e| ReconcileError::kube("releasing finalizers of", &what, e))?;
+            .map_err(|e| Error::kube("releasing finalizers of", &what, e))?;
         state.written.lock().expect("poisoned").remove(&key);
         return Ok(Action::await_change());
     };
@@ -395,17 +389,16 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
             Ok(()) => {
                 edit_finalizers(&api, &name, &[], &all_finalizers)
                     .await
-                    .map_err(|e| ReconcileError::kube("releasing finalizers of", &what, e))?;
+                    .map_err(|e| Error::kube("releasing finalizers of", &what, e))?;
                 state.written.lock().expect("poisoned").remove(&key);
                 Ok(Action::await_change())
             }
             Err(msg) => {
                 publish(
                     &state.recorder,
-                    wp.as_ref(),
+                    &typed_reference(wp.as_ref()),
                     EventType::Warning,
                     reasons::FAILED_DELETE_FILES_FROM_REPOSITORY,
-                    "Delete",
                     msg.clone(),
                 )
                 .await;
@@ -422,7 +415,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     .then(|| json!({"conditions": conds}))
                 })
                 .await
-                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                .map_err(|e| Error::kube("writing status of", &what, e))?;
                 Ok(Action::requeue(cfg.requeue_default))
             }
         }
@@ -437,7 +430,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
         {
             edit_finalizers(&api, &name, &wanted, &[])
                 .await
-                .map_err(|e| ReconcileError::kube("adding finalizers to", &what, e))?;
+                .map_err(|e| Error::kube("adding finalizers to", &what, e))?;
         }
 
         // `ScheduleSucceeded` (the scheduler's) may have changed what `Ready` says.
@@ -514,7 +507,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     })
                 })
                 .await
-                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                .map_err(|e| Error::kube("writing status of", &what, e))?;
                 if outcome.changed || status_changed {
                     let mut note =
                         format!("successfully written to Destination: {}", dest.name_any());
@@ -523,10 +516,9 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     }
                     publish(
                         &state.recorder,
-                        wp.as_ref(),
+                        &typed_reference(wp.as_ref()),
                         EventType::Normal,
                         "WorkloadsWrittenToStateStore",
-                        "Write",
                         note,
                     )
                     .await;
@@ -552,10 +544,9 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                 let msg = e.to_string();
                 publish(
                     &state.recorder,
-                    wp.as_ref(),
+                    &typed_reference(wp.as_ref()),
                     EventType::Warning,
                     "FailedWriteToDestination",
-                    "Write",
                     msg.clone(),
                 )
                 .await;
@@ -639,7 +630,7 @@ async fn write_conditions(
     wp: &WorkPlacement,
     missing: Option<&str>,
     own: impl Fn(&mut Vec<Condition>, Option<i64>) -> bool,
-) -> Result<bool, ReconcileError> {
+) -> Result<bool, Error> {
     let mut changed = false;
     patch_status(api, &wp.name_any(), |cur: &WorkPlacement| {
         let mut conds = conditions_of(cur);
@@ -649,7 +640,7 @@ async fn write_conditions(
         ch.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(wp), e))?;
+    .map_err(|e| Error::kube("writing status of", describe(wp), e))?;
     Ok(changed)
 }
 
@@ -658,7 +649,7 @@ async fn report_terminal(
     api: &Api<WorkPlacement>,
     wp: &WorkPlacement,
     t: &Terminal,
-) -> Result<(), ReconcileError> {
+) -> Result<(), Error> {
     let changed = write_conditions(api, wp, None, |conds, g| {
         set_condition(
             conds,
@@ -673,10 +664,9 @@ async fn report_terminal(
     if changed {
         publish(
             &state.recorder,
-            wp,
+            &typed_reference(wp),
             EventType::Warning,
             "FailedWriteToDestination",
-            "Write",
             t.message.clone(),
         )
         .await;

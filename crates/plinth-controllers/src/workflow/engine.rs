@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 use super::job::{self, ANNOTATION_RUN, PipelineDef};
 use super::{Workflow, WorkflowAction};
+use crate::Error;
 use crate::context::Context;
-use crate::status::{self, set_condition, set_field};
-use crate::{Error, events};
+use crate::support::{self, set_condition, set_field};
 use plinth_api::constants::{condition_types, labels, messages, reasons};
 
 /// Where a workflow stands after one engine step.
@@ -65,12 +65,6 @@ pub fn job_state(job: &Job) -> JobState {
     } else {
         JobState::Running
     }
-}
-
-/// Time from now until `at` (at least one second), for requeueing a retry (§4.10
-/// `nextRetryAt`).
-pub fn until(at: Timestamp) -> std::time::Duration {
-    std::time::Duration::from_secs((at.as_second() - Timestamp::now().as_second()).max(1) as u64)
 }
 
 /// When a finished Job finished: `completionTime`, else the latest `Complete`/`Failed`
@@ -190,21 +184,21 @@ pub async fn reconcile_configure(
                     return Ok(Progress::Running);
                 }
                 _ => {
-                    status::update_status(parent_api, &parent.name_any(), |s, _| {
+                    support::update_status(parent_api, &parent.name_any(), |s, _| {
                         set_condition(
                             s,
                             condition_types::RECONCILED,
                             "Unknown",
                             reasons::WORKFLOW_SUSPENDED,
                             messages::SUSPENDED,
+                            None,
                         )
                     })
                     .await?;
-                    events::publish(
-                        ctx,
-                        component,
-                        &events::reference(parent),
-                        true,
+                    support::publish(
+                        &ctx.recorder(component),
+                        &support::reference(parent),
+                        support::EventType::Warning,
                         "WorkflowSuspended",
                         "Workflow is suspended",
                     )
@@ -325,13 +319,14 @@ pub async fn reconcile_delete(
                 if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
                     remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
                 } else if labelled {
-                    status::update_status(parent_api, &parent.name_any(), |s, _| {
+                    support::update_status(parent_api, &parent.name_any(), |s, _| {
                         set_condition(
                             s,
                             condition_types::DELETE_WORKFLOW_COMPLETED,
                             "False",
                             reasons::DELETE_WORKFLOW_SUSPENDED,
                             messages::DELETE_WORKFLOW_SUSPENDED,
+                            None,
                         )
                     })
                     .await?;
@@ -354,21 +349,21 @@ pub async fn reconcile_delete(
             Ok(Progress::Done)
         }
         Some(JobState::Failed) if !manual => {
-            status::update_status(parent_api, &parent.name_any(), |s, _| {
+            support::update_status(parent_api, &parent.name_any(), |s, _| {
                 set_condition(
                     s,
                     condition_types::DELETE_WORKFLOW_COMPLETED,
                     "False",
                     reasons::DELETE_WORKFLOW_FAILED,
                     messages::DELETE_PIPELINE_FAILED,
+                    None,
                 )
             })
             .await?;
-            events::publish(
-                ctx,
-                component,
-                &events::reference(parent),
-                true,
+            support::publish(
+                &ctx.recorder(component),
+                &support::reference(parent),
+                support::EventType::Warning,
                 "Failed Pipeline",
                 format!("The Delete Pipeline has failed: {}", pipelines[0].name),
             )
@@ -428,7 +423,7 @@ fn pipeline_entry<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
 /// Sets every pipeline's phase: those before `index` Succeeded, `index` as given, the
 /// rest Pending (§3.3 `status.kratix.workflows.pipelines`).
 fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usize, phase: &str) {
-    let now = status::now_rfc3339();
+    let now = support::now_rfc3339();
     let old = status["kratix"]["workflows"]["pipelines"]
         .as_array()
         .cloned()
@@ -462,12 +457,12 @@ fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usi
             e
         })
         .collect();
-    let s = status::ensure_object(status);
+    let s = support::ensure_object(status);
     let kratix = s.entry("kratix").or_insert_with(|| json!({}));
-    let workflows = status::ensure_object(kratix)
+    let workflows = support::ensure_object(kratix)
         .entry("workflows")
         .or_insert_with(|| json!({}));
-    status::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
+    support::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -493,7 +488,7 @@ async fn start_job(
     match api.create(&PostParams::default(), &job).await {
         Ok(_) => {}
         // Created by an earlier reconcile that did not see it yet: nothing more to do.
-        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+        Err(ref e) if support::is_already_exists(e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     remove_labels(
@@ -505,7 +500,7 @@ async fn start_job(
     let configure = wf.action == WorkflowAction::Configure;
     let total = pipelines.len() as i64;
     // update_status compares before and after, so unconditional setters are fine here.
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         set_field(s, "message", json!("Pending"));
         if configure {
             set_condition(
@@ -514,6 +509,7 @@ async fn start_job(
                 "False",
                 reasons::PIPELINES_IN_PROGRESS,
                 messages::PIPELINES_IN_PROGRESS,
+                None,
             );
             set_condition(
                 s,
@@ -521,6 +517,7 @@ async fn start_job(
                 "Unknown",
                 reasons::WORKFLOW_PENDING,
                 messages::PENDING,
+                None,
             );
             set_field(s, "workflows", json!(total));
             set_field(s, "workflowsSucceeded", json!(index as i64));
@@ -531,11 +528,10 @@ async fn start_job(
     })
     .await?;
     let what = if configure { "Configure" } else { "Delete" };
-    events::publish(
-        ctx,
-        component,
-        &events::reference(parent),
-        false,
+    support::publish(
+        &ctx.recorder(component),
+        &support::reference(parent),
+        support::EventType::Normal,
         "PipelineStarted",
         format!("{what} Pipeline started: {}", p.name),
     )
@@ -557,10 +553,10 @@ async fn report_retry(
         return Ok(());
     };
     let message = format!("Pipelines are still in progress; retrying after a failure: {why}");
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         // The attempt still running may already have reported success through its
         // status-writer before its Job is marked complete: never take that back.
-        if status::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
+        if support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
             .is_some_and(|c| c["status"] == "True")
         {
             return false;
@@ -571,6 +567,7 @@ async fn report_retry(
             "False",
             reasons::PIPELINES_IN_PROGRESS,
             &message,
+            None,
         )
     })
     .await?;
@@ -591,15 +588,16 @@ async fn record_failure(
     let name = pipelines[index].name.clone();
     let detail = why.map(|w| format!(": {w}")).unwrap_or_default();
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let already = status::condition(&before, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
+    let already = support::condition(&before, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
         .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         set_condition(
             s,
             condition_types::CONFIGURE_WORKFLOW_COMPLETED,
             "False",
             reasons::CONFIGURE_WORKFLOW_FAILED,
             &format!("A Configure Pipeline has failed: {name}{detail}"),
+            None,
         );
         set_condition(
             s,
@@ -607,6 +605,7 @@ async fn record_failure(
             "False",
             reasons::CONFIGURE_WORKFLOW_FAILED,
             messages::FAILING,
+            None,
         );
         set_field(s, "workflowsFailed", json!(1));
         set_pipeline_phases(s, pipelines, index, "Failed");
@@ -614,11 +613,10 @@ async fn record_failure(
     })
     .await?;
     if !already {
-        events::publish(
-            ctx,
-            component,
-            &events::reference(parent),
-            true,
+        support::publish(
+            &ctx.recorder(component),
+            &support::reference(parent),
+            support::EventType::Warning,
             "ConfigureWorkflowFailed",
             format!(
                 "A {}/configure Pipeline has failed: {name}",
@@ -636,7 +634,7 @@ async fn finish(
     pipelines: &[PipelineDef],
 ) -> Result<Progress, Error> {
     let total = pipelines.len() as i64;
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         let mut changed = set_field(s, "workflows", json!(total));
         changed |= set_field(s, "workflowsSucceeded", json!(total));
         changed |= set_field(s, "workflowsFailed", json!(0));
@@ -675,7 +673,7 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
             for j in &list[..list.len() - keep] {
                 match api.delete(&j.name_any(), &DeleteParams::background()).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(ref e) if crate::support::is_not_found(e) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -728,7 +726,9 @@ pub async fn periodic_rerun(
     };
     let due = done + jiff::SignedDuration::try_from(interval).unwrap_or(jiff::SignedDuration::MAX);
     if jiff::Timestamp::now() < due {
-        return Ok(kube::runtime::controller::Action::requeue(until(due)));
+        return Ok(kube::runtime::controller::Action::requeue(support::until(
+            due,
+        )));
     }
     let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
     api.patch(
@@ -752,7 +752,7 @@ pub async fn resume_after_pause(
     extra: &[(&str, &str)],
 ) -> Result<bool, Error> {
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    let was_paused = status::condition(&status, condition_types::RECONCILED)
+    let was_paused = support::condition(&status, condition_types::RECONCILED)
         .is_some_and(|c| c["reason"] == reasons::PAUSED_RECONCILIATION);
     if !was_paused {
         return Ok(false);
@@ -769,13 +769,14 @@ pub async fn resume_after_pause(
         &Patch::Merge(&json!({"metadata": {"labels": labels}})),
     )
     .await?;
-    status::update_status(api, &obj.name_any(), |s, _| {
+    support::update_status(api, &obj.name_any(), |s, _| {
         set_condition(
             s,
             condition_types::RECONCILED,
             "Unknown",
             reasons::UNPAUSED,
             messages::PENDING,
+            None,
         )
     })
     .await?;

@@ -1,0 +1,102 @@
+//! The one finalizer editor of the controllers: a JSON merge patch of
+//! `metadata.finalizers` preconditioned on the object's `resourceVersion`, recomputed
+//! from a fresh read on a 409 Conflict (at most [`CONFLICT_RETRIES`] times). New
+//! finalizers are never added to an object being deleted (the API server refuses them).
+
+use std::fmt::Debug;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::status::CONFLICT_RETRIES;
+use super::{is_conflict, is_not_found};
+use crate::Error;
+
+/// Adds and removes finalizers. Returns `Ok(None)` if the object is gone,
+/// `Ok(Some(obj))` otherwise (unchanged when nothing needed doing).
+pub async fn edit_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    add: &[&str],
+    remove: &[&str],
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let mut last_err = None;
+    for _ in 0..=CONFLICT_RETRIES {
+        let Some(current) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let existing = current.meta().finalizers.clone().unwrap_or_default();
+        let mut wanted: Vec<String> = existing
+            .iter()
+            .filter(|f| !remove.contains(&f.as_str()))
+            .cloned()
+            .collect();
+        if current.meta().deletion_timestamp.is_none() {
+            for f in add {
+                if !wanted.iter().any(|w| w == f) {
+                    wanted.push((*f).to_string());
+                }
+            }
+        }
+        if wanted == existing {
+            return Ok(Some(current));
+        }
+        let body = json!({
+            "metadata": {
+                "resourceVersion": current.meta().resource_version,
+                "finalizers": wanted,
+            }
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(obj) => return Ok(Some(obj)),
+            Err(e) if is_conflict(&e) => last_err = Some(e),
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.expect("loop ran at least once"))
+}
+
+/// Makes `obj`'s finalizers `finalizers`: the ones missing are added and the ones not
+/// listed removed, with [`edit_finalizers`].
+pub async fn set_finalizers(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let current = obj.finalizers();
+    let add: Vec<&str> = finalizers
+        .iter()
+        .filter(|f| !current.contains(f))
+        .map(String::as_str)
+        .collect();
+    let remove: Vec<&str> = current
+        .iter()
+        .filter(|f| !finalizers.contains(f))
+        .map(String::as_str)
+        .collect();
+    edit_finalizers(api, &obj.name_any(), &add, &remove).await?;
+    Ok(())
+}
+
+/// Removes one finalizer (a no-op when absent).
+pub async fn remove_finalizer(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    finalizer: &str,
+) -> Result<(), Error> {
+    if !obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    edit_finalizers(api, &obj.name_any(), &[], &[finalizer]).await?;
+    Ok(())
+}
