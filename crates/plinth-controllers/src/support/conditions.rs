@@ -159,12 +159,16 @@ pub fn get_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a
 
 /// True if the condition `type_` is present with status `"False"`.
 pub fn condition_is_false(conditions: &[Condition], type_: &str) -> bool {
-    get_condition(conditions, type_).is_some_and(|c| c.status == "False")
+    condition_has_status(conditions, type_, false)
 }
 
 /// True if the condition `type_` is present with status `"True"`.
 pub fn condition_is_true(conditions: &[Condition], type_: &str) -> bool {
-    get_condition(conditions, type_).is_some_and(|c| c.status == "True")
+    condition_has_status(conditions, type_, true)
+}
+
+fn condition_has_status(conditions: &[Condition], type_: &str, status: bool) -> bool {
+    get_condition(conditions, type_).is_some_and(|c| c.status == status.as_status())
 }
 
 /// Makes `value` an object (replacing anything else) and returns its map.

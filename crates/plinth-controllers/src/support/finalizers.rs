@@ -1,18 +1,18 @@
 //! The one finalizer editor of the controllers: a JSON merge patch of
 //! `metadata.finalizers` preconditioned on the object's `resourceVersion`, recomputed
-//! from a fresh read on a 409 Conflict (at most [`CONFLICT_RETRIES`] times). New
+//! from a fresh read on a 409 Conflict (a bounded number of times, see
+//! [`super::status::CONFLICT_RETRIES`]). New
 //! finalizers are never added to an object being deleted (the API server refuses them).
 
 use std::fmt::Debug;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::status::CONFLICT_RETRIES;
-use super::{is_conflict, is_not_found};
+use super::status::{PatchTarget, guarded_patch};
 use crate::Error;
 
 /// Adds and removes finalizers. Returns `Ok(None)` if the object is gone,
@@ -26,11 +26,7 @@ pub async fn edit_finalizers<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    let mut last_err = None;
-    for _ in 0..=CONFLICT_RETRIES {
-        let Some(current) = api.get_opt(name).await? else {
-            return Ok(None);
-        };
+    guarded_patch(api, name, PatchTarget::Object, |current| {
         let existing = current.meta().finalizers.clone().unwrap_or_default();
         let mut wanted: Vec<String> = existing
             .iter()
@@ -44,26 +40,9 @@ where
                 }
             }
         }
-        if wanted == existing {
-            return Ok(Some(current));
-        }
-        let body = json!({
-            "metadata": {
-                "resourceVersion": current.meta().resource_version,
-                "finalizers": wanted,
-            }
-        });
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(obj) => return Ok(Some(obj)),
-            Err(e) if is_conflict(&e) => last_err = Some(e),
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last_err.expect("loop ran at least once"))
+        (wanted != existing).then(|| json!({ "metadata": { "finalizers": wanted } }))
+    })
+    .await
 }
 
 /// Makes `obj`'s finalizers `finalizers`: the ones missing are added and the ones not

@@ -23,6 +23,54 @@ use crate::Error;
 /// before the reconcile gives up and lets its error policy requeue it.
 pub const CONFLICT_RETRIES: usize = 8;
 
+/// Where a guarded merge patch goes.
+#[derive(Clone, Copy)]
+pub(crate) enum PatchTarget {
+    /// The object itself (metadata: finalizers, labels).
+    Object,
+    /// The status subresource.
+    Status,
+}
+
+/// The one write loop: reads `name`, lets `compute` build a merge-patch body from it
+/// (`None` = nothing to change), adds the read's `metadata.resourceVersion` as the
+/// precondition and sends it; on 409 Conflict starts again from a fresh read, at most
+/// [`CONFLICT_RETRIES`] times. Returns the written object, the unchanged object, or
+/// `None` if the object no longer exists.
+pub(crate) async fn guarded_patch<K, F>(
+    api: &Api<K>,
+    name: &str,
+    target: PatchTarget,
+    mut compute: F,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    F: FnMut(&K) -> Option<Value>,
+{
+    let mut last_err = None;
+    for _ in 0..=CONFLICT_RETRIES {
+        let Some(current) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let Some(mut body) = compute(&current) else {
+            return Ok(Some(current));
+        };
+        body["metadata"]["resourceVersion"] = json!(current.meta().resource_version);
+        let params = PatchParams::default();
+        let sent = match target {
+            PatchTarget::Object => api.patch(name, &params, &Patch::Merge(&body)).await,
+            PatchTarget::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await,
+        };
+        match sent {
+            Ok(obj) => return Ok(Some(obj)),
+            Err(e) if is_conflict(&e) => last_err = Some(e),
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.expect("loop ran at least once"))
+}
+
 /// Writes a status change of a typed object.
 ///
 /// `compute` gets the current object and returns the merge-patch body for `status`
@@ -37,29 +85,10 @@ where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
     F: FnMut(&K) -> Option<Value>,
 {
-    let mut last_err = None;
-    for _ in 0..=CONFLICT_RETRIES {
-        let Some(current) = api.get_opt(name).await? else {
-            return Ok(None);
-        };
-        let Some(status) = compute(&current) else {
-            return Ok(Some(current));
-        };
-        let body = json!({
-            "metadata": { "resourceVersion": current.meta().resource_version },
-            "status": status,
-        });
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(obj) => return Ok(Some(obj)),
-            Err(e) if is_conflict(&e) => last_err = Some(e),
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last_err.expect("loop ran at least once"))
+    guarded_patch(api, name, PatchTarget::Status, |current| {
+        compute(current).map(|status| json!({ "status": status }))
+    })
+    .await
 }
 
 /// Reads `name`, lets `mutate` change its `status` (a JSON object, created if absent)
