@@ -582,3 +582,145 @@ fn user_permission_objects(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::Subject;
+
+    fn pipeline(name: &str) -> Value {
+        json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": name, "labels": {"team": "a", "kratix.io/hash": "user-value"}},
+            "spec": {"containers": [{"name": "make", "image": "example.org/make:1"}]},
+        })
+    }
+
+    fn workflow(action: WorkflowAction, names: &[&str]) -> (Workflow, Vec<PipelineDef>) {
+        let raw: Vec<Value> = names.iter().map(|n| pipeline(n)).collect();
+        let defs = raw
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PipelineDef::parse(r, i).unwrap())
+            .collect();
+        let wf = Workflow {
+            promise_name: "redis".into(),
+            promise_spec: json!({"api": {}}),
+            workflow_type: WorkflowType::Resource,
+            action,
+            subject: Subject {
+                group: "example.org".into(),
+                version: "v1".into(),
+                kind: "Redis".into(),
+                plural: "redis".into(),
+                name: "shop".into(),
+                namespace: Some("team-a".into()),
+                uid: "uid-1".into(),
+                spec: json!({"size": 1}),
+                annotations: [(annotations::TRACE_PARENT.to_string(), "tp".to_string())].into(),
+            },
+            pipelines: raw,
+            namespace: "team-a".into(),
+            pipeline_namespace_set: false,
+        };
+        (wf, defs)
+    }
+
+    fn names(list: &Value) -> Vec<&str> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn kratix_labels_win_over_the_pipelines_own() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first"]);
+        let job = build_job(&wf, &defs, 0, 3, &ControllerConfig::default());
+        let l = &job["metadata"]["labels"];
+        assert_eq!(l[labels::PIPELINE_NAME], "first");
+        assert_eq!(l[labels::PROMISE_NAME], "redis");
+        assert_eq!(l[labels::RESOURCE_NAME], "shop");
+        assert_eq!(l[labels::WORKFLOW_TYPE], "resource");
+        assert_eq!(l[labels::WORKFLOW_ACTION], "configure");
+        assert_eq!(l[labels::HASH], workflow_hash(&wf).as_str());
+        assert_eq!(l["team"], "a");
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"], *l);
+        let a = &job["metadata"]["annotations"];
+        assert_eq!(a[ANNOTATION_RUN], "3");
+        assert_eq!(a[annotations::JOB_RESOURCE_NAME], "shop");
+        assert_eq!(a[annotations::JOB_RESOURCE_NAMESPACE], "team-a");
+        assert_eq!(a[annotations::JOB_RESOURCE_KIND], "Redis");
+        assert_eq!(a[annotations::JOB_RESOURCE_API_VERSION], "example.org/v1");
+        assert_eq!(a[annotations::TRACE_PARENT], "tp");
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["annotations"][annotations::TRACE_PARENT],
+            "tp"
+        );
+    }
+
+    #[test]
+    fn configure_pod_reads_runs_the_users_containers_then_writes_works_and_status() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first", "second"]);
+        let config = ControllerConfig::default();
+        let job = build_job(&wf, &defs, 0, 1, &config);
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            names(&pod["initContainers"]),
+            ["reader", "make", "work-writer"]
+        );
+        assert_eq!(names(&pod["containers"]), ["status-writer"]);
+        let volumes = names(&pod["volumes"]);
+        assert!(volumes.contains(&"promise-scheduling"), "{volumes:?}");
+        let make = &pod["initContainers"][1];
+        let mounts: Vec<&str> = make["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["mountPath"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            mounts,
+            ["/kratix/input", "/kratix/output", "/kratix/metadata"]
+        );
+        assert_eq!(
+            pod["initContainers"][0]["image"],
+            config.adapter_image.as_str()
+        );
+        let is_last = |job: &Value| {
+            job["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "IS_LAST_PIPELINE")
+                .map(|e| e["value"].clone())
+        };
+        assert_eq!(is_last(&job), Some(json!("false")));
+        assert_eq!(
+            is_last(&build_job(&wf, &defs, 1, 1, &config)),
+            Some(json!("true"))
+        );
+    }
+
+    #[test]
+    fn delete_pod_writes_no_works() {
+        let (wf, defs) = workflow(WorkflowAction::Delete, &["cleanup"]);
+        let job = build_job(&wf, &defs, 0, 1, &ControllerConfig::default());
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(names(&pod["initContainers"]), ["reader", "make"]);
+        assert!(!names(&pod["volumes"]).contains(&"promise-scheduling"));
+        assert_eq!(job["metadata"]["labels"][labels::WORKFLOW_ACTION], "delete");
+    }
+
+    #[test]
+    fn job_name_is_deterministic_per_run() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first"]);
+        let config = ControllerConfig::default();
+        let name = |run| build_job(&wf, &defs, 0, run, &config)["metadata"]["name"].clone();
+        assert_eq!(name(1), name(1));
+        assert_ne!(name(1), name(2));
+        assert!(name(1).as_str().unwrap().len() <= 63);
+    }
+}
