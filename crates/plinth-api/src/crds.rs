@@ -431,8 +431,7 @@ fn normalise_printer_column_keys(version: &mut serde_json::Map<String, Value>) {
     }
 }
 
-/// Builds the resource-request CRD a Promise installs from its `spec.api`
-///:
+/// Builds the resource-request CRD a Promise installs from its `spec.api`:
 ///
 /// * label `kratix.io/promise-name: <promise_name>`;
 /// * every version gets `subresources.status: {}`;

@@ -134,8 +134,8 @@ pub fn validate_pipeline_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Job name for one run of a pipeline: base `kratix-<promise>[-<rr>[-<rrns>]]-<pipeline>`
-///, at most [`MAX_JOB_NAME_LEN`] characters. `run` distinguishes runs
+/// Job name for one run of a pipeline: base `kratix-<promise>[-<rr>[-<rrns>]]-<pipeline>`,
+/// at most [`MAX_JOB_NAME_LEN`] characters. `run` distinguishes runs
 /// (e.g. the spec hash plus a run counter or the parent's generation and attempt); the same
 /// `run` gives the same name, so a retried create is idempotent.
 pub fn job_name(

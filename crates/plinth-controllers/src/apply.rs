@@ -1,4 +1,4 @@
-//! Create-or-update of arbitrary objects given as JSON (reference §4.8: "Objects are
+//! Create-or-update of arbitrary objects given as JSON ("Objects are
 //! applied as Create → on AlreadyExists, Update").
 
 use kube::Client;

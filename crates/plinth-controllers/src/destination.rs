@@ -1,4 +1,4 @@
-//! The Destination controller (Kratix reference §6.5). Overlapping Destination roots are
+//! The Destination controller. Overlapping Destination roots are
 //! rejected at apply time by the API server's admission for Kratix kinds.
 //!
 //! Per reconcile:
@@ -22,7 +22,7 @@
 //!
 //! Events fire only when the Ready condition changes. The Destination's `spec.path` is
 //! normalised by the layout rules (leading/trailing/repeated `/` dropped, `.` and `/`
-//! = store root, `..` refused with `Ready=False/InvalidDestinationPath`; bug B15).
+//! = store root, `..` refused with `Ready=False/InvalidDestinationPath`).
 
 use std::sync::Arc;
 

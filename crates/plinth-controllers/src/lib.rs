@@ -1,11 +1,12 @@
 //! Plinth's controllers: kube-runtime controllers that implement Kratix's behaviour on
 //! any Kubernetes API (the embedded server in-process, or a real cluster).
 //!
-//! - [`promise`]: Promises (reference §2) and, per Promise API, a dynamic
-//!   resource-request controller ([`request`], §3).
-//! - [`workflow`]: pipelines as Jobs and the workflow engine (§4).
-//! - [`scheduler`], [`workplacement`], [`destination`], [`statestore`]: Works to files
-//!   (§5, §6).
+//! - [`promise`]: Promises and, per Promise API, a dynamic
+//!   resource-request controller ([`request`]).
+//! - [`workflow`]: pipelines as Jobs and the workflow engine.
+//! - [`scheduler`], [`workplacement`], [`destination`], [`statestore`]: Works to files.
+//! - [`support`]: what every controller shares (conditions, the status writer, the
+//!   finalizer editor, Events, API-error tests).
 //!
 //! Every controller talks to the control plane only through the one `kube::Client` in
 //! [`Context`].

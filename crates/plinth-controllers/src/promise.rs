@@ -1,11 +1,11 @@
-//! The Promise controller (reference §2): installs a Promise's API as a CRD, delivers
+//! The Promise controller: installs a Promise's API as a CRD, delivers
 //! its static dependencies, runs its promise workflows, tracks required Promises,
 //! starts one resource-request controller per Promise API, and tears everything down
 //! in Kratix's finalizer order on deletion.
 //!
 //! Beyond Kratix: no fixed 5-second polling for the CRD (CRD events wake the Promise),
-//! requirement changes are noticed from any Promise's events (B03), and the request
-//! controller follows the API's served versions without a restart (B01).
+//! requirement changes are noticed from any Promise's events, and the request
+//! controller follows the API's served versions without a restart.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -36,7 +36,7 @@ use plinth_api::constants::{
     condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
 
-/// Reporting component of Promise events (§8.4).
+/// Reporting component of Promise events.
 const COMPONENT: &str = "PromiseController";
 pub use plinth_api::constants::SYSTEM_NAMESPACE;
 
@@ -103,7 +103,7 @@ pub async fn run(ctx: Arc<Context>) {
             },
         )
         // Any Promise change wakes the Promises that require it, whether or not they have
-        // written themselves into its requiredBy yet (B03).
+        // written themselves into its requiredBy yet.
         .watches_with(
             promises,
             ar.clone(),
@@ -182,7 +182,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
 
-    // Finalizers (§2.5).
+    // Finalizers.
     let spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
     let api_crd = request_crd(&name, &spec)?;
     let has_delete = spec["workflows"]["promise"]["delete"]
@@ -219,7 +219,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
 
-    // Version and revision (§2.1 step 5, §2.8).
+    // Version and revision.
     let version = promise.labels().get(labels::PROMISE_VERSION).cloned();
     let status_now = promise.data.get("status").cloned().unwrap_or(Value::Null);
     if let Some(v) = &version {
@@ -245,7 +245,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     )
     .await?;
 
-    // Requirements (§2.3).
+    // Requirements.
     let (fulfilled, requirement_states) = evaluate_requirements(&ctx, &promise, &spec).await?;
     if !requirement_states.is_empty() || status_now.get("requiredPromises").is_some() {
         let states = requirement_states.clone();
@@ -327,7 +327,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         }
     }
 
-    // API (§2.1 step 8).
+    // API.
     let mut request_api: Option<request::RequestApi> = None;
     if let Some(crd) = &api_crd {
         match install_api(&ctx, &api, &promise, crd).await? {
@@ -353,7 +353,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         }
     }
 
-    // Static dependencies (§5.2).
+    // Static dependencies.
     reconcile_static_dependencies(&ctx, &promise, &spec).await?;
 
     // Promise configure workflow.
@@ -367,7 +367,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
     if progress != Progress::Done {
         // A re-run after the Promise was Available keeps it Available: requests are not
-        // held while the promise workflow refreshes (no flicker, §13).
+        // held while the promise workflow refreshes (no flicker).
         let keep_available = status_now["status"] == "Available" && progress == Progress::Running;
         let msg = match &progress {
             Progress::Failed { pipeline } => format!("A Configure Pipeline has failed: {pipeline}"),
@@ -412,7 +412,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         });
     }
     // Resource requests: one controller per Promise API (held by the controller while
-    // requirements are unmet, §2.3).
+    // requirements are unmet).
     if let Some(r) = &request_api {
         ctx.request_controllers
             .ensure(&ctx_arc(&ctx), &name, r.clone());
@@ -421,7 +421,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
 
-    // Re-run every request's workflow when the Promise spec changed (§2.1 step 11, §2.4).
+    // Re-run every request's workflow when the Promise spec changed.
     let generation = promise.meta().generation.unwrap_or(1);
     let observed = status_now["observedGeneration"].as_i64().unwrap_or(0);
     let reconcile_resources = promise
@@ -445,7 +445,7 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         }
     }
 
-    // Available (§2.1 step 12–13).
+    // Available.
     let work_state = works_state(&ctx, &name).await?;
     let (kind, api_version) = request_api
         .as_ref()
@@ -527,7 +527,7 @@ fn ctx_arc(ctx: &Context) -> Arc<Context> {
     ctx.self_arc()
 }
 
-/// The resource-request CRD a Promise's `spec.api` installs (§1.13), if it has an API.
+/// The resource-request CRD a Promise's `spec.api` installs, if it has an API.
 fn request_crd(promise: &str, spec: &Value) -> Result<Option<Value>, Error> {
     let api = &spec["api"];
     if api.is_null() || api.as_object().is_some_and(|m| m.is_empty()) {
@@ -611,7 +611,7 @@ async fn install_api(
         .or(existing.spec.versions.first())
         .map(|v| v.name.clone())
         .unwrap_or_default();
-    // Watch a version that is served now: the storage version if served, else the first served one (B01).
+    // Watch a version that is served now: the storage version if served, else the first served one.
     let served = existing
         .spec
         .versions
@@ -624,7 +624,7 @@ async fn install_api(
         )));
     };
     let _ = (api, promise);
-    // Controller RBAC (§2.1 step 8), kept for compatibility with Kratix's objects.
+    // Controller RBAC, kept for compatibility with Kratix's objects.
     let promise_name = promise.name_any();
     let cr_name = plinth_api::names::promise_controller_name(&promise_name);
     let label = json!({labels::PROMISE_NAME: promise_name});
@@ -707,7 +707,7 @@ async fn ensure_revision(
         "spec": {"promiseRef": {"name": name}, "promiseSpec": spec, "version": version},
     });
     crate::apply::create_or_update(&ctx.client, &obj).await?;
-    // Only the current revision keeps the latest label (§2.8).
+    // Only the current revision keeps the latest label.
     let revisions: Api<DynamicObject> = Api::all_with(
         ctx.client.clone(),
         &kratix_resource("PromiseRevision", "promiserevisions"),
@@ -730,7 +730,7 @@ async fn ensure_revision(
     Ok(())
 }
 
-/// Evaluates `spec.requiredPromises` (§2.3) and records this Promise in each required
+/// Evaluates `spec.requiredPromises` and records this Promise in each required
 /// Promise's `status.requiredBy`. Returns whether all are installed and the states.
 async fn evaluate_requirements(
     ctx: &Context,
@@ -771,7 +771,7 @@ async fn evaluate_requirements(
                         .iter()
                         .any(|r| r.data["spec"]["version"] == rversion.as_str())
                 };
-                // Record who requires it (§2.3), so its own events can reach us too.
+                // Record who requires it, so its own events can reach us too.
                 let me = promise.name_any();
                 let my_v = my_version.clone();
                 let rv = rversion.clone();
@@ -823,14 +823,14 @@ async fn evaluate_requirements(
     Ok((all, states))
 }
 
-/// gzip + standard base64, the Work content encoding (§0).
+/// gzip + standard base64, the Work content encoding.
 pub fn encode_content(bytes: &[u8]) -> String {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).expect("in-memory gzip");
     base64::engine::general_purpose::STANDARD.encode(enc.finish().expect("in-memory gzip"))
 }
 
-/// The static-dependency Work (§5.2): created or updated while `spec.dependencies` is
+/// The static-dependency Work: created or updated while `spec.dependencies` is
 /// non-empty, deleted when it becomes empty.
 async fn reconcile_static_dependencies(
     ctx: &Context,
@@ -883,7 +883,7 @@ async fn reconcile_static_dependencies(
 }
 
 /// Promise `destinationSelectors` squashed into one map; the first entry wins on a key
-/// conflict (§1.1).
+/// conflict.
 pub fn squash_selectors(spec: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for s in spec["destinationSelectors"]
@@ -899,7 +899,7 @@ pub fn squash_selectors(spec: &Value) -> BTreeMap<String, String> {
     out
 }
 
-/// Readiness of a set of Works (§2.6 priority: Failing > Pending > Misplaced > Ready).
+/// Readiness of a set of Works (priority: Failing > Pending > Misplaced > Ready).
 pub struct WorksState {
     pub failing: Vec<String>,
     pub pending: Vec<String>,
@@ -992,7 +992,7 @@ async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> 
     Ok(classify_works(&own))
 }
 
-/// Deletion, one step per reconcile in Kratix's order (§2.5).
+/// Deletion, one step per reconcile in Kratix's order.
 async fn delete(
     ctx: &Context,
     api: &Api<DynamicObject>,
@@ -1019,7 +1019,7 @@ async fn delete(
         .await?
         {
             Progress::Done => remove_finalizer(api, promise, finalizers::DELETE_WORKFLOWS).await?,
-            // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
+            // A retrying delete pipeline runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
                 return Ok(Action::requeue(support::until(at)));
             }

@@ -1,4 +1,4 @@
-//! The PromiseRelease controller (reference §2.7): installs the Promise published at an
+//! The PromiseRelease controller: installs the Promise published at an
 //! http(s) URL, optionally with an `Authorization` header taken from a Secret, and
 //! removes it when the PromiseRelease is deleted. Fetch errors surface as a condition
 //! and a Warning event quoting the cause.

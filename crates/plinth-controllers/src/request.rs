@@ -1,8 +1,8 @@
-//! Resource requests (reference §3): one dynamic controller per Promise API, started and
+//! Resource requests: one dynamic controller per Promise API, started and
 //! stopped with the Promise, running each request's configure and delete workflows.
 //!
 //! Beyond Kratix: the controller is restarted on the API's currently served version when
-//! the Promise's CRD changes (B01), and it is truly stopped when the Promise goes.
+//! the Promise's CRD changes, and it is truly stopped when the Promise goes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,7 @@ pub struct RequestApi {
     pub plural: String,
     /// The CRD's storage version (reported as the Promise's `status.apiVersion`).
     pub storage_version: String,
-    /// The version the controller watches: served now (B01).
+    /// The version the controller watches: served now.
     pub served_version: String,
 }
 
@@ -278,7 +278,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         return Ok(Action::await_change());
     }
 
-    // Hold requests while the Promise cannot fulfil them (§3.2 step 9–10).
+    // Hold requests while the Promise cannot fulfil them.
     let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
     let requirements_met = promise_status["requiredPromises"]
         .as_array()
@@ -318,7 +318,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         return Ok(Action::await_change());
     }
 
-    // Finalizers (§3.6).
+    // Finalizers.
     let current = rr.finalizers().to_vec();
     if FINALIZERS.iter().any(|f| !current.iter().any(|c| c == f)) {
         let mut wanted = current.clone();
@@ -334,7 +334,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         return Ok(Action::await_change());
     }
 
-    // Configure workflow (§3.2 steps 16–21).
+    // Configure workflow.
     let wf = request_workflow(&rctx, &rr, &promise_spec, WorkflowAction::Configure);
     let progress =
         engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
@@ -358,7 +358,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         }
     }
 
-    // Works and Reconciled (§3.2 step 21, §3.4).
+    // Works and Reconciled.
     let works: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
     let mut sel = format!(
@@ -454,7 +454,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
     engine::periodic_rerun(ctx, &wf, &api, &stored, config.reconciliation_interval).await
 }
 
-/// Deletion, one step per reconcile (§3.6): delete pipeline, then Works, then Jobs.
+/// Deletion, one step per reconcile: delete pipeline, then Works, then Jobs.
 async fn delete(
     rctx: &RequestCtx,
     api: &Api<DynamicObject>,
@@ -478,7 +478,7 @@ async fn delete(
             .await?
         {
             Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
-            // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
+            // A retrying delete pipeline runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
                 return Ok(Action::requeue(support::until(at)));
             }
@@ -559,7 +559,7 @@ async fn delete(
     Ok(Action::await_change())
 }
 
-/// Labels every request of the API with the run-from-start label (§2.1 step 11).
+/// Labels every request of the API with the run-from-start label.
 pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result<(), Error> {
     let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
     for rr in all.list(&ListParams::default()).await?.items {

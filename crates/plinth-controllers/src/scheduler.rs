@@ -1,4 +1,4 @@
-//! The Work controller and the scheduler (Kratix reference §5.3, §5.4).
+//! The Work controller and the scheduler.
 //!
 //! A Work holds workload groups; the scheduler turns each group into WorkPlacements —
 //! one per chosen Destination — and keeps the Work's status in step.
@@ -12,10 +12,10 @@
 //! * **Candidates** are Destinations whose labels contain every resolved key/value;
 //!   Destinations being deleted never match; with no selectors, a Destination with
 //!   `strictMatchLabels: true` and at least one label is skipped
-//!   ([`destination_matches`], the matching table of §5.4).
+//!   ([`destination_matches`]).
 //! * **Dependency groups** (Works without `spec.resourceName`) go to *every* candidate.
 //!   Placements on Destinations that stopped matching are kept, labelled
-//!   `kratix.io/misplaced: "true"`, and still updated (§12 item 4).
+//!   `kratix.io/misplaced: "true"`, and still updated.
 //! * **Resource groups** go to exactly *one* Destination and stay there. Kratix picks a
 //!   random candidate; Plinth picks deterministically with rendezvous
 //!   (highest-random-weight) hashing: every candidate name `d` is weighted with the
@@ -31,18 +31,18 @@
 //!   event re-queues exactly the Works that can be affected by it — Works with an
 //!   unscheduled group, Works with a WorkPlacement on that Destination, and dependency
 //!   Works with a group the Destination matches — never every Work in the cluster
-//!   (Kratix's O(#Works) storm, §13).
+//!   (Kratix's O(#Works) storm).
 //! * WorkPlacements whose group no longer exists in the Work are deleted (dangling).
 //! * Write failures reported by WorkPlacements (`WriteSucceeded=False`, including the
 //!   terminal `InvalidWorkloadPath`) are folded into the Work's conditions as
-//!   `WorkplacementsFailing` (§5.3 step 5), with each failing placement's message.
+//!   `WorkplacementsFailing`, with each failing placement's message.
 //! * A Work is `Ready=True` only once every placement reports `WriteSucceeded=True`;
 //!   until then it is `Ready=False/WorkplacementsPending` "Pending". Kratix marks a Work
 //!   Ready as soon as it is scheduled, so requests turned Reconciled before their files
-//!   reached the store (§13).
+//!   reached the store.
 //!
 //! Deleting a Work deletes its WorkPlacements first (finalizer `kratix.io/work-cleanup`),
-//! so no WorkPlacement or state-store file is orphaned (bug B26).
+//! so no WorkPlacement or state-store file is orphaned.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -76,7 +76,7 @@ const REPORTER: &str = "Scheduler";
 // ---------------------------------------------------------------------------
 
 /// Precedence rank of a selector source: merged in ascending rank, later wins
-/// (reference §5.4: promise > promise-workflow > resource-workflow). Unknown sources
+/// (promise > promise-workflow > resource-workflow). Unknown sources
 /// rank lowest, like a resource-workflow entry.
 fn source_rank(source: &str) -> u8 {
     match source {
@@ -90,7 +90,7 @@ fn source_rank(source: &str) -> u8 {
 ///
 /// `selectors` are `(source, matchLabels)` pairs in Work order. They are merged
 /// `resource-workflow` first, then `promise-workflow`, then `promise`, later keys
-/// overriding earlier ones, so a Promise's own selectors always win (reference §5.4).
+/// overriding earlier ones, so a Promise's own selectors always win.
 /// The sort is stable: entries of one source keep their Work order.
 pub fn resolve_selectors<'a, I>(selectors: I) -> BTreeMap<String, String>
 where
@@ -133,7 +133,7 @@ impl DestinationFacts {
 }
 
 /// Whether a Destination is a candidate for a group with the `resolved` selector
-/// (reference §5.4 "Candidate destinations" and the matching table).
+/// ("Candidate destinations" and the matching table).
 ///
 /// Equality matching: every selector key must be present with the same value.
 /// Destinations being deleted never match. With an empty selector, a Destination with
@@ -186,7 +186,7 @@ pub fn rendezvous_weight(ns: &str, name: &str, group: &str, dest: &str) -> u64 {
     u64::from_be_bytes(first)
 }
 
-/// The WorkPlacement name `<work>.<destination>-<group id[0:5]>` (reference §5.4, §11.4),
+/// The WorkPlacement name `<work>.<destination>-<group id[0:5]>`,
 /// shortened deterministically to a valid object name by plinth-api's name rules when
 /// too long.
 pub fn workplacement_name(work: &str, destination: &str, group_id: &str) -> String {
@@ -247,13 +247,13 @@ fn work_conditions(work: &Work) -> Vec<Condition> {
 
 struct SchedulerState {
     ctx: Arc<Context>,
-    /// Events of the scheduling step (reporting component `Scheduler`, §8.4).
+    /// Events of the scheduling step (reporting component `Scheduler`).
     recorder: EventRecorder,
-    /// Events of the Work lifecycle (reporting component `WorkController`, §8.4).
+    /// Events of the Work lifecycle (reporting component `WorkController`).
     work_recorder: EventRecorder,
 }
 
-/// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
+/// Reasons Kratix reports as the `WorkController` rather than the `Scheduler`.
 const WORK_CONTROLLER_REASONS: [&str; 3] = [
     "WaitingDestination",
     "WorkplacementsFailing",
@@ -556,7 +556,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         }
     }
 
-    // Write failures reported by this Work's placements (§5.3 step 5).
+    // Write failures reported by this Work's placements.
     let failing: Vec<(String, String)> = existing
         .iter()
         .filter(|wp| placed_names.contains(&wp.name_any()))
@@ -571,7 +571,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         })
         .collect();
 
-    // Beyond Kratix (§13): a Work is Ready only once every placement is written, so a
+    // Beyond Kratix: a Work is Ready only once every placement is written, so a
     // request is not Reconciled before its files reached the store.
     let unwritten: Vec<String> = placed_names
         .iter()
@@ -657,7 +657,7 @@ struct Summary {
 }
 
 /// The Work's `Ready` and `ScheduleSucceeded` conditions from the group outcomes and
-/// the failing placements (reference §5.4 "Work status" and §5.3 step 5).
+/// the failing placements (`WorkplacementsFailing` names each failing placement).
 fn summarize(
     outcomes: &[(String, GroupOutcome)],
     failing: &[(String, String)],
@@ -820,8 +820,8 @@ fn summarize(
     Summary { conditions }
 }
 
-/// Creates or updates the WorkPlacement of `group` on `dest` (reference §5.4
-/// "WorkPlacement upsert") and sets its scheduling conditions. Returns its name.
+/// Creates or updates the WorkPlacement of `group` on `dest` and sets its scheduling
+/// conditions. Returns its name.
 async fn upsert_workplacement(
     state: &SchedulerState,
     work: &Work,
@@ -957,7 +957,7 @@ async fn upsert_workplacement(
         .await;
     }
 
-    // Scheduling conditions on the WorkPlacement (§5.4 "Status").
+    // Scheduling conditions on the WorkPlacement ("Status").
     let mut became_misplaced = false;
     patch_status(&api, &name, |cur: &WorkPlacement| {
         let mut conds = wp_conditions(cur);

@@ -1,16 +1,16 @@
-//! The GitStateStore and BucketStateStore controllers (Kratix reference §6.1, §6.2).
+//! The GitStateStore and BucketStateStore controllers.
 //!
 //! Per reconcile:
 //! 1. Read the Secret named by `spec.secretRef` (namespace defaults to `default`). A
 //!    missing Secret makes the store `NotReady/SecretNotFound` ("Secret <name> not found
 //!    in namespace <ns>") and drops it from the registry; other read errors give
 //!    `StateStoreError`. No `secretRef` is not an error: a `file://` Git store (the
-//!    embedded default) and an `IAM` bucket need none (Kratix dereferenced nil, bug B16).
+//!    embedded default) and an `IAM` bucket need none (Kratix dereferenced nil).
 //! 2. Build a [`StoreConfig`] from spec + Secret. Keys: basicAuth `username` (optional)
 //!    and `password`; ssh `sshPrivateKey`, `knownHosts`, optional `passphrase`; githubApp
 //!    `appID`, `installationID`, `privateKey` and optional `apiURL` (Plinth's addition: the
 //!    GitHub API base, default `https://api.github.com`, e.g. `https://<host>/api/v3` for
-//!    GitHub Enterprise Server — Kratix fixes it, §13); bucket accessKey `accessKeyID`,
+//!    GitHub Enterprise Server — Kratix fixes it); bucket accessKey `accessKeyID`,
 //!    `secretAccessKey`. A missing key is named with the Secret
 //!    (`NotReady/ErrorInitialisingWriter`).
 //! 3. If the registry already holds this store opened from the same store generation and
@@ -61,7 +61,7 @@ use crate::support::{
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 use plinth_api::constants::condition_types;
 
-/// Namespace of a `secretRef` without one (reference §1.4).
+/// Namespace of a `secretRef` without one.
 pub const DEFAULT_SECRET_NAMESPACE: &str = "default";
 
 /// Why a store is not Ready: the condition reason and message.

@@ -1,6 +1,5 @@
 //! The WorkPlacement controller: writes a WorkPlacement's workloads into its
-//! Destination's state store and removes them again on deletion (Kratix reference
-//! §5.5, §5.6, layout §6.6).
+//! Destination's state store and removes them again on deletion.
 //!
 //! * **Write** by the Destination's `filepath.mode` (paths from
 //!   [`plinth_statestore::layout`]):
@@ -11,18 +10,18 @@
 //!   `<dest>/.kratix/<ns>-<name>.yaml`, deleting files the previous state file listed
 //!   but the placement no longer has; `aggregatedYAML` regenerates `<dest>/<filename>`
 //!   from every live WorkPlacement of the Destination, sorted by name.
-//! * `Ready=True` only after a successful write, with `status.versionID` (bug B30).
+//! * `Ready=True` only after a successful write, with `status.versionID`.
 //! * **Path safety**: a workload whose path would leave the Destination root (`..`,
 //!   absolute) is refused before anything is written: `WriteSucceeded=False` with
 //!   reason `InvalidWorkloadPath` naming the path, `Ready=False`, a Warning event, and
 //!   no requeue — only a change to the WorkPlacement retries (Kratix silently skipped
-//!   such files, §13). The scheduler folds the condition into the Work.
+//!   such files). The scheduler folds the condition into the Work.
 //! * **Deletion** removes exactly what was written (the directory, the files of the
 //!   state file plus the state file, or this placement's documents from the aggregated
 //!   file), then releases the finalizers.
 //! * **Destination gone**: the placement gets `Ready=False/DestinationNotFound` and its
 //!   finalizers are removed without touching any store, so Work, request and Promise
-//!   deletions never hang (bug B23).
+//!   deletions never hang.
 //! * **Periodic re-write** every `state_store_reconciliation_interval` (zero disables);
 //!   between those, status-only updates and Destination events do not re-write a
 //!   generation that was already written.
@@ -68,7 +67,7 @@ pub const REASON_INVALID_WORKLOAD_CONTENT: &str = "InvalidWorkloadContent";
 /// Reason of `Ready=False` on a WorkPlacement whose Destination does not exist.
 pub const REASON_DESTINATION_NOT_FOUND: &str = "DestinationNotFound";
 
-/// Decodes a workload's `content`: standard base64, then gzip (reference §0).
+/// Decodes a workload's `content`: standard base64, then gzip.
 ///
 /// # Errors
 /// A message naming the workload's `filepath` and the decoding step that failed.
@@ -357,7 +356,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
         .await
         .map_err(|e| Error::kube("reading the Destination of", &what, e))?;
     let Some(dest) = dest else {
-        // Destination gone: mark, release (reference §5.5 step 1, bug B23).
+        // Destination gone: mark, release.
         if !deleting {
             write_conditions(&api, &wp, Some(&dest_name), |_, _| false).await?;
         }
@@ -490,7 +489,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                         .and_then(|s| s.version_id.clone())
                         .unwrap_or_default();
                     // A write that changed nothing keeps the recorded version: that commit
-                    // still holds exactly these files (Kratix's version cache, §5.5 step 7).
+                    // still holds exactly these files (Kratix's version cache).
                     let version = if !outcome.changed && !old_version.is_empty() {
                         old_version.clone()
                     } else {
@@ -787,7 +786,7 @@ async fn write_target(
         .await
 }
 
-/// Removes what `wp` wrote (reference §5.6). Returns a message for the event on failure.
+/// Removes what `wp` wrote. Returns a message for the event on failure.
 async fn delete_from_store(
     state: &WpState,
     store: &StateStore,

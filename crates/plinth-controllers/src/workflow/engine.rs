@@ -1,10 +1,10 @@
-//! The workflow engine (reference §4.9–4.10): runs an object's pipelines serially as
+//! The workflow engine: runs an object's pipelines serially as
 //! Jobs, one at a time, and reports where the workflow stands.
 //!
 //! Differences from Kratix, keeping its labels, statuses and Job shape:
 //! - a running Job is never suspended or killed because the object changed or a manual
 //!   reconciliation was asked for: it finishes, then the workflow restarts from the
-//!   first pipeline once (§13, bug B05);
+//!   first pipeline once;
 //! - Jobs are ordered by a run annotation, not by creation second, and named
 //!   deterministically per run;
 //! - nothing sleeps: the caller is woken by Job events.
@@ -46,7 +46,7 @@ pub enum JobState {
 }
 
 /// A Job's state from its status: `Complete` (or `succeeded > 0`) is success, `Failed`
-/// is failure, anything else is still running (§4.9).
+/// is failure, anything else is still running.
 pub fn job_state(job: &Job) -> JobState {
     let Some(status) = &job.status else {
         return JobState::Running;
@@ -120,7 +120,7 @@ pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> 
     Ok(jobs)
 }
 
-/// One step of the configure workflow of `parent` (§4.9 ReconcileConfigure).
+/// One step of the configure workflow of `parent` (ReconcileConfigure).
 pub async fn reconcile_configure(
     ctx: &Context,
     wf: &Workflow,
@@ -155,7 +155,7 @@ pub async fn reconcile_configure(
         .iter()
         .position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"));
 
-    // Suspension (§4.10): the status-writer labelled the object; a spec change or a
+    // Suspension: the status-writer labelled the object; a spec change or a
     // manual reconciliation restarts from the first pipeline, otherwise wait for the
     // retry time (or for the label's removal).
     if parent_labels
@@ -261,7 +261,7 @@ pub async fn reconcile_configure(
     Ok(Progress::Running)
 }
 
-/// One step of the delete workflow (§4.9 ReconcileDelete): only the first delete
+/// One step of the delete workflow (ReconcileDelete): only the first delete
 /// pipeline runs, after any running configure Job of the object has finished.
 pub async fn reconcile_delete(
     ctx: &Context,
@@ -315,7 +315,7 @@ pub async fn reconcile_delete(
                     .labels()
                     .get(labels::WORKFLOW_SUSPENDED)
                     .is_some_and(|v| v == "true");
-                // A retry that is due (§4.10): drop the label and run the pipeline again.
+                // A retry that is due: drop the label and run the pipeline again.
                 if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
                     remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
                 } else if labelled {
@@ -421,7 +421,7 @@ fn pipeline_entry<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 /// Sets every pipeline's phase: those before `index` Succeeded, `index` as given, the
-/// rest Pending (§3.3 `status.kratix.workflows.pipelines`).
+/// rest Pending (`status.kratix.workflows.pipelines`).
 fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usize, phase: &str) {
     let now = support::now_rfc3339();
     let old = status["kratix"]["workflows"]["pipelines"]
@@ -652,7 +652,7 @@ async fn finish(
     Ok(Progress::Done)
 }
 
-/// Deletes the oldest Jobs of each pipeline beyond `numberOfJobsToKeep` (§4.9 pruning).
+/// Deletes the oldest Jobs of each pipeline beyond `numberOfJobsToKeep` (pruning).
 async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Error> {
     let keep = ctx.config().number_of_jobs_to_keep.max(1);
     let mut by_pipeline: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
@@ -709,7 +709,7 @@ pub async fn remove_labels(
     Ok(())
 }
 
-/// The global reconciliation interval (§8.1 `reconciliationInterval`): once `interval`
+/// The global reconciliation interval (`reconciliationInterval`): once `interval`
 /// has passed since the workflow's last Job finished, the object (Promise or request) is labelled to run
 /// its configure workflow from the first pipeline again; until then it is requeued for
 /// the remaining time.

@@ -1,4 +1,4 @@
-//! Building a pipeline's Job and the objects it needs (reference §4.1–4.8).
+//! Building a pipeline's Job and the objects it needs.
 //!
 //! Everything here is a pure function of the workflow description and the controller
 //! configuration, returning Kubernetes objects as JSON values.
@@ -17,7 +17,7 @@ use crate::context::ControllerConfig;
 /// when several start within one second).
 pub const ANNOTATION_RUN: &str = "plinth.dev/workflow-run";
 
-/// One pipeline, read strictly from its raw form (§1.2: wrong apiVersion/kind is
+/// One pipeline, read strictly from its raw form (wrong apiVersion/kind is
 /// "unsupported pipeline").
 #[derive(Clone, Debug)]
 pub struct PipelineDef {
@@ -68,7 +68,7 @@ impl PipelineDef {
     }
 }
 
-/// Pipeline ID `<promise>-<type>-<action>-<pipeline>` (§4.1): names the ServiceAccount
+/// Pipeline ID `<promise>-<type>-<action>-<pipeline>`: names the ServiceAccount
 /// and the default Roles.
 pub fn pipeline_id(wf: &Workflow, pipeline: &str) -> String {
     plinth_api::names::pipeline_id(
@@ -79,7 +79,7 @@ pub fn pipeline_id(wf: &Workflow, pipeline: &str) -> String {
     )
 }
 
-/// The ServiceAccount a pipeline's pod runs as (§1.2 `rbac.serviceAccount`, else the ID).
+/// The ServiceAccount a pipeline's pod runs as (`rbac.serviceAccount`, else the ID).
 pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
     p.spec()["rbac"]["serviceAccount"]
         .as_str()
@@ -88,7 +88,7 @@ pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
         .unwrap_or_else(|| pipeline_id(wf, &p.name))
 }
 
-/// The workflow hash (§4.7): md5 of the Promise spec for promise workflows,
+/// The workflow hash: md5 of the Promise spec for promise workflows,
 /// md5(`<md5(promise spec)>-<md5(request spec)>`) for resource workflows.
 pub fn workflow_hash(wf: &Workflow) -> String {
     match wf.workflow_type {
@@ -129,7 +129,7 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
         .join(",")
 }
 
-/// The Job for `pipelines[index]` in run number `run` (§4.2–4.6). Job names are
+/// The Job for `pipelines[index]` in run number `run`. Job names are
 /// deterministic and unique per run: a hash of the workflow hash and the run number
 /// replaces Kratix's random suffix.
 pub fn build_job(
@@ -157,7 +157,7 @@ pub fn build_job(
         &format!("{hash}-{run_str}"),
     );
 
-    // User labels first: Kratix's own labels must win, or Job tracking breaks (§13).
+    // User labels first: Kratix's own labels must win, or Job tracking breaks.
     let mut labels: BTreeMap<String, String> = p.raw["metadata"]["labels"]
         .as_object()
         .map(|m| {
@@ -359,7 +359,7 @@ pub fn build_job(
         "spec": job_spec,
     });
     // Promise Jobs are controlled by the Promise; resource Jobs are owned (not controlled)
-    // by the request when they share its namespace (§4.2).
+    // by the request when they share its namespace.
     let same_ns = wf.subject.namespace.as_deref().is_none_or(|n| n == ns);
     if same_ns {
         job["metadata"]["ownerReferences"] = json!([{
@@ -374,7 +374,7 @@ pub fn build_job(
     job
 }
 
-/// `KRATIX_*` variables in Kratix's order (§4.4).
+/// `KRATIX_*` variables in Kratix's order.
 fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
     let s = &wf.subject;
     let pairs = [
@@ -402,7 +402,7 @@ fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The hardened context of Kratix's own containers (§4.3), over the configured default
+/// The hardened context of Kratix's own containers, over the configured default
 /// context: beyond Kratix, a cluster policy that demands settings of every container
 /// (e.g. `runAsUser`) is met by Plinth's containers too.
 fn injected_security_context(config: &ControllerConfig) -> Value {
@@ -421,7 +421,7 @@ fn injected_security_context(config: &ControllerConfig) -> Value {
     sc
 }
 
-/// §4.6 default resources, replaced wholesale by `workflows.defaultContainerResources`.
+/// Kratix's default resources of its own containers, replaced wholesale by `workflows.defaultContainerResources`.
 fn default_resources(config: &ControllerConfig) -> Value {
     config
         .default_container_resources
@@ -434,12 +434,12 @@ fn default_resources(config: &ControllerConfig) -> Value {
         })
 }
 
-/// `destination-selectors-<promise>` (§4.8).
+/// `destination-selectors-<promise>`.
 pub fn scheduling_configmap_name(promise: &str) -> String {
     plinth_api::names::scheduling_configmap_name(promise)
 }
 
-/// The objects applied (create-or-update) before each Job (§4.8): ServiceAccount,
+/// The objects applied (create-or-update) before each Job: ServiceAccount,
 /// scheduling ConfigMap (configure only), the default Role/ClusterRole and binding, and
 /// the user-permission RBAC from `rbac.permissions`.
 pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec<Value> {
@@ -516,7 +516,7 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
     out
 }
 
-/// RBAC from `rbac.permissions` (§4.8): rules without `resourceNamespace` become a Role
+/// RBAC from `rbac.permissions`: rules without `resourceNamespace` become a Role
 /// in the pipeline namespace; each distinct `resourceNamespace` gets a ClusterRole bound
 /// in that namespace, and `*` a ClusterRoleBinding.
 fn user_permission_objects(

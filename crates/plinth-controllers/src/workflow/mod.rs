@@ -1,5 +1,5 @@
-//! Workflows: turning a Promise's pipelines into Kubernetes Jobs (reference §4) and
-//! driving them serially for one object (the workflow engine, §4.9–4.10).
+//! Workflows: turning a Promise's pipelines into Kubernetes Jobs and
+//! driving them serially for one object (the workflow engine).
 //!
 //! The Jobs are exactly Kratix's shape, so the same Jobs run on a real cluster and on the
 //! embedded runner.

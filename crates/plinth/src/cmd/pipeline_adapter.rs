@@ -1,5 +1,5 @@
-//! `plinth pipeline-adapter`: the containers Plinth injects into every pipeline Job
-//!: `reader`, `work-creator`, `status-writer` (alias `update-status`).
+//! `plinth pipeline-adapter`: the containers Plinth injects into every pipeline Job:
+//! `reader`, `work-creator`, `status-writer` (alias `update-status`).
 //!
 //! Paths default to the Kratix contract (`/kratix/...`, `/work-creator-files/...`) and can
 //! be overridden with flags or `INPUT_DIR` / `OUTPUT_DIR` / `METADATA_DIR`, so the embedded
