@@ -1,5 +1,4 @@
-//! Names Kratix gives to labels, annotations, finalizers, conditions and fixed objects
-//! (kratix-spec §0, §2.6, §3.4, §3.5, §5.4, §5.5, §6.5, §11).
+//! Names Kratix gives to labels, annotations, finalizers, conditions and fixed objects.
 
 /// Namespace of Kratix's own objects (promise workflows, static-dependency Works).
 pub const SYSTEM_NAMESPACE: &str = "kratix-platform-system";
@@ -18,7 +17,7 @@ pub const CANARY_WORKLOAD_NAME: &str = "kratix-canary";
 pub const CANARY_NAMESPACE_FILE: &str = "kratix-canary-namespace.yaml";
 /// Canary file for the resources directory (nestedByMetadata).
 pub const CANARY_CONFIGMAP_FILE: &str = "kratix-canary-configmap.yaml";
-/// Workload group id of the default group: md5(".") (kratix-spec §5.1).
+/// Workload group id of the default group: md5(".").
 pub const DEFAULT_WORKLOAD_GROUP_ID: &str = "5058f1af8388633f609cadb75a75dc9d";
 /// Directory of the default workload group.
 pub const DEFAULT_WORKLOAD_GROUP_DIRECTORY: &str = ".";
@@ -38,7 +37,7 @@ pub const MIN_RECONCILIATION_INTERVAL_SECS: u64 = 60;
 /// group. (Kubernetes' own `*.k8s.io` / `*.kubernetes.io` groups are reserved as well.)
 pub const RESERVED_API_GROUPS: [&str; 3] = [crate::GROUP, "platform.syntasso.io", "plinth.dev"];
 
-/// What a pipeline's Pod holds besides the user's containers (kratix-spec §4.2, §4.3):
+/// What a pipeline's Pod holds besides the user's containers:
 /// used to check user containers at admission as the Pod will be checked.
 pub mod pipeline_pod {
     /// Containers of the pipeline adapter (reader, work writer, status writer).
@@ -74,7 +73,7 @@ pub mod rbac {
     pub const AUTOUPDATE: &str = "rbac.authorization.kubernetes.io/autoupdate";
 }
 
-/// Label keys (kratix-spec §11.1).
+/// Label keys.
 pub mod labels {
     /// Promise version → revision, `status.version`.
     pub const PROMISE_VERSION: &str = "kratix.io/promise-version";
@@ -96,7 +95,7 @@ pub mod labels {
     pub const WORK_TYPE: &str = "kratix.io/work-type";
     /// Legacy, selectors only.
     pub const WORK_ACTION: &str = "kratix.io/work-action";
-    /// Spec hash of a Job (§4.7).
+    /// Spec hash of a Job.
     pub const HASH: &str = "kratix.io/hash";
     /// Compared in job matching, never set.
     pub const PIPELINE_HASH: &str = "kratix.io/pipeline-hash";
@@ -116,13 +115,13 @@ pub mod labels {
     pub const LATEST_REVISION: &str = "kratix.io/latest-revision";
     /// PromiseRelease that installed a Promise.
     pub const PROMISE_RELEASE_NAME: &str = "kratix.io/promise-release-name";
-    /// `"true"`: re-run the workflow from the start (§3.5).
+    /// `"true"`: re-run the workflow from the start.
     pub const MANUAL_RECONCILIATION: &str = "kratix.io/manual-reconciliation";
     /// `"true"` on a Promise: re-run all its resource requests.
     pub const RECONCILE_RESOURCES: &str = "kratix.io/reconcile-resources";
     /// `"true"`: skip all reconciliation.
     pub const PAUSED: &str = "kratix.io/paused";
-    /// `"true"`: set by the status-writer when a pipeline suspends or retries (§4.10).
+    /// `"true"`: set by the status-writer when a pipeline suspends or retries.
     pub const WORKFLOW_SUSPENDED: &str = "kratix.io/workflow-suspended";
     /// Internal: next configure run starts at pipeline 0.
     pub const RUN_FROM_START: &str = "internal.workflows.kratix.io/run-from-start";
@@ -156,7 +155,7 @@ pub mod work_type {
     pub const STATIC_DEPENDENCY: &str = "static-dependency";
 }
 
-/// `source` values of workload-group destination selectors (§5.1, §5.4).
+/// `source` values of workload-group destination selectors.
 pub mod selector_source {
     /// From the Promise's `destinationSelectors`.
     pub const PROMISE: &str = "promise";
@@ -166,7 +165,7 @@ pub mod selector_source {
     pub const RESOURCE_WORKFLOW: &str = "resource-workflow";
 }
 
-/// Annotation keys (kratix-spec §11.2).
+/// Annotation keys.
 pub mod annotations {
     /// Per-Promise/PromiseRevision reconciliation interval.
     pub const RECONCILIATION_INTERVAL: &str = "kratix.io/reconciliation-interval";
@@ -197,7 +196,7 @@ pub mod annotations {
     pub const DRY_RUN_RESOURCE_NAMESPACE: &str = "kratix.io/dry-run-resource-namespace";
 }
 
-/// Finalizers (kratix-spec §11.3).
+/// Finalizers.
 pub mod finalizers {
     /// Promise / PromiseRevision: delete resource requests.
     pub const RESOURCE_REQUEST_CLEANUP: &str = "kratix.io/resource-request-cleanup";
@@ -231,7 +230,7 @@ pub mod finalizers {
     pub const HEALTH_RECORD_CLEANUP: &str = "kratix.io/health-record-cleanup";
 }
 
-/// Condition types (kratix-spec §2.6, §3.4, §5.3–§5.5, §6.5, §1.8, §1.10).
+/// Condition types.
 pub mod condition_types {
     /// Promise availability.
     pub const AVAILABLE: &str = "Available";
@@ -259,7 +258,7 @@ pub mod condition_types {
     pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";
 }
 
-/// Condition reasons (kratix-spec §2.6, §3.4, §5.3–§5.5, §6.2, §6.5, §2.7, §1.10).
+/// Condition reasons.
 pub mod reasons {
     /// Promise Available=True.
     pub const PROMISE_AVAILABLE: &str = "PromiseAvailable";
@@ -357,9 +356,17 @@ pub mod reasons {
     pub const UPGRADE_COMPLETE: &str = "UpgradeComplete";
     /// ResourceBinding upgrade failed.
     pub const UPGRADE_FAILED: &str = "UpgradeFailed";
+    /// Promise Available=False: the API CRD serves no version.
+    pub const NO_SERVED_VERSION: &str = "NoServedVersion";
+    /// Promise RequirementsFulfilled=True.
+    pub const REQUIREMENTS_INSTALLED: &str = "RequirementsInstalled";
+    /// Work Ready=False while it is being deleted.
+    pub const DELETING: &str = "Deleting";
+    /// WorkPlacement WriteSucceeded=False: removing its files from the state store failed.
+    pub const FAILED_DELETE_FILES_FROM_REPOSITORY: &str = "FailedDeleteFilesFromRepository";
 }
 
-/// Fixed condition/status messages (kratix-spec §2.6, §3.3, §3.4, §4.11, §5.4, §6.5).
+/// Fixed condition/status messages.
 pub mod messages {
     /// `status.message` while a pipeline runs.
     pub const PENDING: &str = "Pending";
@@ -414,9 +421,15 @@ pub mod messages {
     pub const ALL_WORKPLACEMENTS_SCHEDULED: &str = "All workplacements scheduled successfully";
     /// PromiseRelease installed.
     pub const INSTALLED_SUCCESSFULLY: &str = "Installed successfully";
+    /// Promise RequirementsFulfilled=True message.
+    pub const REQUIREMENTS_FULFILLED: &str = "Requirements fulfilled";
+    /// Resource request PromiseAvailable=True message.
+    pub const PROMISE_REQUIREMENTS_MET: &str = "Promise Requirements are met";
+    /// Resource request PromiseAvailable=False message.
+    pub const PROMISE_REQUIREMENTS_NOT_INSTALLED: &str = "Promise Requirements are not installed";
 }
 
-/// `status.requiredPromises[].state` strings (kratix-spec §1.1).
+/// `status.requiredPromises[].state` strings.
 pub mod requirement_state {
     /// Installed at the right version and Available.
     pub const INSTALLED: &str = "Requirement installed";
@@ -435,7 +448,7 @@ pub mod requirement_state {
 /// recognises it and runs the current `plinth` executable instead of pulling it.
 pub const DEFAULT_ADAPTER_IMAGE: &str = "ghcr.io/plinth-dev/plinth:latest";
 
-/// Names used by HealthRecords, the HealthSource and the health history (kratix-spec §7).
+/// Names used by HealthRecords, the HealthSource and the health history.
 pub mod health {
     /// Label on a HealthRecord applied by a HealthSource: the source's name.
     pub const SOURCE_LABEL: &str = "platform.syntasso.io/health-source";

@@ -1,5 +1,5 @@
 //! CRD manifests of the Kratix kinds, and the transformation a Promise's `spec.api`
-//! goes through before it is installed (kratix-spec §1, §1.13).
+//! goes through before it is installed.
 
 use crate::ApiError;
 use crate::constants::labels;
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 /// DryRun (preview), and Plinth's HealthSource (`platform.syntasso.io/v1alpha1`).
 ///
 /// Scopes, short names, printer columns, the `kratix` category and status subresources are
-/// as kratix-spec §1 lists them (HealthRecord has no status subresource).
+/// as Kratix defines them (HealthRecord has no status subresource).
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     [
         crate::Promise::crd(),
@@ -108,9 +108,9 @@ fn strict_schemas(crd: CustomResourceDefinition) -> CustomResourceDefinition {
     serde_json::from_value(v).unwrap_or(crd)
 }
 
-/// The schema descriptions come from the types' doc comments, which cite the behaviour
-/// reference (`(kratix-spec §1.1)`); `kubectl explain` readers have no use for those
-/// citations, so they are dropped from the published CRDs.
+/// The schema descriptions come from the types' doc comments; should one carry a
+/// section-number citation, `kubectl explain` readers have no use for it, so citations
+/// are dropped from the published CRDs.
 fn user_facing_descriptions(crd: CustomResourceDefinition) -> CustomResourceDefinition {
     fn clean(v: &mut Value) {
         match v {
@@ -129,7 +129,8 @@ fn user_facing_descriptions(crd: CustomResourceDefinition) -> CustomResourceDefi
     serde_json::from_value(v).unwrap_or(crd)
 }
 
-/// Removes reference citations: `(kratix-spec §4.2)`, `kratix-spec §4.2`, `(§2.3)`.
+/// Removes section-number citations (a section sign and number, optionally after
+/// `kratix-spec` and in parentheses).
 fn strip_citations(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -236,8 +237,8 @@ fn storage_version_index(versions: &[Value]) -> usize {
         .unwrap_or(0)
 }
 
-/// Group, storage version, kind and plural of a resource-request CRD (kratix-spec §1.13:
-/// the storage version, or the first version if none is flagged).
+/// Group, storage version, kind and plural of a resource-request CRD (the
+/// storage version, or the first version if none is flagged).
 ///
 /// Errors: [`ApiError::InvalidApi`] naming the missing field.
 pub fn request_gvk(crd: &Value) -> Result<RequestGvk, ApiError> {
@@ -288,7 +289,7 @@ fn ensure_object<'a>(
 }
 
 /// Injects `metadata.name` `{type: string, maxLength: 63}` into the storage version's
-/// schema (Kratix `GetAPI()`, kratix-spec §1.1), so request names fit in label values.
+/// schema (Kratix `GetAPI()`), so request names fit in label values.
 pub fn inject_name_max_length(crd: &mut Value) -> Result<(), ApiError> {
     let Some(versions) = crd
         .pointer_mut("/spec/versions")
@@ -338,8 +339,7 @@ pub fn inject_name_max_length(crd: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The status schema Kratix injects into every version of a resource-request CRD
-/// (kratix-spec §1.13).
+/// The status schema Kratix injects into every version of a resource-request CRD.
 pub fn request_status_schema() -> Value {
     let time = json!({"type": "string", "format": "date-time"});
     json!({
@@ -431,8 +431,7 @@ fn normalise_printer_column_keys(version: &mut serde_json::Map<String, Value>) {
     }
 }
 
-/// Builds the resource-request CRD a Promise installs from its `spec.api`
-/// (kratix-spec §1.13):
+/// Builds the resource-request CRD a Promise installs from its `spec.api`:
 ///
 /// * label `kratix.io/promise-name: <promise_name>`;
 /// * every version gets `subresources.status: {}`;

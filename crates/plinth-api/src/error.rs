@@ -6,7 +6,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// A pipeline entry in `spec.workflows` is not a `platform.kratix.io/v1alpha1` `Pipeline`
-    /// or carries fields Kratix does not know (kratix-spec §1.1: "unsupported pipeline").
+    /// or carries fields Kratix does not know ("unsupported pipeline").
     #[error("unsupported pipeline at {location}: {reason}")]
     UnsupportedPipeline {
         /// Where the entry sits, e.g. `spec.workflows.resource.configure[0]`.

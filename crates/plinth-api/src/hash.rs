@@ -1,4 +1,4 @@
-//! md5 helpers (kratix-spec §0, §4.7, §5.1).
+//! md5 helpers.
 //!
 //! md5 is used for change detection and identifiers only, never for security, exactly as
 //! Kratix does (so hashes and group ids match Kratix's).
@@ -17,7 +17,7 @@ pub fn compute_hash(s: &str) -> String {
 }
 
 /// Workload group id of an output directory: md5 hex of the cleaned directory
-/// (`.` → [`crate::constants::DEFAULT_WORKLOAD_GROUP_ID`]; kratix-spec §5.1).
+/// (`.` → [`crate::constants::DEFAULT_WORKLOAD_GROUP_ID`]).
 pub fn workload_group_id(directory: &str) -> String {
     md5_hex(directory.as_bytes())
 }
@@ -74,7 +74,7 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// Job hash label of a resource workflow (kratix-spec §4.7):
+/// Job hash label of a resource workflow:
 /// md5(`<md5(promiseSpec)>-<md5(rrSpec)>` [+ `-dry-run`]).
 pub fn resource_workflow_hash(promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
     let mut s = format!("{}-{}", hash_for_spec(promise_spec), hash_for_spec(rr_spec));

@@ -3,12 +3,12 @@
 //! * [`kinds`]: every Kratix kind as a Rust type with `kube::CustomResource` derives
 //!   (Promise, Destination, GitStateStore, BucketStateStore, Work, WorkPlacement,
 //!   PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord, DryRun), plus the embedded
-//!   [`Pipeline`] object (kratix-spec §1).
-//! * [`constants`]: labels, annotations, finalizers, condition types and reasons (§0, §11).
-//! * [`names`]: deterministic, DNS-1123-safe generated names (§11.4, bug B04).
-//! * [`hash`]: md5 helpers used for change detection and workload group ids (§0, §4.7).
+//!   [`Pipeline`] object.
+//! * [`constants`]: labels, annotations, finalizers, condition types and reasons.
+//! * [`names`]: deterministic, DNS-1123-safe generated names.
+//! * [`hash`]: md5 helpers used for change detection and workload group ids.
 //! * [`crds`]: the CRD manifests generated from the types, and the resource-request CRD
-//!   transformation a Promise's `spec.api` goes through (§1.13).
+//!   transformation a Promise's `spec.api` goes through.
 //!
 //! Every type round-trips Kratix YAML losslessly: fields Plinth does not model are kept
 //! in `extra` maps (`#[serde(flatten)]`). The generated CRDs do not publish those maps:
@@ -35,9 +35,9 @@ pub use error::ApiError;
 pub use kinds::*;
 pub use pipeline::{Pipeline, WorkflowAction, WorkflowType};
 
-/// The API group of every Kratix kind (kratix-spec §0).
+/// The API group of every Kratix kind.
 pub const GROUP: &str = "platform.kratix.io";
-/// The API version of every Kratix kind (kratix-spec §0).
+/// The API version of every Kratix kind.
 pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` string of every Kratix kind: `platform.kratix.io/v1alpha1`.
 pub const API_VERSION: &str = "platform.kratix.io/v1alpha1";

@@ -1,4 +1,4 @@
-//! Deterministic generated names (kratix-spec §0, §11.4; bug B04).
+//! Deterministic generated names.
 //!
 //! Kratix appends random suffixes to Job and Work names and cuts names at a fixed length,
 //! which could leave a trailing `-` or `.` (an invalid name). Every function here returns a
@@ -93,19 +93,19 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
         && s.split('.').all(|l| is_dns1123_label(l, MAX_NAME_LEN))
 }
 
-/// PromiseRevision name: `<promise>-<md5(version)[0:5]>` (kratix-spec §1.9; bug B43: any
+/// PromiseRevision name: `<promise>-<md5(version)[0:5]>` (any
 /// label-legal version, e.g. `V1_RC`, gives a DNS-safe name).
 pub fn promise_revision_name(promise: &str, version: &str) -> String {
     object_name(promise, &[version], MAX_NAME_LEN)
 }
 
-/// ResourceBinding name: `GenerateDeterministicObjectName("<rr>-<promise>")` (§1.10).
+/// ResourceBinding name: `GenerateDeterministicObjectName("<rr>-<promise>")`.
 pub fn resource_binding_name(resource: &str, promise: &str) -> String {
     object_name(&format!("{resource}-{promise}"), &[], MAX_NAME_LEN)
 }
 
 /// Value for the `kratix.io/resource-name` label on a ResourceBinding: the request name, or
-/// a hashed name when it is longer than 63 characters (label values are limited; §1.10).
+/// a hashed name when it is longer than 63 characters (label values are limited).
 pub fn resource_name_label_value(resource: &str) -> String {
     if resource.len() <= MAX_NAME_LEN {
         resource.to_string()
@@ -114,7 +114,7 @@ pub fn resource_name_label_value(resource: &str) -> String {
     }
 }
 
-/// Pipeline ID `<promise>-<type>-<action>-<pipeline>` (kratix-spec §4.1): name of the
+/// Pipeline ID `<promise>-<type>-<action>-<pipeline>`: name of the
 /// pipeline's ServiceAccount and default Role/ClusterRole(Binding). Kratix's webhook limits
 /// it to [`crate::constants::MAX_PIPELINE_ID_LEN`] characters; see [`validate_pipeline_id`].
 pub fn pipeline_id(promise: &str, workflow_type: &str, action: &str, pipeline: &str) -> String {
@@ -134,8 +134,8 @@ pub fn validate_pipeline_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Job name for one run of a pipeline: base `kratix-<promise>[-<rr>[-<rrns>]]-<pipeline>`
-/// (kratix-spec §4.1), at most [`MAX_JOB_NAME_LEN`] characters. `run` distinguishes runs
+/// Job name for one run of a pipeline: base `kratix-<promise>[-<rr>[-<rrns>]]-<pipeline>`,
+/// at most [`MAX_JOB_NAME_LEN`] characters. `run` distinguishes runs
 /// (e.g. the spec hash plus a run counter or the parent's generation and attempt); the same
 /// `run` gives the same name, so a retried create is idempotent.
 pub fn job_name(
@@ -164,7 +164,7 @@ pub fn job_name(
     object_name(&base, &inputs, MAX_JOB_NAME_LEN)
 }
 
-/// Work name of a pipeline (kratix-spec §5.1 step 6, made deterministic): base
+/// Work name of a pipeline (made deterministic): base
 /// `<promise>[-<rr>[-<rrns>]]-<pipeline>`, at most 63 characters. One Work per (promise,
 /// pipeline[, resource request]).
 pub fn work_name(
@@ -191,7 +191,7 @@ pub fn work_name(
     object_name(&base, &inputs, MAX_NAME_LEN)
 }
 
-/// Static-dependency Work name: base `<promise>-static-deps` (kratix-spec §5.2).
+/// Static-dependency Work name: base `<promise>-static-deps`.
 pub fn static_dependency_work_name(promise: &str) -> String {
     object_name(
         &format!("{promise}-static-deps"),
@@ -200,7 +200,7 @@ pub fn static_dependency_work_name(promise: &str) -> String {
     )
 }
 
-/// WorkPlacement name `<work>.<destination>-<groupId[0:5]>` (kratix-spec §11.4).
+/// WorkPlacement name `<work>.<destination>-<groupId[0:5]>`.
 ///
 /// When that is longer than [`MAX_SUBDOMAIN_LEN`] (or not a valid subdomain), both parts are
 /// shortened with [`object_name`] so the result stays a valid, unique, stable subdomain.
@@ -220,7 +220,7 @@ pub fn work_placement_name(work: &str, destination: &str, group_id: &str) -> Str
     format!("{w}.{d}")
 }
 
-/// Scheduling ConfigMap name `destination-selectors-<promise>` (kratix-spec §4.8),
+/// Scheduling ConfigMap name `destination-selectors-<promise>`,
 /// shortened deterministically if longer than 63 characters.
 pub fn scheduling_configmap_name(promise: &str) -> String {
     let plain = format!("destination-selectors-{promise}");
@@ -231,7 +231,7 @@ pub fn scheduling_configmap_name(promise: &str) -> String {
     }
 }
 
-/// Dynamic controller RBAC name `<promise>-promise-controller` (kratix-spec §11.4),
+/// Dynamic controller RBAC name `<promise>-promise-controller`,
 /// shortened deterministically if longer than 63 characters.
 pub fn promise_controller_name(promise: &str) -> String {
     let plain = format!("{promise}-promise-controller");
@@ -243,7 +243,7 @@ pub fn promise_controller_name(promise: &str) -> String {
 }
 
 /// User-permission Role/RoleBinding name in the pipeline namespace:
-/// `GenerateDeterministicObjectName(<pipeline ID>)` (kratix-spec §4.8).
+/// `GenerateDeterministicObjectName(<pipeline ID>)`.
 pub fn user_role_name(pipeline_id: &str) -> String {
     object_name(pipeline_id, &[], MAX_NAME_LEN)
 }

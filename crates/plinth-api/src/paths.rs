@@ -1,5 +1,5 @@
 //! State-store path rules shared by admission (the API server), the writers and the
-//! controllers: normalisation and root overlap (kratix-spec §1.3, §6.6; bugs B15, B22).
+//! controllers: normalisation and root overlap.
 
 /// Why a path cannot be normalised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +57,26 @@ pub fn join(a: &str, b: &str) -> String {
         (_, true) => a.to_string(),
         _ => format!("{a}/{b}"),
     }
+}
+
+/// Directory of a data dir that holds pod logs.
+pub const POD_LOG_DIR: &str = "pod-logs";
+
+/// `<data_dir>/pod-logs/<namespace>/<pod>/<container>.log`: where a container's stdout
+/// and stderr go. The embedded runner writes these files and the embedded API server
+/// serves them as `pods/{name}/log` (Kubernetes has no API to write logs), so both
+/// build the path here.
+pub fn pod_log_path(
+    data_dir: &std::path::Path,
+    namespace: &str,
+    pod: &str,
+    container: &str,
+) -> std::path::PathBuf {
+    data_dir
+        .join(POD_LOG_DIR)
+        .join(namespace)
+        .join(pod)
+        .join(format!("{container}.log"))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! The embedded `Pipeline` object of Promise workflows (kratix-spec §1.2) and the
-//! workflow type/action enums (§4.1).
+//! The embedded `Pipeline` object of Promise workflows and the
+//! workflow type/action enums.
 
 use crate::{API_VERSION, ApiError};
 use k8s_openapi::api::core::v1::{Container, LocalObjectReference, Toleration, Volume};
@@ -28,7 +28,7 @@ impl WorkflowType {
     }
 
     /// Source tag of workflow-produced destination selectors: `promise-workflow` or
-    /// `resource-workflow` (kratix-spec §5.1).
+    /// `resource-workflow`.
     pub fn selector_source(self) -> &'static str {
         match self {
             WorkflowType::Promise => crate::constants::selector_source::PROMISE_WORKFLOW,
@@ -95,7 +95,7 @@ impl std::fmt::Display for WorkflowAction {
     }
 }
 
-/// A Pipeline: `apiVersion: platform.kratix.io/v1alpha1`, `kind: Pipeline` (kratix-spec §1.2).
+/// A Pipeline: `apiVersion: platform.kratix.io/v1alpha1`, `kind: Pipeline`.
 ///
 /// Not a CRD; it lives inside `Promise.spec.workflows`. Parse with [`Pipeline::parse`],
 /// which, like Kratix, rejects any other apiVersion/kind and any unknown field.
@@ -181,7 +181,7 @@ pub struct PipelineRbac {
 }
 
 /// `spec.rbac.permissions[]`: a PolicyRule plus `resourceNamespace`
-/// (absent = pipeline namespace, `*` = cluster-wide; kratix-spec §4.8).
+/// (absent = pipeline namespace, `*` = cluster-wide).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PipelinePermission {
@@ -223,7 +223,7 @@ impl PipelinePermission {
 }
 
 impl Pipeline {
-    /// Parses one raw `spec.workflows.*.*[]` entry strictly (kratix-spec §1.1).
+    /// Parses one raw `spec.workflows.*.*[]` entry strictly.
     ///
     /// Errors ([`ApiError::UnsupportedPipeline`]): apiVersion other than
     /// `platform.kratix.io/v1alpha1`, kind other than `Pipeline`, an empty name, or any

@@ -21,7 +21,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::api::{App, AppRef, meta_str};
+use crate::app::{App, AppRef, meta_str};
 use crate::error::{ApiError, Error};
 
 /// Who made a request (a request extension set by authentication).
@@ -293,7 +293,7 @@ pub(crate) async fn token_request(
         .registry
         .lookup("", "v1", "serviceaccounts")
         .ok_or_else(|| ApiError::internal("serviceaccounts not registered"))?;
-    let sa = crate::api::get_object(app, &info, Some(&ns), &name).await?;
+    let sa = crate::app::get_object(app, &info, Some(&ns), &name).await?;
     let uid = meta_str(&sa, "uid").unwrap_or_default().to_string();
     if let Some(k) = body.get("kind").and_then(|k| k.as_str())
         && k != "TokenRequest"
@@ -349,7 +349,7 @@ pub(crate) async fn token_request(
     Ok(json!({
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::api::now()},
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::app::now()},
         "spec": {"audiences": audiences, "expirationSeconds": exp, "boundObjectRef": body.pointer("/spec/boundObjectRef").cloned().unwrap_or(Value::Null)},
         "status": {"token": token, "expirationTimestamp": exp_ts},
     }))

@@ -31,7 +31,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::App;
+use crate::app::App;
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::rbac::{

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use plinth_api::constants::rbac;
 use serde_json::{Value, json};
 
-use crate::api::{App, meta_str};
+use crate::app::{App, meta_str};
 use crate::error::ApiError;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -130,7 +130,7 @@ pub(crate) async fn ensure(app: &App) -> Result<(), ApiError> {
         .chain(std::iter::once((bindings, binding)));
     for (info, obj) in wanted {
         let name = meta_str(&obj, "name").unwrap_or_default().to_string();
-        match crate::api::create(
+        match crate::verbs::create(
             app,
             &info,
             None,
@@ -144,7 +144,7 @@ pub(crate) async fn ensure(app: &App) -> Result<(), ApiError> {
             Err(e) if e.code == 409 => {}
             Err(e) => return Err(e),
         }
-        crate::api::modify(app, &info, None, &name, |old| {
+        crate::verbs::modify(app, &info, None, &name, |old| {
             let auto = old
                 .pointer("/metadata/annotations")
                 .and_then(|a| a.get(rbac::AUTOUPDATE))
@@ -261,7 +261,7 @@ pub(crate) async fn aggregate(app: &App) -> Result<(), ApiError> {
         if roles[&name].get("rules") == Some(&want) {
             continue;
         }
-        let result = Box::pin(crate::api::modify(app, &info, None, &name, |old| {
+        let result = Box::pin(crate::verbs::modify(app, &info, None, &name, |old| {
             let mut new = old.clone();
             new["rules"] = want.clone();
             Ok(new)

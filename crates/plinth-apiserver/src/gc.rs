@@ -15,10 +15,11 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::api::{self, App, DeleteOptions, finalizers, meta, meta_str, set_finalizers};
+use crate::app::{App, finalizers, meta, meta_str, set_finalizers};
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
 use crate::store::{Event, EventType, ObjKey, WriteOp};
+use crate::verbs::{self, DeleteOptions};
 
 /// Whether the collector needs to look at an event.
 pub(crate) fn interesting(e: &Event) -> bool {
@@ -133,14 +134,14 @@ async fn release_dependent(app: &App, dep: &ObjKey, gone_uid: &str) -> Result<()
     if live {
         let gone = gone_uid.to_string();
         ignore_missing(
-            api::modify(app, &info, ns_opt(dep), &dep.name, move |o| {
+            verbs::modify(app, &info, ns_opt(dep), &dep.name, move |o| {
                 Ok(without_owner(o, &gone))
             })
             .await,
         )
     } else {
         ignore_missing(
-            api::delete(
+            verbs::delete(
                 app,
                 &info,
                 ns_opt(dep),
@@ -187,7 +188,7 @@ async fn remove_finalizer(app: &App, key: &ObjKey, fin: &str) -> Result<(), ApiE
     };
     let fin = fin.to_string();
     ignore_missing(
-        api::modify(app, &info, ns_opt(key), &key.name, move |o| {
+        verbs::modify(app, &info, ns_opt(key), &key.name, move |o| {
             let mut o = o.clone();
             let f: Vec<String> = finalizers(&o).into_iter().filter(|x| *x != fin).collect();
             set_finalizers(&mut o, f);
@@ -217,7 +218,7 @@ async fn foreground(app: &App, key: &ObjKey, owner: &Value) -> Result<(), ApiErr
             continue;
         }
         ignore_missing(
-            api::delete(
+            verbs::delete(
                 app,
                 &info,
                 ns_opt(&dep),
@@ -241,7 +242,7 @@ async fn orphan(app: &App, key: &ObjKey, owner: &Value) -> Result<(), ApiError> 
         };
         let u = uid.clone();
         ignore_missing(
-            api::modify(app, &info, ns_opt(&dep), &dep.name, move |o| {
+            verbs::modify(app, &info, ns_opt(&dep), &dep.name, move |o| {
                 Ok(without_owner(o, &u))
             })
             .await,
@@ -283,7 +284,7 @@ async fn namespace_cleanup(app: &App, ns_key: &ObjKey, ns: &Value) -> Result<(),
             continue;
         }
         ignore_missing(
-            api::delete(
+            verbs::delete(
                 app,
                 &info,
                 Some(&k.ns),

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::api::{App, meta, meta_str, now};
+use crate::app::{App, meta, meta_str, now};
 use crate::error::ApiError;
 use crate::registry::{crd_infos, rkey};
 use crate::resource::{Cause, ResourceInfo};
@@ -228,6 +228,9 @@ fn secret_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiErr
     Ok(())
 }
 
+/// Admission of a CustomResourceDefinition: structural schema, reserved groups, name
+/// `<plural>.<group>`, exactly one storage version, at least one served version,
+/// immutable group and scope; then the status the server fills at once.
 fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
     let name = meta_str(obj, "name").unwrap_or_default().to_string();
     crate::schema::check_crd(obj).map_err(|c| ApiError::invalid(info, &name, c))?;
@@ -236,16 +239,28 @@ fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Res
         return Err(ApiError::invalid(info, &name, reserved));
     }
     let infos = crd_infos(obj).map_err(|e| invalid(info, obj, "spec", "FieldValueInvalid", e))?;
-    let group = obj
-        .pointer("/spec/group")
-        .and_then(|g| g.as_str())
-        .unwrap_or_default()
-        .to_string();
-    let plural = obj
-        .pointer("/spec/names/plural")
-        .and_then(|g| g.as_str())
-        .unwrap_or_default()
-        .to_string();
+    check_crd_name(info, obj, &name)?;
+    let storage = crd_storage_version(info, obj)?;
+    if infos.is_empty() {
+        return Err(invalid(
+            info,
+            obj,
+            "spec.versions",
+            "FieldValueInvalid",
+            "Invalid value: must have at least one served version".into(),
+        ));
+    }
+    if let Some(old) = old {
+        check_crd_immutable(info, old, obj)?;
+    }
+    obj["status"] = crd_status(obj, old, &storage);
+    Ok(())
+}
+
+/// A CRD's name is `spec.names.plural + "." + spec.group` (422 otherwise).
+fn check_crd_name(info: &ResourceInfo, obj: &Value, name: &str) -> Result<(), ApiError> {
+    let field = |p: &str| obj.pointer(p).and_then(|g| g.as_str()).unwrap_or_default();
+    let (group, plural) = (field("/spec/group"), field("/spec/names/plural"));
     if name != format!("{plural}.{group}") {
         return Err(invalid(
             info,
@@ -255,6 +270,11 @@ fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Res
             format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
         ));
     }
+    Ok(())
+}
+
+/// The one version marked `storage: true` (422 unless there is exactly one).
+fn crd_storage_version(info: &ResourceInfo, obj: &Value) -> Result<String, ApiError> {
     let versions = obj
         .pointer("/spec/versions")
         .and_then(|v| v.as_array())
@@ -277,33 +297,33 @@ fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Res
             ),
         ));
     }
-    if infos.is_empty() {
-        return Err(invalid(
-            info,
-            obj,
-            "spec.versions",
-            "FieldValueInvalid",
-            "Invalid value: must have at least one served version".into(),
-        ));
-    }
-    if let Some(old) = old {
-        for f in ["group", "scope"] {
-            let (a, b) = (
-                old.pointer(&format!("/spec/{f}")),
-                obj.pointer(&format!("/spec/{f}")),
-            );
-            if a != b {
-                return Err(invalid(
-                    info,
-                    obj,
-                    &format!("spec.{f}"),
-                    "FieldValueInvalid",
-                    "Invalid value: field is immutable".into(),
-                ));
-            }
+    Ok(storage[0].clone())
+}
+
+/// `spec.group` and `spec.scope` never change (422).
+fn check_crd_immutable(info: &ResourceInfo, old: &Value, obj: &Value) -> Result<(), ApiError> {
+    for f in ["group", "scope"] {
+        let (a, b) = (
+            old.pointer(&format!("/spec/{f}")),
+            obj.pointer(&format!("/spec/{f}")),
+        );
+        if a != b {
+            return Err(invalid(
+                info,
+                obj,
+                &format!("spec.{f}"),
+                "FieldValueInvalid",
+                "Invalid value: field is immutable".into(),
+            ));
         }
     }
-    // Status: names accepted and established at once (no asynchronous controller).
+    Ok(())
+}
+
+/// A CRD's status: names accepted and established at once (no asynchronous controller),
+/// transition times kept from the old status, the storage version added to
+/// `storedVersions`.
+fn crd_status(obj: &Value, old: Option<&Value>, storage: &str) -> Value {
     let mut accepted = obj.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let kind = accepted
         .get("kind")
@@ -337,18 +357,17 @@ fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Res
                 .collect()
         })
         .unwrap_or_default();
-    if !stored.contains(&storage[0]) {
-        stored.push(storage[0].clone());
+    if !stored.iter().any(|s| s == storage) {
+        stored.push(storage.to_string());
     }
-    obj["status"] = json!({
+    json!({
         "conditions": [
             {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": ts("NamesAccepted")},
             {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": ts("Established")},
         ],
         "acceptedNames": accepted,
         "storedVersions": stored,
-    });
-    Ok(())
+    })
 }
 
 /// Effects of a committed write (registration of CRDs).
@@ -365,7 +384,7 @@ pub(crate) async fn after_write(
         let finalized = meta(stored)
             .get("deletionTimestamp")
             .is_some_and(|d| !d.is_null())
-            && crate::api::finalizers(stored).is_empty();
+            && crate::app::finalizers(stored).is_empty();
         if finalized {
             remove_crd_resources(app, stored).await?;
             app.registry.unregister_crd(&name);

@@ -1,25 +1,25 @@
 //! Admission for Kratix kinds (`platform.kratix.io`): the checks Kratix's validating
-//! webhooks make (reference §1.1, §1.3, §1.5), answered as 422 `Invalid` with field
+//! webhooks make, answered as 422 `Invalid` with field
 //! causes at apply time, so a bad Promise never reaches the controllers.
 //!
 //! Beyond Kratix: a Destination whose effective root overlaps another Destination's on
 //! the same state store is rejected (Kratix only rejects identical paths; overlapping
-//! roots clobber each other's files, §13).
+//! roots clobber each other's files).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::api::App;
+use crate::app::App;
 use crate::error::ApiError;
 use crate::registry::rkey;
 use crate::resource::{Cause, ResourceInfo};
 use crate::store::ObjKey;
 
-/// Kratix's floor for every user-supplied interval (§0 `MinReconciliationInterval`).
+/// Kratix's floor for every user-supplied interval (`MinReconciliationInterval`).
 const MIN_INTERVAL: Duration = Duration::from_secs(60);
-/// Longest pipeline ID `<promise>-<type>-<action>-<pipeline>` (§1.1 webhook rule 3).
+/// Longest pipeline ID `<promise>-<type>-<action>-<pipeline>` (webhook rule 3).
 const MAX_PIPELINE_ID: usize = 60;
 
 fn cause(field: &str, reason: &str, message: impl Into<String>) -> Cause {

@@ -11,7 +11,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::api::{App, Query, get_object};
+use crate::app::{App, Query, get_object};
 use crate::error::ApiError;
 
 fn containers(pod: &Value) -> Vec<String> {
@@ -97,12 +97,7 @@ pub(crate) async fn serve(
             )));
         }
     };
-    let path: PathBuf = app
-        .data_dir
-        .join("pod-logs")
-        .join(&ns)
-        .join(&pod_name)
-        .join(format!("{container}.log"));
+    let path: PathBuf = plinth_api::paths::pod_log_path(&app.data_dir, &ns, &pod_name, &container);
     let data = tokio::fs::read(&path).await.unwrap_or_default();
     let tail_lines: Option<usize> = q.get("tailLines").and_then(|t| t.parse().ok());
     let first = match tail_lines {

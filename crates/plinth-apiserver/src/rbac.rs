@@ -889,7 +889,7 @@ mod tests {
         );
     }
 
-    /// Kratix failure mode B36: pipeline Roles must name the CRD plural (and
+    /// Pipeline Roles must name the CRD plural (and
     /// `<plural>/status`); a Role naming the kind grants nothing.
     #[test]
     fn pipeline_roles_must_use_the_crd_plural() {

@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use crate::api::{self, App};
+use crate::app::App;
 use crate::auth::{self, Tokens};
 use crate::error::Error;
 use crate::registry::{Registry, rkey};
 use crate::store::{Event, EventSink, Hub, Store};
+use crate::verbs;
 
 /// Namespaces created at start-up.
 pub const STANDARD_NAMESPACES: [&str; 4] = [
@@ -120,8 +121,8 @@ impl ApiServer {
     pub async fn start(config: ServerConfig) -> Result<ApiServer, Error> {
         let dir = config.data_dir.clone();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        std::fs::create_dir_all(dir.join("pod-logs"))
-            .map_err(|e| Error::io(dir.join("pod-logs"), e))?;
+        let pod_logs = dir.join(plinth_api::paths::POD_LOG_DIR);
+        std::fs::create_dir_all(&pod_logs).map_err(|e| Error::io(pod_logs.clone(), e))?;
         let tokens = Tokens::load(&dir.join("auth"))?;
         let hub = Arc::new(Hub::new(config.watch_buffer));
         let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
@@ -196,7 +197,7 @@ impl ApiServer {
             .expect("namespaces are built in");
         for ns in STANDARD_NAMESPACES {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            match api::create(
+            match verbs::create(
                 &app,
                 &ns_info,
                 None,
@@ -219,7 +220,7 @@ impl ApiServer {
         // Namespaces from earlier runs get what newer versions add to every namespace.
         for ns in store.all_of(rkey("", "namespaces")).await? {
             if let Some(name) = ns.pointer("/metadata/name").and_then(|n| n.as_str()) {
-                api::namespace_defaults(&app, name)
+                verbs::namespace_defaults(&app, name)
                     .await
                     .map_err(|e| Error::Invalid(format!("namespace {name}: {}", e.message)))?;
             }
@@ -232,7 +233,7 @@ impl ApiServer {
         // RBAC runs after authentication (inner layer): both routers enforce it.
         let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
         tasks.push(authz_task);
-        let base = api::routes(app.clone())
+        let base = crate::router::routes(app.clone())
             .layer(axum::middleware::from_fn_with_state(
                 authorizer,
                 crate::authz::authorize_request,

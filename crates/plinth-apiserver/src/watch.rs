@@ -22,7 +22,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::{App, AppRef, Filter, Query, Render, present};
+use crate::app::{App, AppRef, Filter, Query, Render, present};
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
 use crate::store::{Event, EventType};
@@ -141,7 +141,7 @@ pub(crate) async fn watch(
         .map(Duration::from_secs);
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
-    let key = crate::api::storage_rkey(&info);
+    let key = crate::app::storage_rkey(&info);
     // Subscribe before reading the log so nothing falls between the two.
     let sub = app.hub.subscribe(&key);
     let mut w = Watcher {

@@ -1,4 +1,4 @@
-//! Create-or-update of arbitrary objects given as JSON (reference §4.8: "Objects are
+//! Create-or-update of arbitrary objects given as JSON ("Objects are
 //! applied as Create → on AlreadyExists, Update").
 
 use kube::Client;
@@ -50,7 +50,7 @@ pub async fn create_or_update_reporting(client: &Client, obj: &Value) -> Result<
     let desired: DynamicObject = serde_json::from_value(obj.clone()).map_err(Error::Json)?;
     match api.create(&PostParams::default(), &desired).await {
         Ok(_) => return Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(ref e) if crate::support::is_already_exists(e) => {}
         Err(e) => return Err(e.into()),
     }
     for _ in 0..5 {
@@ -60,7 +60,7 @@ pub async fn create_or_update_reporting(client: &Client, obj: &Value) -> Result<
                 .metadata
                 .labels
                 .as_ref()
-                .is_some_and(|l| l.contains_key("kratix.io/promise-name"))
+                .is_some_and(|l| l.contains_key(plinth_api::constants::labels::PROMISE_NAME))
         {
             return Ok(false);
         }
@@ -94,7 +94,7 @@ pub async fn create_or_update_reporting(client: &Client, obj: &Value) -> Result<
         }
         match api.replace(&name, &PostParams::default(), &existing).await {
             Ok(_) => return Ok(false),
-            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(ref e) if crate::support::is_conflict(e) => continue,
             Err(e) => return Err(e.into()),
         }
     }

@@ -1,4 +1,4 @@
-//! Kratix's `kratix` ConfigMap (reference §8.1), watched so that changes apply without
+//! Kratix's `kratix` ConfigMap, watched so that changes apply without
 //! a restart (Kratix reads it once at start-up).
 
 use std::sync::Arc;

@@ -95,9 +95,10 @@ impl Context {
     }
 }
 
-/// Intervals and defaults of the controllers. Kratix hard-codes most of these (reference
-/// §0, §11.5, §13); here every one is configurable, and the `kratix` ConfigMap keys of
-/// reference §8.1 override the workflow-related ones at run time.
+/// Intervals and defaults of the controllers. Kratix hard-codes most of these;
+/// here every one is configurable, and the keys of Kratix's `kratix` ConfigMap
+/// (`reconciliationInterval`, `numberOfJobsToKeep`, ...) override the workflow-related
+/// ones at run time.
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
     /// Short requeue while waiting on something that will not send an event (Kratix: 5 s).

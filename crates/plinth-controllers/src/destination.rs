@@ -1,4 +1,4 @@
-//! The Destination controller (Kratix reference §6.5). Overlapping Destination roots are
+//! The Destination controller. Overlapping Destination roots are
 //! rejected at apply time by the API server's admission for Kratix kinds.
 //!
 //! Per reconcile:
@@ -22,7 +22,7 @@
 //!
 //! Events fire only when the Ready condition changes. The Destination's `spec.path` is
 //! normalised by the layout rules (leading/trailing/repeated `/` dropped, `.` and `/`
-//! = store root, `..` refused with `Ready=False/InvalidDestinationPath`; bug B15).
+//! = store root, `..` refused with `Ready=False/InvalidDestinationPath`).
 
 use std::sync::Arc;
 
@@ -30,11 +30,10 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{finalizers, labels};
+use plinth_api::constants::{condition_types, finalizers, labels};
 use plinth_api::{
     BucketStateStore, Destination, DestinationCleanup, FilepathMode, GitStateStore, StateStoreKind,
     WorkPlacement,
@@ -43,9 +42,11 @@ use plinth_statestore::layout;
 use plinth_statestore::{WriteOp, WriteRequest};
 use serde_json::json;
 
+use crate::Error;
 use crate::context::Context;
-use crate::objstatus::{
-    ReconcileError, describe, edit_finalizers, is_not_found, patch_status, publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, describe, edit_finalizers, is_not_found, patch_status, publish,
+    set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
@@ -62,7 +63,7 @@ pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
 
 struct DestState {
     ctx: Arc<Context>,
-    recorder: plinth_api::events::EventRecorder,
+    recorder: EventRecorder,
 }
 
 fn destinations_of_store(
@@ -143,7 +144,7 @@ pub async fn run(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(dest: Arc<Destination>, err: &ReconcileError, state: Arc<DestState>) -> Action {
+fn error_policy(dest: Arc<Destination>, err: &Error, state: Arc<DestState>) -> Action {
     tracing::warn!(destination = %describe(dest.as_ref()), error = %err, "destination reconcile failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -163,14 +164,14 @@ async fn set_ready(
     reason: &str,
     message: &str,
     event: Option<(EventType, &str, String)>,
-) -> Result<(), ReconcileError> {
+) -> Result<(), Error> {
     let api: Api<Destination> = Api::all(state.ctx.client.clone());
     let mut changed = false;
     patch_status(&api, &dest.name_any(), |cur: &Destination| {
         let mut conds = conditions_of(cur);
         changed = set_condition(
             &mut conds,
-            "Ready",
+            condition_types::READY,
             ready,
             reason,
             message,
@@ -179,9 +180,9 @@ async fn set_ready(
         changed.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(dest), e))?;
+    .map_err(|e| Error::kube("writing status of", describe(dest), e))?;
     if changed && let Some((t, r, note)) = event {
-        publish(&state.recorder, dest, t, r, "Reconcile", note).await;
+        publish(&state.recorder, &typed_reference(dest), t, r, note).await;
     }
     Ok(())
 }
@@ -215,10 +216,7 @@ fn canary_delete_ops(dest: &Destination) -> Vec<WriteOp> {
         .unwrap_or_default()
 }
 
-async fn reconcile(
-    dest: Arc<Destination>,
-    state: Arc<DestState>,
-) -> Result<Action, ReconcileError> {
+async fn reconcile(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let name = dest.name_any();
@@ -241,7 +239,7 @@ async fn reconcile(
         let remaining = wps
             .list(&lp)
             .await
-            .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?
+            .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?
             .items;
         for wp in remaining
             .iter()
@@ -256,7 +254,7 @@ async fn reconcile(
             if let Err(e) = ns_api.delete(&wp.name_any(), &dp).await
                 && !is_not_found(&e)
             {
-                return Err(ReconcileError::kube("deleting WorkPlacement of", &what, e));
+                return Err(Error::kube("deleting WorkPlacement of", &what, e));
             }
         }
         if !remaining.is_empty() {
@@ -273,7 +271,7 @@ async fn reconcile(
                         })
                         .await
                 {
-                    return Err(ReconcileError::Store {
+                    return Err(Error::Store {
                         store: store_key,
                         message: format!("deleting canary files: {e}"),
                     });
@@ -284,7 +282,7 @@ async fn reconcile(
                 // merely not ready yet is waited for.
                 let exists = store_exists(&state, sref.kind, &sref.name)
                     .await
-                    .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+                    .map_err(|e| Error::kube("reading the state store of", &what, e))?;
                 if exists {
                     return Ok(Action::requeue(cfg.requeue_default));
                 }
@@ -292,7 +290,7 @@ async fn reconcile(
         }
         edit_finalizers(&api, &name, &[], &[finalizers::DESTINATION_CLEANUP])
             .await
-            .map_err(|e| ReconcileError::kube("removing finalizer from", &what, e))?;
+            .map_err(|e| Error::kube("removing finalizer from", &what, e))?;
         return Ok(Action::await_change());
     }
 
@@ -314,7 +312,7 @@ async fn reconcile(
                 None,
             )
             .await?;
-            return Err(ReconcileError::kube("updating finalizers of", &what, e));
+            return Err(Error::kube("updating finalizers of", &what, e));
         }
     }
 
@@ -340,7 +338,7 @@ async fn reconcile(
     // writer may not have been dropped yet when its deletion event reaches us.
     let exists = store_exists(&state, sref.kind, &sref.name)
         .await
-        .map_err(|e| ReconcileError::kube("reading the state store of", &what, e))?;
+        .map_err(|e| Error::kube("reading the state store of", &what, e))?;
     let store = if exists {
         ctx.stores.get(sref.kind.as_str(), &sref.name)
     } else {
@@ -417,7 +415,7 @@ async fn reconcile(
     }
 
     let files = layout::canary_files(&dest.spec.path, layout_mode(dest.spec.filepath_mode()))
-        .map_err(|e| ReconcileError::Invalid {
+        .map_err(|e| Error::Invalid {
             object: what.clone(),
             message: format!("spec.path: {e}"),
         })?;

@@ -1,11 +1,12 @@
 //! Plinth's controllers: kube-runtime controllers that implement Kratix's behaviour on
 //! any Kubernetes API (the embedded server in-process, or a real cluster).
 //!
-//! - [`promise`]: Promises (reference §2) and, per Promise API, a dynamic
-//!   resource-request controller ([`request`], §3).
-//! - [`workflow`]: pipelines as Jobs and the workflow engine (§4).
-//! - [`scheduler`], [`workplacement`], [`destination`], [`statestore`]: Works to files
-//!   (§5, §6).
+//! - [`promise`]: Promises and, per Promise API, a dynamic
+//!   resource-request controller ([`request`]).
+//! - [`workflow`]: pipelines as Jobs and the workflow engine.
+//! - [`scheduler`], [`workplacement`], [`destination`], [`statestore`]: Works to files.
+//! - [`support`]: what every controller shares (conditions, the status writer, the
+//!   finalizer editor, Events, API-error tests).
 //!
 //! Every controller talks to the control plane only through the one `kube::Client` in
 //! [`Context`].
@@ -15,19 +16,16 @@ pub mod apply;
 pub mod config;
 pub mod context;
 pub mod destination;
-pub mod events;
 pub mod health;
 pub mod instrument;
-pub mod labels;
-pub mod objstatus;
 pub mod observe;
 pub mod promise;
 pub mod promiserelease;
 pub mod request;
 pub mod scheduler;
 pub mod statestore;
-pub mod status;
 pub mod stores;
+pub mod support;
 pub mod triggers;
 pub mod user_roles;
 pub mod workflow;
@@ -54,20 +52,77 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
     );
 }
 
-/// Errors of a reconcile. Each is logged with the object it concerns and retried by the
-/// controller's error policy after `requeue_default`.
+/// The error of every controller in this crate. A reconcile that fails is logged with
+/// the object it concerns and retried by its controller's error policy.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A call to the Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// A call to the Kubernetes API failed while doing `action` to `object`.
+    #[error("{action} {object}: {source}")]
+    Api {
+        /// What the controller was doing, e.g. `listing WorkPlacements of`.
+        action: &'static str,
+        /// `<Kind> <namespace>/<name>` or `<Kind> <name>`.
+        object: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// An object did not (de)serialize.
     #[error("JSON: {0}")]
     Json(serde_json::Error),
+    /// A pipeline of a Promise cannot be run.
     #[error("invalid pipeline at {field}: {message}")]
-    InvalidPipeline { field: String, message: String },
+    InvalidPipeline {
+        /// Where in the Promise, e.g. `spec.workflows.resource.configure[0]`.
+        field: String,
+        /// The cause.
+        message: String,
+    },
+    /// A Promise cannot be installed as written.
     #[error("invalid Promise {promise}: {message}")]
-    InvalidPromise { promise: String, message: String },
+    InvalidPromise {
+        /// The Promise's name.
+        promise: String,
+        /// The field and cause.
+        message: String,
+    },
+    /// An object kept changing under a read-modify-write.
     #[error("conflict: {0}")]
     Conflict(String),
-    #[error("{0}")]
-    Other(String),
+    /// A state store operation failed.
+    #[error("state store {store}: {message}")]
+    Store {
+        /// `<Kind>/<name>` of the state store.
+        store: String,
+        /// The writer's error text.
+        message: String,
+    },
+    /// The object is malformed in a way that needs a user fix.
+    #[error("{object}: {message}")]
+    Invalid {
+        /// `<Kind> <namespace>/<name>`.
+        object: String,
+        /// The field and cause.
+        message: String,
+    },
+    /// Something asked for by name does not exist (`<what>` names it).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A Promise has no `spec.api`, so it has no resource requests.
+    #[error("Promise {0:?} has no API")]
+    NoApi(String),
+}
+
+impl Error {
+    /// Wraps a client error with what was being done to which object.
+    pub fn kube(action: &'static str, object: impl Into<String>, source: kube::Error) -> Self {
+        Error::Api {
+            action,
+            object: object.into(),
+            source,
+        }
+    }
 }

@@ -1,52 +1,44 @@
-//! The Promise controller (reference §2): installs a Promise's API as a CRD, delivers
+//! The Promise controller: installs a Promise's API as a CRD, delivers
 //! its static dependencies, runs its promise workflows, tracks required Promises,
 //! starts one resource-request controller per Promise API, and tears everything down
 //! in Kratix's finalizer order on deletion.
 //!
 //! Beyond Kratix: no fixed 5-second polling for the CRD (CRD events wake the Promise),
-//! requirement changes are noticed from any Promise's events (B03), and the request
-//! controller follows the API's served versions without a restart (B01).
+//! requirement changes are noticed from any Promise's events, and the request
+//! controller follows the API's served versions without a restart.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine;
 use futures::StreamExt;
-use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
-use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::context::Context;
-use crate::status::{self, condition_true, set_condition, set_field};
+use crate::support::{
+    self, condition_true, remove_finalizer, set_condition, set_field, set_finalizers,
+};
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Action, Subject, Workflow, WorkflowType};
-use crate::{Error, events, labels, request};
+use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::{Error, request};
 use plinth_api::constants::work_type;
+use plinth_api::constants::{
+    condition_types, finalizers, labels, messages, reasons, requirement_state,
+};
 
-/// Reporting component of Promise events (§8.4).
+/// Reporting component of Promise events.
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
-/// The namespace Kratix's own objects live in (§0).
-pub const SYSTEM_NAMESPACE: &str = "kratix-platform-system";
-
-/// Finalizers in Kratix's canonical order (§2.5).
-const F_RR_CLEANUP: &str = "kratix.io/resource-request-cleanup";
-const F_DYNAMIC_CLEANUP: &str = "kratix.io/dynamic-controller-dependant-resources-cleanup";
-const F_CRD_CLEANUP: &str = "kratix.io/api-crd-cleanup";
-const F_DEPS_CLEANUP: &str = "kratix.io/dependencies-cleanup";
-const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
-const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
-const F_REVISION_CLEANUP: &str = "kratix.io/revision-cleanup";
+pub use plinth_api::constants::SYSTEM_NAMESPACE;
 
 /// The `promises` resource.
 pub fn promise_resource() -> ApiResource {
@@ -89,7 +81,11 @@ pub async fn run(ctx: Arc<Context>) {
         )
         .watches(
             jobs,
-            watcher::Config::default().labels("kratix.io/workflow-type=promise"),
+            watcher::Config::default().labels(&format!(
+                "{}={}",
+                labels::WORKFLOW_TYPE,
+                plinth_api::WorkflowType::Promise.as_str()
+            )),
             |job| {
                 job.labels()
                     .get(labels::PROMISE_NAME)
@@ -107,7 +103,7 @@ pub async fn run(ctx: Arc<Context>) {
             },
         )
         // Any Promise change wakes the Promises that require it, whether or not they have
-        // written themselves into its requiredBy yet (B03).
+        // written themselves into its requiredBy yet.
         .watches_with(
             promises,
             ar.clone(),
@@ -148,19 +144,16 @@ pub async fn run(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> ReconcileAction {
+fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(promise = %promise.name_any(), error = %err, "Promise reconcile failed");
-    ReconcileAction::requeue(ctx.config().requeue_default)
+    Action::requeue(ctx.config().requeue_default)
 }
 
 fn promise_api(ctx: &Context) -> Api<DynamicObject> {
     Api::all_with(ctx.client.clone(), &promise_resource())
 }
 
-async fn reconcile(
-    promise: Arc<DynamicObject>,
-    ctx: Arc<Context>,
-) -> Result<ReconcileAction, Error> {
+async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api = promise_api(&ctx);
     let name = promise.name_any();
     let config = ctx.config();
@@ -170,14 +163,28 @@ async fn reconcile(
         .get(labels::PAUSED)
         .is_some_and(|v| v == "true")
     {
-        status::update_status(&api, &name, |s, _| {
-            let mut c = set_condition(s, "Available", "False", "PausedReconciliation", "Paused");
-            c |= set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused");
+        support::update_status(&api, &name, |s, _| {
+            let mut c = set_condition(
+                s,
+                condition_types::AVAILABLE,
+                "False",
+                reasons::PAUSED_RECONCILIATION,
+                messages::PAUSED,
+                None,
+            );
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::PAUSED_RECONCILIATION,
+                messages::PAUSED,
+                None,
+            );
             c |= set_field(s, "status", json!("Unavailable"));
             c
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     if promise.meta().deletion_timestamp.is_some() {
@@ -185,10 +192,10 @@ async fn reconcile(
     }
     // Resumed: run the configure workflow from its first pipeline, then every request.
     if engine::resume_after_pause(&api, &promise, &[(labels::RECONCILE_RESOURCES, "true")]).await? {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
-    // Finalizers (§2.5).
+    // Finalizers.
     let spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
     let api_crd = request_crd(&name, &spec)?;
     let has_delete = spec["workflows"]["promise"]["delete"]
@@ -196,13 +203,20 @@ async fn reconcile(
         .is_some_and(|a| !a.is_empty());
     let mut desired: Vec<&str> = Vec::new();
     if api_crd.is_some() {
-        desired.extend([F_RR_CLEANUP, F_DYNAMIC_CLEANUP, F_CRD_CLEANUP]);
+        desired.extend([
+            finalizers::RESOURCE_REQUEST_CLEANUP,
+            finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP,
+            finalizers::API_CRD_CLEANUP,
+        ]);
     }
-    desired.extend([F_DEPS_CLEANUP, F_WORKFLOWS_CLEANUP]);
+    desired.extend([
+        finalizers::DEPENDENCIES_CLEANUP,
+        finalizers::WORKFLOWS_CLEANUP,
+    ]);
     if has_delete {
-        desired.push(F_DELETE_WORKFLOWS);
+        desired.push(finalizers::DELETE_WORKFLOWS);
     }
-    desired.push(F_REVISION_CLEANUP);
+    desired.push(finalizers::REVISION_CLEANUP);
     let current = promise.finalizers().to_vec();
     let mut wanted = current.clone();
     for f in &desired {
@@ -211,29 +225,29 @@ async fn reconcile(
         }
     }
     if !has_delete {
-        wanted.retain(|f| f != F_DELETE_WORKFLOWS);
+        wanted.retain(|f| f != finalizers::DELETE_WORKFLOWS);
     }
     if wanted != current {
         set_finalizers(&api, &promise, wanted).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
-    // Version and revision (§2.1 step 5, §2.8).
+    // Version and revision.
     let version = promise.labels().get(labels::PROMISE_VERSION).cloned();
     let status_now = promise.data.get("status").cloned().unwrap_or(Value::Null);
     if let Some(v) = &version {
         if status_now["version"].as_str() != Some(v) {
             let v = v.clone();
-            status::update_status(&api, &name, |s, _| {
+            support::update_status(&api, &name, |s, _| {
                 let mut c = set_field(s, "version", json!(v));
-                let k = status::ensure_object(s)
+                let k = support::ensure_object(s)
                     .entry("kratix")
                     .or_insert_with(|| json!({}));
                 c |= set_field(k, "version", json!(v));
                 c
             })
             .await?;
-            return Ok(ReconcileAction::await_change());
+            return Ok(Action::await_change());
         }
     }
     ensure_revision(
@@ -244,25 +258,26 @@ async fn reconcile(
     )
     .await?;
 
-    // Requirements (§2.3).
+    // Requirements.
     let (fulfilled, requirement_states) = evaluate_requirements(&ctx, &promise, &spec).await?;
     if !requirement_states.is_empty() || status_now.get("requiredPromises").is_some() {
         let states = requirement_states.clone();
         let was_available = status_now["status"] == "Available";
-        let updated = status::update_status(&api, &name, |s, _| {
+        let updated = support::update_status(&api, &name, |s, _| {
             let mut c = set_field(s, "requiredPromises", Value::Array(states.clone()));
             if fulfilled {
                 c |= set_condition(
                     s,
-                    "RequirementsFulfilled",
+                    condition_types::REQUIREMENTS_FULFILLED,
                     "True",
-                    "RequirementsInstalled",
-                    "Requirements fulfilled",
+                    reasons::REQUIREMENTS_INSTALLED,
+                    messages::REQUIREMENTS_FULFILLED,
+                    None,
                 );
             } else {
                 let reason = if states
                     .iter()
-                    .any(|x| x["state"] == "Requirement not available")
+                    .any(|x| x["state"] == requirement_state::NOT_AVAILABLE)
                     && !states.iter().any(|x| {
                         x["state"]
                             .as_str()
@@ -274,7 +289,7 @@ async fn reconcile(
                 };
                 let detail: Vec<String> = states
                     .iter()
-                    .filter(|x| x["state"] != "Requirement installed")
+                    .filter(|x| x["state"] != requirement_state::INSTALLED)
                     .map(|x| {
                         format!(
                             "{}@{}: {}",
@@ -286,24 +301,27 @@ async fn reconcile(
                     .collect();
                 c |= set_condition(
                     s,
-                    "RequirementsFulfilled",
+                    condition_types::REQUIREMENTS_FULFILLED,
                     "False",
                     reason,
                     &format!("Requirements not fulfilled: {}", detail.join("; ")),
+                    None,
                 );
                 c |= set_condition(
                     s,
-                    "Reconciled",
+                    condition_types::RECONCILED,
                     "Unknown",
-                    "RequirementsNotFulfilled",
-                    "Pending",
+                    reasons::REQUIREMENTS_NOT_FULFILLED,
+                    messages::PENDING,
+                    None,
                 );
                 c |= set_condition(
                     s,
-                    "Available",
+                    condition_types::AVAILABLE,
                     "False",
-                    "PromiseUnavailable",
-                    "Cannot fulfil resource requests",
+                    reasons::PROMISE_UNAVAILABLE,
+                    messages::CANNOT_FULFIL,
+                    None,
                 );
                 c |= set_field(s, "status", json!("Unavailable"));
             }
@@ -311,11 +329,10 @@ async fn reconcile(
         })
         .await?;
         if !fulfilled && was_available {
-            events::publish(
-                &ctx,
-                COMPONENT,
-                &events::reference(&updated),
-                true,
+            support::publish(
+                &ctx.recorder(COMPONENT),
+                &support::reference(&updated),
+                support::EventType::Warning,
                 plinth_api::constants::events::UNAVAILABLE,
                 "Promise no longer available: Requirements have changed",
             )
@@ -323,30 +340,37 @@ async fn reconcile(
         }
     }
 
-    // API (§2.1 step 8).
+    // API.
     let mut request_api: Option<request::RequestApi> = None;
     if let Some(crd) = &api_crd {
         match install_api(&ctx, &api, &promise, crd).await? {
-            ApiState::Waiting => return Ok(ReconcileAction::await_change()),
+            ApiState::Waiting => return Ok(Action::await_change()),
             ApiState::NoServedVersion(msg) => {
-                status::update_status(&api, &name, |s, _| {
-                    let mut c = set_condition(s, "Available", "False", "NoServedVersion", &msg);
+                support::update_status(&api, &name, |s, _| {
+                    let mut c = set_condition(
+                        s,
+                        condition_types::AVAILABLE,
+                        "False",
+                        reasons::NO_SERVED_VERSION,
+                        &msg,
+                        None,
+                    );
                     c |= set_field(s, "status", json!("Unavailable"));
                     c
                 })
                 .await?;
                 ctx.request_controllers.stop(&name);
-                return Ok(ReconcileAction::await_change());
+                return Ok(Action::await_change());
             }
             ApiState::Ready(r) => request_api = Some(r),
         }
     }
 
-    // Static dependencies (§5.2).
+    // Static dependencies.
     reconcile_static_dependencies(&ctx, &promise, &spec).await?;
 
     // Promise configure workflow.
-    let wf = promise_workflow(&promise, &spec, Action::Configure);
+    let wf = promise_workflow(&promise, &spec, WorkflowAction::Configure);
     let progress = if wf.pipelines.is_empty() {
         Progress::Done
     } else {
@@ -356,26 +380,34 @@ async fn reconcile(
 
     if progress != Progress::Done {
         // A re-run after the Promise was Available keeps it Available: requests are not
-        // held while the promise workflow refreshes (no flicker, §13).
+        // held while the promise workflow refreshes (no flicker).
         let keep_available = status_now["status"] == "Available" && progress == Progress::Running;
         let msg = match &progress {
             Progress::Failed { pipeline } => format!("A Configure Pipeline has failed: {pipeline}"),
             Progress::Suspended { .. } => "Suspended".to_string(),
             _ => "Pipelines are still in progress".to_string(),
         };
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             if keep_available {
                 return false;
             }
             let mut c = if matches!(progress, Progress::Suspended { .. }) {
-                set_condition(s, "Available", "False", "WorkflowSuspended", "Suspended")
+                set_condition(
+                    s,
+                    condition_types::AVAILABLE,
+                    "False",
+                    reasons::WORKFLOW_SUSPENDED,
+                    messages::SUSPENDED,
+                    None,
+                )
             } else {
                 set_condition(
                     s,
-                    "Available",
+                    condition_types::AVAILABLE,
                     "False",
-                    "PromiseUnavailable",
-                    "Cannot fulfil resource requests",
+                    reasons::PROMISE_UNAVAILABLE,
+                    messages::CANNOT_FULFIL,
+                    None,
                 )
             };
             c |= set_field(s, "status", json!("Unavailable"));
@@ -384,25 +416,25 @@ async fn reconcile(
         })
         .await?;
         return Ok(match progress {
-            Progress::Suspended { retry_at: Some(at) } => ReconcileAction::requeue(until(at)),
+            Progress::Suspended { retry_at: Some(at) } => Action::requeue(support::until(at)),
             Progress::Failed { .. } if config.reconcile_after_failure => {
                 engine::periodic_rerun(&ctx, &wf, &api, &promise, config.reconciliation_interval)
                     .await?
             }
-            _ => ReconcileAction::await_change(),
+            _ => Action::await_change(),
         });
     }
     // Resource requests: one controller per Promise API (held by the controller while
-    // requirements are unmet, §2.3).
+    // requirements are unmet).
     if let Some(r) = &request_api {
         ctx.request_controllers
             .ensure(&ctx_arc(&ctx), &name, r.clone());
     }
     if !fulfilled {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
-    // Re-run every request's workflow when the Promise spec changed (§2.1 step 11, §2.4).
+    // Re-run every request's workflow when the Promise spec changed.
     let generation = promise.meta().generation.unwrap_or(1);
     let observed = status_now["observedGeneration"].as_i64().unwrap_or(0);
     let reconcile_resources = promise
@@ -412,11 +444,10 @@ async fn reconcile(
     if let Some(r) = &request_api {
         if reconcile_resources || (generation != observed && generation != 1 && observed != 0) {
             request::label_all_run_from_start(&ctx, r).await?;
-            events::publish(
-                &ctx,
-                COMPONENT,
-                &events::reference(&promise),
-                false,
+            support::publish(
+                &ctx.recorder(COMPONENT),
+                &support::reference(&promise),
+                support::EventType::Normal,
                 plinth_api::constants::events::RECONCILING_RESOURCES,
                 "Reconciling all resource requests",
             )
@@ -427,20 +458,21 @@ async fn reconcile(
         }
     }
 
-    // Available (§2.1 step 12–13).
+    // Available.
     let work_state = works_state(&ctx, &name).await?;
     let (kind, api_version) = request_api
         .as_ref()
         .map(|r| (r.kind.clone(), format!("{}/{}", r.group, r.storage_version)))
         .unwrap_or_default();
     let became_available = status_now["status"] != "Available";
-    let stored = status::update_status(&api, &name, |s, _| {
+    let stored = support::update_status(&api, &name, |s, _| {
         let mut c = set_condition(
             s,
-            "Available",
+            condition_types::AVAILABLE,
             "True",
-            "PromiseAvailable",
-            "Ready to fulfil resource requests",
+            reasons::PROMISE_AVAILABLE,
+            messages::READY_TO_FULFIL,
+            None,
         );
         c |= set_field(s, "status", json!("Available"));
         c |= set_field(s, "observedGeneration", json!(generation));
@@ -449,7 +481,7 @@ async fn reconcile(
             c |= set_field(s, "apiVersion", json!(api_version));
         }
         if became_available {
-            c |= set_field(s, "lastAvailableTime", json!(status::now_rfc3339()));
+            c |= set_field(s, "lastAvailableTime", json!(support::now_rfc3339()));
         }
         if wf.pipelines.is_empty() {
             c |= set_field(s, "workflows", json!(0));
@@ -457,25 +489,45 @@ async fn reconcile(
             c |= set_field(s, "workflowsFailed", json!(0));
         }
         let (ws, wr, wm) = work_state.condition("promise");
-        c |= set_condition(s, "WorksSucceeded", ws, wr, &wm);
-        let workflow_done =
-            wf.pipelines.is_empty() || condition_true(s, "ConfigureWorkflowCompleted");
+        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
+        let workflow_done = wf.pipelines.is_empty()
+            || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         if workflow_done && ws == "True" {
-            c |= set_condition(s, "Reconciled", "True", "Reconciled", "Reconciled");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "True",
+                reasons::RECONCILED,
+                messages::RECONCILED,
+                None,
+            );
         } else if ws == "False" {
-            c |= set_condition(s, "Reconciled", "False", wr, "Failing");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "False",
+                wr,
+                messages::FAILING,
+                None,
+            );
         } else {
-            c |= set_condition(s, "Reconciled", "Unknown", "WorksPending", "Pending");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::WORKS_PENDING,
+                messages::PENDING,
+                None,
+            );
         }
         c
     })
     .await?;
     if became_available {
-        events::publish(
-            &ctx,
-            COMPONENT,
-            &events::reference(&stored),
-            false,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(&stored),
+            support::EventType::Normal,
             plinth_api::constants::events::AVAILABLE,
             "Promise is available",
         )
@@ -488,47 +540,7 @@ fn ctx_arc(ctx: &Context) -> Arc<Context> {
     ctx.self_arc()
 }
 
-fn until(at: Timestamp) -> Duration {
-    let secs = at.as_second() - Timestamp::now().as_second();
-    Duration::from_secs(secs.max(1) as u64)
-}
-
-/// Sets the finalizer list guarded by the object's resourceVersion.
-pub async fn set_finalizers(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Removes one finalizer (a no-op when absent).
-pub async fn remove_finalizer(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    finalizer: &str,
-) -> Result<(), Error> {
-    let remaining: Vec<String> = obj
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    if remaining.len() == obj.finalizers().len() {
-        return Ok(());
-    }
-    set_finalizers(api, obj, remaining).await
-}
-
-/// The resource-request CRD a Promise's `spec.api` installs (§1.13), if it has an API.
+/// The resource-request CRD a Promise's `spec.api` installs, if it has an API.
 fn request_crd(promise: &str, spec: &Value) -> Result<Option<Value>, Error> {
     let api = &spec["api"];
     if api.is_null() || api.as_object().is_some_and(|m| m.is_empty()) {
@@ -612,7 +624,7 @@ async fn install_api(
         .or(existing.spec.versions.first())
         .map(|v| v.name.clone())
         .unwrap_or_default();
-    // Watch a version that is served now: the storage version if served, else the first served one (B01).
+    // Watch a version that is served now: the storage version if served, else the first served one.
     let served = existing
         .spec
         .versions
@@ -625,7 +637,7 @@ async fn install_api(
         )));
     };
     let _ = (api, promise);
-    // Controller RBAC (§2.1 step 8), kept for compatibility with Kratix's objects.
+    // Controller RBAC, kept for compatibility with Kratix's objects.
     let promise_name = promise.name_any();
     let cr_name = plinth_api::names::promise_controller_name(&promise_name);
     let label = json!({labels::PROMISE_NAME: promise_name});
@@ -657,7 +669,7 @@ async fn install_api(
 }
 
 /// The promise workflow of `action` for this Promise.
-fn promise_workflow(promise: &DynamicObject, spec: &Value, action: Action) -> Workflow {
+fn promise_workflow(promise: &DynamicObject, spec: &Value, action: WorkflowAction) -> Workflow {
     let pipelines = spec["workflows"]["promise"][action.as_str()]
         .as_array()
         .cloned()
@@ -709,18 +721,16 @@ async fn ensure_revision(
     });
     if crate::apply::create_or_update_reporting(&ctx.client, &obj).await? {
         let note = format!("PromiseRevision {rev_name} created for version {version}");
-        let kind = plinth_api::constants::events::REVISION_CREATED;
-        events::publish(
-            ctx,
-            COMPONENT,
-            &events::reference(promise),
-            false,
-            kind,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(promise),
+            support::EventType::Normal,
+            plinth_api::constants::events::REVISION_CREATED,
             note,
         )
         .await;
     }
-    // Only the current revision keeps the latest label (§2.8).
+    // Only the current revision keeps the latest label.
     let revisions: Api<DynamicObject> = Api::all_with(
         ctx.client.clone(),
         &kratix_resource("PromiseRevision", "promiserevisions"),
@@ -734,8 +744,8 @@ async fn ensure_revision(
             engine::remove_labels(&revisions, &r, &[labels::LATEST_REVISION]).await?;
         }
         if r.data["status"]["latest"].as_bool() != Some(latest) {
-            crate::status::update_status(&revisions, &r.name_any(), |st, _| {
-                crate::status::set_field(st, "latest", json!(latest))
+            crate::support::update_status(&revisions, &r.name_any(), |st, _| {
+                crate::support::set_field(st, "latest", json!(latest))
             })
             .await?;
         }
@@ -743,7 +753,7 @@ async fn ensure_revision(
     Ok(())
 }
 
-/// Evaluates `spec.requiredPromises` (§2.3) and records this Promise in each required
+/// Evaluates `spec.requiredPromises` and records this Promise in each required
 /// Promise's `status.requiredBy`. Returns whether all are installed and the states.
 async fn evaluate_requirements(
     ctx: &Context,
@@ -766,8 +776,8 @@ async fn evaluate_requirements(
         let rname = req["name"].as_str().unwrap_or_default().to_string();
         let rversion = req["version"].as_str().unwrap_or_default().to_string();
         let state = match api.get_opt(&rname).await {
-            Err(_) => "Requirement state unknown".to_string(),
-            Ok(None) => "Requirement not installed".to_string(),
+            Err(_) => requirement_state::UNKNOWN.to_string(),
+            Ok(None) => requirement_state::NOT_INSTALLED.to_string(),
             Ok(Some(required)) => {
                 let installed_version = required
                     .labels()
@@ -784,12 +794,12 @@ async fn evaluate_requirements(
                         .iter()
                         .any(|r| r.data["spec"]["version"] == rversion.as_str())
                 };
-                // Record who requires it (§2.3), so its own events can reach us too.
+                // Record who requires it, so its own events can reach us too.
                 let me = promise.name_any();
                 let my_v = my_version.clone();
                 let rv = rversion.clone();
-                status::update_status(&api, &rname, |s, _| {
-                    let list = status::ensure_object(s)
+                support::update_status(&api, &rname, |s, _| {
+                    let list = support::ensure_object(s)
                         .entry("requiredBy")
                         .or_insert_with(|| json!([]));
                     if !list.is_array() {
@@ -813,21 +823,22 @@ async fn evaluate_requirements(
                 .await?;
                 if !version_ok {
                     format!(
-                        "Requirement not installed at the specified version (installed: {})",
+                        "{} (installed: {})",
+                        requirement_state::NOT_INSTALLED_AT_VERSION,
                         if installed_version.is_empty() {
-                            "not-set"
+                            plinth_api::constants::VERSION_NOT_SET
                         } else {
                             &installed_version
                         }
                     )
                 } else if required.data["status"]["status"] != "Available" {
-                    "Requirement not available".to_string()
+                    requirement_state::NOT_AVAILABLE.to_string()
                 } else {
-                    "Requirement installed".to_string()
+                    requirement_state::INSTALLED.to_string()
                 }
             }
         };
-        if state != "Requirement installed" {
+        if state != requirement_state::INSTALLED {
             all = false;
         }
         states.push(json!({"name": rname, "version": rversion, "state": state}));
@@ -835,14 +846,14 @@ async fn evaluate_requirements(
     Ok((all, states))
 }
 
-/// gzip + standard base64, the Work content encoding (§0).
+/// gzip + standard base64, the Work content encoding.
 pub fn encode_content(bytes: &[u8]) -> String {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).expect("in-memory gzip");
     base64::engine::general_purpose::STANDARD.encode(enc.finish().expect("in-memory gzip"))
 }
 
-/// The static-dependency Work (§5.2): created or updated while `spec.dependencies` is
+/// The static-dependency Work: created or updated while `spec.dependencies` is
 /// non-empty, deleted when it becomes empty.
 async fn reconcile_static_dependencies(
     ctx: &Context,
@@ -866,8 +877,9 @@ async fn reconcile_static_dependencies(
             yaml.push_str("---\n");
         }
         yaml.push_str(
-            &serde_saphyr::to_string(d).map_err(|e| {
-                Error::Other(format!("Promise {name}: spec.dependencies[{i}]: {e}"))
+            &serde_saphyr::to_string(d).map_err(|e| Error::InvalidPromise {
+                promise: name.to_string(),
+                message: format!("spec.dependencies[{i}]: {e}"),
             })?,
         );
     }
@@ -894,7 +906,7 @@ async fn reconcile_static_dependencies(
 }
 
 /// Promise `destinationSelectors` squashed into one map; the first entry wins on a key
-/// conflict (§1.1).
+/// conflict.
 pub fn squash_selectors(spec: &Value) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for s in spec["destinationSelectors"]
@@ -910,7 +922,7 @@ pub fn squash_selectors(spec: &Value) -> BTreeMap<String, String> {
     out
 }
 
-/// Readiness of a set of Works (§2.6 priority: Failing > Pending > Misplaced > Ready).
+/// Readiness of a set of Works (priority: Failing > Pending > Misplaced > Ready).
 pub struct WorksState {
     pub failing: Vec<String>,
     pub pending: Vec<String>,
@@ -966,7 +978,7 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
     };
     for w in items {
         let ready =
-            status::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
+            support::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
         let msg = ready
             .as_ref()
             .and_then(|c| c["message"].as_str().map(str::to_string))
@@ -1003,21 +1015,21 @@ async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> 
     Ok(classify_works(&own))
 }
 
-/// Deletion, one step per reconcile in Kratix's order (§2.5).
+/// Deletion, one step per reconcile in Kratix's order.
 async fn delete(
     ctx: &Context,
     api: &Api<DynamicObject>,
     promise: &DynamicObject,
-) -> Result<ReconcileAction, Error> {
+) -> Result<Action, Error> {
     let name = promise.name_any();
     let config = ctx.config();
     let spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
     let has = |f: &str| promise.finalizers().iter().any(|x| x == f);
     let label_sel = format!("{}={name}", labels::PROMISE_NAME);
 
-    if has(F_DELETE_WORKFLOWS) {
-        let wf = promise_workflow(promise, &spec, Action::Delete);
-        let configure = promise_workflow(promise, &spec, Action::Configure);
+    if has(finalizers::DELETE_WORKFLOWS) {
+        let wf = promise_workflow(promise, &spec, WorkflowAction::Delete);
+        let configure = promise_workflow(promise, &spec, WorkflowAction::Configure);
         match engine::reconcile_delete(
             ctx,
             &wf,
@@ -1029,23 +1041,23 @@ async fn delete(
         )
         .await?
         {
-            Progress::Done => remove_finalizer(api, promise, F_DELETE_WORKFLOWS).await?,
-            // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
+            Progress::Done => remove_finalizer(api, promise, finalizers::DELETE_WORKFLOWS).await?,
+            // A retrying delete pipeline runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(ReconcileAction::requeue(engine::until(at)));
+                return Ok(Action::requeue(support::until(at)));
             }
-            Progress::Failed { .. } => return Ok(ReconcileAction::await_change()),
-            _ => return Ok(ReconcileAction::await_change()),
+            Progress::Failed { .. } => return Ok(Action::await_change()),
+            _ => return Ok(Action::await_change()),
         }
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
-    if has(F_WORKFLOWS_CLEANUP) {
+    if has(finalizers::WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::all(ctx.client.clone());
         let lp =
             ListParams::default().labels(&format!("{label_sel},kratix.io/workflow-type=promise"));
         let list = jobs.list(&lp).await?.items;
         if list.is_empty() {
-            remove_finalizer(api, promise, F_WORKFLOWS_CLEANUP).await?;
+            remove_finalizer(api, promise, finalizers::WORKFLOWS_CLEANUP).await?;
         } else {
             for j in list {
                 let ns_api: Api<Job> =
@@ -1056,16 +1068,16 @@ async fn delete(
                         .await,
                 )?;
             }
-            return Ok(ReconcileAction::requeue(config.requeue_short));
+            return Ok(Action::requeue(config.requeue_short));
         }
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
-    if has(F_RR_CLEANUP) {
+    if has(finalizers::RESOURCE_REQUEST_CLEANUP) {
         match ctx.request_controllers.api_of(&name) {
             Some(r) => {
                 let remaining = request::delete_all(ctx, &r).await?;
                 if remaining > 0 {
-                    return Ok(ReconcileAction::requeue(config.requeue_short));
+                    return Ok(Action::requeue(config.requeue_short));
                 }
             }
             None => {
@@ -1074,15 +1086,15 @@ async fn delete(
                     // requests' own finalizers (delete pipelines) can run.
                     if let ApiState::Ready(r) = install_api(ctx, api, promise, &crd).await? {
                         ctx.request_controllers.ensure(&ctx_arc(ctx), &name, r);
-                        return Ok(ReconcileAction::requeue(config.requeue_short));
+                        return Ok(Action::requeue(config.requeue_short));
                     }
                 }
             }
         }
-        remove_finalizer(api, promise, F_RR_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(api, promise, finalizers::RESOURCE_REQUEST_CLEANUP).await?;
+        return Ok(Action::await_change());
     }
-    if has(F_REVISION_CLEANUP) {
+    if has(finalizers::REVISION_CLEANUP) {
         let revisions: Api<DynamicObject> = Api::all_with(
             ctx.client.clone(),
             &kratix_resource("PromiseRevision", "promiserevisions"),
@@ -1098,11 +1110,11 @@ async fn delete(
                     .await,
             )?;
         }
-        remove_finalizer(api, promise, F_REVISION_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(api, promise, finalizers::REVISION_CLEANUP).await?;
+        return Ok(Action::await_change());
     }
     ctx.request_controllers.stop(&name);
-    if has(F_DYNAMIC_CLEANUP) {
+    if has(finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP) {
         let mut remaining = 0;
         for (api_version, kind, plural) in [
             (
@@ -1148,12 +1160,17 @@ async fn delete(
             }
         }
         if remaining > 0 {
-            return Ok(ReconcileAction::requeue(config.requeue_short));
+            return Ok(Action::requeue(config.requeue_short));
         }
-        remove_finalizer(api, promise, F_DYNAMIC_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(
+            api,
+            promise,
+            finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP,
+        )
+        .await?;
+        return Ok(Action::await_change());
     }
-    if has(F_DEPS_CLEANUP) {
+    if has(finalizers::DEPENDENCIES_CLEANUP) {
         let works: Api<DynamicObject> =
             Api::all_with(ctx.client.clone(), &kratix_resource("Work", "works"));
         let list = works
@@ -1161,8 +1178,8 @@ async fn delete(
             .await?
             .items;
         if list.is_empty() {
-            remove_finalizer(api, promise, F_DEPS_CLEANUP).await?;
-            return Ok(ReconcileAction::await_change());
+            remove_finalizer(api, promise, finalizers::DEPENDENCIES_CLEANUP).await?;
+            return Ok(Action::await_change());
         }
         for w in list {
             let scoped: Api<DynamicObject> = Api::namespaced_with(
@@ -1178,9 +1195,9 @@ async fn delete(
                 )?;
             }
         }
-        return Ok(ReconcileAction::requeue(config.requeue_short));
+        return Ok(Action::requeue(config.requeue_short));
     }
-    if has(F_CRD_CLEANUP) {
+    if has(finalizers::API_CRD_CLEANUP) {
         if let Some(crd) = request_crd(&name, &spec).ok().flatten() {
             let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
             let crd_name = crd["metadata"]["name"]
@@ -1193,18 +1210,18 @@ async fn delete(
                         .await
                         .map(|_| ()),
                 )?;
-                return Ok(ReconcileAction::requeue(config.requeue_short));
+                return Ok(Action::requeue(config.requeue_short));
             }
         }
-        remove_finalizer(api, promise, F_CRD_CLEANUP).await?;
+        remove_finalizer(api, promise, finalizers::API_CRD_CLEANUP).await?;
     }
-    Ok(ReconcileAction::await_change())
+    Ok(Action::await_change())
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
     match r {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

@@ -1,4 +1,4 @@
-//! The PromiseRelease controller (reference §2.7): installs the Promise published at an
+//! The PromiseRelease controller: installs the Promise published at an
 //! http(s) URL, optionally with an `Authorization` header taken from a Secret, and
 //! removes it when the PromiseRelease is deleted. Fetch errors surface as a condition
 //! and a Warning event quoting the cause.
@@ -11,20 +11,19 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::Error;
 use crate::context::Context;
-use crate::promise::{promise_resource, remove_finalizer, set_finalizers};
-use crate::status::{self, set_condition, set_field};
-use crate::{Error, events, labels};
+use crate::promise::promise_resource;
+use crate::support::{self, set_condition, set_field};
+use crate::support::{remove_finalizer, set_finalizers};
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_RELEASE_CONTROLLER;
-const FINALIZER: &str = "kratix.io/promise-cleanup";
-/// Label put on Promises installed by a PromiseRelease.
-pub const RELEASE_LABEL: &str = "kratix.io/promise-release-name";
 
 /// The `promisereleases` resource.
 pub fn release_resource() -> ApiResource {
@@ -51,25 +50,25 @@ pub async fn run(ctx: Arc<Context>) {
         .await;
 }
 
-fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> ReconcileAction {
+fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
     tracing::warn!(promise_release = %pr.name_any(), error = %err, "PromiseRelease reconcile failed");
-    ReconcileAction::requeue(ctx.config().requeue_default)
+    Action::requeue(ctx.config().requeue_default)
 }
 
-async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<ReconcileAction, Error> {
+async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();
     let config = ctx.config();
     let owned = promises
-        .list(&ListParams::default().labels(&format!("{RELEASE_LABEL}={name}")))
+        .list(&ListParams::default().labels(&format!("{}={}", labels::PROMISE_RELEASE_NAME, name)))
         .await?
         .items;
 
     if pr.meta().deletion_timestamp.is_some() {
         if owned.is_empty() {
-            remove_finalizer(&api, &pr, FINALIZER).await?;
-            return Ok(ReconcileAction::await_change());
+            remove_finalizer(&api, &pr, finalizers::PROMISE_CLEANUP).await?;
+            return Ok(Action::await_change());
         }
         for p in owned
             .iter()
@@ -80,17 +79,21 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        return Ok(ReconcileAction::requeue(config.requeue_default));
+        return Ok(Action::requeue(config.requeue_default));
     }
-    if !pr.finalizers().iter().any(|f| f == FINALIZER) {
+    if !pr
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizers::PROMISE_CLEANUP)
+    {
         let mut f = pr.finalizers().to_vec();
-        f.push(FINALIZER.to_string());
+        f.push(finalizers::PROMISE_CLEANUP.to_string());
         set_finalizers(&api, &pr, f).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     let want_version = pr.data["spec"]["version"]
@@ -102,15 +105,19 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         && owned[0].labels().get(labels::PROMISE_VERSION) == Some(&want_version)
     {
         installed(&api, &name).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if owned.len() > 1 {
         return fail(
             &ctx,
             &api,
             &pr,
-            "FailedToCreateOrUpdatePromise",
-            format!("more than one Promise carries {RELEASE_LABEL}={name}"),
+            reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
+            format!(
+                "more than one Promise carries {}={}",
+                labels::PROMISE_RELEASE_NAME,
+                name
+            ),
         )
         .await;
     }
@@ -122,7 +129,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
                 &ctx,
                 &api,
                 &pr,
-                "FailedToFetchPromise",
+                reasons::FAILED_TO_FETCH_PROMISE,
                 format!("Failed to fetch Promise from URL: {cause}"),
             )
             .await;
@@ -136,7 +143,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
             &ctx,
             &api,
             &pr,
-            "VersionLabelNotFound",
+            reasons::VERSION_LABEL_NOT_FOUND,
             format!(
                 "the fetched Promise has no {} label",
                 labels::PROMISE_VERSION
@@ -148,14 +155,14 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         let patch = json!({"spec": {"version": version}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if version != want_version {
         return fail(
             &ctx,
             &api,
             &pr,
-            "VersionNotMatching",
+            reasons::VERSION_NOT_MATCHING,
             format!("Version labels do not match, found: {version}, expected: {want_version}"),
         )
         .await;
@@ -166,7 +173,7 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
         .unwrap_or_default()
         .to_string();
     let mut desired = fetched.clone();
-    desired["metadata"]["labels"][RELEASE_LABEL] = json!(name);
+    desired["metadata"]["labels"][labels::PROMISE_RELEASE_NAME] = json!(name);
     desired["metadata"]["ownerReferences"] = json!([{
         "apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "name": name,
         "uid": pr.meta().uid, "controller": true, "blockOwnerDeletion": true,
@@ -214,26 +221,32 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
     match result {
         Ok(()) => {
             installed(&api, &name).await?;
-            Ok(ReconcileAction::await_change())
+            Ok(Action::await_change())
         }
-        Err(kube::Error::Api(e)) if e.code == 422 => {
-            events::publish(
-                &ctx,
-                COMPONENT,
-                &events::reference(&pr),
-                true,
+        Err(kube::Error::Api(e)) if e.is_invalid() => {
+            support::publish(
+                &ctx.recorder(COMPONENT),
+                &support::reference(&pr),
+                support::EventType::Warning,
                 plinth_api::constants::events::INVALID_PROMISE,
                 e.message.clone(),
             )
             .await;
-            fail(&ctx, &api, &pr, "FailedToCreateOrUpdatePromise", e.message).await
+            fail(
+                &ctx,
+                &api,
+                &pr,
+                reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
+                e.message,
+            )
+            .await
         }
         Err(e) => {
             fail(
                 &ctx,
                 &api,
                 &pr,
-                "FailedToCreateOrUpdatePromise",
+                reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
                 e.to_string(),
             )
             .await
@@ -242,14 +255,15 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Reconcil
 }
 
 async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
-    status::update_status(api, name, |s, _| {
+    support::update_status(api, name, |s, _| {
         let mut c = set_field(s, "status", json!("Installed"));
         c |= set_condition(
             s,
-            "Installed",
+            condition_types::INSTALLED,
             "True",
-            "InstalledSuccessfully",
-            "Installed successfully",
+            reasons::INSTALLED_SUCCESSFULLY,
+            messages::INSTALLED_SUCCESSFULLY,
+            None,
         );
         c
     })
@@ -263,28 +277,34 @@ async fn fail(
     pr: &DynamicObject,
     reason: &str,
     message: String,
-) -> Result<ReconcileAction, Error> {
+) -> Result<Action, Error> {
     let before = pr.data["status"].clone();
-    let changed = status::condition(&before, "Installed")
+    let changed = support::condition(&before, condition_types::INSTALLED)
         .is_none_or(|c| c["reason"] != reason || c["message"] != message.as_str());
-    status::update_status(api, &pr.name_any(), |s, _| {
+    support::update_status(api, &pr.name_any(), |s, _| {
         let mut c = set_field(s, "status", json!("Error installing"));
-        c |= set_condition(s, "Installed", "False", reason, &message);
+        c |= set_condition(
+            s,
+            condition_types::INSTALLED,
+            "False",
+            reason,
+            &message,
+            None,
+        );
         c
     })
     .await?;
     if changed {
-        events::publish(
-            ctx,
-            COMPONENT,
-            &events::reference(pr),
-            true,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(pr),
+            support::EventType::Warning,
             plinth_api::constants::events::FAILED,
             message.clone(),
         )
         .await;
     }
-    Ok(ReconcileAction::requeue(ctx.config().requeue_slow))
+    Ok(Action::requeue(ctx.config().requeue_slow))
 }
 
 /// GETs `spec.sourceRef.url` and parses exactly one Promise document from it.

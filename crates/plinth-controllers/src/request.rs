@@ -1,8 +1,8 @@
-//! Resource requests (reference §3): one dynamic controller per Promise API, started and
+//! Resource requests: one dynamic controller per Promise API, started and
 //! stopped with the Promise, running each request's configure and delete workflows.
 //!
 //! Beyond Kratix: the controller is restarted on the API's currently served version when
-//! the Promise's CRD changes (B01), and it is truly stopped when the Promise goes.
+//! the Promise's CRD changes, and it is truly stopped when the Promise goes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,30 +12,30 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
-use kube::runtime::controller::{Action as ReconcileAction, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use crate::Error;
 use crate::context::Context;
-use crate::promise::{classify_works, promise_resource, remove_finalizer, set_finalizers};
-use crate::status::{self, condition_true, set_condition, set_field};
+use crate::promise::{classify_works, promise_resource};
+use crate::support::{self, condition_true, set_condition, set_field};
+use crate::support::{remove_finalizer, set_finalizers};
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Action, Subject, Workflow, WorkflowType};
-use crate::{Error, events, labels};
+use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use plinth_api::constants::{
+    annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
+};
 
 const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;
-const F_WORK_CLEANUP: &str = "kratix.io/work-cleanup";
-const F_WORKFLOWS_CLEANUP: &str = "kratix.io/workflows-cleanup";
-const F_DELETE_WORKFLOWS: &str = "kratix.io/delete-workflows";
-const F_BINDING_CLEANUP: &str = "kratix.io/resource-binding-cleanup";
 const FINALIZERS: [&str; 4] = [
-    F_WORK_CLEANUP,
-    F_WORKFLOWS_CLEANUP,
-    F_DELETE_WORKFLOWS,
-    F_BINDING_CLEANUP,
+    finalizers::WORK_CLEANUP,
+    finalizers::WORKFLOWS_CLEANUP,
+    finalizers::DELETE_WORKFLOWS,
+    finalizers::RESOURCE_BINDING_CLEANUP,
 ];
 
 /// A Promise API as the request controller watches it.
@@ -46,7 +46,7 @@ pub struct RequestApi {
     pub plural: String,
     /// The CRD's storage version (reported as the Promise's `status.apiVersion`).
     pub storage_version: String,
-    /// The version the controller watches: served now (B01).
+    /// The version the controller watches: served now.
     pub served_version: String,
 }
 
@@ -146,8 +146,8 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
             watcher::Config::default().labels(&job_sel),
             move |job| {
                 let a = job.annotations();
-                let name = a.get("kratix.io/job-resource-name")?;
-                let ns = a.get("kratix.io/job-resource-namespace")?;
+                let name = a.get(annotations::JOB_RESOURCE_NAME)?;
+                let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
                 Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
             },
         )
@@ -159,7 +159,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
                 let name = w.labels().get(labels::RESOURCE_NAME)?;
                 let ns = w
                     .labels()
-                    .get("kratix.io/resource-namespace")
+                    .get(labels::RESOURCE_NAMESPACE)
                     .cloned()
                     .or(w.namespace())?;
                 Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
@@ -203,16 +203,16 @@ fn work_resource() -> ApiResource {
     )
 }
 
-fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> ReconcileAction {
+fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> Action {
     tracing::warn!(promise = %rctx.promise, request = %rr.name_any(), namespace = %rr.namespace().unwrap_or_default(), error = %err, "resource request reconcile failed");
-    ReconcileAction::requeue(rctx.ctx.config().requeue_default)
+    Action::requeue(rctx.ctx.config().requeue_default)
 }
 
 fn request_workflow(
     rctx: &RequestCtx,
     rr: &DynamicObject,
     promise_spec: &Value,
-    action: Action,
+    action: WorkflowAction,
 ) -> Workflow {
     let rr_ns = rr.namespace().unwrap_or_else(|| "default".into());
     let pipeline_ns = promise_spec["workflows"]["config"]["pipelineNamespace"]
@@ -249,10 +249,7 @@ fn context_of(rctx: &RequestCtx) -> &Context {
     &rctx.ctx
 }
 
-async fn reconcile(
-    rr: Arc<DynamicObject>,
-    rctx: Arc<RequestCtx>,
-) -> Result<ReconcileAction, Error> {
+async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Action, Error> {
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let ns = rr.namespace().unwrap_or_else(|| "default".into());
@@ -261,23 +258,30 @@ async fn reconcile(
         Api::namespaced_with(ctx.client.clone(), &ns, &rctx.api.resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let Some(promise) = promises.get_opt(&rctx.promise).await? else {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     };
     let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
 
     let paused = |o: &DynamicObject| o.labels().get(labels::PAUSED).is_some_and(|v| v == "true");
     if paused(&promise) || paused(&rr) {
-        status::update_status(&api, &name, |s, _| {
-            set_condition(s, "Reconciled", "Unknown", "PausedReconciliation", "Paused")
+        support::update_status(&api, &name, |s, _| {
+            set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::PAUSED_RECONCILIATION,
+                messages::PAUSED,
+                None,
+            )
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if rr.labels().get(labels::PROMISE_NAME) != Some(&rctx.promise) {
         let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: rctx.promise}}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
     if rr.meta().deletion_timestamp.is_some() {
@@ -285,46 +289,50 @@ async fn reconcile(
     }
     // Resumed (the request's or its Promise's pause lifted): run from the first pipeline.
     if engine::resume_after_pause(&api, &rr, &[]).await? {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
-    // Hold requests while the Promise cannot fulfil them (§3.2 step 9–10).
+    // Hold requests while the Promise cannot fulfil them.
     let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
     let requirements_met = promise_status["requiredPromises"]
         .as_array()
-        .is_none_or(|r| r.iter().all(|x| x["state"] == "Requirement installed"));
+        .is_none_or(|r| r.iter().all(|x| x["state"] == requirement_state::INSTALLED));
     let promise_available = promise_status["status"] == "Available";
     let rr_status = rr.data.get("status").cloned().unwrap_or(Value::Null);
     if !requirements_met || !promise_available {
-        status::update_status(&api, &name, |s, _| {
+        support::update_status(&api, &name, |s, _| {
             let mut c = set_condition(
                 s,
-                "PromiseAvailable",
+                condition_types::PROMISE_AVAILABLE,
                 "False",
-                "PromiseRequirementsNotInstalled",
-                "Promise Requirements are not installed",
+                reasons::PROMISE_REQUIREMENTS_NOT_INSTALLED,
+                messages::PROMISE_REQUIREMENTS_NOT_INSTALLED,
+                None,
             );
             c |= set_field(s, "message", json!("Pending"));
             c
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
-    if status::condition(&rr_status, "PromiseAvailable").is_some_and(|c| c["status"] == "False") {
-        status::update_status(&api, &name, |s, _| {
+    if support::condition(&rr_status, condition_types::PROMISE_AVAILABLE)
+        .is_some_and(|c| c["status"] == "False")
+    {
+        support::update_status(&api, &name, |s, _| {
             set_condition(
                 s,
-                "PromiseAvailable",
+                condition_types::PROMISE_AVAILABLE,
                 "True",
-                "PromiseAvailable",
-                "Promise Requirements are met",
+                reasons::PROMISE_AVAILABLE,
+                messages::PROMISE_REQUIREMENTS_MET,
+                None,
             )
         })
         .await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
-    // Finalizers (§3.6).
+    // Finalizers.
     let current = rr.finalizers().to_vec();
     if FINALIZERS.iter().any(|f| !current.iter().any(|c| c == f)) {
         let mut wanted = current.clone();
@@ -334,37 +342,37 @@ async fn reconcile(
             }
         }
         set_finalizers(&api, &rr, wanted).await?;
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     if promise.meta().deletion_timestamp.is_some() {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
 
-    // Configure workflow (§3.2 steps 16–21).
-    let wf = request_workflow(&rctx, &rr, &promise_spec, Action::Configure);
+    // Configure workflow.
+    let wf = request_workflow(&rctx, &rr, &promise_spec, WorkflowAction::Configure);
     let progress =
         engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
     match progress {
         Progress::Done => {}
-        Progress::Running => return Ok(ReconcileAction::await_change()),
+        Progress::Running => return Ok(Action::await_change()),
         Progress::Suspended { retry_at } => {
             return Ok(match retry_at {
-                Some(at) => ReconcileAction::requeue(std::time::Duration::from_secs(
+                Some(at) => Action::requeue(std::time::Duration::from_secs(
                     (at.as_second() - jiff::Timestamp::now().as_second()).max(1) as u64,
                 )),
-                None => ReconcileAction::await_change(),
+                None => Action::await_change(),
             });
         }
         Progress::Failed { .. } => {
             return if config.reconcile_after_failure {
                 engine::periodic_rerun(ctx, &wf, &api, &rr, config.reconciliation_interval).await
             } else {
-                Ok(ReconcileAction::await_change())
+                Ok(Action::await_change())
             };
         }
     }
 
-    // Works and Reconciled (§3.2 step 21, §3.4).
+    // Works and Reconciled.
     let works: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
     let mut sel = format!(
@@ -385,29 +393,51 @@ async fn reconcile(
         .get(labels::PROMISE_VERSION)
         .cloned()
         .unwrap_or_else(|| "not-set".into());
-    let stored = status::update_status(&api, &name, |s, _| {
+    let stored = support::update_status(&api, &name, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= set_field(s, "promiseVersion", json!(version));
         let (ws, wr, wm) = state.condition("resource");
-        c |= set_condition(s, "WorksSucceeded", ws, wr, &wm);
-        let workflow_done = no_pipelines || condition_true(s, "ConfigureWorkflowCompleted");
+        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
+        let workflow_done =
+            no_pipelines || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         if workflow_done && ws == "True" {
-            c |= set_condition(s, "Reconciled", "True", "Reconciled", "Reconciled");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "True",
+                reasons::RECONCILED,
+                messages::RECONCILED,
+                None,
+            );
         } else if ws == "False" {
-            c |= set_condition(s, "Reconciled", "False", "WorksFailing", "Failing");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "False",
+                reasons::WORKS_FAILING,
+                messages::FAILING,
+                None,
+            );
         } else {
-            c |= set_condition(s, "Reconciled", "Unknown", "WorksPending", "Pending");
+            c |= set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::WORKS_PENDING,
+                messages::PENDING,
+                None,
+            );
         }
-        if let Some(t) = status::condition(s, "ConfigureWorkflowCompleted")
+        if let Some(t) = support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
             .filter(|c| c["status"] == "True")
             .and_then(|c| c["lastTransitionTime"].as_str())
             .map(str::to_string)
         {
             c |= set_field(s, "lastSuccessfulConfigureWorkflowTime", json!(t));
-            let k = status::ensure_object(s)
+            let k = support::ensure_object(s)
                 .entry("kratix")
                 .or_insert_with(|| json!({}));
-            let w = status::ensure_object(k)
+            let w = support::ensure_object(k)
                 .entry("workflows")
                 .or_insert_with(|| json!({}));
             c |= set_field(w, "lastSuccessfulConfigureWorkflowTime", json!(t));
@@ -415,18 +445,18 @@ async fn reconcile(
         c
     })
     .await?;
-    let was = status::condition(&rr_status, "Reconciled").is_some_and(|c| c["status"] == "True");
+    let was = support::condition(&rr_status, condition_types::RECONCILED)
+        .is_some_and(|c| c["status"] == "True");
     if !was
         && condition_true(
             stored.data.get("status").unwrap_or(&Value::Null),
             "Reconciled",
         )
     {
-        events::publish(
-            ctx,
-            COMPONENT,
-            &events::reference(&stored),
-            false,
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(&stored),
+            support::EventType::Normal,
             plinth_api::constants::events::RECONCILE_SUCCEEDED,
             format!(
                 "Resource request reconciled with promise {} version {version}",
@@ -438,13 +468,13 @@ async fn reconcile(
     engine::periodic_rerun(ctx, &wf, &api, &stored, config.reconciliation_interval).await
 }
 
-/// Deletion, one step per reconcile (§3.6): delete pipeline, then Works, then Jobs.
+/// Deletion, one step per reconcile: delete pipeline, then Works, then Jobs.
 async fn delete(
     rctx: &RequestCtx,
     api: &Api<DynamicObject>,
     rr: &DynamicObject,
     promise_spec: &Value,
-) -> Result<ReconcileAction, Error> {
+) -> Result<Action, Error> {
     let ctx = &rctx.ctx;
     let config = ctx.config();
     let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
@@ -455,20 +485,20 @@ async fn delete(
         name: rr.name_any(),
     };
     crate::health::record::delete_records_of(ctx, &target).await?;
-    let wf = request_workflow(rctx, rr, promise_spec, Action::Delete);
-    if has(F_DELETE_WORKFLOWS) {
-        let configure = request_workflow(rctx, rr, promise_spec, Action::Configure);
+    let wf = request_workflow(rctx, rr, promise_spec, WorkflowAction::Delete);
+    if has(finalizers::DELETE_WORKFLOWS) {
+        let configure = request_workflow(rctx, rr, promise_spec, WorkflowAction::Configure);
         match engine::reconcile_delete(ctx, &wf, &configure, api, rr, &rctx.api.group, COMPONENT)
             .await?
         {
-            Progress::Done => remove_finalizer(api, rr, F_DELETE_WORKFLOWS).await?,
-            // A retrying delete pipeline (§4.10) runs again at its nextRetryAt.
+            Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
+            // A retrying delete pipeline runs again at its nextRetryAt.
             Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(ReconcileAction::requeue(engine::until(at)));
+                return Ok(Action::requeue(support::until(at)));
             }
-            _ => return Ok(ReconcileAction::await_change()),
+            _ => return Ok(Action::await_change()),
         }
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     let sel = format!(
         "{}={},{}={}",
@@ -477,13 +507,13 @@ async fn delete(
         labels::RESOURCE_NAME,
         rr.name_any()
     );
-    if has(F_WORK_CLEANUP) {
+    if has(finalizers::WORK_CLEANUP) {
         let works: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
         let list = works.list(&ListParams::default().labels(&sel)).await?.items;
         if list.is_empty() {
-            remove_finalizer(api, rr, F_WORK_CLEANUP).await?;
-            return Ok(ReconcileAction::await_change());
+            remove_finalizer(api, rr, finalizers::WORK_CLEANUP).await?;
+            return Ok(Action::await_change());
         }
         for w in list
             .iter()
@@ -494,14 +524,14 @@ async fn delete(
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
         // Work deletion events wake this request (Works are watched).
-        return Ok(ReconcileAction::requeue(config.requeue_default));
+        return Ok(Action::requeue(config.requeue_default));
     }
-    if has(F_WORKFLOWS_CLEANUP) {
+    if has(finalizers::WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
         for j in jobs
             .list(&ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource")))
@@ -513,14 +543,14 @@ async fn delete(
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        remove_finalizer(api, rr, F_WORKFLOWS_CLEANUP).await?;
-        return Ok(ReconcileAction::await_change());
+        remove_finalizer(api, rr, finalizers::WORKFLOWS_CLEANUP).await?;
+        return Ok(Action::await_change());
     }
-    if has(F_BINDING_CLEANUP) {
+    if has(finalizers::RESOURCE_BINDING_CLEANUP) {
         let bindings: Api<DynamicObject> = Api::namespaced_with(
             ctx.client.clone(),
             &rr.namespace().unwrap_or_default(),
@@ -538,12 +568,12 @@ async fn delete(
                 .delete(&b.name_any(), &DeleteParams::background())
                 .await;
         }
-        remove_finalizer(api, rr, F_BINDING_CLEANUP).await?;
+        remove_finalizer(api, rr, finalizers::RESOURCE_BINDING_CLEANUP).await?;
     }
-    Ok(ReconcileAction::await_change())
+    Ok(Action::await_change())
 }
 
-/// Labels every request of the API with the run-from-start label (§2.1 step 11).
+/// Labels every request of the API with the run-from-start label.
 pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result<(), Error> {
     let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
     for rr in all.list(&ListParams::default()).await?.items {
@@ -583,7 +613,7 @@ pub async fn delete_all(ctx: &Context, api: &RequestApi) -> Result<usize, Error>
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(ref e) if crate::support::is_not_found(e) => {}
             Err(e) => return Err(e.into()),
         }
     }

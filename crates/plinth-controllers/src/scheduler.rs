@@ -1,4 +1,4 @@
-//! The Work controller and the scheduler (Kratix reference §5.3, §5.4).
+//! The Work controller and the scheduler.
 //!
 //! A Work holds workload groups; the scheduler turns each group into WorkPlacements —
 //! one per chosen Destination — and keeps the Work's status in step.
@@ -12,10 +12,10 @@
 //! * **Candidates** are Destinations whose labels contain every resolved key/value;
 //!   Destinations being deleted never match; with no selectors, a Destination with
 //!   `strictMatchLabels: true` and at least one label is skipped
-//!   ([`destination_matches`], the matching table of §5.4).
+//!   ([`destination_matches`]).
 //! * **Dependency groups** (Works without `spec.resourceName`) go to *every* candidate.
 //!   Placements on Destinations that stopped matching are kept, labelled
-//!   `kratix.io/misplaced: "true"`, and still updated (§12 item 4).
+//!   `kratix.io/misplaced: "true"`, and still updated.
 //! * **Resource groups** go to exactly *one* Destination and stay there. Kratix picks a
 //!   random candidate; Plinth picks deterministically with rendezvous
 //!   (highest-random-weight) hashing: every candidate name `d` is weighted with the
@@ -31,18 +31,18 @@
 //!   event re-queues exactly the Works that can be affected by it — Works with an
 //!   unscheduled group, Works with a WorkPlacement on that Destination, and dependency
 //!   Works with a group the Destination matches — never every Work in the cluster
-//!   (Kratix's O(#Works) storm, §13).
+//!   (Kratix's O(#Works) storm).
 //! * WorkPlacements whose group no longer exists in the Work are deleted (dangling).
 //! * Write failures reported by WorkPlacements (`WriteSucceeded=False`, including the
 //!   terminal `InvalidWorkloadPath`) are folded into the Work's conditions as
-//!   `WorkplacementsFailing` (§5.3 step 5), with each failing placement's message.
+//!   `WorkplacementsFailing`, with each failing placement's message.
 //! * A Work is `Ready=True` only once every placement reports `WriteSucceeded=True`;
 //!   until then it is `Ready=False/WorkplacementsPending` "Pending". Kratix marks a Work
 //!   Ready as soon as it is scheduled, so requests turned Reconciled before their files
-//!   reached the store (§13).
+//!   reached the store.
 //!
 //! Deleting a Work deletes its WorkPlacements first (finalizer `kratix.io/work-cleanup`),
-//! so no WorkPlacement or state-store file is orphaned (bug B26).
+//! so no WorkPlacement or state-store file is orphaned.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -51,38 +51,23 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{finalizers, labels, selector_source};
+use plinth_api::constants::{
+    condition_types, finalizers, labels, messages, reasons, selector_source,
+};
 use plinth_api::{Destination, Work, WorkPlacement, WorkloadGroup};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::Error;
 use crate::context::Context;
-use crate::objstatus::{
-    ReconcileError, condition_is_false, condition_is_true, describe, edit_finalizers,
-    get_condition, patch_status, publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, condition_is_false, condition_is_true, describe, edit_finalizers,
+    get_condition, patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
-
-/// Finalizer on every Work: its WorkPlacements are deleted before it goes (§11.3).
-pub const WORK_CLEANUP_FINALIZER: &str = finalizers::WORK_CLEANUP;
-/// Finalizer the scheduler puts on every WorkPlacement it creates (§5.4).
-pub const REPO_CLEANUP_FINALIZER: &str = finalizers::WORKPLACEMENT_REPO_CLEANUP;
-/// Label: parent Work name (on WorkPlacements).
-pub const LABEL_WORK: &str = labels::WORK;
-/// Label: workload group id (on WorkPlacements).
-pub const LABEL_WORKLOAD_GROUP_ID: &str = labels::WORKLOAD_GROUP_ID;
-/// Label: target Destination name (on WorkPlacements).
-pub const LABEL_TARGET_DESTINATION: &str = labels::TARGET_DESTINATION_NAME;
-/// Label: pipeline name (Work → WorkPlacement).
-pub const LABEL_PIPELINE_NAME: &str = labels::PIPELINE_NAME;
-/// Label `kratix.io/misplaced: "true"` on WorkPlacements whose Destination no longer matches.
-pub const LABEL_MISPLACED: &str = labels::MISPLACED;
-/// Label marking dry-run Works and Destinations (§5.4).
-pub const DRY_RUN_LABEL: &str = labels::DRY_RUN;
 
 const REPORTER: &str = plinth_api::constants::events::SCHEDULER;
 
@@ -90,20 +75,13 @@ const REPORTER: &str = plinth_api::constants::events::SCHEDULER;
 // Pure scheduling rules (no I/O): selector resolution, matching, rendezvous choice.
 // ---------------------------------------------------------------------------
 
-/// `destinationSelectors[].source` of selectors written by a resource workflow.
-pub const SOURCE_RESOURCE_WORKFLOW: &str = selector_source::RESOURCE_WORKFLOW;
-/// `destinationSelectors[].source` of selectors written by a promise workflow.
-pub const SOURCE_PROMISE_WORKFLOW: &str = selector_source::PROMISE_WORKFLOW;
-/// `destinationSelectors[].source` of the Promise's own `spec.destinationSelectors`.
-pub const SOURCE_PROMISE: &str = selector_source::PROMISE;
-
 /// Precedence rank of a selector source: merged in ascending rank, later wins
-/// (reference §5.4: promise > promise-workflow > resource-workflow). Unknown sources
+/// (promise > promise-workflow > resource-workflow). Unknown sources
 /// rank lowest, like a resource-workflow entry.
 fn source_rank(source: &str) -> u8 {
     match source {
-        SOURCE_PROMISE => 2,
-        SOURCE_PROMISE_WORKFLOW => 1,
+        selector_source::PROMISE => 2,
+        selector_source::PROMISE_WORKFLOW => 1,
         _ => 0,
     }
 }
@@ -112,7 +90,7 @@ fn source_rank(source: &str) -> u8 {
 ///
 /// `selectors` are `(source, matchLabels)` pairs in Work order. They are merged
 /// `resource-workflow` first, then `promise-workflow`, then `promise`, later keys
-/// overriding earlier ones, so a Promise's own selectors always win (reference §5.4).
+/// overriding earlier ones, so a Promise's own selectors always win.
 /// The sort is stable: entries of one source keep their Work order.
 pub fn resolve_selectors<'a, I>(selectors: I) -> BTreeMap<String, String>
 where
@@ -155,7 +133,7 @@ impl DestinationFacts {
 }
 
 /// Whether a Destination is a candidate for a group with the `resolved` selector
-/// (reference §5.4 "Candidate destinations" and the matching table).
+/// ("Candidate destinations" and the matching table).
 ///
 /// Equality matching: every selector key must be present with the same value.
 /// Destinations being deleted never match. With an empty selector, a Destination with
@@ -169,7 +147,7 @@ pub fn destination_matches(
     if dest.deleting {
         return false;
     }
-    if !dry_run && dest.labels.get(DRY_RUN_LABEL).map(String::as_str) == Some("true") {
+    if !dry_run && dest.labels.get(labels::DRY_RUN).map(String::as_str) == Some("true") {
         return false;
     }
     if resolved.is_empty() {
@@ -208,7 +186,7 @@ pub fn rendezvous_weight(ns: &str, name: &str, group: &str, dest: &str) -> u64 {
     u64::from_be_bytes(first)
 }
 
-/// The WorkPlacement name `<work>.<destination>-<group id[0:5]>` (reference §5.4, §11.4),
+/// The WorkPlacement name `<work>.<destination>-<group id[0:5]>`,
 /// shortened deterministically to a valid object name by plinth-api's name rules when
 /// too long.
 pub fn workplacement_name(work: &str, destination: &str, group_id: &str) -> String {
@@ -253,12 +231,12 @@ fn resource_name(work: &Work) -> &str {
 }
 
 fn is_dry_run(work: &Work) -> bool {
-    work.labels().get(DRY_RUN_LABEL).map(String::as_str) == Some("true")
+    work.labels().get(labels::DRY_RUN).map(String::as_str) == Some("true")
 }
 
 fn group_selector(work: &Work, group: &WorkloadGroup) -> BTreeMap<String, String> {
     if is_dry_run(work) {
-        return BTreeMap::from([(DRY_RUN_LABEL.to_string(), "true".to_string())]);
+        return BTreeMap::from([(labels::DRY_RUN.to_string(), "true".to_string())]);
     }
     resolve_selectors(group.destination_selectors.iter().flatten().map(|s| {
         (
@@ -288,13 +266,13 @@ fn work_conditions(work: &Work) -> Vec<Condition> {
 
 struct SchedulerState {
     ctx: Arc<Context>,
-    /// Events of the scheduling step (reporting component `Scheduler`, §8.4).
-    recorder: plinth_api::events::EventRecorder,
-    /// Events of the Work lifecycle (reporting component `WorkController`, §8.4).
-    work_recorder: plinth_api::events::EventRecorder,
+    /// Events of the scheduling step (reporting component `Scheduler`).
+    recorder: EventRecorder,
+    /// Events of the Work lifecycle (reporting component `WorkController`).
+    work_recorder: EventRecorder,
 }
 
-/// Reasons Kratix reports as the `WorkController` rather than the `Scheduler` (§8.4).
+/// Reasons Kratix reports as the `WorkController` rather than the `Scheduler`.
 const WORK_CONTROLLER_REASONS: [&str; 3] = [
     plinth_api::constants::events::WAITING_DESTINATION,
     plinth_api::constants::events::WORKPLACEMENTS_FAILING,
@@ -365,8 +343,8 @@ fn works_affected_by_destination(
     let facts = DestinationFacts::of(dest);
     let mut out: BTreeSet<(String, String)> = BTreeSet::new();
     for wp in wps.state() {
-        if wp.labels().get(LABEL_TARGET_DESTINATION) == Some(&facts.name)
-            && let (Some(work), Some(ns)) = (wp.labels().get(LABEL_WORK), wp.namespace())
+        if wp.labels().get(labels::TARGET_DESTINATION_NAME) == Some(&facts.name)
+            && let (Some(work), Some(ns)) = (wp.labels().get(labels::WORK), wp.namespace())
         {
             out.insert((ns, work.clone()));
         }
@@ -396,7 +374,7 @@ fn works_affected_by_destination(
         .collect()
 }
 
-fn error_policy(work: Arc<Work>, err: &ReconcileError, state: Arc<SchedulerState>) -> Action {
+fn error_policy(work: Arc<Work>, err: &Error, state: Arc<SchedulerState>) -> Action {
     tracing::warn!(work = %describe(work.as_ref()), error = %err, "scheduling failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -409,7 +387,7 @@ struct GroupOutcome {
     failed: Option<String>,
 }
 
-async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action, ReconcileError> {
+async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let ns = work.namespace().unwrap_or_default();
@@ -417,20 +395,20 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     let what = describe(work.as_ref());
     let works: Api<Work> = Api::namespaced(ctx.client.clone(), &ns);
     let wp_api: Api<WorkPlacement> = Api::namespaced(ctx.client.clone(), &ns);
-    let by_work = ListParams::default().labels(&format!("{LABEL_WORK}={name}"));
+    let by_work = ListParams::default().labels(&format!("{}={}", labels::WORK, name));
 
     if work.meta().deletion_timestamp.is_some() {
         if !work
             .finalizers()
             .iter()
-            .any(|f| f == WORK_CLEANUP_FINALIZER)
+            .any(|f| f == finalizers::WORK_CLEANUP)
         {
             return Ok(Action::await_change());
         }
         let existing = wp_api
             .list(&by_work)
             .await
-            .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?;
+            .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?;
         for wp in existing
             .items
             .iter()
@@ -441,18 +419,17 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 ..Default::default()
             };
             if let Err(e) = wp_api.delete(&wp.name_any(), &dp).await
-                && !crate::objstatus::is_not_found(&e)
+                && !crate::support::is_not_found(&e)
             {
                 publish(
                     &state.work_recorder,
-                    work.as_ref(),
+                    &typed_reference(work.as_ref()),
                     EventType::Warning,
                     plinth_api::constants::events::FAILED_DELETE,
-                    "Delete",
                     format!("failed to delete WorkPlacement {}: {e}", wp.name_any()),
                 )
                 .await;
-                return Err(ReconcileError::kube("deleting WorkPlacement of", &what, e));
+                return Err(Error::kube("deleting WorkPlacement of", &what, e));
             }
         }
         if !existing.items.is_empty() {
@@ -467,32 +444,32 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 let mut conds = work_conditions(cur);
                 set_condition(
                     &mut conds,
-                    "Ready",
+                    condition_types::READY,
                     false,
-                    "Deleting",
+                    reasons::DELETING,
                     &msg,
                     cur.meta().generation,
                 )
                 .then(|| json!({"conditions": conds}))
             })
             .await
-            .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+            .map_err(|e| Error::kube("writing status of", &what, e))?;
             return Ok(Action::requeue(cfg.requeue_short));
         }
-        edit_finalizers(&works, &name, &[], &[WORK_CLEANUP_FINALIZER])
+        edit_finalizers(&works, &name, &[], &[finalizers::WORK_CLEANUP])
             .await
-            .map_err(|e| ReconcileError::kube("removing finalizer from", &what, e))?;
+            .map_err(|e| Error::kube("removing finalizer from", &what, e))?;
         return Ok(Action::await_change());
     }
 
     if !work
         .finalizers()
         .iter()
-        .any(|f| f == WORK_CLEANUP_FINALIZER)
+        .any(|f| f == finalizers::WORK_CLEANUP)
     {
-        edit_finalizers(&works, &name, &[WORK_CLEANUP_FINALIZER], &[])
+        edit_finalizers(&works, &name, &[finalizers::WORK_CLEANUP], &[])
             .await
-            .map_err(|e| ReconcileError::kube("adding finalizer to", &what, e))?;
+            .map_err(|e| Error::kube("adding finalizer to", &what, e))?;
     }
 
     let dry_run = is_dry_run(&work);
@@ -500,7 +477,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     let destinations: Vec<DestinationFacts> = Api::<Destination>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|e| ReconcileError::kube("listing Destinations for", &what, e))?
+        .map_err(|e| Error::kube("listing Destinations for", &what, e))?
         .items
         .iter()
         .map(DestinationFacts::of)
@@ -508,7 +485,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     let existing: Vec<WorkPlacement> = wp_api
         .list(&by_work)
         .await
-        .map_err(|e| ReconcileError::kube("listing WorkPlacements of", &what, e))?
+        .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?
         .items;
 
     let mut outcomes: Vec<(String, GroupOutcome)> = Vec::new();
@@ -522,7 +499,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         let candidate_names: BTreeSet<&str> = candidates.iter().map(|d| d.name.as_str()).collect();
         let in_group: Vec<&WorkPlacement> = existing
             .iter()
-            .filter(|wp| wp.labels().get(LABEL_WORKLOAD_GROUP_ID) == Some(&group.id))
+            .filter(|wp| wp.labels().get(labels::WORKLOAD_GROUP_ID) == Some(&group.id))
             .collect();
         let mut outcome = GroupOutcome::default();
 
@@ -572,10 +549,9 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         if outcome.unscheduled && resource_work && !already_reported {
             publish(
                 &state.recorder,
-                work.as_ref(),
+                &typed_reference(work.as_ref()),
                 EventType::Normal,
                 plinth_api::constants::events::NO_MATCHING_DESTINATION,
-                "Schedule",
                 format!(
                     "no Destination matches the selectors of workload group {}",
                     group.id
@@ -591,7 +567,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
     for wp in &existing {
         let gid = wp
             .labels()
-            .get(LABEL_WORKLOAD_GROUP_ID)
+            .get(labels::WORKLOAD_GROUP_ID)
             .map(String::as_str)
             .unwrap_or("");
         if !group_ids.contains(gid) && wp.meta().deletion_timestamp.is_none() {
@@ -600,25 +576,21 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
                 ..Default::default()
             };
             if let Err(e) = wp_api.delete(&wp.name_any(), &dp).await
-                && !crate::objstatus::is_not_found(&e)
+                && !crate::support::is_not_found(&e)
             {
-                return Err(ReconcileError::kube(
-                    "deleting dangling WorkPlacement of",
-                    &what,
-                    e,
-                ));
+                return Err(Error::kube("deleting dangling WorkPlacement of", &what, e));
             }
         }
     }
 
-    // Write failures reported by this Work's placements (§5.3 step 5).
+    // Write failures reported by this Work's placements.
     let failing: Vec<(String, String)> = existing
         .iter()
         .filter(|wp| placed_names.contains(&wp.name_any()))
         .filter_map(|wp| {
             let conds = wp_conditions(wp);
-            condition_is_false(&conds, "WriteSucceeded").then(|| {
-                let msg = get_condition(&conds, "WriteSucceeded")
+            condition_is_false(&conds, condition_types::WRITE_SUCCEEDED).then(|| {
+                let msg = get_condition(&conds, condition_types::WRITE_SUCCEEDED)
                     .map(|c| c.message.clone())
                     .unwrap_or_default();
                 (wp.name_any(), msg)
@@ -626,7 +598,7 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         })
         .collect();
 
-    // Beyond Kratix (§13): a Work is Ready only once every placement is written, so a
+    // Beyond Kratix: a Work is Ready only once every placement is written, so a
     // request is not Reconciled before its files reached the store.
     let unwritten: Vec<String> = placed_names
         .iter()
@@ -671,18 +643,18 @@ async fn reconcile(work: Arc<Work>, state: Arc<SchedulerState>) -> Result<Action
         })
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+    .map_err(|e| Error::kube("writing status of", &what, e))?;
     for (t, reason, msg) in changed_reasons {
         let recorder = if WORK_CONTROLLER_REASONS.contains(&reason) {
             &state.work_recorder
         } else {
             &state.recorder
         };
-        publish(recorder, work.as_ref(), t, reason, "Schedule", msg).await;
+        publish(recorder, &typed_reference(work.as_ref()), t, reason, msg).await;
     }
 
     if let Some(err) = outcomes.iter().find_map(|(_, o)| o.failed.clone()) {
-        return Err(ReconcileError::Invalid {
+        return Err(Error::Invalid {
             object: what,
             message: err,
         });
@@ -712,7 +684,7 @@ struct Summary {
 }
 
 /// The Work's `Ready` and `ScheduleSucceeded` conditions from the group outcomes and
-/// the failing placements (reference §5.4 "Work status" and §5.3 step 5).
+/// the failing placements (`WorkplacementsFailing` names each failing placement).
 fn summarize(
     outcomes: &[(String, GroupOutcome)],
     failing: &[(String, String)],
@@ -875,8 +847,8 @@ fn summarize(
     Summary { conditions }
 }
 
-/// Creates or updates the WorkPlacement of `group` on `dest` (reference §5.4
-/// "WorkPlacement upsert") and sets its scheduling conditions. Returns its name.
+/// Creates or updates the WorkPlacement of `group` on `dest` and sets its scheduling
+/// conditions. Returns its name.
 async fn upsert_workplacement(
     state: &SchedulerState,
     work: &Work,
@@ -884,7 +856,7 @@ async fn upsert_workplacement(
     dest: &str,
     existing: Option<&WorkPlacement>,
     misplaced: bool,
-) -> Result<String, ReconcileError> {
+) -> Result<String, Error> {
     let ns = work.namespace().unwrap_or_default();
     let work_name = work.name_any();
     let api: Api<WorkPlacement> = Api::namespaced(state.ctx.client.clone(), &ns);
@@ -894,15 +866,18 @@ async fn upsert_workplacement(
     let what = format!("WorkPlacement {ns}/{name}");
 
     let mut labels: BTreeMap<String, String> = BTreeMap::from([
-        (LABEL_WORK.to_string(), work_name.clone()),
-        (LABEL_WORKLOAD_GROUP_ID.to_string(), group.id.clone()),
-        (LABEL_TARGET_DESTINATION.to_string(), dest.to_string()),
+        (labels::WORK.to_string(), work_name.clone()),
+        (labels::WORKLOAD_GROUP_ID.to_string(), group.id.clone()),
+        (
+            labels::TARGET_DESTINATION_NAME.to_string(),
+            dest.to_string(),
+        ),
     ]);
-    if let Some(p) = work.labels().get(LABEL_PIPELINE_NAME) {
-        labels.insert(LABEL_PIPELINE_NAME.to_string(), p.clone());
+    if let Some(p) = work.labels().get(labels::PIPELINE_NAME) {
+        labels.insert(labels::PIPELINE_NAME.to_string(), p.clone());
     }
     if misplaced {
-        labels.insert(LABEL_MISPLACED.to_string(), "true".to_string());
+        labels.insert(labels::MISPLACED.to_string(), "true".to_string());
     }
     let mut annotations: BTreeMap<String, String> = existing
         .map(|wp| wp.annotations().clone())
@@ -958,7 +933,7 @@ async fn upsert_workplacement(
                 });
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                     .await
-                    .map_err(|e| ReconcileError::kube("updating", &what, e))?;
+                    .map_err(|e| Error::kube("updating", &what, e))?;
                 changed = true;
             }
         }
@@ -979,39 +954,37 @@ async fn upsert_workplacement(
                     "namespace": ns,
                     "labels": labels,
                     "annotations": annotations,
-                    "finalizers": [REPO_CLEANUP_FINALIZER],
+                    "finalizers": [finalizers::WORKPLACEMENT_REPO_CLEANUP],
                     "ownerReferences": [owner],
                 },
                 "spec": spec,
             });
-            let wp: WorkPlacement =
-                serde_json::from_value(obj).map_err(|e| ReconcileError::Invalid {
-                    object: what.clone(),
-                    message: format!("building WorkPlacement: {e}"),
-                })?;
+            let wp: WorkPlacement = serde_json::from_value(obj).map_err(|e| Error::Invalid {
+                object: what.clone(),
+                message: format!("building WorkPlacement: {e}"),
+            })?;
             match api.create(&PostParams::default(), &wp).await {
                 Ok(_) => changed = true,
-                Err(kube::Error::Api(s)) if s.code == 409 => {
+                Err(ref e) if crate::support::is_already_exists(e) => {
                     // Created concurrently (or by a previous reconcile whose list was stale):
                     // the next reconcile updates it.
                 }
-                Err(e) => return Err(ReconcileError::kube("creating", &what, e)),
+                Err(e) => return Err(Error::kube("creating", &what, e)),
             }
         }
     }
     if changed {
         publish(
             &state.recorder,
-            work,
+            &typed_reference(work),
             EventType::Normal,
             plinth_api::constants::events::WORKPLACEMENT_RECONCILED,
-            "Schedule",
             format!("WorkPlacement {name} reconciled for Destination {dest}"),
         )
         .await;
     }
 
-    // Scheduling conditions on the WorkPlacement (§5.4 "Status").
+    // Scheduling conditions on the WorkPlacement ("Status").
     let mut became_misplaced = false;
     patch_status(&api, &name, |cur: &WorkPlacement| {
         let mut conds = wp_conditions(cur);
@@ -1019,23 +992,23 @@ async fn upsert_workplacement(
         let mut ch = false;
         became_misplaced = false;
         if misplaced {
-            let was = condition_is_false(&conds, "ScheduleSucceeded");
+            let was = condition_is_false(&conds, condition_types::SCHEDULE_SUCCEEDED);
             ch |= set_condition(
                 &mut conds,
-                "ScheduleSucceeded",
+                condition_types::SCHEDULE_SUCCEEDED,
                 false,
-                "DestinationSelectorMismatch",
-                "Target destination no longer matches destinationSelectors",
+                reasons::DESTINATION_SELECTOR_MISMATCH,
+                messages::TARGET_NO_LONGER_MATCHES,
                 gen_,
             );
             became_misplaced = !was;
         } else {
             ch |= set_condition(
                 &mut conds,
-                "ScheduleSucceeded",
+                condition_types::SCHEDULE_SUCCEEDED,
                 true,
-                "ScheduledToDestination",
-                "Scheduled to correct Destination",
+                reasons::SCHEDULED_TO_DESTINATION,
+                messages::SCHEDULED_TO_CORRECT_DESTINATION,
                 gen_,
             );
         }
@@ -1044,16 +1017,9 @@ async fn upsert_workplacement(
         ch.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+    .map_err(|e| Error::kube("writing status of", &what, e))?;
     if became_misplaced && let Ok(Some(wp)) = api.get_opt(&name).await {
-        publish(
-            &state.recorder,
-            &wp,
-            EventType::Warning,
-            plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH,
-            "Schedule",
-            format!("Destination {dest} no longer matches the destinationSelectors of workload group {}", group.id),
-        )
+        publish(&state.recorder, &typed_reference(&wp), EventType::Warning, plinth_api::constants::events::DESTINATION_SELECTOR_MISMATCH, format!("Destination {dest} no longer matches the destinationSelectors of workload group {}", group.id))
         .await;
     }
     Ok(name)
@@ -1096,17 +1062,17 @@ mod tests {
         let p = labels(&[("env", "prod")]);
         // Order in the Work does not matter: promise > promise-workflow > resource-workflow.
         let resolved = resolve_selectors([
-            (SOURCE_PROMISE, &p),
-            (SOURCE_RESOURCE_WORKFLOW, &rw),
-            (SOURCE_PROMISE_WORKFLOW, &pw),
+            (selector_source::PROMISE, &p),
+            (selector_source::RESOURCE_WORKFLOW, &rw),
+            (selector_source::PROMISE_WORKFLOW, &pw),
         ]);
         assert_eq!(
             resolved,
             labels(&[("env", "prod"), ("zone", "eu"), ("tier", "gold")])
         );
         let resolved = resolve_selectors([
-            (SOURCE_PROMISE_WORKFLOW, &pw),
-            (SOURCE_RESOURCE_WORKFLOW, &rw),
+            (selector_source::PROMISE_WORKFLOW, &pw),
+            (selector_source::RESOURCE_WORKFLOW, &rw),
         ]);
         assert_eq!(resolved.get("env").unwrap(), "staging");
         assert!(resolve_selectors(std::iter::empty()).is_empty());
@@ -1161,11 +1127,11 @@ mod tests {
         let mut d = dest("d", &[], false);
         d.deleting = true;
         assert!(!destination_matches(&d, &BTreeMap::new(), false));
-        let dry = dest("dry", &[(DRY_RUN_LABEL, "true")], false);
+        let dry = dest("dry", &[(labels::DRY_RUN, "true")], false);
         assert!(!destination_matches(&dry, &BTreeMap::new(), false));
         assert!(destination_matches(
             &dry,
-            &labels(&[(DRY_RUN_LABEL, "true")]),
+            &labels(&[(labels::DRY_RUN, "true")]),
             true
         ));
     }
@@ -1307,7 +1273,7 @@ mod tests {
             let obj: WorkPlacement = serde_json::from_value(json!({
                 "apiVersion": "platform.kratix.io/v1alpha1",
                 "kind": "WorkPlacement",
-                "metadata": {"name": wp, "namespace": "team-a", "labels": {LABEL_WORK: work, LABEL_TARGET_DESTINATION: dest}},
+                "metadata": {"name": wp, "namespace": "team-a", "labels": {labels::WORK: work, labels::TARGET_DESTINATION_NAME: dest}},
                 "spec": {"targetDestinationName": dest},
             }))
             .unwrap();

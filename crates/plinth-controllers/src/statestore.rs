@@ -1,16 +1,16 @@
-//! The GitStateStore and BucketStateStore controllers (Kratix reference §6.1, §6.2).
+//! The GitStateStore and BucketStateStore controllers.
 //!
 //! Per reconcile:
 //! 1. Read the Secret named by `spec.secretRef` (namespace defaults to `default`). A
 //!    missing Secret makes the store `NotReady/SecretNotFound` ("Secret <name> not found
 //!    in namespace <ns>") and drops it from the registry; other read errors give
 //!    `StateStoreError`. No `secretRef` is not an error: a `file://` Git store (the
-//!    embedded default) and an `IAM` bucket need none (Kratix dereferenced nil, bug B16).
+//!    embedded default) and an `IAM` bucket need none (Kratix dereferenced nil).
 //! 2. Build a [`StoreConfig`] from spec + Secret. Keys: basicAuth `username` (optional)
 //!    and `password`; ssh `sshPrivateKey`, `knownHosts`, optional `passphrase`; githubApp
 //!    `appID`, `installationID`, `privateKey` and optional `apiURL` (Plinth's addition: the
 //!    GitHub API base, default `https://api.github.com`, e.g. `https://<host>/api/v3` for
-//!    GitHub Enterprise Server — Kratix fixes it, §13); bucket accessKey `accessKeyID`,
+//!    GitHub Enterprise Server — Kratix fixes it); bucket accessKey `accessKeyID`,
 //!    `secretAccessKey`. A missing key is named with the Secret
 //!    (`NotReady/ErrorInitialisingWriter`).
 //! 3. If the registry already holds this store opened from the same store generation and
@@ -41,7 +41,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -53,13 +52,16 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::Error;
 use crate::context::{Context, ControllerConfig};
-use crate::objstatus::{
-    ReconcileError, describe, get_condition, patch_status, publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, describe, get_condition, patch_status, publish, set_condition,
+    typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
+use plinth_api::constants::condition_types;
 
-/// Namespace of a `secretRef` without one (reference §1.4).
+/// Namespace of a `secretRef` without one.
 pub const DEFAULT_SECRET_NAMESPACE: &str = "default";
 
 /// Why a store is not Ready: the condition reason and message.
@@ -295,7 +297,7 @@ impl StateStoreObject for BucketStateStore {
 
 struct StoreState {
     ctx: Arc<Context>,
-    recorder: plinth_api::events::EventRecorder,
+    recorder: EventRecorder,
     /// `<Kind>/<name>` → consecutive failed attempts, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -407,11 +409,7 @@ async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<
         .await;
 }
 
-fn error_policy<K: StateStoreObject>(
-    obj: Arc<K>,
-    err: &ReconcileError,
-    state: Arc<StoreState>,
-) -> Action {
+fn error_policy<K: StateStoreObject>(obj: Arc<K>, err: &Error, state: Arc<StoreState>) -> Action {
     tracing::warn!(store = %describe(obj.as_ref()), error = %err, "state store reconcile failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -419,7 +417,7 @@ fn error_policy<K: StateStoreObject>(
 async fn reconcile<K: StateStoreObject>(
     obj: Arc<K>,
     state: Arc<StoreState>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let kind = K::kind(&()).into_owned();
@@ -455,7 +453,7 @@ async fn reconcile<K: StateStoreObject>(
     patch_status(&api, &name, |cur: &K| {
         let st = cur.store_status();
         let mut conds: Vec<Condition> = st.and_then(|s| s.conditions.clone()).unwrap_or_default();
-        let mut ch = set_condition(&mut conds, "Ready", ready, reason, &message, generation);
+        let mut ch = set_condition(&mut conds, condition_types::READY, ready, reason, &message, generation);
         ch |= st.and_then(|s| s.observed_generation) != generation;
         let status_word = if ready { "Ready" } else { "NotReady" };
         let status_same = st.and_then(|s| s.status.as_deref()) == Some(status_word);
@@ -463,25 +461,23 @@ async fn reconcile<K: StateStoreObject>(
         (ch || !status_same).then(|| json!({"status": status_word, "conditions": conds, "observedGeneration": generation}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(obj.as_ref()), e))?;
+    .map_err(|e| Error::kube("writing status of", describe(obj.as_ref()), e))?;
     if changed {
         if ready {
             publish(
                 &state.recorder,
-                obj.as_ref(),
+                &typed_reference(obj.as_ref()),
                 EventType::Normal,
                 plinth_api::constants::events::READY,
-                "Reconcile",
                 format!("{kind} \"{name}\" is ready"),
             )
             .await;
         } else {
             publish(
                 &state.recorder,
-                obj.as_ref(),
+                &typed_reference(obj.as_ref()),
                 EventType::Warning,
                 plinth_api::constants::events::NOT_READY,
-                "Reconcile",
                 message.clone(),
             )
             .await;

@@ -1,5 +1,5 @@
 //! The registry of open state stores, shared by the state store, Destination and
-//! WorkPlacement controllers (Kratix's repository cache, reference §6.1).
+//! WorkPlacement controllers (Kratix's repository cache).
 //!
 //! The state store controllers open and validate a store, then register it here with a
 //! fingerprint of what it was built from (store generation + Secret resourceVersion), so

@@ -2,7 +2,7 @@
 //! itself with its own writes: each main watch passes only changes to what that
 //! controller's reconcile reads (its *inputs*: the spec through `metadata.generation`,
 //! the start of a deletion, and any status field another controller owns), and status
-//! writes that change nothing are never sent (see [`crate::objstatus::patch_status`]).
+//! writes that change nothing are never sent (see [`crate::support::patch_status`]).
 
 use std::collections::hash_map::DefaultHasher;
 use std::fmt::Debug;

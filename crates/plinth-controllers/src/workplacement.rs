@@ -1,6 +1,5 @@
 //! The WorkPlacement controller: writes a WorkPlacement's workloads into its
-//! Destination's state store and removes them again on deletion (Kratix reference
-//! §5.5, §5.6, layout §6.6).
+//! Destination's state store and removes them again on deletion.
 //!
 //! * **Write** by the Destination's `filepath.mode` (paths from
 //!   [`plinth_statestore::layout`]):
@@ -11,18 +10,18 @@
 //!   `<dest>/.kratix/<ns>-<name>.yaml`, deleting files the previous state file listed
 //!   but the placement no longer has; `aggregatedYAML` regenerates `<dest>/<filename>`
 //!   from every live WorkPlacement of the Destination, sorted by name.
-//! * `Ready=True` only after a successful write, with `status.versionID` (bug B30).
+//! * `Ready=True` only after a successful write, with `status.versionID`.
 //! * **Path safety**: a workload whose path would leave the Destination root (`..`,
 //!   absolute) is refused before anything is written: `WriteSucceeded=False` with
 //!   reason `InvalidWorkloadPath` naming the path, `Ready=False`, a Warning event, and
 //!   no requeue — only a change to the WorkPlacement retries (Kratix silently skipped
-//!   such files, §13). The scheduler folds the condition into the Work.
+//!   such files). The scheduler folds the condition into the Work.
 //! * **Deletion** removes exactly what was written (the directory, the files of the
 //!   state file plus the state file, or this placement's documents from the aggregated
 //!   file), then releases the finalizers.
 //! * **Destination gone**: the placement gets `Ready=False/DestinationNotFound` and its
 //!   finalizers are removed without touching any store, so Work, request and Promise
-//!   deletions never hang (bug B23).
+//!   deletions never hang.
 //! * **Periodic re-write** every `state_store_reconciliation_interval` (zero disables);
 //!   between those, status-only updates and Destination events do not re-write a
 //!   generation that was already written.
@@ -37,11 +36,10 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{finalizers, labels};
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 use plinth_api::{
     BucketStateStore, Destination, FilepathMode, GitStateStore, StateStoreKind, WorkPlacement,
     Workload,
@@ -50,10 +48,11 @@ use plinth_statestore::layout::{self, PathError, PlacementSource};
 use plinth_statestore::{StateStore, StoreError, WriteOp, WriteRequest};
 use serde_json::json;
 
+use crate::Error;
 use crate::context::Context;
-use crate::objstatus::{
-    ReconcileError, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
-    publish, set_condition,
+use crate::support::{
+    EventRecorder, EventType, condition_is_false, describe, edit_finalizers, get_condition,
+    patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 
@@ -68,7 +67,7 @@ pub const REASON_INVALID_WORKLOAD_CONTENT: &str = "InvalidWorkloadContent";
 /// Reason of `Ready=False` on a WorkPlacement whose Destination does not exist.
 pub const REASON_DESTINATION_NOT_FOUND: &str = "DestinationNotFound";
 
-/// Decodes a workload's `content`: standard base64, then gzip (reference §0).
+/// Decodes a workload's `content`: standard base64, then gzip.
 ///
 /// # Errors
 /// A message naming the workload's `filepath` and the decoding step that failed.
@@ -217,7 +216,7 @@ type ObjectKey = (String, String);
 
 struct WpState {
     ctx: Arc<Context>,
-    recorder: plinth_api::events::EventRecorder,
+    recorder: EventRecorder,
     /// `(namespace, name)` → (generation written, when). Bridges status-only events and
     /// Destination events without re-writing; the interval requeue forces a re-write.
     written: Mutex<HashMap<ObjectKey, (Option<i64>, Instant)>>,
@@ -247,7 +246,8 @@ pub async fn run(ctx: Arc<Context>) {
     // `Ready` summarises); never by this controller's own status writes.
     let (store, trigger) = watch_inputs(wps, |wp: &WorkPlacement| {
         let conds = conditions_of(wp);
-        let scheduled = get_condition(&conds, "ScheduleSucceeded").map(|c| c.status.clone());
+        let scheduled =
+            get_condition(&conds, condition_types::SCHEDULE_SUCCEEDED).map(|c| c.status.clone());
         inputs_hash(wp, scheduled)
     });
     let controller = Controller::for_stream(trigger, store.clone());
@@ -333,7 +333,7 @@ fn destinations_of_store(
         .collect()
 }
 
-fn error_policy(wp: Arc<WorkPlacement>, err: &ReconcileError, state: Arc<WpState>) -> Action {
+fn error_policy(wp: Arc<WorkPlacement>, err: &Error, state: Arc<WpState>) -> Action {
     tracing::warn!(workplacement = %describe(wp.as_ref()), error = %err, "workplacement reconcile failed");
     Action::requeue(state.ctx.config().requeue_default)
 }
@@ -345,7 +345,7 @@ fn conditions_of(wp: &WorkPlacement) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
-async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, ReconcileError> {
+async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     let cfg = ctx.config();
     let ns = wp.namespace().unwrap_or_default();
@@ -363,15 +363,15 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
     let dest = Api::<Destination>::all(ctx.client.clone())
         .get_opt(&dest_name)
         .await
-        .map_err(|e| ReconcileError::kube("reading the Destination of", &what, e))?;
+        .map_err(|e| Error::kube("reading the Destination of", &what, e))?;
     let Some(dest) = dest else {
-        // Destination gone: mark, release (reference §5.5 step 1, bug B23).
+        // Destination gone: mark, release.
         if !deleting {
             write_conditions(&api, &wp, Some(&dest_name), |_, _| false).await?;
         }
         edit_finalizers(&api, &name, &[], &all_finalizers)
             .await
-            .map_err(|e| ReconcileError::kube("releasing finalizers of", &what, e))?;
+            .map_err(|e| Error::kube("releasing finalizers of", &what, e))?;
         state.written.lock().expect("poisoned").remove(&key);
         return Ok(Action::await_change());
     };
@@ -397,17 +397,16 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
             Ok(()) => {
                 edit_finalizers(&api, &name, &[], &all_finalizers)
                     .await
-                    .map_err(|e| ReconcileError::kube("releasing finalizers of", &what, e))?;
+                    .map_err(|e| Error::kube("releasing finalizers of", &what, e))?;
                 state.written.lock().expect("poisoned").remove(&key);
                 Ok(Action::await_change())
             }
             Err(msg) => {
                 publish(
                     &state.recorder,
-                    wp.as_ref(),
+                    &typed_reference(wp.as_ref()),
                     EventType::Warning,
                     plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
-                    "Delete",
                     msg.clone(),
                 )
                 .await;
@@ -415,16 +414,16 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     let mut conds = conditions_of(cur);
                     set_condition(
                         &mut conds,
-                        "Ready",
+                        condition_types::READY,
                         false,
-                        "FailedDeleteFilesFromRepository",
+                        reasons::FAILED_DELETE_FILES_FROM_REPOSITORY,
                         &msg,
                         cur.meta().generation,
                     )
                     .then(|| json!({"conditions": conds}))
                 })
                 .await
-                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                .map_err(|e| Error::kube("writing status of", &what, e))?;
                 Ok(Action::requeue(cfg.requeue_default))
             }
         }
@@ -439,7 +438,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
         {
             edit_finalizers(&api, &name, &wanted, &[])
                 .await
-                .map_err(|e| ReconcileError::kube("adding finalizers to", &what, e))?;
+                .map_err(|e| Error::kube("adding finalizers to", &what, e))?;
         }
 
         // `ScheduleSucceeded` (the scheduler's) may have changed what `Ready` says.
@@ -486,10 +485,10 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     let g = cur.meta().generation;
                     let mut ch = set_condition(
                         &mut conds,
-                        "WriteSucceeded",
+                        condition_types::WRITE_SUCCEEDED,
                         true,
-                        "WorkloadsWrittenToStateStore",
-                        "Workloads written to State Store",
+                        reasons::WORKLOADS_WRITTEN_TO_STATE_STORE,
+                        messages::WORKLOADS_WRITTEN,
                         g,
                     );
                     ch |= set_ready(&mut conds, None, g);
@@ -499,7 +498,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                         .and_then(|s| s.version_id.clone())
                         .unwrap_or_default();
                     // A write that changed nothing keeps the recorded version: that commit
-                    // still holds exactly these files (Kratix's version cache, §5.5 step 7).
+                    // still holds exactly these files (Kratix's version cache).
                     let version = if !outcome.changed && !old_version.is_empty() {
                         old_version.clone()
                     } else {
@@ -516,7 +515,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     })
                 })
                 .await
-                .map_err(|e| ReconcileError::kube("writing status of", &what, e))?;
+                .map_err(|e| Error::kube("writing status of", &what, e))?;
                 if outcome.changed || status_changed {
                     let mut note =
                         format!("successfully written to Destination: {}", dest.name_any());
@@ -525,10 +524,9 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                     }
                     publish(
                         &state.recorder,
-                        wp.as_ref(),
+                        &typed_reference(wp.as_ref()),
                         EventType::Normal,
                         plinth_api::constants::events::WORKLOADS_WRITTEN_TO_STATE_STORE,
-                        "Write",
                         note,
                     )
                     .await;
@@ -554,19 +552,18 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
                 let msg = e.to_string();
                 publish(
                     &state.recorder,
-                    wp.as_ref(),
+                    &typed_reference(wp.as_ref()),
                     EventType::Warning,
                     plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
-                    "Write",
                     msg.clone(),
                 )
                 .await;
                 write_conditions(&api, &wp, None, |conds, g| {
                     set_condition(
                         conds,
-                        "WriteSucceeded",
+                        condition_types::WRITE_SUCCEEDED,
                         false,
-                        "WorkloadsFailedWrite",
+                        reasons::WORKLOADS_FAILED_WRITE,
                         &msg,
                         g,
                     )
@@ -594,10 +591,10 @@ pub fn derived_ready(
             format!("Destination {dest} not found; its files are no longer managed"),
         );
     }
-    if condition_is_false(conds, "ScheduleSucceeded") {
+    if condition_is_false(conds, condition_types::SCHEDULE_SUCCEEDED) {
         return (false, "Misplaced", "Misplaced".into());
     }
-    match get_condition(conds, "WriteSucceeded") {
+    match get_condition(conds, condition_types::WRITE_SUCCEEDED) {
         Some(c) if c.status == "True" => {
             (true, "WorkloadsWrittenToTargetDestination", "Ready".into())
         }
@@ -618,7 +615,14 @@ pub fn derived_ready(
 /// Sets `Ready` from [`derived_ready`]; true when it changed.
 fn set_ready(conds: &mut Vec<Condition>, missing: Option<&str>, generation: Option<i64>) -> bool {
     let (ok, reason, message) = derived_ready(conds, missing);
-    set_condition(conds, "Ready", ok, reason, &message, generation)
+    set_condition(
+        conds,
+        condition_types::READY,
+        ok,
+        reason,
+        &message,
+        generation,
+    )
 }
 
 /// True when `Ready` in `conds` is not what [`derived_ready`] says.
@@ -634,7 +638,7 @@ async fn write_conditions(
     wp: &WorkPlacement,
     missing: Option<&str>,
     own: impl Fn(&mut Vec<Condition>, Option<i64>) -> bool,
-) -> Result<bool, ReconcileError> {
+) -> Result<bool, Error> {
     let mut changed = false;
     patch_status(api, &wp.name_any(), |cur: &WorkPlacement| {
         let mut conds = conditions_of(cur);
@@ -644,7 +648,7 @@ async fn write_conditions(
         ch.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| ReconcileError::kube("writing status of", describe(wp), e))?;
+    .map_err(|e| Error::kube("writing status of", describe(wp), e))?;
     Ok(changed)
 }
 
@@ -653,18 +657,24 @@ async fn report_terminal(
     api: &Api<WorkPlacement>,
     wp: &WorkPlacement,
     t: &Terminal,
-) -> Result<(), ReconcileError> {
+) -> Result<(), Error> {
     let changed = write_conditions(api, wp, None, |conds, g| {
-        set_condition(conds, "WriteSucceeded", false, t.reason, &t.message, g)
+        set_condition(
+            conds,
+            condition_types::WRITE_SUCCEEDED,
+            false,
+            t.reason,
+            &t.message,
+            g,
+        )
     })
     .await?;
     if changed {
         publish(
             &state.recorder,
-            wp,
+            &typed_reference(wp),
             EventType::Warning,
             plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
-            "Write",
             t.message.clone(),
         )
         .await;
@@ -790,7 +800,7 @@ async fn write_target(
     result
 }
 
-/// Removes what `wp` wrote (reference §5.6). Returns a message for the event on failure.
+/// Removes what `wp` wrote. Returns a message for the event on failure.
 async fn delete_from_store(
     state: &WpState,
     store: &StateStore,

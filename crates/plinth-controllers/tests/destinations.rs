@@ -1,6 +1,6 @@
 //! Destination and state store controller integration tests against the embedded API
 //! server and a `file://` Git state store, using the Destinations of Kratix's
-//! system-test corpus (reference §5.5, §6.2, §6.5, §6.6; bugs B16, B22, B41).
+//! system-test corpus.
 
 mod placement_support;
 
@@ -76,7 +76,7 @@ async fn corpus_destinations_produce_kratix_trees_for_all_three_modes() {
     assert_eq!(ev.1, "GitStateStoreController");
     assert_eq!(ev.2, format!("GitStateStore \"{store}\" is ready"));
 
-    // Canary files per mode (§6.5, B22).
+    // Canary files per mode.
     let files = env.files();
     for f in [
         "worker-git/dependencies/kratix-canary-namespace.yaml",
@@ -461,7 +461,7 @@ async fn identical_output_makes_no_new_commit_and_recreated_destination_needs_no
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn equivalent_path_spellings_give_the_same_tree() {
-    // B15: store path "/" and Destination path "//platform//" are normalised.
+    // Store path "/" and Destination path "//platform//" are normalised.
     let env = start().await;
     let api: Api<GitStateStore> = Api::all(env.client.clone());
     let s: GitStateStore = serde_json::from_value(json!({
@@ -687,7 +687,7 @@ async fn deleting_a_state_store_makes_its_destinations_not_ready() {
     ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
 )]
 async fn deleting_a_flat_placement_whose_state_file_was_removed_by_hand_completes() {
-    // B26: the `.kratix` index is gone; deletion neither hangs nor orphans the files.
+    // The `.kratix` index is gone; deletion neither hangs nor orphans the files.
     let env = start().await;
     env.git_store("default").await;
     env.destination_from_yaml(
@@ -735,7 +735,7 @@ async fn deleting_a_flat_placement_whose_state_file_was_removed_by_hand_complete
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passphrase_protected_ssh_keys_are_reported_precisely() {
-    // B11: the Secret's `passphrase` decrypts the key; a wrong or missing one gets its own
+    // The Secret's `passphrase` decrypts the key; a wrong or missing one gets its own
     // message (checked locally, before any connection), and nothing waits on a prompt.
     let env = start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -856,7 +856,7 @@ async fn passphrase_protected_ssh_keys_are_reported_precisely() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn github_app_store_names_the_missing_secret_key() {
-    // authMethod githubApp (§1.4): a Secret without `installationID` is named precisely; once
+    // authMethod githubApp: a Secret without `installationID` is named precisely; once
     // the key is added the store gets as far as checking the App's private key.
     let env = start().await;
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");

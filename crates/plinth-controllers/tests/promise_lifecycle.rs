@@ -1,5 +1,5 @@
-//! Promise and resource-request lifecycle against the embedded API server (reference §2,
-//! §3, §4.9). Jobs are completed by the test itself here, standing in for the runner,
+//! Promise and resource-request lifecycle against the embedded API server.
+//! Jobs are completed by the test itself here, standing in for the runner,
 //! so these tests pin down the controllers' decisions; the runner's own tests and the
 //! end-to-end tests run real pipelines.
 
@@ -264,7 +264,7 @@ async fn resource_pipelines_run_serially_and_a_failure_stops_the_workflow() {
     let first = wait_jobs(&env.client, "default", sel, 1).await;
     assert_eq!(first.len(), 1);
     let job = &first[0];
-    // Kratix's Job shape (§4.2–4.3).
+    // Kratix's Job shape.
     let labels = job.labels();
     assert_eq!(labels["kratix.io/pipeline-name"], "first");
     assert_eq!(labels["kratix.io/workflow-type"], "resource");
@@ -399,7 +399,7 @@ async fn a_running_job_is_never_killed_by_a_change() {
     let sel = "kratix.io/promise-name=widget,kratix.io/resource-name=w1";
     let running = wait_jobs(&env.client, "default", sel, 1).await.remove(0);
 
-    // B05: edit twice while the Job runs; nothing new starts and the Job is untouched.
+    // Edit twice while the Job runs; nothing new starts and the Job is untouched.
     for size in ["m", "l"] {
         widgets
             .patch(
@@ -586,7 +586,7 @@ async fn deleting_a_promise_removes_requests_rbac_and_crd_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_follow_the_served_version_without_a_restart() {
-    // B01: the API adds v2 (served, storage) and stops serving v1.
+    // The API adds v2 (served, storage) and stops serving v1.
     let env = start().await;
     tokio::spawn(promise::run(env.ctx.clone()));
     let promises = promise_api(&env.client);

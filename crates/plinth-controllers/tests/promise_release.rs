@@ -1,4 +1,4 @@
-//! PromiseRelease (reference §2.7) against a local HTTP server serving Promises, one of
+//! PromiseRelease against a local HTTP server serving Promises, one of
 //! them behind an Authorization header.
 
 mod placement_support;

@@ -1,5 +1,5 @@
 //! Scheduler + WorkPlacement integration tests against the embedded API server and a
-//! `file://` Git state store (Kratix reference §5.3–§5.6; bugs B10, B23, B26).
+//! `file://` Git state store.
 
 mod placement_support;
 
@@ -67,7 +67,7 @@ async fn unscheduled_resource_work_is_placed_when_a_matching_destination_appears
             .is_empty()
     );
 
-    // B10: the new Destination attracts the Work without any other trigger.
+    // The new Destination attracts the Work without any other trigger.
     env.create_destination(dest_json("testing", json!({"env": "testing"}), "testing"))
         .await;
     env.work_condition(
@@ -263,7 +263,7 @@ async fn relabelled_destination_marks_placement_misplaced() {
 async fn dependency_work_goes_to_every_matching_non_strict_destination() {
     let env = start().await;
     env.git_store("default").await;
-    // B10: a is strict and labelled, b has no labels.
+    // a is strict and labelled, b has no labels.
     let mut a = dest_json("a", json!({"env": "prod"}), "a");
     a["spec"]["strictMatchLabels"] = json!(true);
     env.create_destination(a).await;
@@ -554,7 +554,7 @@ async fn placements_of_a_deleted_destination_do_not_block_deletion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_pipelines_of_one_request_get_separate_directories() {
-    // B20: two configure pipelines of the same request both emit config.yaml.
+    // Two configure pipelines of the same request both emit config.yaml.
     let env = start().await;
     env.git_store("default").await;
     env.create_destination(dest_json("dev", json!({}), "dev"))
@@ -601,7 +601,7 @@ async fn two_pipelines_of_one_request_get_separate_directories() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_work_without_workload_groups_is_ready_with_no_placements() {
-    // B44: empty pipeline output makes no placements, directories or commits.
+    // Empty pipeline output makes no placements, directories or commits.
     let env = start().await;
     env.git_store("default").await;
     env.create_destination(dest_json("dev", json!({}), "dev"))

@@ -1,5 +1,4 @@
-//! The files-and-environment contract between Kratix and pipeline containers
-//! (kratix-spec §4.3–§4.5).
+//! The files-and-environment contract between Kratix and pipeline containers.
 
 /// Directory holding `object.yaml` (read-only in user containers).
 pub const INPUT_DIR: &str = "/kratix/input";
@@ -27,18 +26,18 @@ pub const WORK_CREATOR_KRATIX_SYSTEM_SUBDIR: &str = "kratix-system";
 
 /// The input object file name.
 pub const OBJECT_FILE: &str = "object.yaml";
-/// Status to merge into the object (§4.11).
+/// Status to merge into the object.
 pub const STATUS_FILE: &str = "status.yaml";
-/// Workload-group scheduling (§4.5).
+/// Workload-group scheduling.
 pub const DESTINATION_SELECTORS_FILE: &str = "destination-selectors.yaml";
-/// Suspend/retry requests (§4.10).
+/// Suspend/retry requests.
 pub const WORKFLOW_CONTROL_FILE: &str = "workflow-control.yaml";
 /// Promise scheduling file name inside the kratix-system mount.
 pub const PROMISE_SCHEDULING_FILE: &str = "promise-scheduling";
 /// Key of the scheduling ConfigMap.
 pub const PROMISE_SCHEDULING_CONFIGMAP_KEY: &str = "destinationSelectors";
 
-/// Kratix environment variables injected into every pipeline container (§4.4).
+/// Kratix environment variables injected into every pipeline container.
 pub mod env {
     /// `configure` / `delete`.
     pub const WORKFLOW_ACTION: &str = "KRATIX_WORKFLOW_ACTION";

@@ -1,5 +1,4 @@
-//! `workflow-control.yaml`: a pipeline asking to suspend or retry its workflow
-//! (kratix-spec §4.10).
+//! `workflow-control.yaml`: a pipeline asking to suspend or retry its workflow.
 
 use crate::contract::WORKFLOW_CONTROL_FILE;
 use crate::{PipelineError, yaml};

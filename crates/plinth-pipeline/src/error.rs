@@ -68,13 +68,13 @@ pub enum PipelineError {
         #[source]
         source: Box<kube::Error>,
     },
-    /// More than one Work matches the labels of this pipeline (kratix-spec §5.1 step 7).
+    /// More than one Work matches the labels of this pipeline.
     #[error("{0}")]
     Ambiguous(String),
     /// The status write kept conflicting.
     #[error("{0}")]
     Conflict(String),
-    /// The Work would exceed the API server's object size limit (bug B39).
+    /// The Work would exceed the API server's object size limit.
     #[error(
         "the Work for this pipeline would be {size} bytes after compression, over the limit of {limit} bytes; largest files: {largest}"
     )]

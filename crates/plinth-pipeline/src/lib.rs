@@ -1,5 +1,5 @@
-//! The `/kratix` pipeline contract and the pipeline adapter roles (kratix-spec §4.3–§4.5,
-//! §4.10, §4.11, §5.1).
+//! The `/kratix` pipeline contract and the pipeline adapter roles
+//! (reader, work-creator, status-writer).
 //!
 //! Every pipeline Job runs three adapter containers around the user's containers:
 //!

@@ -1,5 +1,5 @@
 //! The object a pipeline works on (Promise or resource request), identified by the
-//! `KRATIX_OBJECT_*` environment (kratix-spec §4.4), and access to it through the dynamic API.
+//! `KRATIX_OBJECT_*` environment, and access to it through the dynamic API.
 
 use crate::PipelineError;
 use crate::contract::env;
@@ -28,8 +28,8 @@ impl ObjectRef {
     /// `KRATIX_CRD_PLURAL`, `KRATIX_OBJECT_NAME`, `KRATIX_OBJECT_NAMESPACE` and
     /// `KRATIX_CLUSTER_SCOPED` through `get` (e.g. `|k| std::env::var(k).ok()`).
     ///
-    /// The namespace defaults to `default` when empty and the object is not cluster-scoped
-    /// (§4.4). Errors name the first missing variable.
+    /// The namespace defaults to `default` when empty and the object is not cluster-scoped.
+    /// Errors name the first missing variable.
     pub fn from_env_with(get: impl Fn(&str) -> Option<String>) -> Result<ObjectRef, PipelineError> {
         let req = |k: &str| {
             get(k).filter(|v| !v.is_empty()).ok_or_else(|| {

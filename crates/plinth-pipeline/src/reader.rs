@@ -1,5 +1,4 @@
-//! The reader role: writes the pipeline's object to `/kratix/input/object.yaml`
-//! (kratix-spec §4.3, §4.5).
+//! The reader role: writes the pipeline's object to `/kratix/input/object.yaml`.
 
 use crate::contract::OBJECT_FILE;
 use crate::object::ObjectRef;
@@ -23,7 +22,7 @@ pub struct ReaderArgs {
     pub dry_run: bool,
 }
 
-/// What a dry-run pipeline sees as its input (kratix-spec §3.9): the real resource
+/// What a dry-run pipeline sees as its input: the real resource
 /// request's metadata and status with the proposed spec of the ephemeral dry-run request,
 /// or — when the real request does not exist yet — the ephemeral request renamed to the
 /// intended name and namespace, without the dry-run plumbing (labels, annotations,

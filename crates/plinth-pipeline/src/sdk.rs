@@ -1,5 +1,5 @@
 //! A small SDK for pipeline containers written in Rust, mirroring the Kratix pipeline SDK
-//! contract (kratix-spec §4.4, §4.5, §4.10).
+//! contract.
 //!
 //! ```no_run
 //! use plinth_pipeline::sdk::Kratix;

@@ -1,5 +1,5 @@
 //! `destination-selectors.yaml` (written by pipelines) and the promise-scheduling file
-//! (written by Kratix from the Promise's `destinationSelectors`), kratix-spec §4.5, §5.1.
+//! (written by Kratix from the Promise's `destinationSelectors`).
 
 use crate::contract::{DESTINATION_SELECTORS_FILE, PROMISE_SCHEDULING_FILE};
 use crate::{PipelineError, yaml};
@@ -62,7 +62,7 @@ pub fn clean_path(p: &str) -> String {
     }
 }
 
-/// Parses and validates `destination-selectors.yaml` text (kratix-spec §4.5): each entry's
+/// Parses and validates `destination-selectors.yaml` text: each entry's
 /// `directory` is cleaned; it must be `.`/absent or a single relative path element (no
 /// `..`, no `/`); each entry needs at least one label; directories must be unique.
 pub fn parse_destination_selectors(
@@ -141,7 +141,7 @@ pub fn read_promise_scheduling(
 }
 
 /// Squashes the `matchLabels` of entries with `source` into one map; on a key conflict the
-/// first entry wins (kratix-spec §1.1). `None` when the result is empty.
+/// first entry wins. `None` when the result is empty.
 pub fn squash(
     entries: &[WorkloadGroupScheduling],
     source: &str,

@@ -1,5 +1,5 @@
 //! The status-writer role (`update-status`): merges a pipeline's `status.yaml` into the
-//! object's status and records suspend/retry requests (kratix-spec §4.10, §4.11).
+//! object's status and records suspend/retry requests.
 
 use crate::contract::{STATUS_FILE, WORKFLOW_CONTROL_FILE};
 use crate::control::{ControlRequest, WorkflowControl};
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
 /// Condition types only Kratix writes; a pipeline's `status.yaml` may not set them
-/// (bug B27: pipelines cannot overwrite Kratix-owned status).
+/// (pipelines cannot overwrite Kratix-owned status).
 pub const KRATIX_OWNED_CONDITIONS: &[&str] = &[
     condition_types::CONFIGURE_WORKFLOW_COMPLETED,
     condition_types::WORKS_SUCCEEDED,
@@ -72,7 +72,7 @@ fn object_mut<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Strin
 }
 
 /// Merges a pipeline's `status.yaml` (`incoming`) into the object's current status
-/// (`existing`; `null` = none) and applies the workflow bookkeeping (kratix-spec §4.11):
+/// (`existing`; `null` = none) and applies the workflow bookkeeping:
 ///
 /// 1. `incoming` must be a map (or empty). A top-level `kratix` key, or a condition of a
 ///    Kratix-owned type ([`KRATIX_OWNED_CONDITIONS`]), is rejected
@@ -82,7 +82,7 @@ fn object_mut<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Strin
 ///    `lastTransitionTime` is set to now).
 /// 3. Promise workflows: keys other than `message` are logged as warnings (the Promise
 ///    status schema drops them).
-/// 4. Suspend/retry (§4.10): this pipeline's entry in `kratix.workflows.pipelines[]` gets
+/// 4. Suspend/retry: this pipeline's entry in `kratix.workflows.pipelines[]` gets
 ///    `phase: Suspended`, the message (or none), and for retries `nextRetryAt` (now + delay,
 ///    RFC 3339 UTC) and `attempts + 1`; `kratix.workflows.suspendedGeneration` = generation.
 ///    No completion is recorded. The caller also labels the object

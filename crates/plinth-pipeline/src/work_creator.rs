@@ -1,4 +1,4 @@
-//! The work-creator role: pipeline output → Work (kratix-spec §5.1).
+//! The work-creator role: pipeline output → Work.
 
 use crate::contract::{
     PROMISE_SCHEDULING_FILE, WORK_CREATOR_INPUT_SUBDIR, WORK_CREATOR_KRATIX_SYSTEM_SUBDIR,
@@ -141,7 +141,7 @@ fn scheduling(labels: BTreeMap<String, String>, source: &str) -> WorkloadGroupSc
     }
 }
 
-/// Builds the workload groups of a Work from a pipeline's output (kratix-spec §5.1):
+/// Builds the workload groups of a Work from a pipeline's output:
 ///
 /// 1. `workflow-control.yaml` asking to suspend or retry → no groups (`Ok(vec![])`; the
 ///    caller must not write a Work — see [`run_work_creator`]).
@@ -253,8 +253,8 @@ pub fn build_workload_groups(
     Ok(groups)
 }
 
-/// Default limit on the serialised Work spec: 1.5 MiB, etcd's default request size limit
-/// (bug B39). Kubernetes rejects larger objects with an opaque error.
+/// Default limit on the serialised Work spec: 1.5 MiB, etcd's default request size limit.
+/// Kubernetes rejects larger objects with an opaque error.
 pub const DEFAULT_MAX_WORK_BYTES: usize = 1536 * 1024;
 
 /// Checks the serialised size of `spec` against `limit` bytes, naming the largest files
@@ -290,7 +290,7 @@ pub fn check_work_size(spec: &WorkSpec, limit: usize) -> Result<usize, PipelineE
     })
 }
 
-/// Inputs of [`run_work_creator`] (the flags of `pipeline-adapter work-creator`, §4.3).
+/// Inputs of [`run_work_creator`] (the flags of `pipeline-adapter work-creator`).
 #[derive(Clone, Debug)]
 pub struct WorkCreatorArgs {
     /// Pipeline output (`/work-creator-files/input`).
@@ -361,7 +361,7 @@ impl WorkCreatorArgs {
         }
     }
 
-    /// The labels that identify this pipeline's Work (kratix-spec §5.1 step 6).
+    /// The labels that identify this pipeline's Work.
     pub fn work_labels(&self) -> BTreeMap<String, String> {
         let mut l = BTreeMap::new();
         l.insert(labels::PROMISE_NAME.to_string(), self.promise_name.clone());
@@ -433,7 +433,7 @@ pub enum WorkOutcome {
 }
 
 /// Runs the work-creator: builds the workload groups ([`build_workload_groups`]) and
-/// creates or updates this pipeline's Work (kratix-spec §5.1 steps 6–7).
+/// creates or updates this pipeline's Work.
 ///
 /// An existing Work is found by its labels first (so Works created by Kratix, with random
 /// names, keep being updated); more than one match is an error. Otherwise a Work with the
@@ -541,7 +541,7 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 /// Rejects a workload filepath that is absolute or contains `..` (used by consumers that
-/// write workloads to disk; bug B37).
+/// write workloads to disk).
 pub fn check_workload_filepath(filepath: &str) -> Result<(), PipelineError> {
     let p = Path::new(filepath);
     if filepath.is_empty()
@@ -829,7 +829,7 @@ mod tests {
 mod large_output_tests {
     use super::*;
 
-    /// Bug B39: a 2 MiB CRD plus 20 small files become one compact Work payload.
+    /// A 2 MiB CRD plus 20 small files become one compact Work payload.
     #[test]
     fn large_outputs_are_compressed() {
         let dir = tempfile::tempdir().unwrap();

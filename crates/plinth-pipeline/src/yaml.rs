@@ -1,5 +1,5 @@
-//! YAML helpers: generous parser budgets (pipeline outputs can be large CRD bundles,
-//! bug B39) and errors that name the file, line and column.
+//! YAML helpers: generous parser budgets (pipeline outputs can be large CRD
+//! bundles) and errors that name the file, line and column.
 
 use crate::PipelineError;
 use serde::de::DeserializeOwned;

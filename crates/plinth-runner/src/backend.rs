@@ -3,7 +3,7 @@
 //! Every backend produces a [`tokio::process::Command`]; the executor ([`crate::pod`])
 //! spawns it with stdout and stderr going to the container's log file, enforces deadlines
 //! and records the exit status. Backends:
-//! * [`BwrapSandbox`] — bubblewrap over a read-only view of the host (test-environment §1);
+//! * [`BwrapSandbox`] — bubblewrap over a read-only view of the host;
 //! * [`HostProcess`] — no isolation (`SandboxMode::None`);
 //! * [`EngineBackend`] — podman or docker running the real image.
 
@@ -466,7 +466,7 @@ impl ContainerBackend for EngineBackend {
     }
 }
 
-/// The `containers.conf` for Debian's podman on these hosts (test-environment §3): runc,
+/// The `containers.conf` for Debian's podman on these hosts: runc,
 /// cgroupfs, file event logger, ulimits within the hard limits.
 pub fn write_containers_conf(data_dir: &Path) -> std::io::Result<PathBuf> {
     let path = data_dir.join("containers.conf");
@@ -528,7 +528,7 @@ pub enum ContainerPlan {
     },
 }
 
-/// The Kratix pipeline adapter entrypoint inside its image (kratix-spec §4).
+/// The Kratix pipeline adapter entrypoint inside its image.
 pub const KRATIX_ADAPTER_ENTRYPOINT: &str = "/bin/pipeline-adapter";
 
 /// Decides how `container` runs (pure; `engine` is the detected engine, if any).

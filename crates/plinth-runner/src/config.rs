@@ -156,11 +156,7 @@ impl RunnerConfig {
     /// `<data_dir>/pod-logs/<namespace>/<pod>/<container>.log`: a container's stdout and
     /// stderr (the contract with the API server's `pods/log` endpoint).
     pub fn log_path(&self, namespace: &str, pod: &str, container: &str) -> PathBuf {
-        self.data_dir
-            .join("pod-logs")
-            .join(namespace)
-            .join(pod)
-            .join(format!("{container}.log"))
+        plinth_api::paths::pod_log_path(&self.data_dir, namespace, pod, container)
     }
 
     /// `https://<api_host>:<api_port>` (IPv6 hosts bracketed).

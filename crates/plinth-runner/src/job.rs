@@ -176,11 +176,11 @@ fn set_condition(status: &mut JobStatus, type_: &str, value: bool, reason: &str,
 }
 
 fn conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+    matches!(e, kube::Error::Api(s) if s.is_conflict())
 }
 
 fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
 }
 
 /// Re-reads the Job, applies `f` to its status and writes it through the status

@@ -8,7 +8,7 @@
 //! How a container runs is decided from its image, in this order ([`backend::plan_container`]):
 //! 1. an entry of the image map ([`image::ImageMap`]) — a local command in place of the image;
 //! 2. Plinth's pipeline adapter image, or the Kratix adapter entrypoint `/bin/pipeline-adapter`
-//!    — runs `plinth pipeline-adapter <args>` (kratix-spec §4.3);
+//!    — runs `plinth pipeline-adapter <args>`;
 //! 3. a stock userland image (`busybox`, `alpine`, ...) — the container's command over a
 //!    read-only view of the host in a bubblewrap sandbox;
 //! 4. podman or docker, when installed — the real image;

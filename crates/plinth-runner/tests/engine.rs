@@ -1,4 +1,4 @@
-//! The container-engine backend with podman (test-environment §3): a local image named
+//! The container-engine backend with podman: a local image named
 //! like a registry image, run with `--pull=never`, volumes, env and the identity files.
 
 mod common;

@@ -491,7 +491,7 @@ async fn adapter_image_and_kratix_entrypoint_run_plinth_pipeline_adapter() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     cfg.plinth_exe = exe;
-    // Kratix's containers run with this security context (kratix-spec §4.3).
+    // Kratix's containers run with this security context.
     let kratix_sc = json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": true,
                            "seccompProfile": {"type": "RuntimeDefault"}, "privileged": false});
     let p = pod(json!({

@@ -976,7 +976,7 @@ async fn runner_restart_marks_the_running_pod_and_retries() {
     assert_eq!(t.reason.as_deref(), Some("NodeRestart"));
 }
 
-/// kratix-bugs B05: changing a Job while its pipeline runs never kills the running Pod.
+/// Changing a Job while its pipeline runs never kills the running Pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspending_a_running_job_lets_its_pod_finish() {
     let Some(p) = Platform::start("suspending_a_running_job_lets_its_pod_finish").await else {

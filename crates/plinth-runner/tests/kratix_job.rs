@@ -1,4 +1,4 @@
-//! A Pod in the exact shape Kratix gives pipeline Jobs (kratix-spec §4.2–4.4), with the user
+//! A Pod in the exact shape Kratix gives pipeline Jobs, with the user
 //! container taken from a corpus Promise, run through the executor: reader → user container
 //! → work-writer as init containers, status-writer as the container, `/kratix` volumes.
 

@@ -2,7 +2,7 @@
 //!
 //! * `plinth` — this crate's batched writer: 1,000 concurrent `write` calls (a Promise update
 //!   fanning out to its resource requests), default batch window.
-//! * `cli` — the Kratix way (reference §6.3): one working copy, one write at a time under a
+//! * `cli` — the Kratix way: one working copy, one write at a time under a
 //!   mutex; per WorkPlacement `fetch` (at most every 5 s), `reset --hard`, `clean -ffdx`,
 //!   `rm -r` of the directory, write, `add`, `commit`, `push` with the git CLI.
 //!

@@ -1,7 +1,7 @@
-//! The bucket writer (`BucketStateStore`, Kratix reference §1.5, §6.4) on `object_store`.
+//! The bucket writer (`BucketStateStore`) on `object_store`.
 //!
-//! * S3-compatible: the endpoint is used exactly as written (no dual-stack or host rewriting,
-//!   bug B19); `insecure: true` means `http://`, otherwise `https://`; path-style addressing
+//! * S3-compatible: the endpoint is used exactly as written (no dual-stack or host
+//!   rewriting); `insecure: true` means `http://`, otherwise `https://`; path-style addressing
 //!   unless virtual-hosted style is asked for; static access keys or ambient (IAM / IRSA /
 //!   instance-profile) credentials.
 //! * Azure Blob and Google Cloud Storage through the same code (`BucketProvider`).
@@ -10,7 +10,7 @@
 //! Writes put only objects whose content changed (an MD5 ETag is compared, or the object is
 //! read back when the ETag is not an MD5), `ReplaceDir` lists the directory and deletes only the
 //! keys it did not rewrite, and deletions use the bulk `DeleteObjects` call until the server
-//! answers "not implemented", after which single-object deletes are used (bug B17).
+//! answers "not implemented", after which single-object deletes are used.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ pub enum BucketProvider {
     Gcs,
 }
 
-/// Credentials for a bucket (reference §1.5 `authMethod`).
+/// Credentials for a bucket (`authMethod`).
 #[derive(Clone, PartialEq, Eq)]
 pub enum BucketAuth {
     /// `accessKey`: Secret keys `accessKeyID`, `secretAccessKey`.
@@ -53,7 +53,7 @@ pub enum BucketAuth {
         secret: String,
     },
     /// `IAM`: ambient credentials (environment, web identity / IRSA, instance metadata); no
-    /// Secret needed (bug B16).
+    /// Secret needed.
     Iam,
     /// Azure only: a shared access signature (query string, with or without a leading `?`),
     /// e.g. a read-only one for a reader. Never logged.
@@ -140,7 +140,7 @@ pub(crate) struct BucketWriter {
     endpoint: String,
     target: String,
     /// Serialises writes: a `ReplaceDir` must not interleave with another write of the same
-    /// directory (Kratix holds a per-store mutex the same way, §5.5 step 3).
+    /// directory (Kratix holds a per-store mutex the same way).
     lock: tokio::sync::Mutex<()>,
 }
 
@@ -436,7 +436,7 @@ impl BucketWriter {
     }
 
     /// Lists the prefix once: a missing bucket or a dead endpoint shows up here (Kratix only
-    /// logged a missing bucket, §13).
+    /// logged a missing bucket).
     async fn check_bucket(&self) -> Result<(), StoreError> {
         let p = (!self.prefix.is_empty()).then(|| ObjPath::from(self.prefix.as_str()));
         match self.store.list_with_delimiter(p.as_ref()).await {
@@ -535,7 +535,7 @@ impl BucketWriter {
     }
 
     /// Deletes keys; bulk first, single-object deletes when the server does not implement bulk
-    /// delete (bug B17). Missing keys are fine.
+    /// delete. Missing keys are fine.
     async fn delete_keys(&self, keys: Vec<ObjPath>) -> Result<(), StoreError> {
         if keys.is_empty() {
             return Ok(());

@@ -2,13 +2,13 @@
 
 /// Why a state store operation failed. Messages name the store (URL or bucket, with any
 /// credentials removed), the field at fault and the cause, so that they can go straight into a
-/// `NotReady` condition or a `WriteSucceeded=False` message (reference §5.5 step 8, §6.2).
+/// `NotReady` condition or a `WriteSucceeded=False` message.
 ///
 /// Cloneable because one failed Git batch reports the same error to every request in it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// A path in a write, read or list would leave the state store root (`..`, absolute path).
-    /// Nothing of the request was written. (Kratix silently skipped such files, §13.)
+    /// Nothing of the request was written. (Kratix silently skipped such files.)
     #[error("path {path:?} is not allowed in a state store: {cause}")]
     PathEscapes {
         /// The offending path as given.

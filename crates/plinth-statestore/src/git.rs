@@ -1,4 +1,4 @@
-//! The Git writer (`GitStateStore`, Kratix reference §1.4, §6.3).
+//! The Git writer (`GitStateStore`).
 //!
 //! One worker thread per (repository URL, branch, credentials) owns a disposable local clone in
 //! the caller's work directory and a queue of requests. For each batch it:
@@ -48,7 +48,7 @@ use crate::github_app::{AppTokenSource, GITHUB_APP_USERNAME};
 use crate::ssh::{self, KnownHostsDb, PreparedKey, SshTarget};
 use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_ops};
 
-/// Default author name for commits (reference §1.4 `gitAuthor` default `{name: kratix}`).
+/// Default author name for commits (`gitAuthor` default `{name: kratix}`).
 pub const DEFAULT_AUTHOR_NAME: &str = "kratix";
 /// A batch is closed at the latest this many batch windows after its first write, however
 /// steadily writes keep arriving (see the module docs).
@@ -60,7 +60,7 @@ pub const DEFAULT_MAX_BATCH: usize = 500;
 /// Default number of push attempts before a batch fails with [`StoreError::PushRejected`].
 pub const DEFAULT_MAX_PUSH_ATTEMPTS: u32 = 5;
 
-/// Credentials for a Git state store, from the store's Secret (reference §1.4).
+/// Credentials for a Git state store, from the store's Secret.
 #[derive(Clone, PartialEq, Eq)]
 pub enum GitAuth {
     /// No credentials (`file://`, `git://`, public HTTP).
@@ -73,7 +73,7 @@ pub enum GitAuth {
         password: String,
     },
     /// `authMethod: ssh`: Secret keys `sshPrivateKey`, `knownHosts` and, Plinth's addition,
-    /// `passphrase` (bug B11). The key and passphrase stay in memory only.
+    /// `passphrase`. The key and passphrase stay in memory only.
     Ssh {
         /// PEM / OpenSSH private key text.
         private_key: String,
@@ -83,7 +83,7 @@ pub enum GitAuth {
         known_hosts: String,
     },
     /// `authMethod: githubApp`: Secret keys `appID`, `installationID`, `privateKey` and,
-    /// Plinth's addition, `apiURL` (reference §1.4, §6.3). An RS256 JWT signed with the key is
+    /// Plinth's addition, `apiURL`. An RS256 JWT signed with the key is
     /// exchanged at `POST {api_url}/app/installations/{installation_id}/access_tokens` for an
     /// installation token, used as basic auth `x-access-token:<token>` over HTTPS; the token is
     /// cached and replaced when less than 5 minutes of it are left. The key and tokens stay in
@@ -142,7 +142,7 @@ pub struct GitConfig {
     pub author_email: String,
     /// Accept any TLS certificate (HTTPS) and allow plain `http://`, for the repository and,
     /// with [`GitAuth::GithubApp`], for the GitHub API. Off by default — Kratix hard-codes it
-    /// on (§13); Plinth verifies unless told otherwise.
+    /// on; Plinth verifies unless told otherwise.
     pub insecure_skip_tls_verify: bool,
     /// Directory for the local clone. Created if missing; must be empty, missing, or a clone
     /// this writer made before. Wiped and re-cloned when it holds a clone of another URL.
@@ -234,7 +234,7 @@ pub fn init_bare(path: &Path, branch: &str) -> Result<String, StoreError> {
 }
 
 /// Writes a commit object directly, so that an empty author email (Kratix's default
-/// `gitAuthor` is `{name: kratix}`, reference §1.4) is kept as `kratix <>` like the git CLI
+/// `gitAuthor` is `{name: kratix}`) is kept as `kratix <>` like the git CLI
 /// writes it; libgit2's signature type refuses empty emails.
 fn write_commit(
     repo: &Repository,
@@ -618,7 +618,7 @@ fn global_git_setup() {
         // SAFETY: libgit2 global options are set once, before this crate runs any git2
         // operation on another thread. Bounded network timeouts keep a dead server from
         // blocking a worker forever; ignoring user/system git config keeps the writer
-        // independent of the machine (Kratix runs git with HOME=/dev/null, reference §6.3).
+        // independent of the machine (Kratix runs git with HOME=/dev/null).
         unsafe {
             let (connect, overall) = crate::network_timeouts();
             let ms = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);

@@ -1,5 +1,4 @@
-//! GitHub App installation tokens for Git state stores (`authMethod: githubApp`, Kratix
-//! reference §1.4, §6.3).
+//! GitHub App installation tokens for Git state stores (`authMethod: githubApp`).
 //!
 //! The App's RSA private key signs a short-lived JWT (RS256; `iat` = now − 60 s, `exp` =
 //! now + 9 min, `iss` = App ID); the JWT is exchanged at
@@ -8,7 +7,7 @@
 //! and replaced once less than [`TOKEN_REFRESH_MARGIN`] of its life is left; it is never kept
 //! longer than [`TOKEN_MAX_AGE`] (Kratix's `KRATIX_GITHUB_APP_CREDS_EXPIRATION_DURATION`).
 //!
-//! Kratix fixes the API base to `https://api.github.com` (§13); Plinth takes it from the
+//! Kratix fixes the API base to `https://api.github.com`; Plinth takes it from the
 //! Secret key `apiURL` when present (GitHub Enterprise Server: `https://<host>/api/v3`).
 //!
 //! Everything here runs on a Git writer's worker thread: the HTTP call is made on a small
@@ -22,14 +21,14 @@ use serde::Serialize;
 
 use crate::StoreError;
 
-/// API base used when the Secret has no `apiURL` (reference §1.4).
+/// API base used when the Secret has no `apiURL`.
 pub const DEFAULT_GITHUB_API_URL: &str = "https://api.github.com";
-/// User name sent with an installation token over HTTPS (reference §6.3).
+/// User name sent with an installation token over HTTPS.
 pub const GITHUB_APP_USERNAME: &str = "x-access-token";
 /// A cached installation token is replaced when less than this much of its life is left.
 pub const TOKEN_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
 /// An installation token is never used for longer than this after it was obtained (Kratix
-/// caches GitHub App credentials for 60 minutes, reference §6.3).
+/// caches GitHub App credentials for 60 minutes).
 pub const TOKEN_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 /// JWT `iat` is back-dated by this much to allow for clock drift (GitHub's recommendation).
 const JWT_BACKDATE_SECS: u64 = 60;

@@ -4,22 +4,22 @@
 //! (relative to the state store's `path` prefix, which the writer adds) and file contents.
 //! The behaviour follows the Kratix reference:
 //!
-//! * §5.5 step 6 — where a WorkPlacement's workloads go for each `filepath.mode`;
-//! * §5.6 — what a WorkPlacement deletion removes;
-//! * §6.5 — canary files (paths and exact bytes);
-//! * §6.6 — the directory layout summary.
+//! * where a WorkPlacement's workloads go for each `filepath.mode`;
+//! * what a WorkPlacement deletion removes;
+//! * canary files (paths and exact bytes);
+//! * the directory layout summary.
 //!
 //! # Path rules
 //!
 //! Paths are `/`-separated and relative. [`normalize_path`] strips leading and trailing `/`,
 //! collapses repeated `/`, drops `.` segments (so `.` and `/` both mean the root, spelled `""`)
-//! and rejects `..` (Kratix bug B15: a leading `/` used to turn files into directories).
+//! and rejects `..` (in Kratix a leading `/` used to turn files into directories).
 //! [`safe_join`] is the one rule used for every path a writer touches, Git path or bucket key:
 //! the relative part must not be absolute and must not climb out of the root.
 
 use md5::{Digest, Md5};
 
-/// Destination `spec.filepath.mode` (Kratix reference §1.3).
+/// Destination `spec.filepath.mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FilepathMode {
     /// `nestedByMetadata` (the default): one directory per WorkPlacement.
@@ -110,8 +110,7 @@ pub enum PathError {
 /// Normalises a store-relative path: leading, trailing and repeated `/` are dropped, `.`
 /// segments are dropped, so `""`, `.`, `/` and `//` all give `""` (the root).
 ///
-/// Source: Kratix bug B15 (equivalent spellings must give identical trees) and §1.3
-/// (`.` or `/` = state store root).
+/// Equivalent spellings give identical trees, and `.` or `/` is the state store root.
 ///
 /// # Errors
 /// [`PathError::ParentSegment`] for any `..` segment, [`PathError::InvalidCharacter`] for NUL
@@ -133,7 +132,7 @@ pub fn normalize_path(path: &str) -> Result<String, PathError> {
 /// store root spelled absolutely). `rel` must be relative: an absolute `rel` (leading `/`)
 /// is refused, as is any `..` segment in either part. The result is normalised (`a//b/` →
 /// `a/b`). The same rule applies to Git paths and bucket keys; Kratix silently skipped such
-/// files (reference §13), Plinth refuses them and names the path.
+/// files, Plinth refuses them and names the path.
 ///
 /// # Errors
 /// [`PathError::Absolute`], [`PathError::ParentSegment`], [`PathError::InvalidCharacter`].
@@ -162,13 +161,13 @@ pub fn safe_join_file(root: &str, rel: &str) -> Result<String, PathError> {
     Ok(p)
 }
 
-/// Root overlap (reference §13 "State stores / folder ownership", bug B22): shared with
+/// Root overlap ("State stores / folder ownership"): shared with
 /// the API server's admission check.
 pub use plinth_api::paths::overlapping_roots;
 use plinth_api::paths::{PathProblem, join as join_normalized};
 
 /// The effective root of a Destination inside the repository or bucket:
-/// `<statestore.spec.path>/<destination.spec.path>`, normalised (reference §6.6).
+/// `<statestore.spec.path>/<destination.spec.path>`, normalised.
 ///
 /// # Errors
 /// As [`normalize_path`].
@@ -178,8 +177,8 @@ pub fn effective_root(store_path: &str, destination_path: &str) -> Result<String
     Ok(join_normalized(&s, &d))
 }
 
-/// md5 hex of a workload group's directory — the workload group ID Kratix stores on a Work
-/// (reference §5.1, §6.6). The default group's directory is `.`, giving `5058f1af…`.
+/// md5 hex of a workload group's directory — the workload group ID Kratix stores on a Work.
+/// The default group's directory is `.`, giving `5058f1af…`.
 pub fn workload_group_id(directory: &str) -> String {
     hex::encode(Md5::digest(directory.as_bytes()))
 }
@@ -187,8 +186,8 @@ pub fn workload_group_id(directory: &str) -> String {
 /// The ID of the default workload group (`md5(".")`), whose short form is `5058f`.
 pub const DEFAULT_WORKLOAD_GROUP_ID: &str = "5058f1af8388633f609cadb75a75dc9d";
 
-/// The `<id5>` directory segment: the first five characters of a workload group ID
-/// (reference §5.5 step 6). Shorter IDs are used whole.
+/// The `<id5>` directory segment: the first five characters of a workload group ID.
+/// Shorter IDs are used whole.
 pub fn short_id(workload_group_id: &str) -> &str {
     match workload_group_id.char_indices().nth(5) {
         Some((i, _)) => &workload_group_id[..i],
@@ -213,7 +212,7 @@ fn segment<'a>(what: &'static str, value: &'a str) -> Result<&'a str, PathError>
 }
 
 /// What a WorkPlacement was produced by: a Promise workflow (dependencies) or a resource
-/// request's workflow. Determines its `nestedByMetadata` directory (reference §5.5 step 6).
+/// request's workflow. Determines its `nestedByMetadata` directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlacementSource {
     /// A Promise workflow's output, or the Promise's static dependencies (pipeline `""`).
@@ -227,7 +226,7 @@ pub enum PlacementSource {
     /// A resource request's workflow output.
     Resource {
         /// The WorkPlacement's namespace (= pipeline namespace; may differ from the resource
-        /// request's namespace when `pipelineNamespace` is set — reference §6.6).
+        /// request's namespace when `pipelineNamespace` is set).
         namespace: String,
         /// Promise name.
         promise: String,
@@ -280,8 +279,8 @@ pub fn nested_directory(
     safe_join(destination_path, &rel)
 }
 
-/// The path of a static-dependency file: `<dest.path>/dependencies/<promise>/5058f/static/<promise>-dependencies.yaml`
-/// (reference §5.5 step 6). The static-dependency Work's single workload is named
+/// The path of a static-dependency file: `<dest.path>/dependencies/<promise>/5058f/static/<promise>-dependencies.yaml`.
+/// The static-dependency Work's single workload is named
 /// `static/<promise>-dependencies.yaml` inside the default group's directory.
 ///
 /// # Errors
@@ -298,7 +297,7 @@ pub fn static_dependency_file(destination_path: &str, promise: &str) -> Result<S
     Ok(format!("{dir}/static/{promise}-dependencies.yaml"))
 }
 
-/// Where a workload goes in `none` mode: `<dest.path>/<filepath>` (reference §5.5 step 6).
+/// Where a workload goes in `none` mode: `<dest.path>/<filepath>`.
 ///
 /// # Errors
 /// As [`safe_join_file`].
@@ -306,8 +305,7 @@ pub fn none_file_path(destination_path: &str, filepath: &str) -> Result<String, 
     safe_join_file(destination_path, filepath)
 }
 
-/// The `none`-mode state file of a WorkPlacement: `<dest.path>/.kratix/<wp namespace>-<wp name>.yaml`
-/// (reference §5.5 step 6, §6.6).
+/// The `none`-mode state file of a WorkPlacement: `<dest.path>/.kratix/<wp namespace>-<wp name>.yaml`.
 ///
 /// # Errors
 /// As [`safe_join`]; namespace and name must be single segments.
@@ -359,7 +357,7 @@ pub fn parse_none_state_file(bytes: &[u8]) -> Result<Vec<String>, PathError> {
     Ok(parsed.files.unwrap_or_default())
 }
 
-/// The ops of a `none`-mode WorkPlacement write (reference §5.5 step 6): every workload at
+/// The ops of a `none`-mode WorkPlacement write: every workload at
 /// `<dest.path>/<filepath>`, the state file `<dest.path>/.kratix/<ns>-<name>.yaml` listing
 /// them, and a delete for each file the previous state file listed that is no longer written
 /// (so only files this WorkPlacement wrote are ever deleted). `workloads` is
@@ -400,7 +398,7 @@ pub fn none_mode_write_ops(
     Ok(ops)
 }
 
-/// The ops of a `none`-mode WorkPlacement deletion (reference §5.6): delete every file the
+/// The ops of a `none`-mode WorkPlacement deletion: delete every file the
 /// state file lists, then the state file itself.
 ///
 /// # Errors
@@ -453,11 +451,11 @@ fn yaml_scalar(s: &str) -> String {
     out
 }
 
-/// The default `filepath.filename` for `aggregatedYAML` (reference §1.3).
+/// The default `filepath.filename` for `aggregatedYAML`.
 pub const DEFAULT_AGGREGATED_FILENAME: &str = "aggregated.yaml";
 
 /// Where an `aggregatedYAML` Destination's single file lives: `<dest.path>/<filename>`, with
-/// an empty filename meaning `aggregated.yaml` (reference §1.3, §5.5 step 6).
+/// an empty filename meaning `aggregated.yaml`.
 ///
 /// # Errors
 /// As [`safe_join_file`].
@@ -472,8 +470,8 @@ pub fn aggregated_file_path(destination_path: &str, filename: &str) -> Result<St
 
 /// The content of an `aggregatedYAML` file: the documents of every WorkPlacement, WorkPlacements
 /// sorted by name, each WorkPlacement's workloads in their given order, all joined with
-/// `"\n---\n"` (reference §5.5 step 6). `placements` is `(WorkPlacement name, workload contents)`.
-/// Returns `None` when there is nothing to aggregate (the file should then be deleted, §5.6).
+/// `"\n---\n"`. `placements` is `(WorkPlacement name, workload contents)`.
+/// Returns `None` when there is nothing to aggregate (the file should then be deleted).
 pub fn aggregate_documents(placements: &[(String, Vec<Vec<u8>>)]) -> Option<Vec<u8>> {
     let mut sorted: Vec<&(String, Vec<Vec<u8>>)> = placements.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -487,7 +485,7 @@ pub fn aggregate_documents(placements: &[(String, Vec<Vec<u8>>)]) -> Option<Vec<
     Some(docs.join(&b"\n---\n"[..]))
 }
 
-/// Name used in commit messages for canary writes (reference §6.3).
+/// Name used in commit messages for canary writes.
 pub const CANARY_WRITER_NAME: &str = "kratix-canary";
 
 /// File name of the canary Namespace document.
@@ -496,12 +494,12 @@ pub const CANARY_NAMESPACE_FILE: &str = "kratix-canary-namespace.yaml";
 pub const CANARY_CONFIGMAP_FILE: &str = "kratix-canary-configmap.yaml";
 
 /// The canary Namespace document exactly as Kratix writes it (116 bytes; `sigs.k8s.io/yaml`
-/// marshalling of a `v1.Namespace` named `kratix-worker-system`, reference §6.5).
+/// marshalling of a `v1.Namespace` named `kratix-worker-system`).
 pub const CANARY_NAMESPACE_YAML: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  creationTimestamp: null\n  name: kratix-worker-system\nspec: {}\nstatus: {}\n";
 
 /// The canary ConfigMap document exactly as Kratix writes it (207 bytes; ConfigMap
 /// `kratix-worker-system/kratix-info` with `data.canary` "this confirms your infrastructure is
-/// reading from Kratix state stores", reference §6.5).
+/// reading from Kratix state stores").
 pub const CANARY_CONFIGMAP_YAML: &str = "apiVersion: v1\ndata:\n  canary: this confirms your infrastructure is reading from Kratix state stores\nkind: ConfigMap\nmetadata:\n  creationTimestamp: null\n  name: kratix-info\n  namespace: kratix-worker-system\n";
 
 /// The canary files of a Destination: `(path relative to the store prefix, content)`.
@@ -510,7 +508,7 @@ pub const CANARY_CONFIGMAP_YAML: &str = "apiVersion: v1\ndata:\n  canary: this c
 ///   `<dest.path>/resources/kratix-canary-configmap.yaml`
 /// * `none` / `aggregatedYAML`: both at `<dest.path>/`
 ///
-/// Source: reference §6.5 (canary files table), bug B22.
+/// The canary files Kratix writes, byte for byte.
 ///
 /// # Errors
 /// As [`safe_join`].

@@ -1,7 +1,7 @@
 //! State store writers for Plinth.
 //!
 //! This crate is the library the WorkPlacement, Destination and state-store controllers call to
-//! put documents into a Kratix state store (reference §5.5, §5.6, §6). It knows nothing about
+//! put documents into a Kratix state store. It knows nothing about
 //! Kubernetes: callers translate `GitStateStore` / `BucketStateStore` objects and their Secrets
 //! into a [`StoreConfig`] and WorkPlacements into [`WriteRequest`]s (the [`layout`] module gives
 //! every path and canary document Kratix uses).
@@ -86,7 +86,7 @@ pub use reader::{GitReader, ListedObject, Listing, ObjectReader, RecordReader, o
 /// Which state store to open and how to reach it.
 ///
 /// Built by the state-store controller from a `GitStateStore` / `BucketStateStore` and its
-/// Secret (reference §1.4, §1.5, §6.2).
+/// Secret.
 #[derive(Clone, Debug)]
 pub enum StoreConfig {
     /// A Git repository (`GitStateStore`).
@@ -98,13 +98,13 @@ pub enum StoreConfig {
 }
 
 /// One change inside a [`WriteRequest`]. Every path is relative to the state store's `path`
-/// prefix (the writer adds it, reference §6.1) and is checked with [`layout::safe_join`] before
+/// prefix (the writer adds it) and is checked with [`layout::safe_join`] before
 /// anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WriteOp {
     /// Replace directory `dir` entirely: afterwards it holds exactly `files` (paths relative to
-    /// `dir`). This is `nestedByMetadata`'s write (reference §5.5 step 6, §6.3 `git rm -r`;
-    /// §6.4 list + delete not rewritten).
+    /// `dir`). This is `nestedByMetadata`'s write (`git rm -r`;
+    /// buckets list the directory and delete what is not rewritten).
     ReplaceDir {
         /// Directory, relative to the store prefix.
         dir: String,
@@ -156,7 +156,7 @@ pub struct WriteOutcome {
     /// Git: the commit SHA now at the head of the branch that contains this request's changes
     /// (the existing HEAD when nothing changed). Buckets: a SHA-256 over the keys and ETags this
     /// request covered (stable when the content is unchanged). Stored in WorkPlacement
-    /// `status.versionID` (reference §5.5 step 7).
+    /// `status.versionID`.
     pub version_id: String,
     /// Whether this request changed anything in the store.
     pub changed: bool,
@@ -243,7 +243,7 @@ impl std::fmt::Debug for StateStore {
 impl StateStore {
     /// Opens a state store: for Git, checks the credentials locally (key decryption, knownHosts),
     /// starts or joins the branch's worker and fetches the branch into the work directory; for
-    /// buckets, builds the client and checks that the bucket exists (reference §6.2 step 3,
+    /// buckets, builds the client and checks that the bucket exists (Kratix's
     /// `InitRepository`).
     ///
     /// # Errors
@@ -266,7 +266,7 @@ impl StateStore {
         Ok(StateStore { backend })
     }
 
-    /// Checks that the credentials may write (reference §6.2 step 4, `ValidatePermissions`):
+    /// Checks that the credentials may write (`ValidatePermissions`):
     /// Git opens a push connection and checks the branch is advertised; buckets initiate and
     /// abort a multipart upload of `<path>/.kratix-write-permission-check`.
     ///

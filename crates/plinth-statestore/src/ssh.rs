@@ -1,8 +1,8 @@
 //! SSH helpers for the Git writer: URL parsing (user, host, port), local private-key checks
 //! (passphrase) and `knownHosts` matching, including hashed entries.
 //!
-//! Sources: Kratix reference §1.4 (Secret keys `sshPrivateKey`, `knownHosts`), bugs B11 (passphrase
-//! keys), B12 (user and port from the URL).
+//! The Secret keys are Kratix's (`sshPrivateKey`, `knownHosts`); beyond Kratix, keys may
+//! carry a passphrase and the user and port come from the URL.
 
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -14,7 +14,7 @@ use crate::StoreError;
 /// Where an SSH Git URL points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SshTarget {
-    /// User from the URL, `git` when the URL has none (bug B12).
+    /// User from the URL, `git` when the URL has none.
     pub user: String,
     /// Host name or address (without brackets).
     pub host: String,
@@ -122,7 +122,7 @@ impl std::fmt::Debug for PreparedKey {
 }
 
 /// Checks the key locally before any connection, so a wrong passphrase gets its own error
-/// instead of libssh2's misleading "Unable to extract public key from private key" (bug B11).
+/// instead of libssh2's misleading "Unable to extract public key from private key".
 pub(crate) fn prepare_key(pem: &str, passphrase: Option<&str>) -> Result<PreparedKey, StoreError> {
     let pem = pem.trim().to_string() + "\n";
     if pem.trim().is_empty() {

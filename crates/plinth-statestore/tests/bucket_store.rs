@@ -280,7 +280,7 @@ async fn plain_http_needs_insecure() {
 }
 
 /// A proxy in front of moto that answers bulk delete (`POST /<bucket>?delete`) with 501
-/// NotImplemented, as GCS's S3 interoperability mode does (bug B17), and counts requests.
+/// NotImplemented, as GCS's S3 interoperability mode does, and counts requests.
 struct NoBulkDeleteProxy {
     port: u16,
     bulk_attempts: Arc<AtomicUsize>,

@@ -45,7 +45,7 @@ async fn file_store_ops_produce_expected_tree() {
     let bare = tmp.path().join("state.git");
     init_bare(&bare, "main").unwrap();
     let mut c = cfg(&file_url(&bare), &tmp.path().join("work"));
-    c.path = "/platform//".into(); // normalised to "platform" (B15)
+    c.path = "/platform//".into(); // normalised to "platform"
     c.author_email = "kratix@example.test".into();
     let store = open(c).await;
     store.validate().await.unwrap();
@@ -691,7 +691,7 @@ async fn ssh_unknown_host_key_is_refused() {
 #[tokio::test]
 async fn ssh_user_comes_from_url() {
     let Some(f) = ssh_fixture() else { return };
-    // The server admits only SSH_USER (the writes above connect as it, bug B12). A URL naming
+    // The server admits only SSH_USER (the writes above connect as it). A URL naming
     // `git` must therefore fail authentication with a clear error, not fall back silently.
     // (scp-like URLs carry no port, so their parsing is covered by the unit tests.)
     let mut c = ssh_cfg(&f, "correct horse", &f.server.known_hosts, "wrong-user");

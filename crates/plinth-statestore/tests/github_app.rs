@@ -1,5 +1,5 @@
-//! GitHub App authentication for the Git writer (`authMethod: githubApp`, reference §1.4,
-//! §6.3): a local fake of GitHub's installation-token endpoint that verifies the App JWT with
+//! GitHub App authentication for the Git writer (`authMethod: githubApp`):
+//! a local fake of GitHub's installation-token endpoint that verifies the App JWT with
 //! the App's public key, and git-http-backend behind lighttpd that accepts only
 //! `x-access-token:<the token just issued>`.
 

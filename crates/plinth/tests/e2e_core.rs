@@ -1,7 +1,7 @@
 //! Kratix's own core test assets (`kratix-system-tests/core`: Promise `testbundle`, a
 //! Destination, request v1 then v2) end to end through a real `plinth up`, to files in a
 //! Git state store in Kratix's layout — then the update replaces them and deletion
-//! removes them (reference §9.1).
+//! removes them.
 //!
 //! The Promise's image `syntasso/test-bundle-image` cannot be pulled here, so the test
 //! maps it (`--image-map`) onto local scripts that do what the image's scripts do:

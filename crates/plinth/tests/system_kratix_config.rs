@@ -1,4 +1,4 @@
-//! Kratix's `kratix_config` system test (reference §9.2, §8.1, §4.6) on a real
+//! Kratix's `kratix_config` system test on a real
 //! `plinth up`: the corpus `kratix` ConfigMap (`defaultBackoffLimit: 4`, a default
 //! container securityContext with `runAsUserName: setInKratixConfig`) and the corpus
 //! Promise `configtest`, whose pipeline 0 sets its own securityContext (`setInPromise`)

@@ -1,4 +1,4 @@
-//! Kratix's `rbac` system test (reference §9.2, §4.8; kratix-bugs B36) on a real
+//! Kratix's `rbac` system test on a real
 //! `plinth up`, with RBAC enforced by the embedded API server: the corpus Promise
 //! `rbac-promise` grants its pipelines `rbac.permissions` (same namespace, a specific
 //! namespace, `*`), and the pipelines' own `kubectl` — authenticated as the pipeline's

@@ -1,5 +1,5 @@
-//! Kratix's `reconcile_after_failure` system tests for resource requests (reference
-//! §9.2, §8.1) on a real `plinth up`: the corpus config (`reconciliationInterval: 10s`,
+//! Kratix's `reconcile_after_failure` system tests for resource requests on a
+//! real `plinth up`: the corpus config (`reconciliationInterval: 10s`,
 //! `numberOfJobsToKeep: 2`, or `reconcileAfterFailure: false`) and the corpus Promise
 //! `reconcilable`, whose pipeline (`backoffLimit: 0`, so each run is one quick attempt)
 //! fails until the gate ConfigMap `reconcile-after-failure-gate` exists; it checks the

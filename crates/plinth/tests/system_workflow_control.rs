@@ -1,4 +1,4 @@
-//! Kratix's `workflow_control` system tests (reference §9.2, §4.10, §3.5) on a real
+//! Kratix's `workflow_control` system tests on a real
 //! `plinth up`, with the corpus Promises `workflow-suspend` and `workflow-retry`: their
 //! pipelines write `/kratix/metadata/workflow-control.yaml` (`suspend: true` or
 //! `retryAfter: 10s`) and check gate ConfigMaps with in-pod `kubectl` as the pipeline's

@@ -1,10 +1,10 @@
-//! Failing pipelines on a real `plinth up` (reference §4.9): a container exiting
+//! Failing pipelines on a real `plinth up`: a container exiting
 //! non-zero fails its Job with a `Failed` condition and the request's
 //! `ConfigureWorkflowCompleted=False/ConfigureWorkflowFailed` naming the pipeline, with
 //! its logs kept for `kubectl logs <pod> -c <container>` and Kratix's labels on
 //! `kubectl get jobs,pods`; an image with no engine and no image map fails the same way,
 //! with the runner's message on the Job. Editing a request while a pipeline runs lets
-//! it finish, then restarts once (bug B05); pipeline-written status keys survive a
+//! it finish, then restarts once; pipeline-written status keys survive a
 //! manual reconciliation.
 
 mod support;
@@ -201,9 +201,9 @@ async fn jobs_of(client: &kube::Client, pipeline: &str) -> Vec<k8s_openapi::api:
     items
 }
 
-/// B05: editing the request while pipeline `b` sleeps lets that Job finish; then exactly
+/// Editing the request while pipeline `b` sleeps lets that Job finish; then exactly
 /// one new run starts from pipeline `a`. A status key written by a pipeline survives a
-/// manual reconciliation (§3.5).
+/// manual reconciliation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edit_during_run_restarts_once_after_it_finishes() {
     use kube::api::{Patch, PatchParams};

@@ -1,4 +1,4 @@
-//! ResourceBinding (kratix-spec §1.10).
+//! ResourceBinding.
 
 use super::{Extra, PromiseRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -1,4 +1,4 @@
-//! Destination (kratix-spec §1.3).
+//! Destination.
 
 use super::Extra;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -41,7 +41,7 @@ pub struct DestinationSpec {
     pub path: String,
     /// The backing state store. Required.
     pub state_store_ref: StateStoreRef,
-    /// If true, Works with no selectors are not scheduled here (§5.4).
+    /// If true, Works with no selectors are not scheduled here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict_match_labels: Option<bool>,
     /// Layout in the store; defaults to `{mode: nestedByMetadata}`. Immutable.
@@ -110,7 +110,7 @@ pub struct DestinationFilepath {
     pub extra: Extra,
 }
 
-/// Layout of a Destination's files in its state store (kratix-spec §6.6).
+/// Layout of a Destination's files in its state store.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FilepathMode {
@@ -148,7 +148,7 @@ pub struct InitWorkloads {
     pub extra: Extra,
 }
 
-/// `status` of a Destination: one `Ready` condition (§6.5).
+/// `status` of a Destination: one `Ready` condition.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DestinationStatus {

@@ -1,4 +1,4 @@
-//! DryRun (kratix-spec §1.12, §3.9) — a preview feature behind `featureFlags.dryRun`.
+//! DryRun — a preview feature behind `featureFlags.dryRun`.
 
 use super::{Extra, PromiseRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -1,4 +1,4 @@
-//! HealthRecord (kratix-spec §1.11).
+//! HealthRecord.
 
 use super::{Extra, PromiseRef, ResourceRef};
 use kube::CustomResource;
@@ -74,7 +74,7 @@ pub enum HealthState {
 
 impl HealthState {
     /// Severity rank for aggregation: unhealthy < degraded < unknown < healthy < ready
-    /// (bug B32; the worst record wins).
+    /// (the worst record wins).
     pub fn rank(self) -> u8 {
         match self {
             HealthState::Unhealthy => 0,

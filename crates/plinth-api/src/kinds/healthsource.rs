@@ -1,6 +1,6 @@
 //! HealthSource (`platform.syntasso.io/v1alpha1`): a store the platform polls for
-//! HealthRecords that Destinations write, applying them onto the platform itself
-//! (kratix-spec §7.4), and the health history Plinth keeps on each resource request.
+//! HealthRecords that Destinations write, applying them onto the platform itself,
+//! and the health history Plinth keeps on each resource request.
 
 use super::{BucketStateStoreSpec, Extra, GitStateStoreSpec, SecretRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -1,4 +1,4 @@
-//! The `platform.kratix.io/v1alpha1` kinds (kratix-spec §1).
+//! The `platform.kratix.io/v1alpha1` kinds.
 //!
 //! Conventions shared by every type here: camelCase field names, optional fields skipped
 //! when absent, and an `extra` map catching fields Plinth does not model so that a Kratix
@@ -48,7 +48,7 @@ pub struct PromiseRef {
 }
 
 /// `{name, namespace}` reference to a Secret (state stores, PromiseRelease).
-/// `namespace` defaults to `default` where the consumer says so (kratix-spec §1.4).
+/// `namespace` defaults to `default` where the consumer says so.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretRef {

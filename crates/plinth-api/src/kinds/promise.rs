@@ -1,4 +1,4 @@
-//! Promise (kratix-spec §1.1).
+//! Promise.
 
 use super::{DestinationSelector, Extra};
 use crate::ApiError;
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// `spec` of a Promise (kratix-spec §1.1). Cluster-scoped, status subresource, category
+/// `spec` of a Promise. Cluster-scoped, status subresource, category
 /// `kratix`.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -42,10 +42,10 @@ pub struct PromiseSpec {
     /// Workflows run for the Promise and for each resource request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflows: Option<PromiseWorkflows>,
-    /// Other Promises that must be installed and Available first (§2.3).
+    /// Other Promises that must be installed and Available first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_promises: Option<Vec<RequiredPromise>>,
-    /// Static dependencies: arbitrary Kubernetes objects bundled into one Work (§5.2).
+    /// Static dependencies: arbitrary Kubernetes objects bundled into one Work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::preserved_object_list")]
     pub dependencies: Option<Vec<Value>>,
@@ -123,12 +123,12 @@ pub struct RequiredPromise {
     pub extra: Extra,
 }
 
-/// `status` of a Promise (kratix-spec §1.1).
+/// `status` of a Promise.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromiseStatus {
     /// `Available`, `RequirementsFulfilled`, `ConfigureWorkflowCompleted`, `WorksSucceeded`,
-    /// `Reconciled`, `DeleteWorkflowCompleted` (§2.6).
+    /// `Reconciled`, `DeleteWorkflowCompleted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
@@ -144,7 +144,7 @@ pub struct PromiseStatus {
     /// Lower-cased `group/storageVersion` of the Promise API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
-    /// Last generation for which resource requests were re-triggered (§2.4).
+    /// Last generation for which resource requests were re-triggered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Message; the only field a promise pipeline's `status.yaml` can set.
@@ -205,7 +205,7 @@ pub struct KratixStatus {
     pub extra: Extra,
 }
 
-/// `status.kratix.workflows` (kratix-spec §1.1, §3.3, §4.10).
+/// `status.kratix.workflows`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowsStatus {
@@ -235,7 +235,7 @@ pub enum PipelinePhase {
     Succeeded,
     /// Its Job failed.
     Failed,
-    /// The pipeline asked to suspend or retry (workflow-control.yaml, §4.10).
+    /// The pipeline asked to suspend or retry (workflow-control.yaml).
     Suspended,
 }
 
@@ -330,7 +330,7 @@ pub struct PromiseSummary {
 
 impl PromiseSpec {
     /// Promise `destinationSelectors` squashed into one map; on a key conflict the **first**
-    /// entry wins (kratix-spec §1.1).
+    /// entry wins.
     pub fn squashed_destination_selectors(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for sel in self.destination_selectors.iter().flatten() {
@@ -402,7 +402,7 @@ impl Promise {
     /// The Promise API CRD as JSON, or `None` for a dependency-only Promise
     /// (`spec.api` absent, `null` or `{}`).
     ///
-    /// As Kratix's `GetAPI()` does (kratix-spec §1.1), the storage version's schema gets
+    /// As Kratix's `GetAPI()` does, the storage version's schema gets
     /// `metadata.name` with `maxLength: 63`, so resource request names fit in labels.
     ///
     /// `apiVersion` is normalised to `apiextensions.k8s.io/v1` (Kratix ignores it).

@@ -1,4 +1,4 @@
-//! PromiseRelease (kratix-spec §1.8).
+//! PromiseRelease.
 
 use super::{Extra, SecretRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

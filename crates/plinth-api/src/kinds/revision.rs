@@ -1,4 +1,4 @@
-//! PromiseRevision (kratix-spec §1.9).
+//! PromiseRevision.
 
 use super::{Extra, PromiseRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

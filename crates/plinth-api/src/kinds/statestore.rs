@@ -1,4 +1,4 @@
-//! GitStateStore and BucketStateStore (kratix-spec §1.4, §1.5).
+//! GitStateStore and BucketStateStore.
 
 use super::{Extra, SecretRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -1,4 +1,4 @@
-//! Work and WorkPlacement (kratix-spec §1.6, §1.7).
+//! Work and WorkPlacement.
 
 use super::Extra;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -29,7 +29,7 @@ pub struct WorkSpec {
     /// Set to "now" (RFC 3339) on every work-creator run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_execution_timestamp: Option<String>,
-    /// The workload groups (§5.1).
+    /// The workload groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload_groups: Option<Vec<WorkloadGroup>>,
     /// Owning Promise.

@@ -760,7 +760,7 @@ fn generated_request_crds_pass_check_crd_and_admit_requests_with_status() {
     }
 }
 
-/// Kratix failure mode B32: a HealthRecord with a state outside the enum is rejected at
+/// A HealthRecord with a state outside the enum is rejected at
 /// admission, naming the field and the allowed values.
 #[test]
 #[cfg_attr(

@@ -414,7 +414,7 @@ async fn remove_gone(
             let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), ns);
             match api.delete(name, &DeleteParams::background()).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(ref e) if crate::support::is_not_found(e) => {}
                 Err(e) => return Err(format!("removing HealthRecord {ns}/{name}: {e}")),
             }
         }

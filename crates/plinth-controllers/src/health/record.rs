@@ -34,7 +34,7 @@ use super::history::HealthHistory;
 use super::index::RecordIndex;
 use crate::Error;
 use crate::context::Context;
-use crate::objstatus::edit_finalizers;
+use crate::support::{self, edit_finalizers};
 
 /// The request a record reports on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -168,7 +168,7 @@ async fn label_with_request(
         .await
     {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -218,14 +218,14 @@ async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Re
         Api::namespaced_with(ctx.client.clone(), &target.namespace, &ar);
     let now = rc.clock.now();
     let mut change: Option<(Option<HealthState>, Option<HealthState>)> = None;
-    let res = crate::status::update_status(&requests, &target.name, |status, obj| {
+    let res = crate::support::update_status(&requests, &target.name, |status, obj| {
         change = apply_health(status, obj, &refs, now);
         change.is_some()
     })
     .await;
     let stored = match res {
         Ok(o) => o,
-        Err(Error::Kube(kube::Error::Api(e))) if e.code == 404 => return Ok(()),
+        Err(Error::Kube(ref e)) if crate::support::is_not_found(e) => return Ok(()),
         Err(e) => return Err(e),
     };
     let state = (!refs.is_empty())
@@ -237,11 +237,10 @@ async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Re
     if let Some((before, Some(after))) = change
         && before != Some(after)
     {
-        crate::events::publish(
-            ctx,
-            names::RECORD_COMPONENT,
-            &crate::events::reference(&stored),
-            !is_up(after),
+        support::publish(
+            &ctx.recorder(names::RECORD_COMPONENT),
+            &crate::support::reference(&stored),
+            support::event_type(!is_up(after)),
             names::RECORD_EVENT_REASON,
             format!("Health state is {}", state_name(after)),
         )
@@ -267,7 +266,7 @@ fn apply_health(
         .pointer("/healthStatus/healthRecords")
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty());
-    let map = crate::status::ensure_object(status);
+    let map = crate::support::ensure_object(status);
     let after = if records.is_empty() {
         // No records: a pipeline's healthStatus stays; one the records built goes.
         if built_by_records {
@@ -284,7 +283,7 @@ fn apply_health(
         let mut history = HealthHistory::from_status(status);
         let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
         if history.record(state, &deciding_source(records), now, created) {
-            crate::status::ensure_object(status).insert(
+            crate::support::ensure_object(status).insert(
                 "healthHistory".into(),
                 serde_json::to_value(&history).expect("history serialises"),
             );
@@ -316,7 +315,7 @@ pub async fn delete_records_of(ctx: &Context, target: &Target) -> Result<usize, 
             Api::namespaced(ctx.client.clone(), &r.namespace().unwrap_or_default());
         match api.delete(&r.name_any(), &DeleteParams::background()).await {
             Ok(_) => n += 1,
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(ref e) if crate::support::is_not_found(e) => {}
             Err(e) => return Err(e.into()),
         }
     }

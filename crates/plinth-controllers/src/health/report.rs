@@ -61,11 +61,11 @@ pub async fn collect(
     let mut out = Vec::new();
     for p in names {
         let Some(obj) = promises.get_opt(&p).await? else {
-            return Err(Error::Other(format!("Promise {p:?} not found")));
+            return Err(Error::NotFound(format!("Promise {p:?}")));
         };
         let Ok(gvk) = plinth_api::crds::request_gvk(&obj.data["spec"]["api"]) else {
             if promise.is_some() {
-                return Err(Error::Other(format!("Promise {p:?} has no API")));
+                return Err(Error::NoApi(p.clone()));
             }
             continue;
         };
@@ -98,8 +98,8 @@ pub async fn collect(
     if let Some((ns, name)) = request
         && out.is_empty()
     {
-        return Err(Error::Other(format!(
-            "request {ns}/{name} of Promise {} not found",
+        return Err(Error::NotFound(format!(
+            "request {ns}/{name} of Promise {}",
             promise.unwrap_or("?")
         )));
     }

@@ -47,8 +47,8 @@ use serde_json::{Value, json};
 use super::clock::{Clock, rfc3339};
 use super::poll::{PollOutcome, SourceState, poll};
 use crate::context::Context;
-use crate::objstatus::{patch_status, set_condition};
 use crate::statestore::StateStoreObject;
+use crate::support::{self, patch_status, set_condition};
 
 /// How often `lastPollTime` alone is refreshed in status.
 pub const POLL_TIME_REFRESH: Duration = Duration::from_secs(3600);
@@ -216,11 +216,10 @@ async fn poll_once(
             names::REJECTED_REASON
         };
         // One Event per key (a shared recorder would fold them into one series by reason).
-        crate::events::publish(
-            &s.ctx,
-            names::SOURCE_COMPONENT,
+        support::publish(
+            &s.ctx.recorder(names::SOURCE_COMPONENT),
             &hs.object_ref(&()),
-            true,
+            support::EventType::Warning,
             why,
             format!("{key}: {reason}"),
         )

@@ -1,10 +1,10 @@
-//! The workflow engine (reference §4.9–4.10): runs an object's pipelines serially as
+//! The workflow engine: runs an object's pipelines serially as
 //! Jobs, one at a time, and reports where the workflow stands.
 //!
 //! Differences from Kratix, keeping its labels, statuses and Job shape:
 //! - a running Job is never suspended or killed because the object changed or a manual
 //!   reconciliation was asked for: it finishes, then the workflow restarts from the
-//!   first pipeline once (§13, bug B05);
+//!   first pipeline once;
 //! - Jobs are ordered by a run annotation, not by creation second, and named
 //!   deterministically per run;
 //! - nothing sleeps: the caller is woken by Job events.
@@ -17,12 +17,12 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::job::{self, ANNOTATION_RUN, LABEL_HASH, LABEL_PIPELINE_NAME, PipelineDef};
-use super::{Action, Workflow};
+use super::job::{self, ANNOTATION_RUN, PipelineDef};
+use super::{Workflow, WorkflowAction};
+use crate::Error;
 use crate::context::Context;
-use crate::status::{self, set_condition, set_field};
-use crate::{Error, events, labels};
-use plinth_api::constants::reasons;
+use crate::support::{self, set_condition, set_field};
+use plinth_api::constants::{condition_types, labels, messages, reasons};
 
 /// Where a workflow stands after one engine step.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,7 +46,7 @@ pub enum JobState {
 }
 
 /// A Job's state from its status: `Complete` (or `succeeded > 0`) is success, `Failed`
-/// is failure, anything else is still running (§4.9).
+/// is failure, anything else is still running.
 pub fn job_state(job: &Job) -> JobState {
     let Some(status) = &job.status else {
         return JobState::Running;
@@ -65,12 +65,6 @@ pub fn job_state(job: &Job) -> JobState {
     } else {
         JobState::Running
     }
-}
-
-/// Time from now until `at` (at least one second), for requeueing a retry (§4.10
-/// `nextRetryAt`).
-pub fn until(at: Timestamp) -> std::time::Duration {
-    std::time::Duration::from_secs((at.as_second() - Timestamp::now().as_second()).max(1) as u64)
 }
 
 /// When a finished Job finished: `completionTime`, else the latest `Complete`/`Failed`
@@ -109,7 +103,7 @@ pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> 
     // Within a run, pipelines run in workflow order; creation times have a one-second
     // resolution, so the pipeline's position orders Jobs created in the same second.
     let position = |j: &Job| {
-        let name = j.labels().get(LABEL_PIPELINE_NAME);
+        let name = j.labels().get(labels::PIPELINE_NAME);
         wf.pipelines
             .iter()
             .position(|p| p["metadata"]["name"].as_str() == name.map(String::as_str))
@@ -126,7 +120,7 @@ pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> 
     Ok(jobs)
 }
 
-/// One step of the configure workflow of `parent` (§4.9 ReconcileConfigure).
+/// One step of the configure workflow of `parent` (ReconcileConfigure).
 pub async fn reconcile_configure(
     ctx: &Context,
     wf: &Workflow,
@@ -142,7 +136,7 @@ pub async fn reconcile_configure(
     let hash = job::workflow_hash(wf);
     let jobs = list_jobs(ctx, wf).await?;
     if let Some(running) = jobs.iter().find(|j| job_state(j) == JobState::Running) {
-        if wf.action == Action::Configure {
+        if wf.action == WorkflowAction::Configure {
             report_retry(ctx, parent_api, parent, running).await?;
         }
         return Ok(Progress::Running);
@@ -161,7 +155,7 @@ pub async fn reconcile_configure(
         .iter()
         .position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"));
 
-    // Suspension (§4.10): the status-writer labelled the object; a spec change or a
+    // Suspension: the status-writer labelled the object; a spec change or a
     // manual reconciliation restarts from the first pipeline, otherwise wait for the
     // retry time (or for the label's removal).
     if parent_labels
@@ -190,15 +184,21 @@ pub async fn reconcile_configure(
                     return Ok(Progress::Running);
                 }
                 _ => {
-                    status::update_status(parent_api, &parent.name_any(), |s, _| {
-                        set_condition(s, "Reconciled", "Unknown", "WorkflowSuspended", "Suspended")
+                    support::update_status(parent_api, &parent.name_any(), |s, _| {
+                        set_condition(
+                            s,
+                            condition_types::RECONCILED,
+                            "Unknown",
+                            reasons::WORKFLOW_SUSPENDED,
+                            messages::SUSPENDED,
+                            None,
+                        )
                     })
                     .await?;
-                    events::publish(
-                        ctx,
-                        component,
-                        &events::reference(parent),
-                        true,
+                    support::publish(
+                        &ctx.recorder(component),
+                        &support::reference(parent),
+                        support::EventType::Warning,
                         plinth_api::constants::events::WORKFLOW_SUSPENDED,
                         "Workflow is suspended",
                     )
@@ -211,7 +211,7 @@ pub async fn reconcile_configure(
 
     let current: Vec<&Job> = jobs
         .iter()
-        .filter(|j| j.labels().get(LABEL_HASH) == Some(&hash))
+        .filter(|j| j.labels().get(labels::HASH) == Some(&hash))
         .collect();
     let latest = current.last().copied();
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
@@ -222,7 +222,7 @@ pub async fn reconcile_configure(
         Some(latest) => {
             let name = latest
                 .labels()
-                .get(LABEL_PIPELINE_NAME)
+                .get(labels::PIPELINE_NAME)
                 .cloned()
                 .unwrap_or_default();
             match pipelines.iter().position(|p| p.name == name) {
@@ -261,7 +261,7 @@ pub async fn reconcile_configure(
     Ok(Progress::Running)
 }
 
-/// One step of the delete workflow (§4.9 ReconcileDelete): only the first delete
+/// One step of the delete workflow (ReconcileDelete): only the first delete
 /// pipeline runs, after any running configure Job of the object has finished.
 pub async fn reconcile_delete(
     ctx: &Context,
@@ -296,7 +296,7 @@ pub async fn reconcile_delete(
     let latest = jobs
         .iter()
         .rev()
-        .find(|j| j.labels().get(LABEL_HASH) == Some(&hash));
+        .find(|j| j.labels().get(labels::HASH) == Some(&hash));
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     match latest.map(job_state) {
         Some(JobState::Succeeded) if !manual => {
@@ -315,17 +315,18 @@ pub async fn reconcile_delete(
                     .labels()
                     .get(labels::WORKFLOW_SUSPENDED)
                     .is_some_and(|v| v == "true");
-                // A retry that is due (§4.10): drop the label and run the pipeline again.
+                // A retry that is due: drop the label and run the pipeline again.
                 if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
                     remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
                 } else if labelled {
-                    status::update_status(parent_api, &parent.name_any(), |s, _| {
+                    support::update_status(parent_api, &parent.name_any(), |s, _| {
                         set_condition(
                             s,
-                            "DeleteWorkflowCompleted",
+                            condition_types::DELETE_WORKFLOW_COMPLETED,
                             "False",
-                            "DeleteWorkflowSuspended",
-                            "The delete workflow is suspended",
+                            reasons::DELETE_WORKFLOW_SUSPENDED,
+                            messages::DELETE_WORKFLOW_SUSPENDED,
+                            None,
                         )
                     })
                     .await?;
@@ -348,21 +349,21 @@ pub async fn reconcile_delete(
             Ok(Progress::Done)
         }
         Some(JobState::Failed) if !manual => {
-            status::update_status(parent_api, &parent.name_any(), |s, _| {
+            support::update_status(parent_api, &parent.name_any(), |s, _| {
                 set_condition(
                     s,
-                    "DeleteWorkflowCompleted",
+                    condition_types::DELETE_WORKFLOW_COMPLETED,
                     "False",
-                    "DeleteWorkflowFailed",
-                    "The Delete Pipeline has failed",
+                    reasons::DELETE_WORKFLOW_FAILED,
+                    messages::DELETE_PIPELINE_FAILED,
+                    None,
                 )
             })
             .await?;
-            events::publish(
-                ctx,
-                component,
-                &events::reference(parent),
-                true,
+            support::publish(
+                &ctx.recorder(component),
+                &support::reference(parent),
+                support::EventType::Warning,
                 plinth_api::constants::events::FAILED_PIPELINE,
                 format!("The Delete Pipeline has failed: {}", pipelines[0].name),
             )
@@ -420,9 +421,9 @@ fn pipeline_entry<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 /// Sets every pipeline's phase: those before `index` Succeeded, `index` as given, the
-/// rest Pending (§3.3 `status.kratix.workflows.pipelines`).
+/// rest Pending (`status.kratix.workflows.pipelines`).
 fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usize, phase: &str) {
-    let now = status::now_rfc3339();
+    let now = support::now_rfc3339();
     let old = status["kratix"]["workflows"]["pipelines"]
         .as_array()
         .cloned()
@@ -456,12 +457,12 @@ fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usi
             e
         })
         .collect();
-    let s = status::ensure_object(status);
+    let s = support::ensure_object(status);
     let kratix = s.entry("kratix").or_insert_with(|| json!({}));
-    let workflows = status::ensure_object(kratix)
+    let workflows = support::ensure_object(kratix)
         .entry("workflows")
         .or_insert_with(|| json!({}));
-    status::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
+    support::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -487,7 +488,7 @@ async fn start_job(
     match api.create(&PostParams::default(), &job).await {
         Ok(_) => {}
         // Created by an earlier reconcile that did not see it yet: nothing more to do.
-        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+        Err(ref e) if support::is_already_exists(e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
     remove_labels(
@@ -496,20 +497,28 @@ async fn start_job(
         &[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START],
     )
     .await?;
-    let configure = wf.action == Action::Configure;
+    let configure = wf.action == WorkflowAction::Configure;
     let total = pipelines.len() as i64;
     // update_status compares before and after, so unconditional setters are fine here.
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         set_field(s, "message", json!("Pending"));
         if configure {
             set_condition(
                 s,
-                "ConfigureWorkflowCompleted",
+                condition_types::CONFIGURE_WORKFLOW_COMPLETED,
                 "False",
-                "PipelinesInProgress",
-                "Pipelines are still in progress",
+                reasons::PIPELINES_IN_PROGRESS,
+                messages::PIPELINES_IN_PROGRESS,
+                None,
             );
-            set_condition(s, "Reconciled", "Unknown", "WorkflowPending", "Pending");
+            set_condition(
+                s,
+                condition_types::RECONCILED,
+                "Unknown",
+                reasons::WORKFLOW_PENDING,
+                messages::PENDING,
+                None,
+            );
             set_field(s, "workflows", json!(total));
             set_field(s, "workflowsSucceeded", json!(index as i64));
             set_field(s, "workflowsFailed", json!(0));
@@ -519,11 +528,10 @@ async fn start_job(
     })
     .await?;
     let what = if configure { "Configure" } else { "Delete" };
-    events::publish(
-        ctx,
-        component,
-        &events::reference(parent),
-        false,
+    support::publish(
+        &ctx.recorder(component),
+        &support::reference(parent),
+        support::EventType::Normal,
         plinth_api::constants::events::PIPELINE_STARTED,
         format!("{what} Pipeline started: {}", p.name),
     )
@@ -545,19 +553,21 @@ async fn report_retry(
         return Ok(());
     };
     let message = format!("Pipelines are still in progress; retrying after a failure: {why}");
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         // The attempt still running may already have reported success through its
         // status-writer before its Job is marked complete: never take that back.
-        if status::condition(s, "ConfigureWorkflowCompleted").is_some_and(|c| c["status"] == "True")
+        if support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
+            .is_some_and(|c| c["status"] == "True")
         {
             return false;
         }
         set_condition(
             s,
-            "ConfigureWorkflowCompleted",
+            condition_types::CONFIGURE_WORKFLOW_COMPLETED,
             "False",
-            "PipelinesInProgress",
+            reasons::PIPELINES_IN_PROGRESS,
             &message,
+            None,
         )
     })
     .await?;
@@ -578,22 +588,24 @@ async fn record_failure(
     let name = pipelines[index].name.clone();
     let detail = why.map(|w| format!(": {w}")).unwrap_or_default();
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let already = status::condition(&before, "ConfigureWorkflowCompleted")
+    let already = support::condition(&before, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
         .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         set_condition(
             s,
-            "ConfigureWorkflowCompleted",
+            condition_types::CONFIGURE_WORKFLOW_COMPLETED,
             "False",
-            "ConfigureWorkflowFailed",
+            reasons::CONFIGURE_WORKFLOW_FAILED,
             &format!("A Configure Pipeline has failed: {name}{detail}"),
+            None,
         );
         set_condition(
             s,
-            "Reconciled",
+            condition_types::RECONCILED,
             "False",
-            "ConfigureWorkflowFailed",
-            "Failing",
+            reasons::CONFIGURE_WORKFLOW_FAILED,
+            messages::FAILING,
+            None,
         );
         set_field(s, "workflowsFailed", json!(1));
         set_pipeline_phases(s, pipelines, index, "Failed");
@@ -601,11 +613,10 @@ async fn record_failure(
     })
     .await?;
     if !already {
-        events::publish(
-            ctx,
-            component,
-            &events::reference(parent),
-            true,
+        support::publish(
+            &ctx.recorder(component),
+            &support::reference(parent),
+            support::EventType::Warning,
             plinth_api::constants::events::CONFIGURE_WORKFLOW_FAILED,
             format!(
                 "A {}/configure Pipeline has failed: {name}",
@@ -623,7 +634,7 @@ async fn finish(
     pipelines: &[PipelineDef],
 ) -> Result<Progress, Error> {
     let total = pipelines.len() as i64;
-    status::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status(parent_api, &parent.name_any(), |s, _| {
         let mut changed = set_field(s, "workflows", json!(total));
         changed |= set_field(s, "workflowsSucceeded", json!(total));
         changed |= set_field(s, "workflowsFailed", json!(0));
@@ -641,7 +652,7 @@ async fn finish(
     Ok(Progress::Done)
 }
 
-/// Deletes the oldest Jobs of each pipeline beyond `numberOfJobsToKeep` (§4.9 pruning).
+/// Deletes the oldest Jobs of each pipeline beyond `numberOfJobsToKeep` (pruning).
 async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Error> {
     let keep = ctx.config().number_of_jobs_to_keep.max(1);
     let mut by_pipeline: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
@@ -649,7 +660,7 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
         by_pipeline
             .entry(
                 j.labels()
-                    .get(LABEL_PIPELINE_NAME)
+                    .get(labels::PIPELINE_NAME)
                     .cloned()
                     .unwrap_or_default(),
             )
@@ -662,7 +673,7 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
             for j in &list[..list.len() - keep] {
                 match api.delete(&j.name_any(), &DeleteParams::background()).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(ref e) if crate::support::is_not_found(e) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -698,7 +709,7 @@ pub async fn remove_labels(
     Ok(())
 }
 
-/// The global reconciliation interval (§8.1 `reconciliationInterval`): once `interval`
+/// The global reconciliation interval (`reconciliationInterval`): once `interval`
 /// has passed since the workflow's last Job finished, the object (Promise or request) is labelled to run
 /// its configure workflow from the first pipeline again; until then it is requeued for
 /// the remaining time.
@@ -715,7 +726,9 @@ pub async fn periodic_rerun(
     };
     let due = done + jiff::SignedDuration::try_from(interval).unwrap_or(jiff::SignedDuration::MAX);
     if jiff::Timestamp::now() < due {
-        return Ok(kube::runtime::controller::Action::requeue(until(due)));
+        return Ok(kube::runtime::controller::Action::requeue(support::until(
+            due,
+        )));
     }
     let patch = json!({"metadata": {"labels": {labels::RUN_FROM_START: "true"}}});
     api.patch(
@@ -739,7 +752,7 @@ pub async fn resume_after_pause(
     extra: &[(&str, &str)],
 ) -> Result<bool, Error> {
     let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-    let was_paused = status::condition(&status, "Reconciled")
+    let was_paused = support::condition(&status, condition_types::RECONCILED)
         .is_some_and(|c| c["reason"] == reasons::PAUSED_RECONCILIATION);
     if !was_paused {
         return Ok(false);
@@ -756,8 +769,15 @@ pub async fn resume_after_pause(
         &Patch::Merge(&json!({"metadata": {"labels": labels}})),
     )
     .await?;
-    status::update_status(api, &obj.name_any(), |s, _| {
-        set_condition(s, "Reconciled", "Unknown", reasons::UNPAUSED, "Pending")
+    support::update_status(api, &obj.name_any(), |s, _| {
+        set_condition(
+            s,
+            condition_types::RECONCILED,
+            "Unknown",
+            reasons::UNPAUSED,
+            messages::PENDING,
+            None,
+        )
     })
     .await?;
     Ok(true)

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, LogParams};
 
-use super::job::LABEL_PIPELINE_NAME;
 use crate::context::Context;
+use plinth_api::constants::labels;
 
 /// Log lines quoted in a failure description.
 pub const LOG_LINES: i64 = 5;
@@ -98,7 +98,7 @@ pub async fn describe(ctx: &Context, job: &Job) -> Option<String> {
         })?;
     let pipeline = job
         .labels()
-        .get(LABEL_PIPELINE_NAME)
+        .get(labels::PIPELINE_NAME)
         .cloned()
         .unwrap_or_else(|| job.name_any());
     let (container, what) = failed_container(&pod).unwrap_or_else(|| {

@@ -1,4 +1,4 @@
-//! Building a pipeline's Job and the objects it needs (reference §4.1–4.8).
+//! Building a pipeline's Job and the objects it needs.
 //!
 //! Everything here is a pure function of the workflow description and the controller
 //! configuration, returning Kubernetes objects as JSON values.
@@ -7,29 +7,17 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Action, Workflow, WorkflowType};
+use plinth_api::constants::{annotations, labels};
+
+use super::{Workflow, WorkflowAction, WorkflowType};
 use crate::Error;
 use crate::context::ControllerConfig;
 
-/// Labels Kratix puts on workflow Jobs and their pods (§11.1).
-pub const LABEL_PROMISE_NAME: &str = "kratix.io/promise-name";
-pub const LABEL_RESOURCE_NAME: &str = "kratix.io/resource-name";
-pub const LABEL_RESOURCE_NAMESPACE: &str = "kratix.io/resource-namespace";
-pub const LABEL_PIPELINE_NAME: &str = "kratix.io/pipeline-name";
-pub const LABEL_PIPELINE_NAMESPACE: &str = "kratix.io/pipeline-namespace";
-pub const LABEL_WORKFLOW_TYPE: &str = "kratix.io/workflow-type";
-pub const LABEL_WORKFLOW_ACTION: &str = "kratix.io/workflow-action";
-pub const LABEL_HASH: &str = "kratix.io/hash";
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Which run of the workflow a Job belongs to (Plinth's own; orders Jobs exactly even
 /// when several start within one second).
 pub const ANNOTATION_RUN: &str = "plinth.dev/workflow-run";
-pub const ANNOTATION_JOB_RESOURCE_NAMESPACE: &str = "kratix.io/job-resource-namespace";
-pub const ANNOTATION_JOB_RESOURCE_NAME: &str = "kratix.io/job-resource-name";
-pub const ANNOTATION_JOB_RESOURCE_KIND: &str = "kratix.io/job-resource-kind";
-pub const ANNOTATION_JOB_RESOURCE_API_VERSION: &str = "kratix.io/job-resource-api-version";
 
-/// One pipeline, read strictly from its raw form (§1.2: wrong apiVersion/kind is
+/// One pipeline, read strictly from its raw form (wrong apiVersion/kind is
 /// "unsupported pipeline").
 #[derive(Clone, Debug)]
 pub struct PipelineDef {
@@ -80,7 +68,7 @@ impl PipelineDef {
     }
 }
 
-/// Pipeline ID `<promise>-<type>-<action>-<pipeline>` (§4.1): names the ServiceAccount
+/// Pipeline ID `<promise>-<type>-<action>-<pipeline>`: names the ServiceAccount
 /// and the default Roles.
 pub fn pipeline_id(wf: &Workflow, pipeline: &str) -> String {
     plinth_api::names::pipeline_id(
@@ -91,7 +79,7 @@ pub fn pipeline_id(wf: &Workflow, pipeline: &str) -> String {
     )
 }
 
-/// The ServiceAccount a pipeline's pod runs as (§1.2 `rbac.serviceAccount`, else the ID).
+/// The ServiceAccount a pipeline's pod runs as (`rbac.serviceAccount`, else the ID).
 pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
     p.spec()["rbac"]["serviceAccount"]
         .as_str()
@@ -100,7 +88,7 @@ pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
         .unwrap_or_else(|| pipeline_id(wf, &p.name))
 }
 
-/// The workflow hash (§4.7): md5 of the Promise spec for promise workflows,
+/// The workflow hash: md5 of the Promise spec for promise workflows,
 /// md5(`<md5(promise spec)>-<md5(request spec)>`) for resource workflows.
 pub fn workflow_hash(wf: &Workflow) -> String {
     match wf.workflow_type {
@@ -114,14 +102,17 @@ pub fn workflow_hash(wf: &Workflow) -> String {
 /// Labels identifying every Job of this object's workflow of this action (all pipelines).
 pub fn workflow_selector(wf: &Workflow) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
-    labels.insert(LABEL_PROMISE_NAME.into(), wf.promise_name.clone());
-    labels.insert(LABEL_WORKFLOW_TYPE.into(), wf.workflow_type.as_str().into());
-    labels.insert(LABEL_WORKFLOW_ACTION.into(), wf.action.as_str().into());
+    labels.insert(labels::PROMISE_NAME.into(), wf.promise_name.clone());
+    labels.insert(
+        labels::WORKFLOW_TYPE.into(),
+        wf.workflow_type.as_str().into(),
+    );
+    labels.insert(labels::WORKFLOW_ACTION.into(), wf.action.as_str().into());
     if wf.workflow_type == WorkflowType::Resource {
-        labels.insert(LABEL_RESOURCE_NAME.into(), wf.subject.name.clone());
+        labels.insert(labels::RESOURCE_NAME.into(), wf.subject.name.clone());
         if wf.pipeline_namespace_set {
             labels.insert(
-                LABEL_RESOURCE_NAMESPACE.into(),
+                labels::RESOURCE_NAMESPACE.into(),
                 wf.subject.namespace.clone().unwrap_or_default(),
             );
         }
@@ -138,7 +129,7 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
         .join(",")
 }
 
-/// The Job for `pipelines[index]` in run number `run` (§4.2–4.6). Job names are
+/// The Job for `pipelines[index]` in run number `run`. Job names are
 /// deterministic and unique per run: a hash of the workflow hash and the run number
 /// replaces Kratix's random suffix.
 pub fn build_job(
@@ -166,7 +157,7 @@ pub fn build_job(
         &format!("{hash}-{run_str}"),
     );
 
-    // User labels first: Kratix's own labels must win, or Job tracking breaks (§13).
+    // User labels first: Kratix's own labels must win, or Job tracking breaks.
     let mut labels: BTreeMap<String, String> = p.raw["metadata"]["labels"]
         .as_object()
         .map(|m| {
@@ -176,25 +167,25 @@ pub fn build_job(
         })
         .unwrap_or_default();
     labels.extend(workflow_selector(wf));
-    labels.insert(LABEL_PIPELINE_NAME.into(), p.name.clone());
-    labels.insert(LABEL_MANAGED_BY.into(), "Kratix".into());
-    labels.insert(LABEL_HASH.into(), hash.clone());
+    labels.insert(labels::PIPELINE_NAME.into(), p.name.clone());
+    labels.insert(labels::MANAGED_BY.into(), "Kratix".into());
+    labels.insert(labels::HASH.into(), hash.clone());
 
     let mut annotations = BTreeMap::new();
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_NAMESPACE.to_string(),
+        annotations::JOB_RESOURCE_NAMESPACE.to_string(),
         wf.subject.namespace.clone().unwrap_or_default(),
     );
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_NAME.to_string(),
+        annotations::JOB_RESOURCE_NAME.to_string(),
         wf.subject.name.clone(),
     );
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_KIND.to_string(),
+        annotations::JOB_RESOURCE_KIND.to_string(),
         wf.subject.kind.clone(),
     );
     annotations.insert(
-        ANNOTATION_JOB_RESOURCE_API_VERSION.to_string(),
+        annotations::JOB_RESOURCE_API_VERSION.to_string(),
         wf.subject.api_version(),
     );
     annotations.insert(ANNOTATION_RUN.to_string(), run_str.clone());
@@ -206,7 +197,7 @@ pub fn build_job(
                 .collect()
         })
         .unwrap_or_default();
-    for key in ["kratix.io/trace-parent", "kratix.io/trace-state"] {
+    for key in [annotations::TRACE_PARENT, annotations::TRACE_STATE] {
         if let Some(v) = wf.subject.annotations.get(key) {
             annotations.insert(key.to_string(), v.clone());
             pod_annotations.insert(key.to_string(), v.clone());
@@ -264,7 +255,7 @@ pub fn build_job(
         }
         init.push(c);
     }
-    let is_configure = wf.action == Action::Configure;
+    let is_configure = wf.action == WorkflowAction::Configure;
     if is_configure {
         let mut args = vec![
             "work-creator".to_string(),
@@ -368,7 +359,7 @@ pub fn build_job(
         "spec": job_spec,
     });
     // Promise Jobs are controlled by the Promise; resource Jobs are owned (not controlled)
-    // by the request when they share its namespace (§4.2).
+    // by the request when they share its namespace.
     let same_ns = wf.subject.namespace.as_deref().is_none_or(|n| n == ns);
     if same_ns {
         job["metadata"]["ownerReferences"] = json!([{
@@ -383,7 +374,7 @@ pub fn build_job(
     job
 }
 
-/// `KRATIX_*` variables in Kratix's order (§4.4).
+/// `KRATIX_*` variables in Kratix's order.
 fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
     let s = &wf.subject;
     let pairs = [
@@ -411,7 +402,7 @@ fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The hardened context of Kratix's own containers (§4.3), over the configured default
+/// The hardened context of Kratix's own containers, over the configured default
 /// context: beyond Kratix, a cluster policy that demands settings of every container
 /// (e.g. `runAsUser`) is met by Plinth's containers too.
 fn injected_security_context(config: &ControllerConfig) -> Value {
@@ -430,7 +421,7 @@ fn injected_security_context(config: &ControllerConfig) -> Value {
     sc
 }
 
-/// §4.6 default resources, replaced wholesale by `workflows.defaultContainerResources`.
+/// Kratix's default resources of its own containers, replaced wholesale by `workflows.defaultContainerResources`.
 fn default_resources(config: &ControllerConfig) -> Value {
     config
         .default_container_resources
@@ -443,25 +434,25 @@ fn default_resources(config: &ControllerConfig) -> Value {
         })
 }
 
-/// `destination-selectors-<promise>` (§4.8).
+/// `destination-selectors-<promise>`.
 pub fn scheduling_configmap_name(promise: &str) -> String {
     plinth_api::names::scheduling_configmap_name(promise)
 }
 
-/// The objects applied (create-or-update) before each Job (§4.8): ServiceAccount,
+/// The objects applied (create-or-update) before each Job: ServiceAccount,
 /// scheduling ConfigMap (configure only), the default Role/ClusterRole and binding, and
 /// the user-permission RBAC from `rbac.permissions`.
 pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec<Value> {
     let ns = &wf.namespace;
     let id = pipeline_id(wf, &p.name);
     let sa = service_account_name(wf, p);
-    let promise_label = json!({LABEL_PROMISE_NAME: wf.promise_name});
+    let promise_label = json!({labels::PROMISE_NAME: wf.promise_name});
     let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": ns}]);
     let mut out = vec![json!({
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": sa, "namespace": ns, "labels": promise_label},
     })];
-    if wf.action == Action::Configure {
+    if wf.action == WorkflowAction::Configure {
         let selectors: Vec<Value> = wf.promise_spec["destinationSelectors"]
             .as_array()
             .into_iter()
@@ -525,7 +516,7 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
     out
 }
 
-/// RBAC from `rbac.permissions` (§4.8): rules without `resourceNamespace` become a Role
+/// RBAC from `rbac.permissions`: rules without `resourceNamespace` become a Role
 /// in the pipeline namespace; each distinct `resourceNamespace` gets a ClusterRole bound
 /// in that namespace, and `*` a ClusterRoleBinding.
 fn user_permission_objects(
@@ -554,11 +545,11 @@ fn user_permission_objects(
     }
     let base_labels = |extra: Option<(&str, &str)>| {
         let mut l = json!({
-            LABEL_PROMISE_NAME: wf.promise_name,
-            LABEL_WORKFLOW_TYPE: wf.workflow_type.as_str(),
-            LABEL_WORKFLOW_ACTION: wf.action.as_str(),
-            LABEL_PIPELINE_NAME: p.name,
-            LABEL_PIPELINE_NAMESPACE: ns,
+            labels::PROMISE_NAME: wf.promise_name,
+            labels::WORKFLOW_TYPE: wf.workflow_type.as_str(),
+            labels::WORKFLOW_ACTION: wf.action.as_str(),
+            labels::PIPELINE_NAME: p.name,
+            labels::PIPELINE_NAMESPACE: ns,
         });
         if let Some((k, v)) = extra {
             l[k] = json!(v);
@@ -579,7 +570,7 @@ fn user_permission_objects(
             target.clone()
         };
         let role_name = plinth_api::names::user_cluster_role_name(id, &target);
-        let labels = base_labels(Some((LABEL_RESOURCE_NAMESPACE, &label_value)));
+        let labels = base_labels(Some((labels::RESOURCE_NAMESPACE, &label_value)));
         out.push(json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role_name, "labels": labels}, "rules": rules}));
         let binding_name = plinth_api::names::user_binding_name(id, ns);
         let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name});
@@ -590,4 +581,146 @@ fn user_permission_objects(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::Subject;
+
+    fn pipeline(name: &str) -> Value {
+        json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Pipeline",
+            "metadata": {"name": name, "labels": {"team": "a", "kratix.io/hash": "user-value"}},
+            "spec": {"containers": [{"name": "make", "image": "example.org/make:1"}]},
+        })
+    }
+
+    fn workflow(action: WorkflowAction, names: &[&str]) -> (Workflow, Vec<PipelineDef>) {
+        let raw: Vec<Value> = names.iter().map(|n| pipeline(n)).collect();
+        let defs = raw
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PipelineDef::parse(r, i).unwrap())
+            .collect();
+        let wf = Workflow {
+            promise_name: "redis".into(),
+            promise_spec: json!({"api": {}}),
+            workflow_type: WorkflowType::Resource,
+            action,
+            subject: Subject {
+                group: "example.org".into(),
+                version: "v1".into(),
+                kind: "Redis".into(),
+                plural: "redis".into(),
+                name: "shop".into(),
+                namespace: Some("team-a".into()),
+                uid: "uid-1".into(),
+                spec: json!({"size": 1}),
+                annotations: [(annotations::TRACE_PARENT.to_string(), "tp".to_string())].into(),
+            },
+            pipelines: raw,
+            namespace: "team-a".into(),
+            pipeline_namespace_set: false,
+        };
+        (wf, defs)
+    }
+
+    fn names(list: &Value) -> Vec<&str> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn kratix_labels_win_over_the_pipelines_own() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first"]);
+        let job = build_job(&wf, &defs, 0, 3, &ControllerConfig::default());
+        let l = &job["metadata"]["labels"];
+        assert_eq!(l[labels::PIPELINE_NAME], "first");
+        assert_eq!(l[labels::PROMISE_NAME], "redis");
+        assert_eq!(l[labels::RESOURCE_NAME], "shop");
+        assert_eq!(l[labels::WORKFLOW_TYPE], "resource");
+        assert_eq!(l[labels::WORKFLOW_ACTION], "configure");
+        assert_eq!(l[labels::HASH], workflow_hash(&wf).as_str());
+        assert_eq!(l["team"], "a");
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"], *l);
+        let a = &job["metadata"]["annotations"];
+        assert_eq!(a[ANNOTATION_RUN], "3");
+        assert_eq!(a[annotations::JOB_RESOURCE_NAME], "shop");
+        assert_eq!(a[annotations::JOB_RESOURCE_NAMESPACE], "team-a");
+        assert_eq!(a[annotations::JOB_RESOURCE_KIND], "Redis");
+        assert_eq!(a[annotations::JOB_RESOURCE_API_VERSION], "example.org/v1");
+        assert_eq!(a[annotations::TRACE_PARENT], "tp");
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["annotations"][annotations::TRACE_PARENT],
+            "tp"
+        );
+    }
+
+    #[test]
+    fn configure_pod_reads_runs_the_users_containers_then_writes_works_and_status() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first", "second"]);
+        let config = ControllerConfig::default();
+        let job = build_job(&wf, &defs, 0, 1, &config);
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            names(&pod["initContainers"]),
+            ["reader", "make", "work-writer"]
+        );
+        assert_eq!(names(&pod["containers"]), ["status-writer"]);
+        let volumes = names(&pod["volumes"]);
+        assert!(volumes.contains(&"promise-scheduling"), "{volumes:?}");
+        let make = &pod["initContainers"][1];
+        let mounts: Vec<&str> = make["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["mountPath"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            mounts,
+            ["/kratix/input", "/kratix/output", "/kratix/metadata"]
+        );
+        assert_eq!(
+            pod["initContainers"][0]["image"],
+            config.adapter_image.as_str()
+        );
+        let is_last = |job: &Value| {
+            job["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "IS_LAST_PIPELINE")
+                .map(|e| e["value"].clone())
+        };
+        assert_eq!(is_last(&job), Some(json!("false")));
+        assert_eq!(
+            is_last(&build_job(&wf, &defs, 1, 1, &config)),
+            Some(json!("true"))
+        );
+    }
+
+    #[test]
+    fn delete_pod_writes_no_works() {
+        let (wf, defs) = workflow(WorkflowAction::Delete, &["cleanup"]);
+        let job = build_job(&wf, &defs, 0, 1, &ControllerConfig::default());
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(names(&pod["initContainers"]), ["reader", "make"]);
+        assert!(!names(&pod["volumes"]).contains(&"promise-scheduling"));
+        assert_eq!(job["metadata"]["labels"][labels::WORKFLOW_ACTION], "delete");
+    }
+
+    #[test]
+    fn job_name_is_deterministic_per_run() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first"]);
+        let config = ControllerConfig::default();
+        let name = |run| build_job(&wf, &defs, 0, run, &config)["metadata"]["name"].clone();
+        assert_eq!(name(1), name(1));
+        assert_ne!(name(1), name(2));
+        assert!(name(1).as_str().unwrap().len() <= 63);
+    }
 }

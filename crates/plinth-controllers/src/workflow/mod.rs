@@ -1,5 +1,5 @@
-//! Workflows: turning a Promise's pipelines into Kubernetes Jobs (reference §4) and
-//! driving them serially for one object (the workflow engine, §4.9–4.10).
+//! Workflows: turning a Promise's pipelines into Kubernetes Jobs and
+//! driving them serially for one object (the workflow engine).
 //!
 //! The Jobs are exactly Kratix's shape, so the same Jobs run on a real cluster and on the
 //! embedded runner.
@@ -10,37 +10,7 @@ pub mod job;
 
 use serde_json::Value;
 
-/// Whose workflow this is (`KRATIX_WORKFLOW_TYPE`, label `kratix.io/workflow-type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WorkflowType {
-    Promise,
-    Resource,
-}
-
-impl WorkflowType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkflowType::Promise => "promise",
-            WorkflowType::Resource => "resource",
-        }
-    }
-}
-
-/// Which lifecycle step (`KRATIX_WORKFLOW_ACTION`, label `kratix.io/workflow-action`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Configure,
-    Delete,
-}
-
-impl Action {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Configure => "configure",
-            Action::Delete => "delete",
-        }
-    }
-}
+pub use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The object a workflow runs for (a Promise or a resource request) and how to reach it.
 #[derive(Clone, Debug)]
@@ -80,7 +50,7 @@ pub struct Workflow {
     /// The Promise spec in force (the bound revision's spec for resource requests).
     pub promise_spec: Value,
     pub workflow_type: WorkflowType,
-    pub action: Action,
+    pub action: WorkflowAction,
     pub subject: Subject,
     /// Raw pipeline objects in order (`apiVersion: platform.kratix.io/v1alpha1, kind: Pipeline`).
     pub pipelines: Vec<Value>,

@@ -43,10 +43,10 @@ pub struct OperatorOptions {
     pub replicas: u32,
 }
 
-/// Namespace of the operator (Kratix's system namespace, reference §0).
+/// Namespace of the operator (Kratix's system namespace).
 pub const OPERATOR_NAMESPACE: &str = "kratix-platform-system";
 /// The operator's ServiceAccount: Kratix's name, so per-Promise controller ClusterRoles
-/// (`<promise>-promise-controller`, §2.1 step 8) bind to it unchanged.
+/// (`<promise>-promise-controller`) bind to it unchanged.
 pub const OPERATOR_SERVICE_ACCOUNT: &str = "kratix-platform-controller-manager";
 
 /// The documents of one manifest set, in apply order. Flux and Argo CD read the
@@ -66,7 +66,7 @@ pub async fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
     }
 }
 
-/// The operator's RBAC rules: what the controllers do on a cluster (reference §8.5) —
+/// The operator's RBAC rules: what the controllers do on a cluster —
 /// Kratix kinds, CRDs, pipeline Jobs and Pods, the objects pipelines need (including
 /// granting their RBAC, hence `bind`/`escalate`), Secrets of state stores, Events and the
 /// leader Lease. Resource requests of Promise APIs are granted per Promise at run time by

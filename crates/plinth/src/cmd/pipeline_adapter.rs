@@ -1,5 +1,5 @@
-//! `plinth pipeline-adapter`: the containers Plinth injects into every pipeline Job
-//! (kratix-spec §4.3): `reader`, `work-creator`, `status-writer` (alias `update-status`).
+//! `plinth pipeline-adapter`: the containers Plinth injects into every pipeline Job:
+//! `reader`, `work-creator`, `status-writer` (alias `update-status`).
 //!
 //! Paths default to the Kratix contract (`/kratix/...`, `/work-creator-files/...`) and can
 //! be overridden with flags or `INPUT_DIR` / `OUTPUT_DIR` / `METADATA_DIR`, so the embedded
@@ -47,7 +47,7 @@ pub struct ReaderCli {
     pub output_dir: PathBuf,
 }
 
-/// Flags of `work-creator` (kratix-spec §4.3).
+/// Flags of `work-creator`.
 #[derive(Args)]
 pub struct WorkCreatorCli {
     /// Root holding input/ (pipeline output), metadata/ and kratix-system/promise-scheduling.

@@ -1,0 +1,147 @@
+//! Discovery (`/api`, `/apis`, resource lists), OpenAPI v3, version and health probes.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::app::{App, AppRef, json_response, not_found_path};
+use crate::resource::ResourceInfo;
+
+fn json_ok(v: Value) -> Response {
+    json_response(StatusCode::OK, &v)
+}
+
+pub(crate) async fn version() -> Response {
+    json_ok(json!({
+        "major": "1", "minor": "33", "gitVersion": "v1.33.0+plinth",
+        "gitCommit": "", "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "", "compiler": "rustc", "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    }))
+}
+
+pub(crate) async fn api_versions(State(app): State<AppRef>) -> Response {
+    let addr = app
+        .https_addr
+        .get()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "127.0.0.1:6443".into());
+    json_ok(json!({
+        "kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": addr}],
+    }))
+}
+
+fn group_json(g: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    json!({"name": g, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(json!({}))})
+}
+
+pub(crate) async fn api_groups(State(app): State<AppRef>) -> Response {
+    let groups: Vec<Value> = app
+        .registry
+        .groups()
+        .iter()
+        .map(|(g, vs)| group_json(g, vs))
+        .collect();
+    json_ok(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+pub(crate) async fn api_group(
+    State(app): State<AppRef>,
+    axum::extract::Path(group): axum::extract::Path<String>,
+) -> Response {
+    match app.registry.groups().get(&group) {
+        Some(vs) => {
+            let mut g = group_json(&group, vs);
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            json_ok(g)
+        }
+        None => not_found_path().into_response(),
+    }
+}
+
+fn resource_list(app: &App, group: &str, version: &str) -> Option<Value> {
+    let all: Vec<ResourceInfo> = app
+        .registry
+        .all()
+        .into_iter()
+        .filter(|i| i.group == group && i.version == version)
+        .collect();
+    if all.is_empty() {
+        return None;
+    }
+    let mut res = Vec::new();
+    for i in &all {
+        let mut r = json!({
+            "name": i.plural, "singularName": i.singular, "namespaced": i.namespaced,
+            "kind": i.kind, "verbs": i.verbs,
+        });
+        if !i.short_names.is_empty() {
+            r["shortNames"] = json!(i.short_names);
+        }
+        if !i.categories.is_empty() {
+            r["categories"] = json!(i.categories);
+        }
+        res.push(r);
+        if i.status_subresource {
+            res.push(json!({"name": format!("{}/status", i.plural), "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if i.group.is_empty() && i.plural == "pods" {
+            res.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
+        }
+        if i.group.is_empty() && i.plural == "serviceaccounts" {
+            res.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
+        }
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": res}),
+    )
+}
+
+pub(crate) async fn core_resources(State(app): State<AppRef>) -> Response {
+    resource_list(&app, "", "v1")
+        .map(json_ok)
+        .unwrap_or_else(|| not_found_path().into_response())
+}
+
+pub(crate) async fn group_resources(
+    State(app): State<AppRef>,
+    axum::extract::Path((group, version)): axum::extract::Path<(String, String)>,
+) -> Response {
+    resource_list(&app, &group, &version)
+        .map(json_ok)
+        .unwrap_or_else(|| not_found_path().into_response())
+}
+
+pub(crate) async fn openapi_index(State(app): State<AppRef>) -> Response {
+    json_ok(crate::openapi::v3_index(&app.registry.all()))
+}
+
+pub(crate) async fn openapi_core(State(app): State<AppRef>) -> Response {
+    crate::openapi::v3_group_version(&app.registry.all(), "", "v1")
+        .map(json_ok)
+        .unwrap_or_else(|| not_found_path().into_response())
+}
+
+pub(crate) async fn openapi_group(
+    State(app): State<AppRef>,
+    axum::extract::Path((group, version)): axum::extract::Path<(String, String)>,
+) -> Response {
+    crate::openapi::v3_group_version(&app.registry.all(), &group, &version)
+        .map(json_ok)
+        .unwrap_or_else(|| not_found_path().into_response())
+}
+
+pub(crate) async fn healthz() -> Response {
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
+}

@@ -1,0 +1,193 @@
+//! The one status writer of the controllers.
+//!
+//! Every status write is a JSON merge patch of the status subresource that carries the
+//! object's `metadata.resourceVersion`, which the API server treats as a precondition
+//! (409 Conflict when the object moved on). On a conflict the object is read again and
+//! the change recomputed from the fresh copy, at most [`CONFLICT_RETRIES`] times, so a
+//! status key written meanwhile by someone else (a pipeline's status-writer) is never
+//! lost and a reconcile never hot-loops on 409. A change that changes nothing is not
+//! sent.
+
+use std::fmt::Debug;
+
+use kube::Resource;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::{is_conflict, is_not_found};
+use crate::Error;
+
+/// How many times a status or finalizer write is recomputed after a 409 Conflict
+/// before the reconcile gives up and lets its error policy requeue it.
+pub const CONFLICT_RETRIES: usize = 8;
+
+/// Where a guarded merge patch goes.
+#[derive(Clone, Copy)]
+pub(crate) enum PatchTarget {
+    /// The object itself (metadata: finalizers, labels).
+    Object,
+    /// The status subresource.
+    Status,
+}
+
+/// The one write loop: reads `name`, lets `compute` build a merge-patch body from it
+/// (`None` = nothing to change), adds the read's `metadata.resourceVersion` as the
+/// precondition and sends it; on 409 Conflict starts again from a fresh read, at most
+/// [`CONFLICT_RETRIES`] times. Returns the written object, the unchanged object, or
+/// `None` if the object no longer exists.
+pub(crate) async fn guarded_patch<K, F>(
+    api: &Api<K>,
+    name: &str,
+    target: PatchTarget,
+    mut compute: F,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    F: FnMut(&K) -> Option<Value>,
+{
+    let mut last_err = None;
+    for _ in 0..=CONFLICT_RETRIES {
+        let Some(current) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let Some(mut body) = compute(&current) else {
+            return Ok(Some(current));
+        };
+        body["metadata"]["resourceVersion"] = json!(current.meta().resource_version);
+        let params = PatchParams::default();
+        let sent = match target {
+            PatchTarget::Object => api.patch(name, &params, &Patch::Merge(&body)).await,
+            PatchTarget::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await,
+        };
+        match sent {
+            Ok(obj) => return Ok(Some(obj)),
+            Err(e) if is_conflict(&e) => last_err = Some(e),
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.expect("loop ran at least once"))
+}
+
+/// Writes a status change of a typed object.
+///
+/// `compute` gets the current object and returns the merge-patch body for `status`
+/// (`None` = nothing to change). Returns the patched object, the unchanged object, or
+/// `None` if the object no longer exists.
+pub async fn patch_status<K, F>(
+    api: &Api<K>,
+    name: &str,
+    mut compute: F,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    F: FnMut(&K) -> Option<Value>,
+{
+    guarded_patch(api, name, PatchTarget::Status, |current| {
+        compute(current).map(|status| json!({ "status": status }))
+    })
+    .await
+}
+
+/// Reads `name`, lets `mutate` change its `status` (a JSON object, created if absent)
+/// and writes the difference with [`patch_status`]. `mutate` returns false to skip the
+/// write. Returns the object as stored after the write (or as read when nothing
+/// changed); a missing object is the API's 404 error.
+pub async fn update_status<F>(
+    api: &Api<DynamicObject>,
+    name: &str,
+    mut mutate: F,
+) -> Result<DynamicObject, Error>
+where
+    F: FnMut(&mut Value, &DynamicObject) -> bool,
+{
+    let written = patch_status(api, name, |obj| {
+        let before = match obj.data.get("status") {
+            Some(s) if s.is_object() => s.clone(),
+            _ => json!({}),
+        };
+        let mut status = before.clone();
+        if !mutate(&mut status, obj) || status == before {
+            return None;
+        }
+        let mut patch = merge_diff(&before, &status);
+        if obj.data.get("status").is_some_and(|s| !s.is_object()) {
+            // A non-object status is replaced whole.
+            patch = status;
+        }
+        Some(patch)
+    })
+    .await?;
+    written.ok_or_else(|| {
+        Error::Kube(kube::Error::Api(Box::new(
+            kube::core::Status::failure(&format!("{name} not found"), "NotFound").with_code(404),
+        )))
+    })
+}
+
+/// The JSON merge patch (RFC 7386) that turns `before` into `after`: changed keys with
+/// their new value (objects recursively), removed keys as `null`.
+pub fn merge_diff(before: &Value, after: &Value) -> Value {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let mut patch = Map::new();
+            for (k, v) in a {
+                match b.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) if old.is_object() && v.is_object() => {
+                        patch.insert(k.clone(), merge_diff(old, v));
+                    }
+                    _ => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in b.keys() {
+                if !a.contains_key(k) {
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(patch)
+        }
+        _ => after.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Applies a merge patch (RFC 7386) the way the API server does.
+    fn apply(target: &mut Value, patch: &Value) {
+        match (target.as_object_mut(), patch.as_object()) {
+            (Some(t), Some(p)) => {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else if v.is_object() && t.get(k).is_some_and(Value::is_object) {
+                        apply(t.get_mut(k).unwrap(), v);
+                    } else {
+                        t.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            _ => *target = patch.clone(),
+        }
+    }
+
+    #[test]
+    fn merge_diff_round_trips() {
+        let before = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2], "gone": true});
+        let after = json!({"a": 1, "b": {"c": 5}, "e": [2], "new": {"x": 1}});
+        let patch = merge_diff(&before, &after);
+        assert_eq!(
+            patch,
+            json!({"b": {"c": 5, "d": null}, "e": [2], "new": {"x": 1}, "gone": null})
+        );
+        let mut t = before.clone();
+        apply(&mut t, &patch);
+        assert_eq!(t, after);
+    }
+}
