@@ -26,6 +26,7 @@ pub mod registry;
 mod reserved;
 pub mod selector;
 mod server;
+mod snapshot;
 mod ssa;
 pub mod store;
 pub mod testing;
