@@ -129,6 +129,9 @@ fn changed_since(
     Ok(out)
 }
 
+/// An object's (namespace, name) and stored JSON.
+type KeyedRow = ((String, String), String);
+
 fn read_at(
     tx: &rusqlite::Transaction,
     rkey: &str,
@@ -150,7 +153,7 @@ fn read_at(
     let mut items = Vec::new();
     let mut last: Option<(String, String)> = None;
     let mut more_after = None;
-    let mut row_next = || -> Result<Option<((String, String), String)>, rusqlite::Error> {
+    let mut row_next = || -> Result<Option<KeyedRow>, rusqlite::Error> {
         loop {
             let Some(row) = rows.next()? else {
                 return Ok(None);
