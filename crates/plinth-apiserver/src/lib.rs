@@ -29,6 +29,7 @@ mod reserved;
 mod router;
 pub mod selector;
 mod server;
+mod snapshot;
 mod ssa;
 pub mod store;
 pub mod testing;

@@ -27,6 +27,33 @@ pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
     Ok(Selector::from_iter(exprs))
 }
 
+/// Substrings every stored object (compact JSON, as the store writes it) matching the
+/// label selector `s` contains: `"key":"value"` for each `key=value` / `key==value`
+/// requirement. A list checks them before parsing an object, so a selective selector
+/// skips most objects at the cost of a substring search; objects that contain them are
+/// still matched properly. Label keys and values need no JSON escaping, so the needle is
+/// exactly how the label is stored.
+pub fn required_label_needles(s: &str) -> Vec<String> {
+    let Ok(reqs) = split_top(s) else {
+        return Vec::new();
+    };
+    reqs.iter()
+        .filter_map(|r| {
+            let r = r.trim();
+            if r.contains("!=") || r.contains('(') {
+                return None;
+            }
+            let (k, v) = r.split_once("==").or_else(|| r.split_once('='))?;
+            let (k, v) = (k.trim(), v.trim());
+            let plain = |x: &str| {
+                x.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            };
+            (valid_key(k) && plain(k) && plain(v)).then(|| format!("\"{k}\":\"{v}\""))
+        })
+        .collect()
+}
+
 /// Splits at commas that are not inside parentheses.
 fn split_top(s: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
@@ -209,6 +236,29 @@ pub fn fields_match(reqs: &[FieldReq], obj: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn label_needles_are_in_every_matching_object() {
+        let obj = serde_json::json!({"metadata": {"name": "x", "labels": {"kratix.io/resource-name": "r1", "app": "web"}}});
+        let text = serde_json::to_string(&obj).unwrap();
+        for sel in [
+            "kratix.io/resource-name=r1",
+            "app==web,kratix.io/resource-name = r1",
+            "app in (web),app",
+            "app!=db",
+        ] {
+            let parsed = super::parse_label_selector(sel).unwrap();
+            assert!(super::labels_match(&parsed, &obj), "{sel}");
+            for n in super::required_label_needles(sel) {
+                assert!(text.contains(&n), "{sel}: {n} not in {text}");
+            }
+        }
+        assert_eq!(
+            super::required_label_needles("a=b,c!=d,e in (f)"),
+            vec!["\"a\":\"b\"".to_string()]
+        );
+        assert!(!text.contains(&super::required_label_needles("app=db")[0]));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -92,7 +92,7 @@ impl EventType {
             EventType::Deleted => 2,
         }
     }
-    fn from_code(c: i64) -> Self {
+    pub(crate) fn from_code(c: i64) -> Self {
         match c {
             0 => EventType::Added,
             1 => EventType::Modified,

@@ -8,11 +8,12 @@
 //!    Kratix's fetch + `reset --hard` + `clean -ffdx`: the clone is bare and every batch starts
 //!    from the freshly fetched tip, so no local state survives between batches;
 //! 2. applies every request queued within the batch window to an in-memory index built from
-//!    that tip. The window is a debounce with a ceiling: it restarts with every write that
-//!    arrives (default 200 ms of quiet), but never extends past [`MAX_WINDOW_FACTOR`] times
-//!    the window after the first write, and a batch holds at most `max_batch` requests. Writes
-//!    that trickle in from many pipelines finishing one after another thus share a commit;
-//!    a lone write waits one window;
+//!    that tip. The window adapts to how writes arrive ([`crate::batching`]): a lone write
+//!    waits one window (default 200 ms), a burst closes one window after its last write, a
+//!    trickle of writes keeps filling the batch up to a bounded worst-case latency
+//!    ([`crate::batching::MAX_LATENCY_FACTOR`] windows), and a batch holds at most
+//!    `max_batch` requests. Writes that trickle in from many pipelines finishing one after
+//!    another thus share a commit;
 //! 3. makes **no commit** when the resulting tree equals the tip's tree (every request gets the
 //!    tip as its versionID), else one commit "Update from: wp-a, wp-b (+N more)" authored by
 //!    `gitAuthor` (default `kratix`);
@@ -50,9 +51,6 @@ use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_
 
 /// Default author name for commits (`gitAuthor` default `{name: kratix}`).
 pub const DEFAULT_AUTHOR_NAME: &str = "kratix";
-/// A batch is closed at the latest this many batch windows after its first write, however
-/// steadily writes keep arriving (see the module docs).
-pub const MAX_WINDOW_FACTOR: u32 = 10;
 /// Default batch window.
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(200);
 /// Default maximum number of requests in one commit.
@@ -147,9 +145,10 @@ pub struct GitConfig {
     /// Directory for the local clone. Created if missing; must be empty, missing, or a clone
     /// this writer made before. Wiped and re-cloned when it holds a clone of another URL.
     pub work_dir: PathBuf,
-    /// How long the worker waits for more writes to put in the same commit: the wait restarts
-    /// with each write that arrives, up to [`MAX_WINDOW_FACTOR`] windows after the first.
-    /// Zero batches only what is already queued.
+    /// How long the worker waits for more writes to put in the same commit: the least quiet
+    /// gap that closes a batch, which grows with the interval between recent writes, up to
+    /// [`crate::batching::MAX_LATENCY_FACTOR`] windows after the first write (see
+    /// [`crate::batching`]). Zero batches only what is already queued.
     pub batch_window: Duration,
     /// Maximum number of requests in one commit.
     pub max_batch: usize,
@@ -754,6 +753,7 @@ impl Worker {
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
         let mut deferred: Vec<Cmd> = Vec::new();
+        let mut batcher = crate::batching::Batcher::new(self.window);
         loop {
             let cmd = if deferred.is_empty() {
                 match rx.recv() {
@@ -766,12 +766,12 @@ impl Worker {
             match cmd {
                 Cmd::Write(first) => {
                     let mut batch = vec![*first];
-                    let ceiling = Instant::now() + self.window * MAX_WINDOW_FACTOR;
-                    let mut deadline = Instant::now() + self.window;
+                    let mut open = batcher.open(Instant::now());
                     // Take whatever is already queued, then wait until the queue has been
-                    // quiet for a window (or the ceiling is reached).
+                    // quiet for the adaptive gap (or the latency bound is reached).
                     while batch.len() < self.max_batch {
                         let now = Instant::now();
+                        let deadline = batcher.deadline(&open);
                         let next = if now >= deadline {
                             rx.try_recv().map_err(|e| match e {
                                 mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
@@ -783,7 +783,7 @@ impl Worker {
                         match next {
                             Ok(Cmd::Write(w)) => {
                                 batch.push(*w);
-                                deadline = (Instant::now() + self.window).min(ceiling);
+                                batcher.arrived(&mut open, Instant::now());
                             }
                             Ok(other) => deferred.push(other),
                             Err(_) => break,

@@ -33,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+pub mod batching;
 pub mod bucket;
 mod error;
 pub mod git;

@@ -30,18 +30,36 @@ pub(crate) async fn list(
     let filter_fn: Box<dyn Fn(&str) -> bool + Send> = if filter.is_empty() {
         Box::new(|_| true)
     } else if filter.field.is_empty() {
+        let needles = crate::selector::required_label_needles(
+            q.get("labelSelector").map(String::as_str).unwrap_or(""),
+        );
         Box::new(move |s: &str| {
-            serde_json::from_str::<MetaOnly>(s)
-                .is_ok_and(|m| filter.matches(&json!({"metadata": {"labels": m.metadata.labels}})))
+            needles.iter().all(|n| s.contains(n.as_str()))
+                && serde_json::from_str::<MetaOnly>(s).is_ok_and(|m| {
+                    filter.matches(&json!({"metadata": {"labels": m.metadata.labels}}))
+                })
         })
     } else {
         Box::new(move |s: &str| serde_json::from_str::<Value>(s).is_ok_and(|v| filter.matches(&v)))
     };
-    let res = app
-        .store
-        .list_raw(storage_rkey(info), ns, after, limit, filter_fn)
-        .await?;
-    let rv = token_rv.unwrap_or(res.rv);
+    let res = match crate::snapshot::list_objects(
+        &app.store,
+        q.get("resourceVersion").map(String::as_str),
+        q.get("resourceVersionMatch").map(String::as_str),
+        token_rv,
+        storage_rkey(info),
+        ns,
+        after,
+        limit,
+        filter_fn,
+        |ns, name| encode_continue(0, ns, name),
+    )
+    .await?
+    {
+        crate::snapshot::Listed::Items(res) => res,
+        crate::snapshot::Listed::Expired(response) => return Ok(response),
+    };
+    let rv = res.rv;
     let mut lm = json!({"resourceVersion": rv.to_string()});
     if let Some((ns, name)) = res.more_after {
         lm["continue"] = json!(encode_continue(rv, &ns, &name));

@@ -35,7 +35,8 @@ pub struct UpArgs {
     #[arg(long)]
     pub image_map: Option<PathBuf>,
     /// Milliseconds of quiet the Git writer waits for before committing the writes it has
-    /// queued (the wait restarts with each write, up to ten times this after the first).
+    /// queued; the quiet gap grows when writes trickle in, and no write waits more than
+    /// twenty times this.
     #[arg(long, default_value_t = 500)]
     pub git_batch_window_ms: u64,
     /// Extra name (DNS name or IP address) on the HTTPS certificate, besides localhost and

@@ -1,0 +1,567 @@
+//! Scale on a real `plinth up`: N resource requests applied at once, time until every one
+//! is Reconciled, for a Promise whose resource configure workflow is K `busybox`
+//! pipelines each writing two files.
+//!
+//! Build the binary and the example in release, then run:
+//!
+//! ```text
+//! cargo build --release -p plinth --bin plinth --example bench_scale
+//! cargo run --release -p plinth --example bench_scale -- --requests 1000 [--pipelines 1] [--kill 5] [--seed 1]
+//! ```
+//!
+//! Prints, for one run: the sandbox floor measured first in the same process (a four-
+//! container Pod through the runner, times N × K Pods over the cores), the time to apply
+//! the N requests through the API (32 concurrent creates), the time until all are
+//! Reconciled and requests/s, Git commits, API writes per request (the store's revision
+//! counter), peak RSS of the `plinth up` process (`VmHWM`), the data directory's size after
+//! a graceful stop and a compaction to the last 1,000 revisions (what the server keeps) with its parts, a real `kubectl apply -f`
+//! of the N requests (an annotation added, so every object is patched) in ms per object,
+//! and the load average before and after. `--kill K` kills `plinth up` with SIGKILL at K
+//! seeded random moments during the run and restarts it on the same data dir.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use plinth_runner::{
+    ClusterAccess, EngineMode, RunOptions, RunnerConfig, RunnerError, SandboxMode, run_pod_once,
+};
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+struct Args {
+    requests: usize,
+    pipelines: usize,
+    kills: usize,
+    seed: u64,
+    concurrency: usize,
+    timeout: Duration,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut a = Args {
+        requests: 100,
+        pipelines: 1,
+        kills: 0,
+        seed: 1,
+        concurrency: 32,
+        timeout: Duration::from_secs(3600),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || -> anyhow::Result<u64> {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?
+                .parse()
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        };
+        match flag.as_str() {
+            "--requests" => a.requests = val()? as usize,
+            "--pipelines" => a.pipelines = (val()? as usize).max(1),
+            "--kill" => a.kills = val()? as usize,
+            "--seed" => a.seed = val()?,
+            "--concurrency" => a.concurrency = (val()? as usize).max(1),
+            "--timeout-s" => a.timeout = Duration::from_secs(val()?),
+            "--bench" => {}
+            other => anyhow::bail!(
+                "unknown argument {other}; use --requests N --pipelines K --kill K --seed S --concurrency C --timeout-s S"
+            ),
+        }
+    }
+    Ok(a)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// `VmHWM` of a process in KiB.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return std::fs::symlink_metadata(p).map(|m| m.len()).unwrap_or(0);
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
+struct NoApi;
+
+impl ClusterAccess for NoApi {
+    async fn config_map(&self, _: &str, _: &str) -> Result<Option<ConfigMap>, RunnerError> {
+        Ok(None)
+    }
+    async fn secret(&self, _: &str, _: &str) -> Result<Option<Secret>, RunnerError> {
+        Ok(None)
+    }
+    async fn service_account_token(
+        &self,
+        _: &str,
+        _: &str,
+        _: &Pod,
+        _: Vec<String>,
+        _: i64,
+    ) -> Result<String, RunnerError> {
+        Ok("token".into())
+    }
+}
+
+/// Mean time of a four-container Pod (three init containers and one container, as a
+/// pipeline Pod has: reader, user container, work-writer, status-writer) through the
+/// runner's bubblewrap sandbox, over `runs` runs after 3 warm-up runs.
+async fn sandbox_pod_floor(runs: u32) -> anyhow::Result<Duration> {
+    let dir = tempfile::tempdir()?;
+    let mut cfg = RunnerConfig::new(dir.path().join("data"), "127.0.0.1", 6443, "");
+    cfg.sandbox = SandboxMode::Bwrap;
+    cfg.engine = EngineMode::Disabled;
+    let mount = |n: &str, p: &str| json!({"name": n, "mountPath": p});
+    let c = |name: &str| {
+        json!({"name": name, "image": "busybox", "command": ["true"], "volumeMounts": [
+            mount("in", "/kratix/input"), mount("out", "/kratix/output"), mount("md", "/kratix/metadata")]})
+    };
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "floor", "namespace": "bench"},
+        "spec": {
+            "volumes": [{"name": "in", "emptyDir": {}}, {"name": "out", "emptyDir": {}}, {"name": "md", "emptyDir": {}}],
+            "initContainers": [c("reader"), c("user"), c("work-writer")],
+            "containers": [c("status-writer")]
+        }
+    }))?;
+    let mut total = Duration::ZERO;
+    for i in 0..runs + 3 {
+        let t = Instant::now();
+        let st = run_pod_once(&NoApi, &cfg, &pod, RunOptions::default()).await?;
+        anyhow::ensure!(
+            st.phase.as_deref() == Some("Succeeded"),
+            "floor Pod failed: {:?}",
+            st.phase
+        );
+        if i >= 3 {
+            total += t.elapsed();
+        }
+    }
+    Ok(total / runs)
+}
+
+/// The `plinth up` child process and a client for it.
+struct Up {
+    bin: PathBuf,
+    data: PathBuf,
+    child: Child,
+    client: kube::Client,
+}
+
+impl Up {
+    async fn start(bin: &Path, data: &Path) -> anyhow::Result<Up> {
+        let kc_path = data.join("kubeconfig");
+        let _ = std::fs::remove_file(&kc_path);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data.with_extension("log"))?;
+        let child = Command::new(bin)
+            .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let client = loop {
+            anyhow::ensure!(Instant::now() < deadline, "plinth up not ready in 120 s");
+            if kc_path.exists()
+                && let Ok(kc) = Kubeconfig::read_from(&kc_path)
+                && let Ok(cfg) =
+                    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await
+                && let Ok(c) = kube::Client::try_from(cfg)
+                && c.apiserver_version().await.is_ok()
+            {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        Ok(Up {
+            bin: bin.to_path_buf(),
+            data: data.to_path_buf(),
+            child,
+            client,
+        })
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    async fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9();
+        let fresh = Up::start(&self.bin, &self.data).await?;
+        *self = fresh;
+        Ok(())
+    }
+
+    /// SIGTERM, then waits for the graceful stop (compaction, WAL checkpoint).
+    fn stop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill9();
+    }
+}
+
+fn api(
+    client: &kube::Client,
+    g: &str,
+    k: &str,
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, "v1alpha1", k), plural);
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+fn promise(pipelines: usize) -> Value {
+    let pipes: Vec<Value> = (0..pipelines)
+        .map(|p| {
+            let script = format!(
+                "for f in a b; do printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: %s-{p}-%s\\n  namespace: default\\ndata:\\n  request: %s\\n' \"$KRATIX_OBJECT_NAME\" $f \"$KRATIX_OBJECT_NAME\" > /kratix/output/$f.yaml; done"
+            );
+            json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": format!("sh{p}")},
+                "spec": {"containers": [{"name": "sh", "image": "busybox", "command": ["sh", "-c"], "args": [script]}]}})
+        })
+        .collect();
+    json!({
+        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise", "metadata": {"name": "scale"},
+        "spec": {
+            "api": {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "scales.test.kratix.io"},
+                "spec": {"group": "test.kratix.io", "scope": "Namespaced", "names": {"kind": "Scale", "plural": "scales", "singular": "scale"},
+                    "versions": [{"name": "v1alpha1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}},
+            "workflows": {"resource": {"configure": pipes}}
+        }
+    })
+}
+
+fn request(i: usize) -> Value {
+    json!({"apiVersion": "test.kratix.io/v1alpha1", "kind": "Scale", "metadata": {"name": format!("r{i}"), "namespace": "default"}, "spec": {"i": i}})
+}
+
+fn reconciled(o: &DynamicObject) -> bool {
+    o.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Reconciled" && c["status"] == "True")
+}
+
+/// The store's revision counter (the resourceVersion of a list).
+async fn revision(client: &kube::Client) -> anyhow::Result<u64> {
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let l = ns.list_metadata(&ListParams::default().limit(1)).await?;
+    Ok(l.metadata
+        .resource_version
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0))
+}
+
+fn commits(repo: &Path) -> u64 {
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(["rev-list", "--count", "main"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Creates the requests not yet acknowledged, `concurrency` at a time; a request whose
+/// create fails (the server was killed) stays in `pending`.
+async fn create_requests(client: &kube::Client, pending: &mut BTreeSet<usize>, concurrency: usize) {
+    let requests = api(client, "test.kratix.io", "Scale", "scales", Some("default"));
+    let todo: Vec<usize> = pending.iter().copied().collect();
+    let done: Vec<usize> = futures::stream::iter(todo)
+        .map(|i| {
+            let requests = requests.clone();
+            async move {
+                let obj: DynamicObject = serde_json::from_value(request(i)).ok()?;
+                match requests.create(&PostParams::default(), &obj).await {
+                    Ok(_) => Some(i),
+                    Err(kube::Error::Api(e)) if e.code == 409 => Some(i),
+                    Err(_) => None,
+                }
+            }
+        })
+        .buffer_unordered(concurrency)
+        .filter_map(|r| async move { r })
+        .collect()
+        .await;
+    for i in done {
+        pending.remove(&i);
+    }
+}
+
+/// Number of requests Reconciled (and total listed).
+async fn count_reconciled(client: &kube::Client) -> anyhow::Result<(usize, usize)> {
+    let requests = api(client, "test.kratix.io", "Scale", "scales", Some("default"));
+    let l = requests.list(&ListParams::default()).await?;
+    Ok((
+        l.items.iter().filter(|o| reconciled(o)).count(),
+        l.items.len(),
+    ))
+}
+
+fn kubectl_apply(kubeconfig: &Path, n: usize, dir: &Path) -> anyhow::Result<Duration> {
+    let mut yaml = String::new();
+    for i in 0..n {
+        let mut r = request(i);
+        r["metadata"]["annotations"] = json!({"bench.plinth.dev/applied": "kubectl"});
+        yaml.push_str("---\n");
+        yaml.push_str(&serde_json::to_string(&r)?);
+        yaml.push('\n');
+    }
+    let file = dir.join("requests.yaml");
+    std::fs::write(&file, yaml)?;
+    let t = Instant::now();
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["apply", "-f"])
+        .arg(&file)
+        .output()?;
+    let took = t.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl apply failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(took)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let a = args()?;
+    let n = a.requests;
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let exe = std::env::current_exe()?;
+    let bin = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("plinth"))
+        .ok_or_else(|| anyhow::anyhow!("no target dir"))?;
+    anyhow::ensure!(
+        bin.exists(),
+        "{} not found: build it with `cargo build --release -p plinth --bin plinth`",
+        bin.display()
+    );
+    println!(
+        "bench_scale: {n} requests, {} pipeline(s) of one busybox container writing two files, {cores} cores, {} kill(s)",
+        a.pipelines, a.kills
+    );
+    println!("load average at start: {}", loadavg());
+
+    let pod = sandbox_pod_floor(20).await?;
+    let floor = pod * (n * a.pipelines) as u32 / cores as u32;
+    println!(
+        "sandbox floor: {:.1} ms per 4-container Pod -> {:.1} s for {} Pods on {cores} cores",
+        pod.as_secs_f64() * 1e3,
+        floor.as_secs_f64(),
+        n * a.pipelines
+    );
+
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data)?;
+    let mut up = Up::start(&bin, &data).await?;
+    let promises = api(
+        &up.client,
+        "platform.kratix.io",
+        "Promise",
+        "promises",
+        None,
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // The Kratix CRDs are registered just after the API answers.
+    while let Err(e) = promises
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(promise(a.pipelines))?,
+        )
+        .await
+    {
+        anyhow::ensure!(Instant::now() < deadline, "Promise not created: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    while promises
+        .get("scale")
+        .await
+        .map(|p| p.data["status"]["status"] != "Available")
+        .unwrap_or(true)
+    {
+        anyhow::ensure!(Instant::now() < deadline, "Promise not Available");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let repo = data.join("state-store.git");
+    let commits0 = commits(&repo);
+    let rev0 = revision(&up.client).await?;
+
+    // Seeded kill moments, spread over an estimate of the run (3× the floor, at least 20 s).
+    let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
+    let span = (floor * 3).max(Duration::from_secs(20));
+    let mut kills: Vec<Duration> = (0..a.kills)
+        .map(|_| span.mul_f64(rng.random_range(0.02..1.0)))
+        .collect();
+    kills.sort();
+    let mut kills = kills.into_iter().peekable();
+    let mut peak_kib = 0u64;
+
+    let t0 = Instant::now();
+    let mut pending: BTreeSet<usize> = (0..n).collect();
+    create_requests(&up.client, &mut pending, a.concurrency).await;
+    let applied = t0.elapsed();
+    println!(
+        "applied {} requests through the API in {:.2} s ({:.2} ms per request, {} concurrent creates)",
+        n - pending.len(),
+        applied.as_secs_f64(),
+        applied.as_secs_f64() * 1e3 / n as f64,
+        a.concurrency
+    );
+    let mut restarts = 0;
+    let done = loop {
+        anyhow::ensure!(t0.elapsed() < a.timeout, "not converged in {:?}", a.timeout);
+        peak_kib = peak_kib.max(peak_rss_kib(up.child.id()).unwrap_or(0));
+        if kills.peek().is_some_and(|k| t0.elapsed() >= *k) {
+            kills.next();
+            up.restart().await?;
+            restarts += 1;
+            println!(
+                "  killed plinth up (SIGKILL) at {:.1} s and restarted it",
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        if !pending.is_empty() {
+            create_requests(&up.client, &mut pending, a.concurrency).await;
+            continue;
+        }
+        match count_reconciled(&up.client).await {
+            Ok((r, total)) if r == n && total == n => break t0.elapsed(),
+            Ok(_) | Err(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    peak_kib = peak_kib.max(peak_rss_kib(up.child.id()).unwrap_or(0));
+    let writes = revision(&up.client).await? - rev0;
+    let commits_run = commits(&repo) - commits0;
+    println!(
+        "all {n} Reconciled after {:.2} s: {:.1} requests/s, {:.1} ms per request ({:.1}x the floor){}",
+        done.as_secs_f64(),
+        n as f64 / done.as_secs_f64(),
+        done.as_secs_f64() * 1e3 / n as f64,
+        done.as_secs_f64() / floor.as_secs_f64(),
+        if restarts > 0 {
+            format!(", {restarts} kill -9 + restart")
+        } else {
+            String::new()
+        }
+    );
+    let placements = api(
+        &up.client,
+        "platform.kratix.io",
+        "WorkPlacement",
+        "workplacements",
+        None,
+    )
+    .list_metadata(&ListParams::default())
+    .await?
+    .items
+    .len();
+    println!("commits: {commits_run} for {placements} WorkPlacements");
+    println!(
+        "API writes: {writes} ({:.1} per request)",
+        writes as f64 / n as f64
+    );
+    println!(
+        "peak RSS of plinth up (VmHWM{}): {:.1} MiB",
+        if restarts > 0 {
+            ", since the last restart"
+        } else {
+            ""
+        },
+        peak_kib as f64 / 1024.0
+    );
+
+    let kc = data.join("kubeconfig");
+    let kt = kubectl_apply(&kc, n, dir.path())?;
+    println!(
+        "kubectl apply -f of the {n} requests (annotation added): {:.2} s, {:.2} ms per object",
+        kt.as_secs_f64(),
+        kt.as_secs_f64() * 1e3 / n as f64
+    );
+    println!("load average at end: {}", loadavg());
+
+    up.stop();
+    // What the server's compaction keeps at steady state: the live objects and the last
+    // 1,000 revisions (its default), vacuumed and checkpointed.
+    let sink: plinth_apiserver::store::EventSink = std::sync::Arc::new(|_| {});
+    let store = plinth_apiserver::store::Store::open(&data.join("plinth.db"), sink)?;
+    store.compact(store.head().saturating_sub(1000)).await?;
+    store.maintain().await?;
+    drop(store);
+    let parts = [
+        ("database", data.join("plinth.db")),
+        ("pod logs", data.join("pod-logs")),
+        ("state store", repo.clone()),
+    ];
+    let total = dir_bytes(&data);
+    let db: u64 = std::fs::read_dir(&data)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("plinth.db"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum();
+    print!(
+        "data dir after a graceful stop and compaction to the last 1,000 revisions: {:.1} MiB ({:.1} KiB per request; ",
+        total as f64 / 1048576.0,
+        total as f64 / 1024.0 / n as f64
+    );
+    for (i, (name, p)) in parts.iter().enumerate() {
+        let b = if i == 0 { db } else { dir_bytes(p) };
+        print!(
+            "{}{name} {:.1} MiB",
+            if i > 0 { ", " } else { "" },
+            b as f64 / 1048576.0
+        );
+    }
+    println!(")");
+    Ok(())
+}
