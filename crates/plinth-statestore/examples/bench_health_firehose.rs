@@ -171,9 +171,7 @@ fn import(dir: &Path, commits: impl Iterator<Item = Commit>, gc: bool) -> (u64, 
             writeln!(w, "commit refs/heads/main").unwrap();
             writeln!(w, "committer Plinth <plinth@localhost> {} +0000", c.at).unwrap();
             writeln!(w, "data {}\n{}", c.message.len(), c.message).unwrap();
-            if n > 1 {
-                writeln!(w, "from refs/heads/main^0").unwrap();
-            }
+            // Successive commits on one branch in one stream chain on their own.
             for (path, content) in &c.files {
                 writeln!(w, "M 100644 inline {path}\ndata {}", content.len()).unwrap();
                 w.write_all(content).unwrap();
@@ -231,7 +229,7 @@ fn plinth(runs: &[Run], start: i64) -> (Vec<Commit>, u64) {
     let ts = |s: i64| Timestamp::from_second(start + s).unwrap();
     let mut ledger = HealthLedger::new(HealthWriterConfig::default());
     let mut commits = Vec::new();
-    let mut flush = |ledger: &mut HealthLedger, until: i64, commits: &mut Vec<Commit>| {
+    let flush = |ledger: &mut HealthLedger, until: i64, commits: &mut Vec<Commit>| {
         while let Some(at) = ledger.due_at().filter(|at| at.as_second() <= start + until) {
             let batch = ledger.take_due(at).expect("due");
             ledger.succeeded();
