@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 /// The CustomResourceDefinitions of every `platform.kratix.io/v1alpha1` kind Plinth serves,
 /// generated from the Rust types: Promise, Destination, GitStateStore, BucketStateStore,
 /// Work, WorkPlacement, PromiseRelease, PromiseRevision, ResourceBinding, HealthRecord,
-/// DryRun (preview), and Plinth's HealthSource (`platform.syntasso.io/v1alpha1`).
+/// HealthDefinition, DryRun (preview), and Plinth's HealthSource (`platform.syntasso.io/v1alpha1`).
 ///
 /// Scopes, short names, printer columns, the `kratix` category and status subresources are
 /// as Kratix defines them (HealthRecord has no status subresource).
@@ -26,6 +26,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         crate::PromiseRevision::crd(),
         crate::ResourceBinding::crd(),
         crate::HealthRecord::crd(),
+        crate::HealthDefinition::crd(),
         crate::DryRun::crd(),
         crate::HealthSource::crd(),
     ]
@@ -610,7 +611,8 @@ mod tests {
     #[test]
     fn generated_crds_have_the_kratix_shape() {
         let crds = all_crds();
-        assert_eq!(crds.len(), 12);
+        assert_eq!(crds.len(), 13);
+
         for crd in crds.iter().filter(|c| c.spec.names.kind != "HealthSource") {
             assert_eq!(crd.spec.group, "platform.kratix.io");
             assert_eq!(
@@ -634,6 +636,10 @@ mod tests {
         assert_eq!(
             wp.spec.names.short_names.as_deref(),
             Some(&["wp".to_string(), "wps".to_string()][..])
+        );
+        assert_eq!(
+            by("healthdefinitions.platform.kratix.io").spec.scope,
+            "Namespaced"
         );
         let hr = by("healthrecords.platform.kratix.io");
         assert!(

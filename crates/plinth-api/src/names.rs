@@ -114,6 +114,40 @@ pub fn resource_name_label_value(resource: &str) -> String {
     }
 }
 
+/// Name of the HealthRecord a HealthDefinition produces: `<request>-<definition>` made
+/// DNS-safe, at most 63 characters, with a hash of the Promise, the request's namespace and
+/// name and the definition's namespace and name, so two definitions never share a record.
+pub fn health_record_name(
+    promise: &str,
+    request_namespace: &str,
+    request: &str,
+    definition_namespace: &str,
+    definition: &str,
+) -> String {
+    object_name(
+        &format!("{request}-{definition}"),
+        &[
+            promise,
+            request_namespace,
+            request,
+            definition_namespace,
+            definition,
+        ],
+        MAX_NAME_LEN,
+    )
+}
+
+/// Name of the CronJob that runs a HealthDefinition's check: `health-<definition>` made
+/// DNS-safe, at most [`MAX_JOB_NAME_LEN`] characters (a CronJob's Jobs add 11), with a hash
+/// of the definition's namespace and name.
+pub fn health_cronjob_name(definition_namespace: &str, definition: &str) -> String {
+    object_name(
+        &format!("health-{definition}"),
+        &[definition_namespace, definition],
+        MAX_JOB_NAME_LEN,
+    )
+}
+
 /// Pipeline ID `<promise>-<type>-<action>-<pipeline>`: name of the
 /// pipeline's ServiceAccount and default Role/ClusterRole(Binding). Kratix's webhook limits
 /// it to [`crate::constants::MAX_PIPELINE_ID_LEN`] characters; see [`validate_pipeline_id`].
@@ -338,6 +372,18 @@ mod tests {
         assert!(is_dns1123_label(&n, MAX_NAME_LEN), "{n}");
         assert!(n.starts_with(&"a".repeat(50)), "{n}");
         let n52 = object_name(&base, &["x"], MAX_JOB_NAME_LEN);
+        let cj = health_cronjob_name("team-a", &"a-very-long-health-definition-name".repeat(3));
+        assert!(is_dns1123_label(&cj, MAX_JOB_NAME_LEN), "{cj}");
+        assert_eq!(
+            cj,
+            health_cronjob_name("team-a", &"a-very-long-health-definition-name".repeat(3))
+        );
+        assert_ne!(
+            cj,
+            health_cronjob_name("team-b", &"a-very-long-health-definition-name".repeat(3))
+        );
+        let rec = health_record_name("pg", "default", &"r".repeat(70), "default", "check");
+        assert!(is_dns1123_label(&rec, MAX_NAME_LEN), "{rec}");
         assert!(is_dns1123_label(&n52, MAX_JOB_NAME_LEN), "{n52}");
     }
 

@@ -32,6 +32,7 @@
 pub mod access;
 pub mod backend;
 pub mod config;
+pub mod cronjob;
 pub mod error;
 pub mod expand;
 pub mod image;

@@ -38,6 +38,7 @@ pub mod bucket;
 mod error;
 pub mod git;
 pub mod github_app;
+pub mod health;
 pub mod layout;
 pub mod reader;
 mod ssh;

@@ -151,6 +151,12 @@ impl Platform {
                     tracing::error!(error = %e, "the Job runner stopped");
                 }
             }));
+            // CronJobs start Jobs for the runner above (health checks, user CronJobs).
+            tasks.push(tokio::spawn(plinth_runner::cronjob::run_cronjobs(
+                client.clone(),
+                std::sync::Arc::new(jiff::Timestamp::now),
+                std::time::Duration::from_secs(1),
+            )));
         }
         let state_store_repo = if opts.bootstrap {
             Some(bootstrap(&server, &opts.data_dir).await?)

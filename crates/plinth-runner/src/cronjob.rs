@@ -1,0 +1,569 @@
+//! `batch/v1` CronJobs in embedded mode: what Kubernetes' CronJob controller does, for the
+//! runner's cluster. Each CronJob is looked at every tick; [`plan`] decides, from the
+//! CronJob, its Jobs and the time, which Job to create, which to delete and what the status
+//! says; [`run_cronjobs`] carries that out through the API. The clock is a parameter, so
+//! schedules are tested with simulated time.
+//!
+//! Behaviour, as Kubernetes':
+//! * `schedule`: five cron fields or a macro (`@yearly`, `@annually`, `@monthly`, `@weekly`,
+//!   `@daily`, `@midnight`, `@hourly`), evaluated in `timeZone` (an IANA name; UTC when
+//!   unset, the embedded server's zone).
+//! * The most recent scheduled time after `lastScheduleTime` (or the creation time) that is
+//!   not older than `startingDeadlineSeconds` starts one Job; earlier missed times are
+//!   skipped. The Job is named `<cronjob>-<scheduled time in minutes since the epoch>`, so a
+//!   time is never started twice.
+//! * `concurrencyPolicy`: `Allow` (default), `Forbid` (skip while a Job is active; the time is
+//!   tried again until its deadline), `Replace` (delete the active Jobs first).
+//! * `suspend: true` starts nothing; finished Jobs beyond `successfulJobsHistoryLimit`
+//!   (default 3) and `failedJobsHistoryLimit` (default 1) are deleted, oldest first.
+//! * `status.active`, `lastScheduleTime`, `lastSuccessfulTime`; written only when changed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+
+use crate::RunnerError;
+
+/// Annotation on a Job created by a CronJob: the scheduled time (RFC 3339).
+pub const SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+/// Default `successfulJobsHistoryLimit`.
+pub const DEFAULT_SUCCESSFUL_HISTORY: i32 = 3;
+/// Default `failedJobsHistoryLimit`.
+pub const DEFAULT_FAILED_HISTORY: i32 = 1;
+/// How far back missed times are searched when a CronJob has no deadline (Kubernetes gives
+/// up after 100 missed times; a week of minutes is plenty to find the latest one).
+const MAX_LOOKBACK_MINUTES: i64 = 7 * 24 * 60;
+
+/// The time source of the CronJob scheduler.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// A parsed `schedule` with its time zone.
+#[derive(Debug)]
+pub struct Schedule {
+    cron: croner::Cron,
+    tz: TimeZone,
+}
+
+impl Schedule {
+    /// Parses `schedule` (five fields or a macro) in `time_zone` (IANA; UTC when `None`).
+    ///
+    /// # Errors
+    /// A message naming the field and the cause (`spec.schedule "…": …`,
+    /// `spec.timeZone "…": unknown time zone`).
+    pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<Schedule, String> {
+        let expr = match schedule.trim() {
+            "@midnight" => "@daily",
+            s => s,
+        };
+        if !expr.starts_with('@') && expr.split_whitespace().count() != 5 {
+            return Err(format!(
+                "spec.schedule {schedule:?}: expected 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
+            ));
+        }
+        let cron = <croner::Cron as std::str::FromStr>::from_str(expr)
+            .map_err(|e| format!("spec.schedule {schedule:?}: {e}"))?;
+        let tz = match time_zone {
+            None | Some("") => TimeZone::UTC,
+            Some(name) => TimeZone::get(name)
+                .map_err(|_| format!("spec.timeZone {name:?}: unknown time zone"))?,
+        };
+        Ok(Schedule { cron, tz })
+    }
+
+    /// Whether the schedule fires at the minute starting at `t`.
+    fn fires_at(&self, t: Timestamp) -> bool {
+        let civil = t.to_zoned(self.tz.clone()).datetime();
+        let Ok(naive) = chrono::NaiveDate::from_ymd_opt(
+            civil.year().into(),
+            civil.month() as u32,
+            civil.day() as u32,
+        )
+        .and_then(|d| d.and_hms_opt(civil.hour() as u32, civil.minute() as u32, 0))
+        .ok_or(()) else {
+            return false;
+        };
+        let at = chrono::TimeZone::from_utc_datetime(&chrono::Utc, &naive);
+        self.cron.is_time_matching(&at).unwrap_or(false)
+    }
+
+    /// The latest scheduled time `t` with `after < t <= now` (minute resolution), looking
+    /// back at most a week.
+    pub fn latest_between(&self, after: Timestamp, now: Timestamp) -> Option<Timestamp> {
+        let now_min = now.as_second().div_euclid(60);
+        let after_min = after.as_second().div_euclid(60);
+        let floor = after_min.max(now_min - MAX_LOOKBACK_MINUTES);
+        (floor + 1..=now_min)
+            .rev()
+            .map(|m| Timestamp::from_second(m * 60).expect("in range"))
+            .find(|t| self.fires_at(*t))
+    }
+}
+
+/// What [`plan`] decided for one CronJob.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// A Job to create, for this scheduled time.
+    pub create: Option<Job>,
+    /// Active Jobs to delete first (`Replace`).
+    pub replace: Vec<String>,
+    /// Finished Jobs beyond the history limits.
+    pub prune: Vec<String>,
+    /// The status to write (when it differs from the current one).
+    pub status: CronJobStatus,
+}
+
+fn finished(job: &Job) -> Option<bool> {
+    let conds = job.status.as_ref()?.conditions.as_ref()?;
+    for c in conds {
+        if c.status == "True" && (c.type_ == "Complete" || c.type_ == "SuccessCriteriaMet") {
+            return Some(true);
+        }
+        if c.status == "True" && (c.type_ == "Failed" || c.type_ == "FailureTarget") {
+            return Some(false);
+        }
+    }
+    None
+}
+
+fn owned_by(job: &Job, cj: &CronJob) -> bool {
+    let uid = cj.metadata.uid.as_deref();
+    job.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+}
+
+fn job_time(job: &Job) -> Timestamp {
+    job.annotations()
+        .get(SCHEDULED_TIMESTAMP_ANNOTATION)
+        .and_then(|s| s.parse().ok())
+        .or_else(|| job.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Decides what to do for `cj` at `now`, given every Job in its namespace.
+///
+/// # Errors
+/// The schedule or time zone does not parse (the message names the field).
+pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, String> {
+    let spec = cj.spec.as_ref().ok_or("spec is missing")?;
+    let schedule = Schedule::parse(&spec.schedule, spec.time_zone.as_deref())?;
+    let mut own: Vec<&Job> = jobs.iter().filter(|j| owned_by(j, cj)).collect();
+    own.sort_by_key(|j| job_time(j));
+    let mut status = cj.status.clone().unwrap_or_default();
+    let mut plan = Plan::default();
+    let active: Vec<&Job> = own
+        .iter()
+        .copied()
+        .filter(|j| finished(j).is_none() && j.metadata.deletion_timestamp.is_none())
+        .collect();
+    // Last successful time: the latest completion among succeeded Jobs.
+    let last_ok = own
+        .iter()
+        .filter(|j| finished(j) == Some(true))
+        .filter_map(|j| j.status.as_ref()?.completion_time.as_ref().map(|t| t.0))
+        .max();
+    if let Some(t) = last_ok
+        && status.last_successful_time.as_ref().is_none_or(|c| c.0 < t)
+    {
+        status.last_successful_time = Some(Time(t));
+    }
+    plan.prune = history_to_prune(spec, &own);
+    let mut still_active: Vec<&Job> = active.clone();
+    if !spec.suspend.unwrap_or(false)
+        && let Some(t) = due_time(cj, &schedule, now)
+    {
+        let name = format!("{}-{}", cj.name_any(), t.as_second() / 60);
+        let exists = own.iter().any(|j| j.name_any() == name);
+        let policy = spec.concurrency_policy.as_deref().unwrap_or("Allow");
+        let blocked = policy == "Forbid" && !active.is_empty();
+        if !exists && !blocked {
+            if policy == "Replace" {
+                plan.replace = active.iter().map(|j| j.name_any()).collect();
+                still_active.clear();
+            }
+            plan.create = Some(job_for(cj, &name, t));
+        }
+        if !blocked {
+            status.last_schedule_time = Some(Time(t));
+        }
+    }
+    let mut refs: Vec<ObjectReference> = still_active.iter().map(|j| job_ref(j)).collect();
+    if let Some(j) = &plan.create {
+        refs.push(job_ref(j));
+    }
+    status.active = (!refs.is_empty()).then_some(refs);
+    plan.status = status;
+    Ok(plan)
+}
+
+/// The scheduled time to start now, if any: the latest one after the last schedule (or the
+/// creation), not older than `startingDeadlineSeconds`.
+fn due_time(cj: &CronJob, schedule: &Schedule, now: Timestamp) -> Option<Timestamp> {
+    let spec = cj.spec.as_ref()?;
+    let mut earliest = cj
+        .status
+        .as_ref()
+        .and_then(|s| s.last_schedule_time.as_ref().map(|t| t.0))
+        .or_else(|| cj.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .unwrap_or(now);
+    if let Some(d) = spec.starting_deadline_seconds {
+        let oldest_allowed = now - jiff::SignedDuration::from_secs(d);
+        // A time exactly at the deadline is still allowed.
+        let bound = oldest_allowed - jiff::SignedDuration::from_secs(1);
+        if bound > earliest {
+            earliest = bound;
+        }
+    }
+    schedule.latest_between(earliest, now)
+}
+
+fn history_to_prune(spec: &k8s_openapi::api::batch::v1::CronJobSpec, own: &[&Job]) -> Vec<String> {
+    let keep_ok = spec
+        .successful_jobs_history_limit
+        .unwrap_or(DEFAULT_SUCCESSFUL_HISTORY)
+        .max(0) as usize;
+    let keep_failed = spec
+        .failed_jobs_history_limit
+        .unwrap_or(DEFAULT_FAILED_HISTORY)
+        .max(0) as usize;
+    let mut out = Vec::new();
+    for (want, keep) in [(true, keep_ok), (false, keep_failed)] {
+        let done: Vec<&&Job> = own.iter().filter(|j| finished(j) == Some(want)).collect();
+        let extra = done.len().saturating_sub(keep);
+        out.extend(done.iter().take(extra).map(|j| j.name_any()));
+    }
+    out
+}
+
+fn job_ref(j: &Job) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: j.metadata.name.clone(),
+        namespace: j.metadata.namespace.clone(),
+        uid: j.metadata.uid.clone(),
+        resource_version: j.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+fn job_for(cj: &CronJob, name: &str, t: Timestamp) -> Job {
+    let tmpl = cj
+        .spec
+        .as_ref()
+        .map(|s| s.job_template.clone())
+        .unwrap_or_default();
+    let tmeta = tmpl.metadata.unwrap_or_default();
+    let mut annotations = tmeta.annotations.unwrap_or_default();
+    annotations.insert(
+        SCHEDULED_TIMESTAMP_ANNOTATION.into(),
+        t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    );
+    Job {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: cj.metadata.namespace.clone(),
+            labels: tmeta.labels,
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: "CronJob".into(),
+                name: cj.name_any(),
+                uid: cj.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: tmpl.spec,
+        status: None,
+    }
+}
+
+/// Carries out [`plan`] for one CronJob at `now`.
+///
+/// # Errors
+/// API errors, and a CronJob whose schedule does not parse (named in the message).
+pub async fn sync_cronjob(
+    client: &kube::Client,
+    cj: &CronJob,
+    now: Timestamp,
+) -> Result<(), RunnerError> {
+    let ns = cj.namespace().unwrap_or_default();
+    let what = format!("CronJob {ns}/{}", cj.name_any());
+    let jobs_api: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let jobs = jobs_api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| RunnerError::kube(format!("list Jobs for {what}"), e))?;
+    let p = plan(cj, &jobs.items, now).map_err(|m| RunnerError::Config(format!("{what}: {m}")))?;
+    let bg = DeleteParams::background();
+    for name in p.replace.iter().chain(&p.prune) {
+        match jobs_api.delete(name, &bg).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(RunnerError::kube(format!("delete Job {ns}/{name}"), e)),
+        }
+    }
+    let mut status = p.status;
+    if let Some(job) = &p.create {
+        match jobs_api.create(&PostParams::default(), job).await {
+            Ok(created) => {
+                if let Some(a) = status.active.as_mut().and_then(|a| a.last_mut()) {
+                    *a = job_ref(&created);
+                }
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(RunnerError::kube(format!("create Job for {what}"), e)),
+        }
+    }
+    if Some(&status) != cj.status.as_ref() {
+        let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
+        let patch = serde_json::json!({"status": status});
+        api.patch_status(
+            &cj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| RunnerError::kube(format!("write status of {what}"), e))?;
+    }
+    Ok(())
+}
+
+/// Schedules every CronJob in the cluster, looking every `tick`, with `clock` for the time.
+/// Runs until aborted; API errors are logged and tried again at the next tick.
+pub async fn run_cronjobs(client: kube::Client, clock: Clock, tick: Duration) {
+    let api: Api<CronJob> = Api::all(client.clone());
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                for cj in &list.items {
+                    if cj.meta().deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    if let Err(e) = sync_cronjob(&client, cj, clock()).await {
+                        tracing::warn!(error = %e, "cronjob scheduler");
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "list CronJobs"),
+        }
+        tokio::time::sleep(tick).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::{CronJobSpec, JobCondition, JobStatus, JobTemplateSpec};
+    use serde_json::json;
+
+    /// 2026-01-05T00:00:00Z, a Monday in winter.
+    fn t0() -> Timestamp {
+        "2026-01-05T00:00:00Z".parse().unwrap()
+    }
+
+    fn at(min: i64) -> Timestamp {
+        t0() + jiff::SignedDuration::from_secs(min * 60)
+    }
+
+    fn cronjob(schedule: &str, extra: serde_json::Value) -> CronJob {
+        let mut spec = json!({
+            "schedule": schedule,
+            "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        CronJob {
+            metadata: ObjectMeta {
+                name: Some("check".into()),
+                namespace: Some("default".into()),
+                uid: Some("cj-uid".into()),
+                creation_timestamp: Some(Time(t0())),
+                ..ObjectMeta::default()
+            },
+            spec: Some(serde_json::from_value::<CronJobSpec>(spec).unwrap()),
+            status: None,
+        }
+    }
+
+    fn job_of(cj: &CronJob, minute: i64, outcome: Option<bool>) -> Job {
+        let mut j = job_for(
+            cj,
+            &format!("check-{}", at(minute).as_second() / 60),
+            at(minute),
+        );
+        if let Some(ok) = outcome {
+            j.status = Some(JobStatus {
+                conditions: Some(vec![JobCondition {
+                    type_: if ok { "Complete" } else { "Failed" }.into(),
+                    status: "True".into(),
+                    ..JobCondition::default()
+                }]),
+                completion_time: ok.then(|| Time(at(minute + 1))),
+                ..JobStatus::default()
+            });
+        }
+        j
+    }
+
+    fn created(p: &Plan) -> Option<String> {
+        p.create.as_ref().map(|j| j.name_any())
+    }
+
+    #[test]
+    fn schedules_parse_with_macros_and_name_the_field_when_bad() {
+        for s in [
+            "*/5 * * * *",
+            "0 9 * * 1-5",
+            "@hourly",
+            "@daily",
+            "@midnight",
+            "@weekly",
+            "@monthly",
+            "@yearly",
+            "@annually",
+        ] {
+            Schedule::parse(s, None).unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+        let e = Schedule::parse("* * * *", None).unwrap_err();
+        assert!(e.contains("spec.schedule") && e.contains("5 fields"), "{e}");
+        let e = Schedule::parse("61 * * * *", None).unwrap_err();
+        assert!(e.contains("spec.schedule \"61 * * * *\""), "{e}");
+        let e = Schedule::parse("* * * * *", Some("Mars/Olympus")).unwrap_err();
+        assert!(e.contains("spec.timeZone \"Mars/Olympus\""), "{e}");
+    }
+
+    #[test]
+    fn a_job_starts_at_each_scheduled_minute_and_only_once() {
+        let mut cj = cronjob("*/5 * * * *", json!({}));
+        assert_eq!(created(&plan(&cj, &[], at(4)).unwrap()), None);
+        let p = plan(&cj, &[], at(5)).unwrap();
+        let name = format!("check-{}", at(5).as_second() / 60);
+        assert_eq!(created(&p).as_deref(), Some(name.as_str()));
+        let job = p.create.clone().unwrap();
+        assert_eq!(job.owner_references()[0].uid, "cj-uid");
+        assert_eq!(
+            job.annotations()[SCHEDULED_TIMESTAMP_ANNOTATION],
+            "2026-01-05T00:05:00Z"
+        );
+        assert_eq!(p.status.last_schedule_time, Some(Time(at(5))));
+        assert_eq!(p.status.active.as_ref().unwrap().len(), 1);
+        // The status is written: the same minute starts nothing again.
+        cj.status = Some(p.status);
+        assert_eq!(created(&plan(&cj, &[job.clone()], at(5)).unwrap()), None);
+        assert_eq!(created(&plan(&cj, &[job], at(9)).unwrap()), None);
+    }
+
+    #[test]
+    fn missed_times_start_only_the_latest() {
+        let cj = cronjob("* * * * *", json!({}));
+        let p = plan(&cj, &[], at(30)).unwrap();
+        assert_eq!(p.status.last_schedule_time, Some(Time(at(30))));
+        assert!(
+            created(&p)
+                .unwrap()
+                .ends_with(&(at(30).as_second() / 60).to_string())
+        );
+    }
+
+    #[test]
+    fn the_time_zone_decides_the_wall_clock() {
+        // 09:00 in Berlin is 08:00 UTC in January.
+        let cj = cronjob("0 9 * * *", json!({"timeZone": "Europe/Berlin"}));
+        assert_eq!(created(&plan(&cj, &[], at(7 * 60 + 59)).unwrap()), None);
+        assert!(created(&plan(&cj, &[], at(8 * 60)).unwrap()).is_some());
+        let utc = cronjob("0 9 * * *", json!({}));
+        assert_eq!(created(&plan(&utc, &[], at(8 * 60 + 30)).unwrap()), None);
+    }
+
+    #[test]
+    fn concurrency_policies() {
+        let mut cj = cronjob("* * * * *", json!({"concurrencyPolicy": "Forbid"}));
+        cj.status = Some(CronJobStatus {
+            last_schedule_time: Some(Time(at(1))),
+            ..CronJobStatus::default()
+        });
+        let running = job_of(&cj, 1, None);
+        let p = plan(&cj, std::slice::from_ref(&running), at(2)).unwrap();
+        assert_eq!(created(&p), None, "Forbid skips while a Job runs");
+        assert_eq!(p.status.last_schedule_time, Some(Time(at(1))));
+        // Finished: the missed minute starts now.
+        let done = job_of(&cj, 1, Some(true));
+        assert!(created(&plan(&cj, &[done], at(2)).unwrap()).is_some());
+
+        cj.spec.as_mut().unwrap().concurrency_policy = Some("Replace".into());
+        let p = plan(&cj, std::slice::from_ref(&running), at(2)).unwrap();
+        assert_eq!(p.replace, [running.name_any()]);
+        assert!(created(&p).is_some());
+        assert_eq!(p.status.active.as_ref().unwrap().len(), 1);
+
+        cj.spec.as_mut().unwrap().concurrency_policy = None;
+        let p = plan(&cj, std::slice::from_ref(&running), at(2)).unwrap();
+        assert!(p.replace.is_empty());
+        assert!(created(&p).is_some());
+        assert_eq!(
+            p.status.active.as_ref().unwrap().len(),
+            2,
+            "Allow runs both"
+        );
+    }
+
+    #[test]
+    fn a_time_older_than_the_starting_deadline_is_skipped() {
+        let mut cj = cronjob("0 * * * *", json!({"startingDeadlineSeconds": 30}));
+        cj.status = Some(CronJobStatus {
+            last_schedule_time: Some(Time(at(0))),
+            ..CronJobStatus::default()
+        });
+        let late = at(61);
+        assert_eq!(created(&plan(&cj, &[], late).unwrap()), None);
+        let in_time = at(60) + jiff::SignedDuration::from_secs(20);
+        assert!(created(&plan(&cj, &[], in_time).unwrap()).is_some());
+    }
+
+    #[test]
+    fn suspended_cronjobs_start_nothing() {
+        let cj = cronjob("* * * * *", json!({"suspend": true}));
+        let p = plan(&cj, &[], at(10)).unwrap();
+        assert_eq!(created(&p), None);
+        assert_eq!(p.status.last_schedule_time, None);
+    }
+
+    #[test]
+    fn history_limits_prune_the_oldest_and_last_successful_time_is_kept() {
+        let cj = cronjob(
+            "* * * * *",
+            json!({"successfulJobsHistoryLimit": 2, "failedJobsHistoryLimit": 1, "suspend": true}),
+        );
+        let mut jobs: Vec<Job> = (1..=4).map(|m| job_of(&cj, m, Some(true))).collect();
+        jobs.extend((5..=7).map(|m| job_of(&cj, m, Some(false))));
+        let mut foreign = job_of(&cj, 8, Some(true));
+        foreign.metadata.owner_references = None;
+        jobs.push(foreign);
+        let p = plan(&cj, &jobs, at(20)).unwrap();
+        let name = |m: i64| format!("check-{}", at(m).as_second() / 60);
+        assert_eq!(p.prune, [name(1), name(2), name(5), name(6)]);
+        assert_eq!(p.status.last_successful_time, Some(Time(at(5))));
+        assert_eq!(p.status.active, None);
+    }
+
+    #[test]
+    fn defaults_keep_three_successful_and_one_failed() {
+        let cj = cronjob("* * * * *", json!({"suspend": true}));
+        let jobs: Vec<Job> = (1..=5).map(|m| job_of(&cj, m, Some(m % 2 == 1))).collect();
+        let p = plan(&cj, &jobs, at(20)).unwrap();
+        let name = |m: i64| format!("check-{}", at(m).as_second() / 60);
+        assert_eq!(p.prune, [name(2)]);
+        let _ = JobTemplateSpec::default();
+    }
+}
