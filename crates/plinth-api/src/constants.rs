@@ -470,3 +470,11 @@ pub mod health {
     /// `kind` a HealthRecord document must carry.
     pub const RECORD_KIND: &str = "HealthRecord";
 }
+
+/// Event reasons that are not also condition reasons (kratix-spec §3.3, §8.4).
+pub mod event_reasons {
+    /// A resource request's ResourceBinding was created.
+    pub const BINDING_CREATED: &str = "BindingCreated";
+    /// The PromiseRevision a resource request is bound to does not exist.
+    pub const FAILED_PROMISE_REVISION_LOOKUP: &str = "FailedPromiseRevisionLookup";
+}

@@ -74,6 +74,9 @@ pub fn apply_config(
     if let Some(b) = wf["reconcileAfterFailure"].as_bool() {
         c.reconcile_after_failure = b;
     }
+    if let Some(n) = wf["maxInFlightPerPromise"].as_u64() {
+        c.max_in_flight_per_promise = n as usize;
+    }
     if let Some(n) = wf["jobOptions"]["defaultBackoffLimit"].as_i64() {
         c.default_backoff_limit = Some(n as i32);
     }
@@ -119,6 +122,19 @@ pub async fn watch(ctx: Arc<Context>, defaults: ControllerConfig) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_in_flight_per_promise_is_read_from_workflows() {
+        assert_eq!(ControllerConfig::default().max_in_flight_per_promise, 10);
+        let c = apply_config(
+            &ControllerConfig::default(),
+            Some("workflows:\n  maxInFlightPerPromise: 3\n"),
+        )
+        .unwrap();
+        assert_eq!(c.max_in_flight_per_promise, 3);
+        let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n")).unwrap();
+        assert_eq!(c.max_in_flight_per_promise, 0);
+    }
 
     #[test]
     fn corpus_config_applies() {

@@ -107,6 +107,9 @@ pub struct ControllerConfig {
     pub default_security_context: Option<Value>,
     /// `workflows.defaultContainerResources` (replaces the built-in defaults wholesale).
     pub default_container_resources: Option<Value>,
+    /// Most configure workflows of one Promise's resource requests in flight at a time
+    /// (`workflows.maxInFlightPerPromise`, Plinth's own key; default 10; 0 = no limit).
+    pub max_in_flight_per_promise: usize,
     /// `resourceBindingVersionStrategy`: `floating` (default) or `pinned`.
     pub resource_binding_version_strategy: String,
     /// Image of the pipeline adapter (reader, work-creator, status-writer).
@@ -137,6 +140,7 @@ impl Default for ControllerConfig {
             default_image_pull_policy: None,
             default_security_context: None,
             default_container_resources: None,
+            max_in_flight_per_promise: 10,
             resource_binding_version_strategy: "floating".into(),
             adapter_image: DEFAULT_ADAPTER_IMAGE.into(),
             data_dir: std::env::temp_dir().join("plinth-controllers"),
