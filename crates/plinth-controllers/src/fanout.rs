@@ -265,10 +265,11 @@ pub async fn count_progress(
     let mut succeeded: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for j in configure_jobs(ctx, &name).await? {
         let last_pipeline = j.labels().get(LABEL_PIPELINE_NAME) == last.as_ref();
-        if last_pipeline && engine::job_state(&j) == JobState::Succeeded {
-            if let (Some(key), Some(h)) = (request_key(&j), j.labels().get(LABEL_HASH)) {
-                succeeded.entry(key).or_default().push(h.clone());
-            }
+        if !last_pipeline || engine::job_state(&j) != JobState::Succeeded {
+            continue;
+        }
+        if let (Some(key), Some(h)) = (request_key(&j), j.labels().get(LABEL_HASH)) {
+            succeeded.entry(key).or_default().push(h.clone());
         }
     }
     let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
