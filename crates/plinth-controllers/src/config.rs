@@ -70,6 +70,9 @@ pub fn apply_config(
             "floating".into()
         };
     }
+    if let Some(b) = doc["featureFlags"]["dryRun"].as_bool() {
+        c.feature_dry_run = b;
+    }
     let wf = &doc["workflows"];
     if let Some(b) = wf["reconcileAfterFailure"].as_bool() {
         c.reconcile_after_failure = b;
@@ -134,6 +137,19 @@ mod tests {
         assert_eq!(c.max_in_flight_per_promise, 3);
         let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n")).unwrap();
         assert_eq!(c.max_in_flight_per_promise, 0);
+    }
+
+    #[test]
+    fn the_dry_run_feature_flag_is_off_unless_set() {
+        assert!(!ControllerConfig::default().feature_dry_run);
+        let c = apply_config(
+            &ControllerConfig::default(),
+            Some("featureFlags:\n  dryRun: true\n"),
+        )
+        .unwrap();
+        assert!(c.feature_dry_run);
+        let c = apply_config(&c, Some("featureFlags:\n  dryRun: false\n")).unwrap();
+        assert!(!c.feature_dry_run);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub struct Context {
     pub recorders:
         std::sync::Mutex<std::collections::HashMap<String, plinth_api::events::EventRecorder>>,
     config: RwLock<Arc<ControllerConfig>>,
+    config_version: tokio::sync::watch::Sender<u64>,
     me: Weak<Context>,
 }
 
@@ -45,6 +46,7 @@ impl Context {
             request_controllers: RequestControllers::default(),
             recorders: Default::default(),
             config: RwLock::new(Arc::new(config)),
+            config_version: tokio::sync::watch::Sender::new(0),
             me: me.clone(),
         })
     }
@@ -76,6 +78,13 @@ impl Context {
     /// Replaces the configuration; reconciles that start afterwards see the new values.
     pub fn set_config(&self, config: ControllerConfig) {
         *self.config.write().expect("config lock poisoned") = Arc::new(config);
+        self.config_version.send_modify(|v| *v += 1);
+    }
+
+    /// A receiver that sees every [`Context::set_config`] (after the new configuration is
+    /// in place), for controllers that re-evaluate their objects when it changes.
+    pub fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.config_version.subscribe()
     }
 }
 
@@ -110,6 +119,8 @@ pub struct ControllerConfig {
     /// Most configure workflows of one Promise's resource requests in flight at a time
     /// (`workflows.maxInFlightPerPromise`, Plinth's own key; default 10; 0 = no limit).
     pub max_in_flight_per_promise: usize,
+    /// `featureFlags.dryRun` (default false): DryRuns run; off, they are told so.
+    pub feature_dry_run: bool,
     /// `resourceBindingVersionStrategy`: `floating` (default) or `pinned`.
     pub resource_binding_version_strategy: String,
     /// Image of the pipeline adapter (reader, work-creator, status-writer).
@@ -141,6 +152,7 @@ impl Default for ControllerConfig {
             default_security_context: None,
             default_container_resources: None,
             max_in_flight_per_promise: 10,
+            feature_dry_run: false,
             resource_binding_version_strategy: "floating".into(),
             adapter_image: DEFAULT_ADAPTER_IMAGE.into(),
             data_dir: std::env::temp_dir().join("plinth-controllers"),

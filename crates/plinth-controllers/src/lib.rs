@@ -14,6 +14,7 @@ pub mod apply;
 pub mod config;
 pub mod context;
 pub mod destination;
+pub mod dryrun;
 pub mod events;
 pub mod fanout;
 pub mod health;
@@ -44,6 +45,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
         config::watch(ctx.clone(), defaults),
         promise::run(ctx.clone()),
         promiserelease::run(ctx.clone()),
+        dryrun::run(ctx.clone()),
         scheduler::run(ctx.clone()),
         workplacement::run(ctx.clone()),
         destination::run(ctx.clone()),
