@@ -257,6 +257,8 @@ pub mod condition_types {
     pub const INSTALLED: &str = "Installed";
     /// ResourceBinding.
     pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";
+    /// DryRun.
+    pub const COMPLETED: &str = "Completed";
 }
 
 /// Condition reasons (kratix-spec §2.6, §3.4, §5.3–§5.5, §6.2, §6.5, §2.7, §1.10).
@@ -477,4 +479,19 @@ pub mod event_reasons {
     pub const BINDING_CREATED: &str = "BindingCreated";
     /// The PromiseRevision a resource request is bound to does not exist.
     pub const FAILED_PROMISE_REVISION_LOOKUP: &str = "FailedPromiseRevisionLookup";
+}
+
+/// `Completed` reasons of a DryRun (Plinth's: Kratix writes a summary Work instead of
+/// listing outputs).
+pub mod dry_run_reasons {
+    /// The `featureFlags.dryRun` setting is off.
+    pub const DISABLED: &str = "DryRunDisabled";
+    /// The Promise does not exist or serves no API.
+    pub const PROMISE_NOT_AVAILABLE: &str = "PromiseNotAvailable";
+    /// The workflow is running.
+    pub const RUNNING: &str = "PipelineRunning";
+    /// A pipeline failed (Kratix's reason).
+    pub const PIPELINE_FAILED: &str = "PipelineFailed";
+    /// Every pipeline ran; the outputs are listed.
+    pub const OUTPUTS_LISTED: &str = "OutputsListed";
 }

@@ -51,21 +51,9 @@ pub fn is_dry_run_subject(wf: &crate::workflow::Workflow) -> bool {
             .contains_key(annotations::DRY_RUN_RESOURCE_NAME)
 }
 
-/// `Completed` reasons.
-pub mod reasons {
-    /// The feature flag is off.
-    pub const DISABLED: &str = "DryRunDisabled";
-    /// The Promise does not exist or serves no API.
-    pub const PROMISE_NOT_AVAILABLE: &str = "PromiseNotAvailable";
-    /// The workflow is running.
-    pub const RUNNING: &str = "PipelineRunning";
-    /// A pipeline failed.
-    pub const PIPELINE_FAILED: &str = "PipelineFailed";
-    /// Every pipeline ran; the outputs are listed.
-    pub const OUTPUTS_LISTED: &str = "OutputsListed";
-}
+use plinth_api::constants::dry_run_reasons as reasons;
 
-const COMPLETED: &str = "Completed";
+const COMPLETED: &str = plinth_api::constants::condition_types::COMPLETED;
 
 /// Runs the DryRun controller until the client's watches end.
 pub async fn run(ctx: Arc<Context>) {
