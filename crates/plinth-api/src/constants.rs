@@ -256,6 +256,8 @@ pub mod condition_types {
     pub const INSTALLED: &str = "Installed";
     /// ResourceBinding.
     pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";
+    /// DryRun.
+    pub const COMPLETED: &str = "Completed";
 }
 
 /// Condition reasons.
@@ -692,4 +694,19 @@ pub mod events {
         (PROMISE_RELEASE_CONTROLLER, INVALID_PROMISE, true),
         (HEALTH_RECORD_CONTROLLER, HEALTH_RECORD, false),
     ];
+}
+
+/// `Completed` reasons of a DryRun (Plinth's: Kratix writes a summary Work instead of
+/// listing outputs).
+pub mod dry_run_reasons {
+    /// The `featureFlags.dryRun` setting is off.
+    pub const DISABLED: &str = "DryRunDisabled";
+    /// The Promise does not exist or serves no API.
+    pub const PROMISE_NOT_AVAILABLE: &str = "PromiseNotAvailable";
+    /// The workflow is running.
+    pub const RUNNING: &str = "PipelineRunning";
+    /// A pipeline failed (Kratix's reason).
+    pub const PIPELINE_FAILED: &str = "PipelineFailed";
+    /// Every pipeline ran; the outputs are listed.
+    pub const OUTPUTS_LISTED: &str = "OutputsListed";
 }

@@ -70,9 +70,15 @@ pub fn apply_config(
             "floating".into()
         };
     }
+    if let Some(b) = doc["featureFlags"]["dryRun"].as_bool() {
+        c.feature_dry_run = b;
+    }
     let wf = &doc["workflows"];
     if let Some(b) = wf["reconcileAfterFailure"].as_bool() {
         c.reconcile_after_failure = b;
+    }
+    if let Some(n) = wf["maxInFlightPerPromise"].as_u64() {
+        c.max_in_flight_per_promise = n as usize;
     }
     if let Some(n) = wf["jobOptions"]["defaultBackoffLimit"].as_i64() {
         c.default_backoff_limit = Some(n as i32);
@@ -119,6 +125,32 @@ pub async fn watch(ctx: Arc<Context>, defaults: ControllerConfig) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_in_flight_per_promise_is_read_from_workflows() {
+        assert_eq!(ControllerConfig::default().max_in_flight_per_promise, 10);
+        let c = apply_config(
+            &ControllerConfig::default(),
+            Some("workflows:\n  maxInFlightPerPromise: 3\n"),
+        )
+        .unwrap();
+        assert_eq!(c.max_in_flight_per_promise, 3);
+        let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n")).unwrap();
+        assert_eq!(c.max_in_flight_per_promise, 0);
+    }
+
+    #[test]
+    fn the_dry_run_feature_flag_is_off_unless_set() {
+        assert!(!ControllerConfig::default().feature_dry_run);
+        let c = apply_config(
+            &ControllerConfig::default(),
+            Some("featureFlags:\n  dryRun: true\n"),
+        )
+        .unwrap();
+        assert!(c.feature_dry_run);
+        let c = apply_config(&c, Some("featureFlags:\n  dryRun: false\n")).unwrap();
+        assert!(!c.feature_dry_run);
+    }
 
     #[test]
     fn corpus_config_applies() {

@@ -30,6 +30,7 @@ pub struct Context {
     /// Condition transitions already announced as Events ([`crate::announce`]).
     pub announced: crate::announce::Announced,
     config: RwLock<Arc<ControllerConfig>>,
+    config_version: tokio::sync::watch::Sender<u64>,
     me: Weak<Context>,
 }
 
@@ -61,6 +62,7 @@ impl Context {
             metrics,
             announced: Default::default(),
             config: RwLock::new(Arc::new(config)),
+            config_version: tokio::sync::watch::Sender::new(0),
             me: me.clone(),
         })
     }
@@ -92,6 +94,13 @@ impl Context {
     /// Replaces the configuration; reconciles that start afterwards see the new values.
     pub fn set_config(&self, config: ControllerConfig) {
         *self.config.write().expect("config lock poisoned") = Arc::new(config);
+        self.config_version.send_modify(|v| *v += 1);
+    }
+
+    /// A receiver that sees every [`Context::set_config`] (after the new configuration is
+    /// in place), for controllers that re-evaluate their objects when it changes.
+    pub fn config_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.config_version.subscribe()
     }
 }
 
@@ -124,6 +133,11 @@ pub struct ControllerConfig {
     pub default_security_context: Option<Value>,
     /// `workflows.defaultContainerResources` (replaces the built-in defaults wholesale).
     pub default_container_resources: Option<Value>,
+    /// Most configure workflows of one Promise's resource requests in flight at a time
+    /// (`workflows.maxInFlightPerPromise`, Plinth's own key; default 10; 0 = no limit).
+    pub max_in_flight_per_promise: usize,
+    /// `featureFlags.dryRun` (default false): DryRuns run; off, they are told so.
+    pub feature_dry_run: bool,
     /// `resourceBindingVersionStrategy`: `floating` (default) or `pinned`.
     pub resource_binding_version_strategy: String,
     /// Image of the pipeline adapter (reader, work-creator, status-writer).
@@ -154,6 +168,8 @@ impl Default for ControllerConfig {
             default_image_pull_policy: None,
             default_security_context: None,
             default_container_resources: None,
+            max_in_flight_per_promise: 10,
+            feature_dry_run: false,
             resource_binding_version_strategy: "floating".into(),
             adapter_image: DEFAULT_ADAPTER_IMAGE.into(),
             data_dir: std::env::temp_dir().join("plinth-controllers"),

@@ -16,12 +16,15 @@ pub mod apply;
 pub mod config;
 pub mod context;
 pub mod destination;
+pub mod dryrun;
+pub mod fanout;
 pub mod health;
 pub mod instrument;
 pub mod observe;
 pub mod promise;
 pub mod promiserelease;
 pub mod request;
+pub mod resourcebinding;
 pub mod scheduler;
 pub mod statestore;
 pub mod stores;
@@ -43,6 +46,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
         config::watch(ctx.clone(), defaults),
         promise::run(ctx.clone()),
         promiserelease::run(ctx.clone()),
+        dryrun::run(ctx.clone()),
         scheduler::run(ctx.clone()),
         workplacement::run(ctx.clone()),
         destination::run(ctx.clone()),

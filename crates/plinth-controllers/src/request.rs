@@ -14,7 +14,7 @@ use kube::api::{
 };
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -29,6 +29,7 @@ use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
 use plinth_api::constants::{
     annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
+use crate::{fanout, resourcebinding};
 
 const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;
 const FINALIZERS: [&str; 4] = [
@@ -113,6 +114,7 @@ struct RequestCtx {
     ctx: Arc<Context>,
     promise: String,
     api: RequestApi,
+    fanout: fanout::FanOut,
 }
 
 async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
@@ -126,6 +128,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
+    let (ar_bindings, ar_revisions, revision_store) = (ar.clone(), ar.clone(), store.clone());
     let job_sel = format!(
         "{}={promise_name},kratix.io/workflow-type=resource",
         labels::PROMISE_NAME
@@ -135,12 +138,16 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
         labels::PROMISE_NAME,
         labels::RESOURCE_NAME
     );
+    let ctx_client = ctx.client.clone();
+    let (fanout, wakes) = fanout::FanOut::new(&promise_name);
     let rctx = Arc::new(RequestCtx {
         ctx,
         promise: promise_name.clone(),
         api,
+        fanout,
     });
-    controller
+    let reporter = rctx.clone();
+    let requests = controller
         .watches(
             jobs,
             watcher::Config::default().labels(&job_sel),
@@ -165,11 +172,47 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
                 Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
             },
         )
-        // The Promise turning (un)available or pausing wakes all of its requests.
+        // A request's binding (created, moved, deleted) wakes it.
         .watches_with(
-            promises,
-            promise_resource(),
-            watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
+            Api::<DynamicObject>::all_with(
+                ctx_client.clone(),
+                &resourcebinding::binding_resource(),
+            ),
+            resourcebinding::binding_resource(),
+            watcher::Config::default().labels(&format!("{}={promise_name}", labels::PROMISE_NAME)),
+            move |b| {
+                let (name, ns) = resourcebinding::request_of(&b)?;
+                Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
+            },
+        )
+        // A new latest revision wakes all of the Promise's requests.
+        .watches_with(
+            Api::<DynamicObject>::all_with(
+                ctx_client.clone(),
+                &resourcebinding::revision_resource(),
+            ),
+            resourcebinding::revision_resource(),
+            watcher::Config::default().labels(&format!("{}={promise_name}", labels::PROMISE_NAME)),
+            move |_| {
+                revision_store
+                    .state()
+                    .into_iter()
+                    .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar_revisions.clone()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        // The Promise turning (un)available or pausing wakes all of its requests.
+        .watches_stream_with(
+            watcher(
+                promises,
+                watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
+            )
+            .default_backoff()
+            .touched_objects()
+            .predicate_filter(
+                |p: &DynamicObject| Some(fanout::promise_inputs(p)),
+                Default::default(),
+            ),
             move |_| {
                 store
                     .state()
@@ -177,7 +220,12 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
                     .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
                     .collect::<Vec<_>>()
             },
+            promise_resource(),
         )
+        // Requests queued by the fan-out limit, woken when a run ends.
+        .reconcile_on(futures::stream::unfold(wakes, |mut rx| async move {
+            rx.recv().await.map(|r| (r, rx))
+        }))
         .run(
             crate::instrument::instrument(
                 rctx.ctx.metrics.clone(),
@@ -192,8 +240,15 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "resource request reconcile");
             }
-        })
-        .await;
+        });
+    let pause = reporter.ctx.config().requeue_short;
+    let progress = reporter
+        .fanout
+        .report_progress(&reporter.ctx, &reporter.api, pause);
+    tokio::select! {
+        _ = requests => {}
+        _ = progress => {}
+    }
 }
 
 fn work_resource() -> ApiResource {
@@ -344,14 +399,32 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         set_finalizers(&api, &rr, wanted).await?;
         return Ok(Action::await_change());
     }
+    if fanout::promise_catching_up(&promise) {
+        return Ok(ReconcileAction::await_change());
+    }
+    // ResourceBinding: the revision whose Promise spec the request runs with (§3.7).
+    let Some((binding, bound)) =
+        resourcebinding::bind(ctx, COMPONENT, &rctx.promise, &api, &rr).await?
+    else {
+        return Ok(ReconcileAction::await_change());
+    };
+    let promise_spec = bound.spec.clone();
     if promise.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
 
     // Configure workflow.
     let wf = request_workflow(&rctx, &rr, &promise_spec, WorkflowAction::Configure);
+    // At most N workflows of the Promise's requests in flight (fan-out).
+    let me = ObjectRef::from_obj_with(rr.as_ref(), rctx.api.resource());
+    let fanout::Admission::Go(slot) = rctx.fanout.admit(ctx, &wf, &rr, me).await? else {
+        return Ok(Action::requeue(config.requeue_slow));
+    };
     let progress =
         engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
+    drop(slot);
+    rctx.fanout.ran(&progress);
+    resourcebinding::record_outcome(ctx, &binding, &bound, &progress).await?;
     match progress {
         Progress::Done => {}
         Progress::Running => return Ok(Action::await_change()),
@@ -388,14 +461,10 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
     let state = classify_works(&works.list(&ListParams::default().labels(&sel)).await?.items);
     let generation = rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
-    let version = promise
-        .labels()
-        .get(labels::PROMISE_VERSION)
-        .cloned()
-        .unwrap_or_else(|| "not-set".into());
+    let version = bound.version.clone();
     let stored = support::update_status(&api, &name, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
-        c |= set_field(s, "promiseVersion", json!(version));
+        c |= resourcebinding::set_request_versions(s, &binding, &bound);
         let (ws, wr, wm) = state.condition("resource");
         c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
         let workflow_done =
@@ -485,6 +554,8 @@ async fn delete(
         name: rr.name_any(),
     };
     crate::health::record::delete_records_of(ctx, &target).await?;
+    let promise_spec =
+        &resourcebinding::spec_for_delete(ctx, &rctx.promise, rr, promise_spec).await?;
     let wf = request_workflow(rctx, rr, promise_spec, WorkflowAction::Delete);
     if has(finalizers::DELETE_WORKFLOWS) {
         let configure = request_workflow(rctx, rr, promise_spec, WorkflowAction::Configure);

@@ -62,6 +62,9 @@ pub struct DryRunStatus {
     /// One entry per (compound) component run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub components: Option<Vec<DryRunComponent>>,
+    /// Plinth: every file the dry run's workflow produced, not scheduled anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<DryRunOutput>>,
     /// Unmodelled fields.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: Extra,
@@ -92,4 +95,23 @@ pub struct DryRunComponent {
     /// Unmodelled fields.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: Extra,
+}
+
+/// `status.outputs[]` of a DryRun (Plinth): one output file of the dry run's workflow.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRunOutput {
+    /// The pipeline that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
+    /// The (unscheduled) Work holding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<String>,
+    /// Its path relative to the pipeline's output directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filepath: Option<String>,
+    /// The destination selectors of its workload group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserved_object_list")]
+    pub destination_selectors: Option<Value>,
 }

@@ -172,9 +172,30 @@ pub struct PromiseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::time")]
     pub last_available_time: Option<Time>,
+    /// Plinth: how far the Promise's resource requests are in running with its latest
+    /// revision (written by the request controller's throttled fan-out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_requests: Option<ResourceRequestsProgress>,
     /// Unmodelled fields.
     #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: Extra,
+}
+
+/// `status.resourceRequests` of a Promise (Plinth): of the `total` requests that follow
+/// the latest revision, `updated` have run their configure workflow successfully with it
+/// and their current spec. Counted at `observedGeneration` of the Promise.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRequestsProgress {
+    /// The Promise generation the counts were taken at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Requests that follow the latest revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+    /// Of those, requests whose last configure workflow succeeded with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<i64>,
 }
 
 /// `status.kratix` of a Promise or resource request: fields only Kratix writes.

@@ -93,9 +93,11 @@ pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
 pub fn workflow_hash(wf: &Workflow) -> String {
     match wf.workflow_type {
         WorkflowType::Promise => plinth_api::hash::hash_for_spec(&wf.promise_spec),
-        WorkflowType::Resource => {
-            plinth_api::hash::resource_workflow_hash(&wf.promise_spec, &wf.subject.spec, false)
-        }
+        WorkflowType::Resource => plinth_api::hash::resource_workflow_hash(
+            &wf.promise_spec,
+            &wf.subject.spec,
+            crate::dryrun::is_dry_run_subject(wf),
+        ),
     }
 }
 
@@ -278,6 +280,14 @@ pub fn build_job(
                 args.push(wf.subject.namespace.clone().unwrap_or_default());
             }
         }
+        let mut writer_env = vec![
+            json!({"name": "KRATIX_TRACE_PARENT", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
+            json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
+        ];
+        // A dry run's Works are labelled as such (and scheduled only to dry-run Destinations).
+        if crate::dryrun::is_dry_run_subject(wf) {
+            writer_env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
+        }
         init.push(adapter(
             "work-writer",
             args,
@@ -286,10 +296,7 @@ pub fn build_job(
                 {"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"},
                 {"name": "promise-scheduling", "mountPath": "/work-creator-files/kratix-system"},
             ]),
-            vec![
-                json!({"name": "KRATIX_TRACE_PARENT", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
-                json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
-            ],
+            writer_env,
         ));
     }
     let is_last = !is_configure || index + 1 == pipelines.len();
@@ -396,10 +403,14 @@ fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
         ("KRATIX_CRD_PLURAL", s.plural.clone()),
         ("KRATIX_CLUSTER_SCOPED", s.namespace.is_none().to_string()),
     ];
-    pairs
+    let mut env: Vec<Value> = pairs
         .into_iter()
         .map(|(k, v)| json!({"name": k, "value": v}))
-        .collect()
+        .collect();
+    if crate::dryrun::is_dry_run_subject(wf) {
+        env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
+    }
+    env
 }
 
 /// The hardened context of Kratix's own containers, over the configured default

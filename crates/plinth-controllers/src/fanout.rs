@@ -1,0 +1,350 @@
+//! Throttled fan-out: at most N configure workflows of one Promise's resource requests
+//! are in flight at a time (`workflows.maxInFlightPerPromise` in the `kratix` ConfigMap;
+//! 0 means no limit), so a change to a Promise with many requests does not start a Job
+//! for every one of them at once. Beyond Kratix, which starts them all.
+//!
+//! A request whose workflow needs a new run (first run, changed spec or revision, a
+//! reconciliation label) is admitted only while fewer than N other requests of the
+//! Promise have a run in flight (a running Job, or a run whose later pipelines are still
+//! to start); otherwise it queues, and a request whose run ends wakes the next one in the
+//! queue. Admission and Job creation happen under one lock per Promise, so N is never
+//! exceeded. The Promise's `status.resourceRequests` reports how many of the requests that
+//! follow its latest revision have run with it (k of n).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::context::Context;
+use crate::workflow::Workflow;
+use crate::workflow::engine::{self, JobState};
+use crate::workflow::job::{LABEL_HASH, LABEL_PIPELINE_NAME};
+use crate::{Error, labels, resourcebinding, status};
+use plinth_api::constants::{VERSION_LATEST, annotations};
+
+/// The fan-out state of one Promise's request controller.
+pub struct FanOut {
+    promise: String,
+    gate: tokio::sync::Mutex<()>,
+    waiting: Mutex<VecDeque<ObjectRef<DynamicObject>>>,
+    wake: UnboundedSender<ObjectRef<DynamicObject>>,
+    progress: tokio::sync::Notify,
+}
+
+/// Whether a request may go on to its workflow step now.
+pub enum Admission<'a> {
+    /// Go on; hold the guard (if any) until the workflow step has created its Job.
+    Go(Option<tokio::sync::MutexGuard<'a, ()>>),
+    /// Queued: a request whose run ends will wake it.
+    Wait,
+}
+
+impl FanOut {
+    /// The fan-out of `promise` and the stream of requests it wakes (to be fed to the
+    /// request controller's `reconcile_on`).
+    pub fn new(promise: &str) -> (FanOut, UnboundedReceiver<ObjectRef<DynamicObject>>) {
+        let (wake, rx) = unbounded_channel();
+        let f = FanOut {
+            promise: promise.to_string(),
+            gate: tokio::sync::Mutex::new(()),
+            waiting: Mutex::new(VecDeque::new()),
+            wake,
+            progress: tokio::sync::Notify::new(),
+        };
+        (f, rx)
+    }
+
+    /// Decides whether the request may run its workflow step now (see the module docs).
+    pub async fn admit<'a>(
+        &'a self,
+        ctx: &Context,
+        wf: &Workflow,
+        rr: &DynamicObject,
+        me: ObjectRef<DynamicObject>,
+    ) -> Result<Admission<'a>, Error> {
+        let limit = ctx.config().max_in_flight_per_promise;
+        if limit == 0 || !needs_new_run(ctx, wf, rr).await? {
+            self.dequeue(&me);
+            return Ok(Admission::Go(None));
+        }
+        let guard = self.gate.lock().await;
+        let others = in_flight(ctx, wf, &me).await?;
+        if others >= limit {
+            let mut q = self.waiting.lock().expect("fan-out queue");
+            if !q.contains(&me) {
+                q.push_back(me);
+            }
+            return Ok(Admission::Wait);
+        }
+        self.dequeue(&me);
+        // More than one slot free (several runs ended at once): pass the wake on.
+        if others + 1 < limit {
+            self.release();
+        }
+        Ok(Admission::Go(Some(guard)))
+    }
+
+    fn dequeue(&self, me: &ObjectRef<DynamicObject>) {
+        self.waiting
+            .lock()
+            .expect("fan-out queue")
+            .retain(|r| r != me);
+    }
+
+    /// A request's run ended (or it was not running): wakes the first queued request.
+    pub fn release(&self) {
+        let next = self.waiting.lock().expect("fan-out queue").pop_front();
+        if let Some(next) = next {
+            let _ = self.wake.send(next);
+        }
+    }
+
+    /// After a request's workflow step: a run that is not running any more frees its slot
+    /// for the next queued request, and the Promise's progress is counted again.
+    pub fn ran(&self, progress: &engine::Progress) {
+        if *progress != engine::Progress::Running {
+            self.release();
+        }
+        self.progress_changed();
+    }
+
+    /// Asks for the Promise's progress to be counted again (coalesced).
+    pub fn progress_changed(&self) {
+        self.progress.notify_one();
+    }
+
+    /// Counts the Promise's progress whenever asked, at most once per `pause`, and writes
+    /// `status.resourceRequests` when it changed. Runs for the life of the controller.
+    pub async fn report_progress(
+        &self,
+        ctx: &Context,
+        api: &crate::request::RequestApi,
+        pause: Duration,
+    ) {
+        loop {
+            self.progress.notified().await;
+            if let Err(e) = write_progress(ctx, &self.promise, api).await {
+                tracing::debug!(promise = %self.promise, error = %e, "resource request progress");
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+}
+
+/// True when the request's next workflow step would start a new run: no Job of it is
+/// running, and it has no run of its current spec yet or carries a reconciliation label.
+async fn needs_new_run(ctx: &Context, wf: &Workflow, rr: &DynamicObject) -> Result<bool, Error> {
+    if wf.pipelines.is_empty() {
+        return Ok(false);
+    }
+    let jobs = engine::list_jobs(ctx, wf).await?;
+    if jobs
+        .iter()
+        .any(|j| engine::job_state(j) == JobState::Running)
+    {
+        return Ok(false);
+    }
+    let labelled = [labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START]
+        .iter()
+        .any(|l| rr.labels().get(*l).is_some_and(|v| v == "true"));
+    let hash = crate::workflow::job::workflow_hash(wf);
+    Ok(labelled
+        || !jobs
+            .iter()
+            .any(|j| j.labels().get(LABEL_HASH) == Some(&hash)))
+}
+
+fn run_of(job: &Job) -> u64 {
+    job.annotations()
+        .get(crate::workflow::job::ANNOTATION_RUN)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The request a configure Job belongs to: `namespace/name` from its annotations.
+fn request_key(job: &Job) -> Option<String> {
+    let a = job.annotations();
+    Some(format!(
+        "{}/{}",
+        a.get(annotations::JOB_RESOURCE_NAMESPACE)?,
+        a.get(annotations::JOB_RESOURCE_NAME)?
+    ))
+}
+
+/// How many requests of the Promise, other than `me`, have a run in flight: their latest
+/// configure Job is running, or succeeded in a pipeline that is not the workflow's last.
+async fn in_flight(
+    ctx: &Context,
+    wf: &Workflow,
+    me: &ObjectRef<DynamicObject>,
+) -> Result<usize, Error> {
+    let names: Vec<&str> = wf
+        .pipelines
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    let position = |j: &Job| {
+        let name = j.labels().get(LABEL_PIPELINE_NAME).map(String::as_str);
+        names.iter().position(|n| Some(*n) == name).unwrap_or(0)
+    };
+    let mine = format!("{}/{}", me.namespace.clone().unwrap_or_default(), me.name);
+    let mut latest: BTreeMap<String, Job> = BTreeMap::new();
+    for j in configure_jobs(ctx, &wf.promise_name).await? {
+        let Some(key) = request_key(&j) else { continue };
+        if key == mine {
+            continue;
+        }
+        let order = |j: &Job| (run_of(j), position(j));
+        if latest.get(&key).is_none_or(|l| order(l) < order(&j)) {
+            latest.insert(key, j);
+        }
+    }
+    Ok(latest
+        .values()
+        .filter(|j| match engine::job_state(j) {
+            JobState::Running => true,
+            JobState::Succeeded => position(j) + 1 < names.len(),
+            JobState::Failed => false,
+        })
+        .count())
+}
+
+/// Every configure Job of the Promise's requests, in all namespaces.
+async fn configure_jobs(ctx: &Context, promise: &str) -> Result<Vec<Job>, Error> {
+    let api: Api<Job> = Api::all(ctx.client.clone());
+    let sel = format!(
+        "{}={promise},kratix.io/workflow-type=resource,kratix.io/workflow-action=configure",
+        labels::PROMISE_NAME
+    );
+    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+}
+
+/// Counts `{observedGeneration, total, updated}`: of the requests that follow the latest
+/// revision (`total`), those whose last configure workflow succeeded with the latest
+/// revision's Promise spec and their current spec (`updated`).
+pub async fn count_progress(
+    ctx: &Context,
+    promise: &DynamicObject,
+    api: &crate::request::RequestApi,
+) -> Result<Value, Error> {
+    let name = promise.name_any();
+    let live = promise.data.get("spec").cloned().unwrap_or(Value::Null);
+    let last = live["workflows"]["resource"]["configure"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|p| p["metadata"]["name"].as_str())
+        .map(str::to_string);
+    let Some(latest) = resourcebinding::latest_revision(ctx, &name).await? else {
+        return Ok(Value::Null);
+    };
+    let spec = latest.spec;
+    let latest = latest.version;
+    let bindings: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &resourcebinding::binding_resource());
+    let sel = format!("{}={name}", labels::PROMISE_NAME);
+    let versions: BTreeMap<String, String> = bindings
+        .list(&ListParams::default().labels(&sel))
+        .await?
+        .items
+        .iter()
+        .filter_map(|b| {
+            let (rr, ns) = resourcebinding::request_of(b)?;
+            Some((
+                format!("{ns}/{rr}"),
+                b.data["spec"]["version"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let mut succeeded: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for j in configure_jobs(ctx, &name).await? {
+        let last_pipeline = j.labels().get(LABEL_PIPELINE_NAME) == last.as_ref();
+        if !last_pipeline || engine::job_state(&j) != JobState::Succeeded {
+            continue;
+        }
+        if let (Some(key), Some(h)) = (request_key(&j), j.labels().get(LABEL_HASH)) {
+            succeeded.entry(key).or_default().push(h.clone());
+        }
+    }
+    let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
+    let (mut total, mut updated) = (0, 0);
+    for rr in requests.list(&ListParams::default()).await?.items {
+        if rr.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let key = format!("{}/{}", rr.namespace().unwrap_or_default(), rr.name_any());
+        let version = versions
+            .get(&key)
+            .map(String::as_str)
+            .unwrap_or(VERSION_LATEST);
+        if version != VERSION_LATEST && version != latest {
+            continue;
+        }
+        total += 1;
+        let rr_spec = rr.data.get("spec").cloned().unwrap_or(Value::Null);
+        let hash = plinth_api::hash::resource_workflow_hash(&spec, &rr_spec, false);
+        if last.is_none() || succeeded.get(&key).is_some_and(|h| h.contains(&hash)) {
+            updated += 1;
+        }
+    }
+    Ok(json!({
+        "observedGeneration": promise.meta().generation.unwrap_or(0),
+        "total": total,
+        "updated": updated,
+    }))
+}
+
+async fn write_progress(
+    ctx: &Context,
+    promise: &str,
+    api: &crate::request::RequestApi,
+) -> Result<(), Error> {
+    let promises: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &crate::promise::promise_resource());
+    let Some(p) = promises.get_opt(promise).await? else {
+        return Ok(());
+    };
+    let progress = count_progress(ctx, &p, api).await?;
+    if progress.is_null() {
+        return Ok(());
+    }
+    status::update_status(&promises, promise, |s, _| {
+        status::set_field(s, "resourceRequests", progress.clone())
+    })
+    .await?;
+    Ok(())
+}
+
+/// What of a Promise its requests read: spec (generation), deletion, labels (pause,
+/// version), availability and requirements. A request controller's watch of its Promise
+/// passes only changes to these, so the progress this module writes into the Promise's
+/// status does not wake every request.
+pub fn promise_inputs(promise: &DynamicObject) -> u64 {
+    let status = promise.data.get("status").cloned().unwrap_or(Value::Null);
+    crate::triggers::inputs_hash(
+        promise,
+        (
+            promise.labels().clone(),
+            status["status"].to_string(),
+            status["requiredPromises"].to_string(),
+            status["observedGeneration"].as_i64(),
+        ),
+    )
+}
+
+/// True while the Promise has a spec change it has not finished reconciling (its
+/// `status.observedGeneration` is behind its generation): its requests wait, so that
+/// they move to the new spec once, after the Promise has updated its revision and
+/// labelled them, instead of once for the revision and again for the label.
+pub fn promise_catching_up(promise: &DynamicObject) -> bool {
+    let observed = promise.data["status"]["observedGeneration"]
+        .as_i64()
+        .unwrap_or(0);
+    observed != 0 && promise.meta().generation.is_some_and(|g| g != observed)
+}

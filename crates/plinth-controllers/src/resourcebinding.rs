@@ -1,0 +1,568 @@
+//! ResourceBindings and Promise upgrades: which PromiseRevision each resource request
+//! runs with, as Kratix does it.
+//!
+//! Every request gets a ResourceBinding in its namespace, found by the labels
+//! `kratix.io/promise-name` and `kratix.io/resource-name` (its name does not matter, so a
+//! binding created before its request is adopted). Its `spec.version` is `latest` (follow
+//! the Promise's latest revision) or an exact Promise version (stay on that revision).
+//! The request's workflows run with the bound revision's Promise spec, so moving a binding
+//! re-runs the request with that spec. The binding's status records the outcome:
+//! `lastAppliedVersion`, `failedVersion` and the `UpgradeSucceeded` condition. A version
+//! whose workflow failed is not retried by itself (no oscillation); the
+//! manual-reconciliation label on the binding retries it.
+
+use kube::ResourceExt;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use serde_json::{Map, Value, json};
+
+use crate::context::Context;
+use crate::status::{self, set_condition, set_field};
+use crate::workflow::engine::Progress;
+use crate::{Error, events, labels};
+use plinth_api::constants::{
+    VERSION_LATEST, VERSION_NOT_SET, condition_types, event_reasons, reasons,
+};
+
+/// The `resourcebindings` resource.
+pub fn binding_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "ResourceBinding"),
+        "resourcebindings",
+    )
+}
+
+/// The `promiserevisions` resource.
+pub fn revision_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRevision"),
+        "promiserevisions",
+    )
+}
+
+/// The PromiseRevision a request runs with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundRevision {
+    /// The revision's name.
+    pub name: String,
+    /// Its Promise version (`not-set` for an unversioned Promise).
+    pub version: String,
+    /// The Promise spec frozen in it.
+    pub spec: Value,
+}
+
+/// The label selector of a request's binding.
+fn selector(promise: &str, request: &str) -> String {
+    format!(
+        "{}={promise},{}={}",
+        labels::PROMISE_NAME,
+        labels::RESOURCE_NAME,
+        plinth_api::names::resource_name_label_value(request)
+    )
+}
+
+/// The request's binding, if any. More than one binding for a request is an error naming
+/// them.
+pub async fn find(
+    ctx: &Context,
+    promise: &str,
+    rr: &DynamicObject,
+) -> Result<Option<DynamicObject>, Error> {
+    let ns = rr.namespace().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let mut found = api
+        .list(&ListParams::default().labels(&selector(promise, &rr.name_any())))
+        .await?
+        .items;
+    if found.len() > 1 {
+        let names: Vec<String> = found.iter().map(|b| b.name_any()).collect();
+        return Err(Error::Other(format!(
+            "resource request {ns}/{}: more than one ResourceBinding carries its labels: {}",
+            rr.name_any(),
+            names.join(", ")
+        )));
+    }
+    Ok(found.pop())
+}
+
+/// The labels a binding mirrors from its request: all of the request's labels except the
+/// reconciliation triggers, plus the two identifying labels. A manual-reconciliation label
+/// already on the binding is kept (it is the user's request to retry).
+fn desired_labels(
+    promise: &str,
+    rr: &DynamicObject,
+    binding: Option<&DynamicObject>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in rr.labels() {
+        if k != labels::MANUAL_RECONCILIATION && k != labels::RUN_FROM_START {
+            out.insert(k.clone(), json!(v));
+        }
+    }
+    out.insert(labels::PROMISE_NAME.into(), json!(promise));
+    out.insert(
+        labels::RESOURCE_NAME.into(),
+        json!(plinth_api::names::resource_name_label_value(&rr.name_any())),
+    );
+    if let Some(v) = binding.and_then(|b| b.labels().get(labels::MANUAL_RECONCILIATION)) {
+        out.insert(labels::MANUAL_RECONCILIATION.into(), json!(v));
+    }
+    out
+}
+
+/// The version a new binding starts with: the version the request last ran with through
+/// a binding (`status.resourceBindingVersion`, so a deleted binding comes back as it was),
+/// else the latest version under the `pinned` strategy, else `latest`.
+fn initial_version(ctx: &Context, rr: &DynamicObject, latest_version: &str) -> String {
+    if let Some(v) = rr.data["status"]["resourceBindingVersion"]
+        .as_str()
+        .filter(|v| !v.is_empty())
+    {
+        return v.to_string();
+    }
+    if ctx.config().resource_binding_version_strategy == "pinned" {
+        return latest_version.to_string();
+    }
+    VERSION_LATEST.to_string()
+}
+
+/// Creates the request's binding, or brings an existing one (including one created by a
+/// user before the request) up to date: mirrored labels, `promiseRef`, `resourceRef`, and
+/// `spec.version` when it is empty. Writes only what differs; returns the binding.
+pub async fn ensure(
+    ctx: &Context,
+    component: &str,
+    promise: &str,
+    rr: &DynamicObject,
+    latest_version: &str,
+) -> Result<DynamicObject, Error> {
+    let ns = rr.namespace().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let existing = find(ctx, promise, rr).await?;
+    let labels = desired_labels(promise, rr, existing.as_ref());
+    let resource_ref = json!({"name": rr.name_any(), "namespace": ns});
+    let Some(binding) = existing else {
+        let name = plinth_api::names::resource_binding_name(&rr.name_any(), promise);
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "ResourceBinding",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {
+                "version": initial_version(ctx, rr, latest_version),
+                "promiseRef": {"name": promise},
+                "resourceRef": resource_ref,
+            },
+        }))
+        .map_err(Error::Json)?;
+        let created = api.create(&PostParams::default(), &obj).await?;
+        events::publish(
+            ctx,
+            component,
+            &events::reference(rr),
+            false,
+            event_reasons::BINDING_CREATED,
+            format!(
+                "Created ResourceBinding {name} at version {}",
+                created.data["spec"]["version"].as_str().unwrap_or_default()
+            ),
+        )
+        .await;
+        return Ok(created);
+    };
+    let mut patch = json!({"metadata": {"resourceVersion": binding.resource_version()}});
+    let mut changed = false;
+    let have: Map<String, Value> = binding
+        .labels()
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    if have != labels {
+        let mut l = labels.clone();
+        for k in have.keys().filter(|k| !labels.contains_key(*k)) {
+            l.insert(k.clone(), Value::Null);
+        }
+        patch["metadata"]["labels"] = Value::Object(l);
+        changed = true;
+    }
+    let spec = &binding.data["spec"];
+    if spec["version"].as_str().is_none_or(str::is_empty) {
+        patch["spec"]["version"] = json!(initial_version(ctx, rr, latest_version));
+        changed = true;
+    }
+    if spec["promiseRef"]["name"] != promise {
+        patch["spec"]["promiseRef"] = json!({"name": promise});
+        changed = true;
+    }
+    if spec["resourceRef"]["name"] != resource_ref["name"]
+        || spec["resourceRef"]["namespace"] != resource_ref["namespace"]
+    {
+        patch["spec"]["resourceRef"] = resource_ref;
+        changed = true;
+    }
+    if !changed {
+        return Ok(binding);
+    }
+    Ok(api
+        .patch(
+            &binding.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?)
+}
+
+/// The Promise's revisions.
+async fn revisions(ctx: &Context, promise: &str) -> Result<Vec<DynamicObject>, Error> {
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
+    Ok(api
+        .list(&ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME)))
+        .await?
+        .items)
+}
+
+fn bound(r: &DynamicObject) -> BoundRevision {
+    BoundRevision {
+        name: r.name_any(),
+        version: r.data["spec"]["version"]
+            .as_str()
+            .unwrap_or(VERSION_NOT_SET)
+            .to_string(),
+        spec: r.data["spec"]["promiseSpec"].clone(),
+    }
+}
+
+/// The latest revision: the one labelled latest whose status agrees; while the Promise
+/// controller moves the label, the one labelled latest.
+fn latest(revs: &[DynamicObject]) -> Option<&DynamicObject> {
+    let labelled = |r: &&DynamicObject| {
+        r.labels()
+            .get(labels::LATEST_REVISION)
+            .is_some_and(|v| v == "true")
+    };
+    revs.iter()
+        .filter(labelled)
+        .find(|r| r.data["status"]["latest"] == true)
+        .or_else(|| revs.iter().find(labelled))
+}
+
+/// The Promise's latest revision, if it has one yet.
+pub async fn latest_revision(ctx: &Context, promise: &str) -> Result<Option<BoundRevision>, Error> {
+    Ok(latest(&revisions(ctx, promise).await?).map(bound))
+}
+
+/// The version of the Promise's latest revision, if it has one yet.
+pub async fn latest_version(ctx: &Context, promise: &str) -> Result<Option<String>, Error> {
+    Ok(latest(&revisions(ctx, promise).await?).map(|r| bound(r).version))
+}
+
+/// The revision for `version` (`latest` or an exact version). An exact version without a
+/// revision is an error naming the request, the binding's field and the version.
+async fn resolve(
+    ctx: &Context,
+    promise: &str,
+    rr: &DynamicObject,
+    version: &str,
+) -> Result<BoundRevision, Error> {
+    let revs = revisions(ctx, promise).await?;
+    let found = if version == VERSION_LATEST || version.is_empty() {
+        latest(&revs)
+    } else {
+        revs.iter().find(|r| r.data["spec"]["version"] == version)
+    };
+    found.map(bound).ok_or_else(|| {
+        Error::Other(format!(
+            "resource request {}/{}: no PromiseRevision of Promise {promise} at version {version:?} (ResourceBinding spec.version)",
+            rr.namespace().unwrap_or_default(),
+            rr.name_any()
+        ))
+    })
+}
+
+/// The revision a request's configure workflow runs with: its binding's version; without
+/// a binding (deleted), the version it last ran with, else the latest.
+pub async fn resolve_for_configure(
+    ctx: &Context,
+    component: &str,
+    promise: &str,
+    rr: &DynamicObject,
+    binding: &DynamicObject,
+) -> Result<BoundRevision, Error> {
+    let version = binding.data["spec"]["version"]
+        .as_str()
+        .unwrap_or(VERSION_LATEST);
+    match resolve(ctx, promise, rr, version).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            events::publish(
+                ctx,
+                component,
+                &events::reference(rr),
+                true,
+                event_reasons::FAILED_PROMISE_REVISION_LOOKUP,
+                e.to_string(),
+            )
+            .await;
+            Err(e)
+        }
+    }
+}
+
+/// The Promise spec a deleting request's delete workflow runs with: the revision it last
+/// ran with (`status.promiseVersion`, else its binding's `lastAppliedVersion`), else the
+/// latest; `live` when no revision is found, so deletion is never blocked.
+pub async fn spec_for_delete(
+    ctx: &Context,
+    promise: &str,
+    rr: &DynamicObject,
+    live: &Value,
+) -> Result<Value, Error> {
+    let mut version = rr.data["status"]["promiseVersion"]
+        .as_str()
+        .map(str::to_string);
+    if version.is_none() {
+        version = find(ctx, promise, rr).await?.and_then(|b| {
+            b.data["status"]["lastAppliedVersion"]
+                .as_str()
+                .map(str::to_string)
+        });
+    }
+    let version = version.unwrap_or_else(|| VERSION_LATEST.to_string());
+    Ok(resolve(ctx, promise, rr, &version)
+        .await
+        .map(|b| b.spec)
+        .unwrap_or_else(|_| live.clone()))
+}
+
+fn is_versioned(v: Option<&str>) -> bool {
+    v.is_some_and(|v| !v.is_empty() && v != VERSION_NOT_SET)
+}
+
+/// The version named at the end of an `UpgradeInProgress` message, if the binding is in
+/// progress.
+fn in_progress_version(status: &Value) -> Option<String> {
+    status::condition(status, condition_types::UPGRADE_SUCCEEDED)
+        .filter(|c| c["reason"] == reasons::UPGRADE_IN_PROGRESS)
+        .and_then(|c| c["message"].as_str())
+        .and_then(|m| m.rsplit("version ").next())
+        .map(|v| v.split_whitespace().next().unwrap_or_default().to_string())
+}
+
+/// Starts an upgrade when the bound version differs from the version the request last
+/// ran with, or when the binding carries the manual-reconciliation label (a retry): the
+/// request gets the manual-reconciliation label and the binding
+/// `UpgradeSucceeded=Unknown/UpgradeInProgress`. A version whose last attempt failed is
+/// not started again by itself. Unversioned Promises have no upgrades. Returns true when
+/// it wrote, and the reconcile should stop (the writes wake it again).
+pub async fn start_upgrade(
+    ctx: &Context,
+    rr_api: &Api<DynamicObject>,
+    rr: &DynamicObject,
+    binding: &DynamicObject,
+    bound: &BoundRevision,
+) -> Result<bool, Error> {
+    let current = rr.data["status"]["promiseVersion"].as_str();
+    if !is_versioned(current) {
+        return Ok(false);
+    }
+    let ns = rr.namespace().unwrap_or_default();
+    let bindings: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let bstatus = binding.data.get("status").cloned().unwrap_or(Value::Null);
+    let desired = bound.version.clone();
+    let manual = binding
+        .labels()
+        .get(labels::MANUAL_RECONCILIATION)
+        .is_some_and(|v| v == "true");
+    let message = if manual {
+        format!("Reconciliation requested for version {desired}")
+    } else {
+        if current == Some(desired.as_str()) {
+            return Ok(false);
+        }
+        let failed_here = status::condition(&bstatus, condition_types::UPGRADE_SUCCEEDED)
+            .is_some_and(|c| c["status"] == "False")
+            && bstatus["failedVersion"] == desired.as_str();
+        if failed_here || in_progress_version(&bstatus).as_deref() == Some(desired.as_str()) {
+            return Ok(false);
+        }
+        format!("Upgrade to version {desired} is in progress")
+    };
+    let patch = json!({"metadata": {"labels": {labels::MANUAL_RECONCILIATION: "true"}}});
+    rr_api
+        .patch(
+            &rr.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    if manual {
+        crate::workflow::engine::remove_labels(
+            &bindings,
+            binding,
+            &[labels::MANUAL_RECONCILIATION],
+        )
+        .await?;
+    }
+    status::update_status(&bindings, &binding.name_any(), |s, _| {
+        let mut c = set_condition(
+            s,
+            condition_types::UPGRADE_SUCCEEDED,
+            "Unknown",
+            reasons::UPGRADE_IN_PROGRESS,
+            &message,
+        );
+        if manual {
+            c |= status::ensure_object(s).remove("failedVersion").is_some();
+        }
+        c
+    })
+    .await?;
+    Ok(true)
+}
+
+/// Records a configure workflow's outcome on the binding. Success: `lastAppliedVersion`
+/// is the bound version, `failedVersion` cleared, and `UpgradeSucceeded=True/UpgradeComplete`
+/// when an upgrade was under way (in progress, failed before, or a different version was
+/// applied). Failure of an upgrade: `UpgradeSucceeded=False/UpgradeFailed` naming the
+/// failed version and pipeline, `failedVersion` set, `lastAppliedVersion` unchanged.
+/// Writes only what changed.
+pub async fn record_outcome(
+    ctx: &Context,
+    binding: &DynamicObject,
+    bound: &BoundRevision,
+    progress: &Progress,
+) -> Result<(), Error> {
+    let ns = binding.namespace().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let version = bound.version.clone();
+    match progress {
+        Progress::Done => {
+            status::update_status(&api, &binding.name_any(), |s, _| {
+                let last = s["lastAppliedVersion"].as_str().map(str::to_string);
+                let upgrading = status::condition(s, condition_types::UPGRADE_SUCCEEDED)
+                    .is_some_and(|c| c["status"] != "True")
+                    || last.as_deref().is_some_and(|l| l != version);
+                let mut c = set_field(s, "lastAppliedVersion", json!(version));
+                c |= status::ensure_object(s).remove("failedVersion").is_some();
+                if upgrading {
+                    c |= set_condition(
+                        s,
+                        condition_types::UPGRADE_SUCCEEDED,
+                        "True",
+                        reasons::UPGRADE_COMPLETE,
+                        &format!("Resource is at version {version}"),
+                    );
+                }
+                c
+            })
+            .await?;
+        }
+        Progress::Failed { pipeline } => {
+            status::update_status(&api, &binding.name_any(), |s, _| {
+                let last = s["lastAppliedVersion"].as_str().map(str::to_string);
+                let upgrading = in_progress_version(s).is_some()
+                    || last.as_deref().is_some_and(|l| l != version);
+                if !upgrading && s["failedVersion"] != version.as_str() {
+                    return false;
+                }
+                let mut c = set_field(s, "failedVersion", json!(version));
+                c |= set_condition(
+                    s,
+                    condition_types::UPGRADE_SUCCEEDED,
+                    "False",
+                    reasons::UPGRADE_FAILED,
+                    &format!("Upgrade to version {version} failed: A Configure Pipeline has failed: {pipeline}"),
+                );
+                c
+            })
+            .await?;
+        }
+        Progress::Running | Progress::Suspended { .. } => {}
+    }
+    Ok(())
+}
+
+/// The request's status fields that record which binding version and Promise version it
+/// last ran with (`status.resourceBindingVersion`, `status.promiseVersion`).
+pub fn set_request_versions(
+    status: &mut Value,
+    binding: &DynamicObject,
+    bound: &BoundRevision,
+) -> bool {
+    let mut c = set_field(status, "promiseVersion", json!(bound.version));
+    if let Some(v) = binding.data["spec"]["version"].as_str() {
+        c |= set_field(status, "resourceBindingVersion", json!(v));
+    }
+    c
+}
+
+/// The binding step of a request's reconcile: ensures its binding, resolves the revision
+/// it is bound to and starts an upgrade when one is due. `None` when it wrote to start an
+/// upgrade and the reconcile should stop (the label change wakes it again).
+pub async fn bind(
+    ctx: &Context,
+    component: &str,
+    promise: &str,
+    rr_api: &Api<DynamicObject>,
+    rr: &DynamicObject,
+) -> Result<Option<(DynamicObject, BoundRevision)>, Error> {
+    let latest = latest_version(ctx, promise)
+        .await?
+        .unwrap_or_else(|| VERSION_NOT_SET.to_string());
+    let binding = ensure(ctx, component, promise, rr, &latest).await?;
+    let bound = resolve_for_configure(ctx, component, promise, rr, &binding).await?;
+    if start_upgrade(ctx, rr_api, rr, &binding, &bound).await? {
+        return Ok(None);
+    }
+    Ok(Some((binding, bound)))
+}
+
+/// The request a binding belongs to (for watches): `spec.resourceRef`, namespace
+/// defaulting to the binding's.
+pub fn request_of(binding: &DynamicObject) -> Option<(String, String)> {
+    let r = &binding.data["spec"]["resourceRef"];
+    let name = r["name"].as_str().filter(|n| !n.is_empty())?.to_string();
+    let ns = r["namespace"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| binding.namespace())?;
+    Some((name, ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_progress_version_reads_both_messages() {
+        let mut s = json!({});
+        set_condition(
+            &mut s,
+            condition_types::UPGRADE_SUCCEEDED,
+            "Unknown",
+            reasons::UPGRADE_IN_PROGRESS,
+            "Upgrade to version v2 is in progress",
+        );
+        assert_eq!(in_progress_version(&s).as_deref(), Some("v2"));
+        set_condition(
+            &mut s,
+            condition_types::UPGRADE_SUCCEEDED,
+            "Unknown",
+            reasons::UPGRADE_IN_PROGRESS,
+            "Reconciliation requested for version v0.3.0-FAILING",
+        );
+        assert_eq!(in_progress_version(&s).as_deref(), Some("v0.3.0-FAILING"));
+        set_condition(
+            &mut s,
+            condition_types::UPGRADE_SUCCEEDED,
+            "False",
+            reasons::UPGRADE_FAILED,
+            "Upgrade to version v3 failed",
+        );
+        assert_eq!(in_progress_version(&s), None);
+    }
+}
