@@ -7,7 +7,7 @@
 //! that need it are marked ignored (`#[cfg_attr(corpus_absent, ignore = "...")]`), so
 //! the test runner reports them as skipped instead of failing or passing vacuously.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(corpus_absent)");
@@ -22,17 +22,14 @@ fn main() {
     };
     let dir = dir.canonicalize().unwrap_or(dir);
     println!("cargo::rustc-env=PLINTH_CORPUS_DIR={}", dir.display());
-    // Watching a path that does not exist would rebuild on every run; watch the nearest
-    // existing ancestor instead, whose modification time changes when the corpus appears.
-    println!(
-        "cargo::rerun-if-changed={}",
-        nearest_existing(&dir).display()
-    );
-    if !dir.is_dir() {
+    if dir.is_dir() {
+        println!("cargo::rerun-if-changed={}", dir.display());
+    } else {
+        // Cargo walks a watched directory recursively, so watching an ancestor of a
+        // missing corpus could mean walking the whole filesystem (or the checkout and its
+        // target directory) on every build. Watch only this script; setting or changing
+        // PLINTH_CORPUS is what makes a corpus appear.
+        println!("cargo::rerun-if-changed=../../build/corpus.rs");
         println!("cargo::rustc-cfg=corpus_absent");
     }
-}
-
-fn nearest_existing(path: &Path) -> &Path {
-    path.ancestors().find(|p| p.exists()).unwrap_or(path)
 }

@@ -175,9 +175,17 @@ where
         let fut = reconcile(obj, c);
         Box::pin(async move {
             let ctx = context_of(&c2);
-            let reference = crate::events::reference(&obj2);
+            let reference = crate::support::reference(&obj2);
+            let recorder = ctx.recorder(component);
             for (reason, warning, message) in events {
-                crate::events::publish(ctx, component, &reference, warning, reason, message).await;
+                crate::support::publish(
+                    &recorder,
+                    &reference,
+                    crate::support::event_type(warning),
+                    reason,
+                    message,
+                )
+                .await;
             }
             fut.await
         })

@@ -28,9 +28,10 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::Error;
 use crate::context::Context;
-use crate::status::{self, set_condition, set_field};
-use crate::{Error, labels};
+use crate::support::{self as status, set_condition, set_field};
+use plinth_api::constants::labels;
 use plinth_api::constants::{annotations, labels as klabels};
 
 /// The `dryruns` resource.
@@ -111,7 +112,7 @@ async fn set_completed(
     outputs: Option<Value>,
 ) -> Result<(), Error> {
     status::update_status(api, name, |s, _| {
-        let mut c = set_condition(s, COMPLETED, state, reason, message);
+        let mut c = set_condition(s, COMPLETED, state, reason, message, None);
         if let Some(o) = &outputs {
             c |= set_field(s, "outputs", o.clone());
         }

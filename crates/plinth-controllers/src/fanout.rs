@@ -23,10 +23,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::context::Context;
+use crate::support as status;
 use crate::workflow::Workflow;
 use crate::workflow::engine::{self, JobState};
-use crate::workflow::job::{LABEL_HASH, LABEL_PIPELINE_NAME};
-use crate::{Error, labels, resourcebinding, status};
+use crate::{Error, resourcebinding};
+use plinth_api::constants::labels;
+use plinth_api::constants::labels::{HASH as LABEL_HASH, PIPELINE_NAME as LABEL_PIPELINE_NAME};
 use plinth_api::constants::{VERSION_LATEST, annotations};
 
 /// The fan-out state of one Promise's request controller.

@@ -26,10 +26,10 @@ use crate::support::{self, condition_true, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::{fanout, resourcebinding};
 use plinth_api::constants::{
     annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
-use crate::{fanout, resourcebinding};
 
 const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;
 const FINALIZERS: [&str; 4] = [
@@ -400,13 +400,13 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
         return Ok(Action::await_change());
     }
     if fanout::promise_catching_up(&promise) {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     }
     // ResourceBinding: the revision whose Promise spec the request runs with (§3.7).
     let Some((binding, bound)) =
         resourcebinding::bind(ctx, COMPONENT, &rctx.promise, &api, &rr).await?
     else {
-        return Ok(ReconcileAction::await_change());
+        return Ok(Action::await_change());
     };
     let promise_spec = bound.spec.clone();
     if promise.meta().deletion_timestamp.is_some() {

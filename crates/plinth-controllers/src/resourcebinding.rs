@@ -17,12 +17,13 @@ use kube::api::{
 };
 use serde_json::{Map, Value, json};
 
+use crate::Error;
 use crate::context::Context;
-use crate::status::{self, set_condition, set_field};
+use crate::support::{self as status, set_condition, set_field};
 use crate::workflow::engine::Progress;
-use crate::{Error, events, labels};
+use plinth_api::constants::labels;
 use plinth_api::constants::{
-    VERSION_LATEST, VERSION_NOT_SET, condition_types, event_reasons, reasons,
+    VERSION_LATEST, VERSION_NOT_SET, condition_types, events as event_reasons, reasons,
 };
 
 /// The `resourcebindings` resource.
@@ -78,11 +79,13 @@ pub async fn find(
         .items;
     if found.len() > 1 {
         let names: Vec<String> = found.iter().map(|b| b.name_any()).collect();
-        return Err(Error::Other(format!(
-            "resource request {ns}/{}: more than one ResourceBinding carries its labels: {}",
-            rr.name_any(),
-            names.join(", ")
-        )));
+        return Err(Error::Invalid {
+            object: format!("resource request {ns}/{}", rr.name_any()),
+            message: format!(
+                "more than one ResourceBinding carries its labels: {}",
+                names.join(", ")
+            ),
+        });
     }
     Ok(found.pop())
 }
@@ -158,11 +161,10 @@ pub async fn ensure(
         }))
         .map_err(Error::Json)?;
         let created = api.create(&PostParams::default(), &obj).await?;
-        events::publish(
-            ctx,
-            component,
-            &events::reference(rr),
-            false,
+        crate::support::publish(
+            &ctx.recorder(component),
+            &crate::support::reference(rr),
+            crate::support::event_type(false),
             event_reasons::BINDING_CREATED,
             format!(
                 "Created ResourceBinding {name} at version {}",
@@ -273,8 +275,8 @@ async fn resolve(
         revs.iter().find(|r| r.data["spec"]["version"] == version)
     };
     found.map(bound).ok_or_else(|| {
-        Error::Other(format!(
-            "resource request {}/{}: no PromiseRevision of Promise {promise} at version {version:?} (ResourceBinding spec.version)",
+        Error::NotFound(format!(
+            "PromiseRevision of Promise {promise} at version {version:?} (ResourceBinding spec.version of resource request {}/{})",
             rr.namespace().unwrap_or_default(),
             rr.name_any()
         ))
@@ -296,11 +298,10 @@ pub async fn resolve_for_configure(
     match resolve(ctx, promise, rr, version).await {
         Ok(b) => Ok(b),
         Err(e) => {
-            events::publish(
-                ctx,
-                component,
-                &events::reference(rr),
-                true,
+            crate::support::publish(
+                &ctx.recorder(component),
+                &crate::support::reference(rr),
+                crate::support::event_type(true),
                 event_reasons::FAILED_PROMISE_REVISION_LOOKUP,
                 e.to_string(),
             )
@@ -413,6 +414,7 @@ pub async fn start_upgrade(
             "Unknown",
             reasons::UPGRADE_IN_PROGRESS,
             &message,
+            None,
         );
         if manual {
             c |= status::ensure_object(s).remove("failedVersion").is_some();
@@ -455,6 +457,7 @@ pub async fn record_outcome(
                         "True",
                         reasons::UPGRADE_COMPLETE,
                         &format!("Resource is at version {version}"),
+                        None,
                     );
                 }
                 c
@@ -476,6 +479,7 @@ pub async fn record_outcome(
                     "False",
                     reasons::UPGRADE_FAILED,
                     &format!("Upgrade to version {version} failed: A Configure Pipeline has failed: {pipeline}"),
+                    None,
                 );
                 c
             })
@@ -546,6 +550,7 @@ mod tests {
             "Unknown",
             reasons::UPGRADE_IN_PROGRESS,
             "Upgrade to version v2 is in progress",
+            None,
         );
         assert_eq!(in_progress_version(&s).as_deref(), Some("v2"));
         set_condition(
@@ -554,6 +559,7 @@ mod tests {
             "Unknown",
             reasons::UPGRADE_IN_PROGRESS,
             "Reconciliation requested for version v0.3.0-FAILING",
+            None,
         );
         assert_eq!(in_progress_version(&s).as_deref(), Some("v0.3.0-FAILING"));
         set_condition(
@@ -562,6 +568,7 @@ mod tests {
             "False",
             reasons::UPGRADE_FAILED,
             "Upgrade to version v3 failed",
+            None,
         );
         assert_eq!(in_progress_version(&s), None);
     }

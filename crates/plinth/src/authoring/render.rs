@@ -527,7 +527,7 @@ async fn wait_request(
     loop {
         let rr = api.get(&name).await?;
         let status = rr.data.get("status").cloned().unwrap_or(Value::Null);
-        let done = plinth_controllers::status::condition(
+        let done = plinth_controllers::support::condition(
             &status,
             condition_types::CONFIGURE_WORKFLOW_COMPLETED,
         )
@@ -558,7 +558,7 @@ async fn failed_job(
     ns: &str,
     status: &Value,
 ) -> anyhow::Result<Option<Failure>> {
-    let condition = plinth_controllers::status::condition(
+    let condition = plinth_controllers::support::condition(
         status,
         condition_types::CONFIGURE_WORKFLOW_COMPLETED,
     );
