@@ -295,9 +295,15 @@ pub fn condition(obj: &DynamicObject, type_: &str) -> Option<(String, String, St
 /// The "settled means silent" window of the scenario tests.
 pub const SILENCE: Duration = Duration::from_secs(10);
 
+/// How long the store's latest revision must stand still before the platform counts as
+/// settled: longer than the Git writer's worst-case batch latency (20 batch windows, 10 s
+/// at `plinth up`'s 500 ms), so a WorkPlacement waiting in an adaptive batch is not taken
+/// for a write after settling.
+const SETTLE_QUIET: Duration = Duration::from_secs(11);
+
 /// The "settled means silent" check against a running platform. Waits until the global
 /// resourceVersion (a list's `metadata.resourceVersion` is the store's latest revision)
-/// has not moved for 2 s (at most 30 s), then watches it for `window` (10 s in the
+/// has not moved for [`SETTLE_QUIET`] (at most 90 s), then watches it for `window` (10 s in the
 /// scenario tests) and panics if anything was written, naming every object whose
 /// resourceVersion moved. Every kind counts, Events included (a settled platform has
 /// nothing to report); Leases are the one exception (a leader renews its Lease on a
@@ -317,11 +323,11 @@ pub async fn assert_settled_silent(client: &kube::Client, window: Duration) {
     let started = Instant::now();
     let mut last = head().await;
     let mut quiet = Instant::now();
-    while quiet.elapsed() < Duration::from_secs(2) {
+    while quiet.elapsed() < SETTLE_QUIET {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let now = head().await;
         if now != last {
-            if started.elapsed() > Duration::from_secs(30) {
+            if started.elapsed() > Duration::from_secs(90) {
                 panic!(
                     "the platform never settled: {}",
                     changed_since(client, last - 1).await
