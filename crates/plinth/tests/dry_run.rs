@@ -28,14 +28,7 @@ fn promise() -> Value {
 async fn a_dry_run_lists_outputs_without_scheduling_them_and_only_when_enabled() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     let previews = dynamic(
         &client,
         "test.kratix.io",
@@ -52,14 +45,7 @@ async fn a_dry_run_lists_outputs_without_scheduling_them_and_only_when_enabled()
         "dryruns",
         Some("default"),
     );
-    create(&promises, &promise()).await;
-    wait_until(90, "Promise previews Available", || async {
-        promises
-            .get("previews")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
-    .await;
+    create_available(&promises, &promise(), "previews", 90).await;
     create(&previews, &json!({"apiVersion": "test.kratix.io/v1alpha1", "kind": "Preview", "metadata": {"name": "real", "namespace": "default"}, "spec": {"size": "small"}})).await;
     let repo = p.repo();
     let real_file = || {

@@ -147,25 +147,13 @@ async fn kratix_core_assets_end_to_end_in_git() {
     create(&destinations, &destination("worker-2", "worker-2")).await;
 
     // C1–C6: the Promise installs, its configure pipeline's output goes to both Destinations.
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(
+    let promises = promise_api(&client);
+    create_available(
         &promises,
         &corpus_docs("kratix-system-tests/core/promise.yaml").remove(0),
+        "testbundle",
+        90,
     )
-    .await;
-    wait_until(90, "Promise testbundle Available", || async {
-        promises
-            .get("testbundle")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
     .await;
     for w in ["worker-1", "worker-2"] {
         let path = format!("{w}/dependencies/testbundle/setup-deps/5058f/configmap.yaml");

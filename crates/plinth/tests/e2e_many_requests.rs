@@ -25,22 +25,8 @@ async fn fifty_requests_at_once_batch_into_few_commits() {
     let p = Plinth::up(&["--git-batch-window-ms", "2000"]).await;
     let client = p.client().await;
     let repo = p.repo();
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(&promises, &sample("promise.yaml")).await;
-    wait_until(60, "Promise webapp Available", || async {
-        promises
-            .get("webapp")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
-    .await;
+    let promises = promise_api(&client);
+    create_available(&promises, &sample("promise.yaml"), "webapp", 60).await;
     let before = commit_count(&repo, "main");
 
     let webapps = dynamic(

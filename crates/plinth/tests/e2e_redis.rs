@@ -59,14 +59,7 @@ async fn marketplace_redis_end_to_end() {
         "-f",
         &corpus("kratix-marketplace/redis/promise.yaml").to_string_lossy(),
     ]);
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     wait_until(90, "Promise redis Available", || async {
         promises
             .get("redis")

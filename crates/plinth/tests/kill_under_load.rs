@@ -103,22 +103,8 @@ async fn kill_9_under_load_converges_without_duplicates_or_lost_writes() {
 
     let mut p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(&promises, &promise()).await;
-    wait_until(120, "Promise crash Available", || async {
-        promises
-            .get("crash")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
-    .await;
+    let promises = promise_api(&client);
+    create_available(&promises, &promise(), "crash", 120).await;
 
     let mut acked: BTreeSet<usize> = BTreeSet::new();
     let t0 = Instant::now();

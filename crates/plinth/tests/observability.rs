@@ -169,14 +169,7 @@ async fn metrics_events_and_json_logs_after_a_request() {
     let promise = dir.path().join("promise.yaml");
     std::fs::write(&promise, PROMISE).unwrap();
     p.kubectl(&["apply", "-f", promise.to_str().unwrap()]);
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     wait_until(90, "Promise widget Available", || async {
         promises
             .get("widget")

@@ -32,14 +32,7 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
 async fn operator_reconciles_against_an_external_api_server_with_leader_election() {
     let p = Plinth::up(&["--no-controllers"]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     create(&promises, &sample("promise.yaml")).await;
 
     // Nothing reconciles without an operator.
@@ -174,14 +167,7 @@ async fn operator_needs_only_the_rbac_its_manifests_grant() {
         .stderr(log)
         .spawn()
         .unwrap();
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     create(&promises, &sample("promise.yaml")).await;
     let webapps = dynamic(
         &client,

@@ -51,25 +51,13 @@ async fn kratix_config_defaults_apply_without_restart() {
     let cfg = support::corpus("kratix-system-tests/kratix-config.yaml");
     p.kubectl(&["apply", "-f", cfg.to_str().unwrap()]);
 
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(
+    let promises = promise_api(&client);
+    create_available(
         &promises,
         &corpus_docs("kratix-system-tests/kratix-config/promise.yaml").remove(0),
+        "configtest",
+        90,
     )
-    .await;
-    wait_until(90, "Promise configtest Available", || async {
-        promises
-            .get("configtest")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
     .await;
     let requests = dynamic(
         &client,

@@ -80,25 +80,13 @@ async fn pipeline_permissions_are_enforced() {
             .unwrap(),
     ]);
 
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(
+    let promises = promise_api(&client);
+    create_available(
         &promises,
         &corpus_docs("kratix-system-tests/rbac/promise.yaml").remove(0),
+        "rbac-promise",
+        120,
     )
-    .await;
-    wait_until(120, "rbac-promise Available", || async {
-        promises
-            .get("rbac-promise")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
     .await;
     let promise = promises.get("rbac-promise").await.unwrap();
     assert_eq!(

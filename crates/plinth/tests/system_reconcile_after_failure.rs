@@ -37,25 +37,13 @@ async fn setup(config: &str) -> (Plinth, kube::Client) {
         .to_str()
         .unwrap(),
     ]);
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(
+    let promises = promise_api(&client);
+    create_available(
         &promises,
         &corpus_docs("kratix-system-tests/reconcile-after-failure/promise.yaml").remove(0),
+        "reconcilable",
+        90,
     )
-    .await;
-    wait_until(90, "Promise reconcilable Available", || async {
-        promises
-            .get("reconcilable")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
     .await;
     let requests = dynamic(
         &client,

@@ -95,14 +95,7 @@ fn configmap(p: &Plinth, ns: &str, name: &str) {
 async fn suspend_resume_and_delete_gates() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     let sys = "kratix-platform-system";
     create(
         &promises,
@@ -340,14 +333,7 @@ async fn suspend_resume_and_delete_gates() {
 async fn retry_after_until_gates_exist() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     let sys = "kratix-platform-system";
     create(
         &promises,

@@ -48,14 +48,7 @@ fn output_of(p: &Plinth, request: &str) -> Option<String> {
 async fn bound_requests_upgrade_pin_and_hold_a_failed_version() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     let bindings = dynamic(
         &client,
         "platform.kratix.io",
@@ -83,14 +76,7 @@ async fn bound_requests_upgrade_pin_and_hold_a_failed_version() {
                 .pop()
         }
     };
-    create(&promises, &promise("v1", false)).await;
-    wait_until(90, "Promise upgrades Available", || async {
-        promises
-            .get("upgrades")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
-    .await;
+    create_available(&promises, &promise("v1", false), "upgrades", 90).await;
     for r in ["one", "two"] {
         create(&gizmos, &json!({"apiVersion": "test.kratix.io/v1alpha1", "kind": "Gizmo", "metadata": {"name": r, "namespace": "default"}, "spec": {}})).await;
     }

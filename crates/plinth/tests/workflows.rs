@@ -27,14 +27,7 @@ fn promise(name: &str, image: &str, script: &str) -> Value {
 
 async fn failed_request(p: &Plinth, name: &str, image: &str, script: &str) -> (Value, Value) {
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
+    let promises = promise_api(&client);
     create(&promises, &promise(name, image, script)).await;
     wait_until(90, &format!("Promise {name} Available"), || async {
         promises
@@ -209,22 +202,8 @@ async fn edit_during_run_restarts_once_after_it_finishes() {
     use kube::api::{Patch, PatchParams};
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let promises = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Promise",
-        "promises",
-        None,
-    );
-    create(&promises, &two_pipeline_promise()).await;
-    wait_until(90, "Promise sleeper Available", || async {
-        promises
-            .get("sleeper")
-            .await
-            .is_ok_and(|o| o.data["status"]["status"] == "Available")
-    })
-    .await;
+    let promises = promise_api(&client);
+    create_available(&promises, &two_pipeline_promise(), "sleeper", 90).await;
     let requests = dynamic(
         &client,
         "test.kratix.io",

@@ -277,6 +277,30 @@ pub async fn create(api: &Api<DynamicObject>, v: &Value) -> DynamicObject {
     .unwrap_or_else(|e| panic!("creating {}: {e}", v["metadata"]["name"]))
 }
 
+/// The cluster-scoped Promise API (`platform.kratix.io/v1alpha1`).
+pub fn promise_api(client: &kube::Client) -> Api<DynamicObject> {
+    dynamic(
+        client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Promise",
+        "promises",
+        None,
+    )
+}
+
+/// Creates the Promise `doc` and waits up to `secs` seconds for `name` to report
+/// `status.status: Available`; panics naming the Promise when it does not.
+pub async fn create_available(api: &Api<DynamicObject>, doc: &Value, name: &str, secs: u64) {
+    create(api, doc).await;
+    wait_until(secs, &format!("Promise {name} Available"), || async {
+        api.get(name)
+            .await
+            .is_ok_and(|o| o.data["status"]["status"] == "Available")
+    })
+    .await;
+}
+
 /// The `type` condition of an object's status as (status, reason, message).
 pub fn condition(obj: &DynamicObject, type_: &str) -> Option<(String, String, String)> {
     obj.data["status"]["conditions"]
