@@ -145,108 +145,122 @@ impl Metrics {
             agent_objects: Family::default(),
             registry: Registry::default(),
         };
-        let r = &mut registry;
+        m.register_controllers(&mut registry);
+        m.register_stores(&mut registry);
+        m.register_api_and_agents(&mut registry);
+        Metrics { registry, ..m }
+    }
+
+    /// Registers the controller and pipeline families.
+    fn register_controllers(&self, r: &mut Registry) {
         r.register(
             "controller_runtime_reconcile",
             "Reconciles per controller and result",
-            m.reconciles.clone(),
+            self.reconciles.clone(),
         );
         r.register(
             "controller_runtime_reconcile_errors",
             "Reconciles that returned an error, per controller",
-            m.reconcile_errors.clone(),
+            self.reconcile_errors.clone(),
         );
         r.register(
             "controller_runtime_reconcile_time_seconds",
             "Time a reconcile took, per controller",
-            m.reconcile_time.clone(),
+            self.reconcile_time.clone(),
         );
         r.register(
             "controller_runtime_active_workers",
             "Reconciles running now, per controller",
-            m.active_workers.clone(),
+            self.active_workers.clone(),
         );
         r.register(
             "plinth_pipeline_runs",
             "Finished pipeline Jobs by Promise, pipeline and result",
-            m.pipeline_runs.clone(),
+            self.pipeline_runs.clone(),
         );
         r.register(
             "plinth_pipeline_duration_seconds",
             "Pipeline Job duration from start to finish",
-            m.pipeline_duration.clone(),
+            self.pipeline_duration.clone(),
         );
+    }
+
+    /// Registers the state store and WorkPlacement families.
+    fn register_stores(&self, r: &mut Registry) {
         r.register(
             "plinth_statestore_writes",
             "Write requests to a state store by result",
-            m.store_writes.clone(),
+            self.store_writes.clone(),
         );
         r.register(
             "plinth_statestore_write_duration_seconds",
             "State store write latency (batching and push included)",
-            m.store_write_duration.clone(),
+            self.store_write_duration.clone(),
         );
         r.register(
             "plinth_statestore_written_bytes",
             "File content bytes written to a state store",
-            m.store_written_bytes.clone(),
+            self.store_written_bytes.clone(),
         );
         r.register(
             "plinth_statestore_commits",
             "Distinct commits made to a state store",
-            m.store_commits.clone(),
+            self.store_commits.clone(),
         );
         r.register(
             "kratix_workplacement_writes",
             "WorkPlacement writes to a state store",
-            m.workplacement_writes.clone(),
+            self.workplacement_writes.clone(),
         );
         r.register(
             "kratix_workplacement_outcomes",
             "Scheduling outcomes of workload groups",
-            m.workplacement_outcomes.clone(),
+            self.workplacement_outcomes.clone(),
         );
+    }
+
+    /// Registers the API server, health and agent families.
+    fn register_api_and_agents(&self, r: &mut Registry) {
         r.register(
             "plinth_apiserver_requests",
             "API server requests by verb, resource and status code",
-            m.api_requests.clone(),
+            self.api_requests.clone(),
         );
         r.register(
             "plinth_apiserver_request_duration_seconds",
             "API server request latency by verb and resource",
-            m.api_request_duration.clone(),
+            self.api_request_duration.clone(),
         );
         r.register(
             "plinth_apiserver_watches",
             "Open watches by resource",
-            m.api_watches.clone(),
+            self.api_watches.clone(),
         );
         r.register(
             "plinth_apiserver_sqlite_size_bytes",
             "Size of the API server's SQLite database (main file and WAL)",
-            m.sqlite_size_bytes.clone(),
+            self.sqlite_size_bytes.clone(),
         );
         r.register(
             "plinth_health_requests",
             "Resource requests per Promise and health state",
-            m.health_states.clone(),
+            self.health_states.clone(),
         );
         r.register(
             "plinth_agent_passes",
             "Destination agent passes by result",
-            m.agent_passes.clone(),
+            self.agent_passes.clone(),
         );
         r.register(
             "plinth_agent_pass_duration_seconds",
             "Duration of one Destination agent pass",
-            m.agent_pass_duration.clone(),
+            self.agent_pass_duration.clone(),
         );
         r.register(
             "plinth_agent_objects",
             "Objects applied, left unchanged or pruned by a Destination agent",
-            m.agent_objects.clone(),
+            self.agent_objects.clone(),
         );
-        Metrics { registry, ..m }
     }
 
     /// Everything in the Prometheus text format (version 0.0.4, [`CONTENT_TYPE`]).

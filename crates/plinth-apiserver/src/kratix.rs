@@ -135,159 +135,176 @@ pub(crate) async fn admit(
 }
 
 fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
-    let mut causes = Vec::new();
     let name = obj
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-
-    // Pipelines: Kratix kind, unique names per workflow, ID length.
+    let mut causes = Vec::new();
     for wtype in ["promise", "resource"] {
         for action in ["configure", "delete"] {
-            let Some(list) = spec
+            if let Some(list) = spec
                 .pointer(&format!("/workflows/{wtype}/{action}"))
                 .and_then(Value::as_array)
-            else {
-                continue;
-            };
-            let mut seen = BTreeSet::new();
-            for (i, p) in list.iter().enumerate() {
-                let field = format!("spec.workflows.{wtype}.{action}[{i}]");
-                if p["apiVersion"] != "platform.kratix.io/v1alpha1" || p["kind"] != "Pipeline" {
-                    causes.push(cause(&field, "FieldValueInvalid", format!(
-                        "Invalid value: unsupported pipeline {}/{}: must be apiVersion platform.kratix.io/v1alpha1, kind Pipeline",
-                        p["apiVersion"].as_str().unwrap_or(""), p["kind"].as_str().unwrap_or("")
-                    )));
-                    continue;
-                }
-                let pname = p
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if pname.is_empty() {
-                    causes.push(cause(
-                        &format!("{field}.metadata.name"),
-                        "FieldValueRequired",
-                        "Required value",
-                    ));
-                    continue;
-                }
-                if !seen.insert(pname.to_string()) {
-                    causes.push(cause(&format!("{field}.metadata.name"), "FieldValueDuplicate", format!("Duplicate value: {pname:?}: pipeline names must be unique within {wtype}.{action}")));
-                }
-                let id = format!("{name}-{wtype}-{action}-{pname}");
-                if id.len() > MAX_PIPELINE_ID {
-                    causes.push(cause(&format!("{field}.metadata.name"), "FieldValueTooLong", format!(
-                        "Too long: the pipeline ID {id:?} is {} characters; at most {MAX_PIPELINE_ID} are allowed (shorten the Promise or pipeline name)", id.len()
-                    )));
-                }
-                if p.pointer("/spec/containers")
-                    .and_then(Value::as_array)
-                    .is_none_or(|c| c.is_empty())
-                {
-                    causes.push(cause(
-                        &format!("{field}.spec.containers"),
-                        "FieldValueRequired",
-                        "Required value: a pipeline needs at least one container",
-                    ));
-                }
-                causes.extend(pipeline_pod_causes(p, &field, action));
+            {
+                causes.extend(pipeline_list_causes(name, wtype, action, list));
             }
         }
     }
+    causes.extend(promise_interval_causes(obj, &spec, old));
+    let api = promise_api(&spec);
+    if let Some(api) = api {
+        causes.extend(api_causes(name, api));
+    }
+    if let Some(old) = old {
+        causes.extend(api_change_causes(promise_api(&old["spec"]), api));
+    }
+    causes
+}
 
-    // Intervals of at least one minute.
+/// A Promise's `spec.api`, unless absent, `null` or `{}`.
+fn promise_api(spec: &Value) -> Option<&Value> {
+    spec.get("api")
+        .filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()))
+}
+
+/// The pipelines of `spec.workflows.<wtype>.<action>`: Kratix's kind, a name unique
+/// within the list, a pipeline ID of at most [`MAX_PIPELINE_ID`] characters, at least
+/// one container, and containers valid as a Pod's.
+fn pipeline_list_causes(promise: &str, wtype: &str, action: &str, list: &[Value]) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, p) in list.iter().enumerate() {
+        let field = format!("spec.workflows.{wtype}.{action}[{i}]");
+        if p["apiVersion"] != "platform.kratix.io/v1alpha1" || p["kind"] != "Pipeline" {
+            causes.push(cause(&field, "FieldValueInvalid", format!(
+                "Invalid value: unsupported pipeline {}/{}: must be apiVersion platform.kratix.io/v1alpha1, kind Pipeline",
+                p["apiVersion"].as_str().unwrap_or(""), p["kind"].as_str().unwrap_or("")
+            )));
+            continue;
+        }
+        let pname = p
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name_field = format!("{field}.metadata.name");
+        if pname.is_empty() {
+            causes.push(cause(&name_field, "FieldValueRequired", "Required value"));
+            continue;
+        }
+        if !seen.insert(pname.to_string()) {
+            causes.push(cause(&name_field, "FieldValueDuplicate", format!("Duplicate value: {pname:?}: pipeline names must be unique within {wtype}.{action}")));
+        }
+        let id = format!("{promise}-{wtype}-{action}-{pname}");
+        if id.len() > MAX_PIPELINE_ID {
+            causes.push(cause(&name_field, "FieldValueTooLong", format!(
+                "Too long: the pipeline ID {id:?} is {} characters; at most {MAX_PIPELINE_ID} are allowed (shorten the Promise or pipeline name)", id.len()
+            )));
+        }
+        if p.pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .is_none_or(|c| c.is_empty())
+        {
+            causes.push(cause(
+                &format!("{field}.spec.containers"),
+                "FieldValueRequired",
+                "Required value: a pipeline needs at least one container",
+            ));
+        }
+        causes.extend(pipeline_pod_causes(p, &field, action));
+    }
+    causes
+}
+
+/// Intervals of at least one minute: `spec.workflows.config.reconciliationInterval`,
+/// and the reconciliation-interval annotation when it is new or changed.
+fn promise_interval_causes(obj: &Value, spec: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let mut causes = Vec::new();
     if let Some(v) = spec
         .pointer("/workflows/config/reconciliationInterval")
         .and_then(Value::as_str)
+        && let Some(c) = interval_cause("spec.workflows.config.reconciliationInterval", v)
     {
-        if let Some(c) = interval_cause("spec.workflows.config.reconciliationInterval", v) {
-            causes.push(c);
-        }
+        causes.push(c);
     }
     let annotation = |o: &Value| {
         o.pointer("/metadata/annotations/kratix.io~1reconciliation-interval")
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    if let Some(v) = annotation(obj) {
-        if old.is_none_or(|o| annotation(o).as_deref() != Some(v.as_str())) {
-            if let Some(c) = interval_cause(
-                "metadata.annotations[kratix.io/reconciliation-interval]",
-                &v,
-            ) {
-                causes.push(c);
-            }
-        }
-    }
-
-    // The API: a valid, namespaced CRD whose names do not change.
-    let api = spec
-        .get("api")
-        .filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
-    if let Some(api) = api {
-        if let Err(e) = plinth_api::crds::validate_api_crd(api) {
-            causes.push(cause(
-                "spec.api",
-                "FieldValueInvalid",
-                format!("Invalid value: {e}"),
-            ));
-        } else {
-            if api.pointer("/spec/scope").and_then(Value::as_str) != Some("Namespaced") {
-                causes.push(cause(
-                    "spec.api.spec.scope",
-                    "FieldValueNotSupported",
-                    "Unsupported value: a Promise API must be Namespaced",
-                ));
-            }
-            match plinth_api::crds::build_request_crd(name, api) {
-                Ok(crd) => {
-                    causes.extend(crate::reserved::crd_causes(&crd, "spec.api."));
-                    if let Err(cs) = crate::schema::check_crd(&crd) {
-                        causes.extend(cs.into_iter().map(|c| Cause {
-                            field: format!("spec.api.{}", c.field),
-                            ..c
-                        }));
-                    }
-                }
-                Err(e) => causes.push(cause(
-                    "spec.api",
-                    "FieldValueInvalid",
-                    format!("Invalid value: {e}"),
-                )),
-            }
-        }
-    }
-    if let Some(old) = old {
-        let old_api = old
-            .pointer("/spec/api")
-            .filter(|a| !a.is_null() && a.as_object().is_none_or(|m| !m.is_empty()));
-        match (old_api, api) {
-            (Some(_), None) => causes.push(cause(
-                "spec.api",
-                "FieldValueForbidden",
-                "Forbidden: the API of a Promise cannot be removed",
-            )),
-            (Some(o), Some(n)) => {
-                for (field, ptr) in [
-                    ("spec.api.metadata.name", "/metadata/name"),
-                    ("spec.api.spec.group", "/spec/group"),
-                    ("spec.api.spec.names", "/spec/names"),
-                ] {
-                    if o.pointer(ptr) != n.pointer(ptr) {
-                        causes.push(cause(
-                            field,
-                            "FieldValueForbidden",
-                            "Forbidden: field is immutable once the Promise is installed",
-                        ));
-                    }
-                }
-            }
-            _ => {}
-        }
+    if let Some(v) = annotation(obj)
+        && old.is_none_or(|o| annotation(o).as_deref() != Some(v.as_str()))
+        && let Some(c) = interval_cause(
+            "metadata.annotations[kratix.io/reconciliation-interval]",
+            &v,
+        )
+    {
+        causes.push(c);
     }
     causes
+}
+
+/// The API: a valid, namespaced CRD that builds into a servable request CRD.
+fn api_causes(promise: &str, api: &Value) -> Vec<Cause> {
+    if let Err(e) = plinth_api::crds::validate_api_crd(api) {
+        return vec![cause(
+            "spec.api",
+            "FieldValueInvalid",
+            format!("Invalid value: {e}"),
+        )];
+    }
+    let mut causes = Vec::new();
+    if api.pointer("/spec/scope").and_then(Value::as_str) != Some("Namespaced") {
+        causes.push(cause(
+            "spec.api.spec.scope",
+            "FieldValueNotSupported",
+            "Unsupported value: a Promise API must be Namespaced",
+        ));
+    }
+    match plinth_api::crds::build_request_crd(promise, api) {
+        Ok(crd) => {
+            causes.extend(crate::reserved::crd_causes(&crd, "spec.api."));
+            if let Err(cs) = crate::schema::check_crd(&crd) {
+                causes.extend(cs.into_iter().map(|c| Cause {
+                    field: format!("spec.api.{}", c.field),
+                    ..c
+                }));
+            }
+        }
+        Err(e) => causes.push(cause(
+            "spec.api",
+            "FieldValueInvalid",
+            format!("Invalid value: {e}"),
+        )),
+    }
+    causes
+}
+
+/// An installed API cannot be removed, and its name, group and names do not change.
+fn api_change_causes(old_api: Option<&Value>, api: Option<&Value>) -> Vec<Cause> {
+    match (old_api, api) {
+        (Some(_), None) => vec![cause(
+            "spec.api",
+            "FieldValueForbidden",
+            "Forbidden: the API of a Promise cannot be removed",
+        )],
+        (Some(o), Some(n)) => [
+            ("spec.api.metadata.name", "/metadata/name"),
+            ("spec.api.spec.group", "/spec/group"),
+            ("spec.api.spec.names", "/spec/names"),
+        ]
+        .into_iter()
+        .filter(|(_, ptr)| o.pointer(ptr) != n.pointer(ptr))
+        .map(|(field, _)| {
+            cause(
+                field,
+                "FieldValueForbidden",
+                "Forbidden: field is immutable once the Promise is installed",
+            )
+        })
+        .collect(),
+        _ => vec![],
+    }
 }
 
 /// A pipeline's containers and volumes checked as Kubernetes will check its Pod, so a

@@ -32,6 +32,7 @@ mod server;
 mod snapshot;
 mod ssa;
 pub mod store;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
 pub mod validation;

@@ -3,7 +3,7 @@
 //! the in-process router and (optionally) HTTPS on loopback, and writes a kubeconfig.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,6 +110,116 @@ pub struct ApiServer {
     metrics: Arc<plinth_api::metrics::Metrics>,
 }
 
+/// Opens the SQLite store at `path`; every stored change is published to the watch
+/// `hub`, and the ones the garbage collector cares about are sent on `gc_tx`.
+async fn open_store(
+    path: &Path,
+    hub: Arc<Hub>,
+    gc_tx: tokio::sync::mpsc::UnboundedSender<Event>,
+) -> Result<Store, Error> {
+    let sink: EventSink = Arc::new(move |evs: &[Event]| {
+        hub.publish(evs);
+        for e in evs {
+            if crate::gc::interesting(e) {
+                let _ = gc_tx.send(e.clone());
+            }
+        }
+    });
+    let p = path.to_path_buf();
+    let store = tokio::task::spawn_blocking(move || Store::open(&p, sink))
+        .await
+        .map_err(|e| Error::Invalid(format!("opening the store: {e}")))??;
+    Ok(store)
+}
+
+/// The built-in kinds plus every stored CRD (one that cannot be served is logged and
+/// skipped).
+async fn registry_with_stored_crds(store: &Store) -> Result<Registry, Error> {
+    let registry = Registry::with_builtins();
+    for crd in store
+        .all_of(rkey("apiextensions.k8s.io", "customresourcedefinitions"))
+        .await?
+    {
+        if let Err(e) = registry.register_crd(&crd) {
+            tracing::warn!(
+                "stored CRD {:?} not served: {e}",
+                crd.pointer("/metadata/name")
+            );
+        }
+    }
+    Ok(registry)
+}
+
+/// Creates the standard namespaces, and gives namespaces from earlier runs what newer
+/// versions add to every namespace.
+async fn ensure_namespaces(app: &Arc<App>, store: &Store) -> Result<(), Error> {
+    let ns_info = app
+        .registry
+        .lookup("", "v1", "namespaces")
+        .expect("namespaces are built in");
+    for ns in STANDARD_NAMESPACES {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match verbs::create(
+            app,
+            &ns_info,
+            None,
+            obj,
+            false,
+            &crate::ssa::Owner::Internal,
+        )
+        .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => {
+                return Err(Error::Invalid(format!(
+                    "creating namespace {ns}: {}",
+                    e.message
+                )));
+            }
+        }
+    }
+    for ns in store.all_of(rkey("", "namespaces")).await? {
+        if let Some(name) = ns.pointer("/metadata/name").and_then(|n| n.as_str()) {
+            verbs::namespace_defaults(app, name)
+                .await
+                .map_err(|e| Error::Invalid(format!("namespace {name}: {}", e.message)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Serves `base` (with network authentication, plus the extra routes) over HTTPS on
+/// `addr` and writes `<data_dir>/kubeconfig`. Returns the bound address, the
+/// kubeconfig's path and the serving task.
+async fn serve_https(
+    app: &Arc<App>,
+    config: &ServerConfig,
+    addr: SocketAddr,
+    files: &crate::tls::TlsFiles,
+    base: axum::Router,
+) -> Result<(SocketAddr, PathBuf, tokio::task::JoinHandle<()>), Error> {
+    let tls = crate::tls::server_config(files)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Listen { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| Error::Listen { addr, source })?;
+    let _ = app.https_addr.set(local);
+    let mut net = base.layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        auth::network_auth,
+    ));
+    if let Some(ExtraRoutes(extra)) = &config.extra_routes {
+        net = extra.clone().merge(net);
+    }
+    let task = tokio::spawn(serve_tls(listener, tls, net));
+    let path = app.data_dir.join("kubeconfig");
+    write_kubeconfig(&path, local, &files.ca_pem, app.tokens.admin_token())?;
+    Ok((local, path, task))
+}
+
 impl ApiServer {
     /// Starts the server: opens the store in `config.data_dir`, registers built-ins and
     /// stored CRDs, creates the namespaces `default`, `kube-system`, `kube-public` and
@@ -126,22 +236,8 @@ impl ApiServer {
         let tokens = Tokens::load(&dir.join("auth"))?;
         let hub = Arc::new(Hub::new(config.watch_buffer));
         let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-        let hub2 = hub.clone();
-        let sink: EventSink = Arc::new(move |evs: &[Event]| {
-            hub2.publish(evs);
-            for e in evs {
-                if crate::gc::interesting(e) {
-                    let _ = gc_tx.send(e.clone());
-                }
-            }
-        });
         let store_path = dir.join("plinth.db");
-        let store = {
-            let p = store_path.clone();
-            tokio::task::spawn_blocking(move || Store::open(&p, sink))
-                .await
-                .map_err(|e| Error::Invalid(format!("opening the store: {e}")))??
-        };
+        let store = open_store(&store_path, hub.clone(), gc_tx).await?;
         let tls_files = match config.listen {
             Some(_) => Some(crate::tls::load_or_create_with_names(
                 &dir.join("tls"),
@@ -149,18 +245,7 @@ impl ApiServer {
             )?),
             None => None,
         };
-        let registry = Registry::with_builtins();
-        for crd in store
-            .all_of(rkey("apiextensions.k8s.io", "customresourcedefinitions"))
-            .await?
-        {
-            if let Err(e) = registry.register_crd(&crd) {
-                tracing::warn!(
-                    "stored CRD {:?} not served: {e}",
-                    crd.pointer("/metadata/name")
-                );
-            }
-        }
+        let registry = registry_with_stored_crds(&store).await?;
         let app = Arc::new(App {
             store: store.clone(),
             hub,
@@ -191,41 +276,7 @@ impl ApiServer {
             config.maintenance_interval,
         )));
 
-        let ns_info = app
-            .registry
-            .lookup("", "v1", "namespaces")
-            .expect("namespaces are built in");
-        for ns in STANDARD_NAMESPACES {
-            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            match verbs::create(
-                &app,
-                &ns_info,
-                None,
-                obj,
-                false,
-                &crate::ssa::Owner::Internal,
-            )
-            .await
-            {
-                Ok(_) => {}
-                Err(e) if e.code == 409 => {}
-                Err(e) => {
-                    return Err(Error::Invalid(format!(
-                        "creating namespace {ns}: {}",
-                        e.message
-                    )));
-                }
-            }
-        }
-        // Namespaces from earlier runs get what newer versions add to every namespace.
-        for ns in store.all_of(rkey("", "namespaces")).await? {
-            if let Some(name) = ns.pointer("/metadata/name").and_then(|n| n.as_str()) {
-                verbs::namespace_defaults(&app, name)
-                    .await
-                    .map_err(|e| Error::Invalid(format!("namespace {name}: {}", e.message)))?;
-            }
-        }
-
+        ensure_namespaces(&app, &store).await?;
         crate::default_rbac::ensure(&app)
             .await
             .map_err(|e| Error::Invalid(format!("default ClusterRoles: {}", e.message)))?;
@@ -246,31 +297,15 @@ impl ApiServer {
             app.clone(),
             auth::in_process_auth,
         ));
-        let mut https_addr = None;
-        let mut kubeconfig = None;
-        if let Some(addr) = config.listen {
-            let files = tls_files.as_ref().expect("loaded above when listening");
-            let tls = crate::tls::server_config(files)?;
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| Error::Listen { addr, source })?;
-            let local = listener
-                .local_addr()
-                .map_err(|source| Error::Listen { addr, source })?;
-            let _ = app.https_addr.set(local);
-            let mut net = base.layer(axum::middleware::from_fn_with_state(
-                app.clone(),
-                auth::network_auth,
-            ));
-            if let Some(ExtraRoutes(extra)) = &config.extra_routes {
-                net = extra.clone().merge(net);
+        let (https_addr, kubeconfig) = match config.listen {
+            Some(addr) => {
+                let files = tls_files.as_ref().expect("loaded above when listening");
+                let (local, path, task) = serve_https(&app, &config, addr, files, base).await?;
+                tasks.push(task);
+                (Some(local), Some(path))
             }
-            tasks.push(tokio::spawn(serve_tls(listener, tls, net)));
-            let path = dir.join("kubeconfig");
-            write_kubeconfig(&path, local, &files.ca_pem, app.tokens.admin_token())?;
-            https_addr = Some(local);
-            kubeconfig = Some(path);
-        }
+            None => (None, None),
+        };
         Ok(ApiServer {
             app,
             router,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::Client;
 use serde_json::Value;
 
-use crate::request::RequestControllers;
+use crate::dynamic::RequestControllers;
 use crate::stores::StoreRegistry;
 
 /// Everything a reconcile needs besides the object itself.

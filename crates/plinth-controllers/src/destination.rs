@@ -18,7 +18,7 @@
 //!    `Ready=False/StateStoreWriteFailed`, success ⇒ `Ready=True/TestDocumentsWritten`
 //!    and a `DestinationReady` event. An unchanged tree makes no commit, so a
 //!    re-created Destination over existing canary files goes Ready without an empty
-//!    commit (bug B41c).
+//!    commit.
 //!
 //! Events fire only when the Ready condition changes. The Destination's `spec.path` is
 //! normalised by the layout rules (leading/trailing/repeated `/` dropped, `.` and `/`
@@ -39,7 +39,7 @@ use plinth_api::{
     WorkPlacement,
 };
 use plinth_statestore::layout;
-use plinth_statestore::{WriteOp, WriteRequest};
+use plinth_statestore::{StateStore, WriteOp, WriteRequest};
 use serde_json::json;
 
 use crate::Error;
@@ -216,106 +216,58 @@ fn canary_delete_ops(dest: &Destination) -> Vec<WriteOp> {
         .unwrap_or_default()
 }
 
-async fn reconcile(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Action, Error> {
-    let ctx = &state.ctx;
-    let cfg = ctx.config();
-    let name = dest.name_any();
-    let what = describe(dest.as_ref());
-    let api: Api<Destination> = Api::all(ctx.client.clone());
-    let sref = &dest.spec.state_store_ref;
-    let store_key = format!("{}/{}", sref.kind.as_str(), sref.name);
-    let has_finalizer = dest
-        .finalizers()
-        .iter()
-        .any(|f| f == finalizers::DESTINATION_CLEANUP);
+/// A Warning `DestinationNotReady` carrying `msg`.
+fn not_ready_event(msg: &str) -> Option<(EventType, &'static str, String)> {
+    Some((
+        EventType::Warning,
+        plinth_api::constants::events::DESTINATION_NOT_READY,
+        msg.to_string(),
+    ))
+}
 
-    if dest.meta().deletion_timestamp.is_some() {
-        if !has_finalizer {
-            return Ok(Action::await_change());
-        }
-        let wps: Api<WorkPlacement> = Api::all(ctx.client.clone());
-        let lp =
-            ListParams::default().labels(&format!("{}={}", labels::TARGET_DESTINATION_NAME, name));
-        let remaining = wps
-            .list(&lp)
-            .await
-            .map_err(|e| Error::kube("listing WorkPlacements of", &what, e))?
-            .items;
-        for wp in remaining
+/// A Normal `DestinationReady`.
+fn ready_event() -> Option<(EventType, &'static str, String)> {
+    Some((
+        EventType::Normal,
+        plinth_api::constants::events::DESTINATION_READY,
+        "Destination is Ready".into(),
+    ))
+}
+
+/// A Destination as one reconcile sees it.
+struct Reconciling<'a> {
+    dest: &'a Destination,
+    name: String,
+    /// `Destination <name>`, for errors.
+    what: String,
+    api: Api<Destination>,
+    /// `<Kind>/<name>` of its state store.
+    store_key: String,
+}
+
+impl Reconciling<'_> {
+    fn has_finalizer(&self) -> bool {
+        self.dest
+            .finalizers()
             .iter()
-            .filter(|wp| wp.meta().deletion_timestamp.is_none())
-        {
-            let ns_api: Api<WorkPlacement> =
-                Api::namespaced(ctx.client.clone(), &wp.namespace().unwrap_or_default());
-            let dp = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                ..Default::default()
-            };
-            if let Err(e) = ns_api.delete(&wp.name_any(), &dp).await
-                && !is_not_found(&e)
-            {
-                return Err(Error::kube("deleting WorkPlacement of", &what, e));
-            }
-        }
-        if !remaining.is_empty() {
-            return Ok(Action::requeue(cfg.requeue_short));
-        }
-        match ctx.stores.get(sref.kind.as_str(), &sref.name) {
-            Some(store) => {
-                let ops = canary_delete_ops(&dest);
-                if !ops.is_empty()
-                    && let Err(e) = store
-                        .write(WriteRequest {
-                            name: layout::CANARY_WRITER_NAME.into(),
-                            ops,
-                        })
-                        .await
-                {
-                    return Err(Error::Store {
-                        store: store_key,
-                        message: format!("deleting canary files: {e}"),
-                    });
-                }
-            }
-            None => {
-                // A store that no longer exists has nothing left to clean; one that is
-                // merely not ready yet is waited for.
-                let exists = store_exists(&state, sref.kind, &sref.name)
-                    .await
-                    .map_err(|e| Error::kube("reading the state store of", &what, e))?;
-                if exists {
-                    return Ok(Action::requeue(cfg.requeue_default));
-                }
-            }
-        }
-        edit_finalizers(&api, &name, &[], &[finalizers::DESTINATION_CLEANUP])
-            .await
-            .map_err(|e| Error::kube("removing finalizer from", &what, e))?;
-        return Ok(Action::await_change());
+            .any(|f| f == finalizers::DESTINATION_CLEANUP)
     }
+}
 
-    let want_finalizer = dest.spec.cleanup_policy() == DestinationCleanup::All;
-    if want_finalizer != has_finalizer {
-        let (add, remove): (&[&str], &[&str]) = if want_finalizer {
-            (&[finalizers::DESTINATION_CLEANUP], &[])
-        } else {
-            (&[], &[finalizers::DESTINATION_CLEANUP])
-        };
-        if let Err(e) = edit_finalizers(&api, &name, add, remove).await {
-            let msg = format!("failed to update finalizers: {e}");
-            set_ready(
-                &state,
-                &dest,
-                false,
-                "DestinationFinalizerUpdateFailed",
-                &msg,
-                None,
-            )
-            .await?;
-            return Err(Error::kube("updating finalizers of", &what, e));
-        }
+/// One reconcile: deletion, or the numbered steps of the module docs.
+async fn reconcile(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Action, Error> {
+    let sref = &dest.spec.state_store_ref;
+    let d = Reconciling {
+        dest: &dest,
+        name: dest.name_any(),
+        what: describe(dest.as_ref()),
+        api: Api::all(state.ctx.client.clone()),
+        store_key: format!("{}/{}", sref.kind.as_str(), sref.name),
+    };
+    if dest.meta().deletion_timestamp.is_some() {
+        return delete(&state, &d).await;
     }
-
+    ensure_finalizer(&state, &d).await?;
     if let Err(e) = layout::normalize_path(&dest.spec.path) {
         let msg = format!("spec.path: {e}");
         set_ready(
@@ -324,146 +276,236 @@ async fn reconcile(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Acti
             false,
             "InvalidDestinationPath",
             &msg,
-            Some((
-                EventType::Warning,
-                plinth_api::constants::events::DESTINATION_NOT_READY,
-                msg.clone(),
-            )),
+            not_ready_event(&msg),
         )
         .await?;
         return Ok(Action::await_change());
     }
-
-    // The store object is checked even when a writer is registered: a deleted store's
-    // writer may not have been dropped yet when its deletion event reaches us.
-    let exists = store_exists(&state, sref.kind, &sref.name)
-        .await
-        .map_err(|e| Error::kube("reading the state store of", &what, e))?;
-    let store = if exists {
-        ctx.stores.get(sref.kind.as_str(), &sref.name)
+    let Some(store) = open_store(&state, &d).await? else {
+        return Ok(Action::requeue(state.ctx.config().requeue_default));
+    };
+    if dest.spec.init_workloads_enabled() {
+        write_canaries(&state, &d, &store).await
     } else {
-        None
-    };
-    let Some(store) = store else {
-        // A store that exists but has no writer yet is usually one whose controller has
-        // not reconciled it (every fresh start): the store's own conditions and events
-        // carry any real fault, so waiting for it is no warning of the Destination's.
-        let (reason, msg, event) = if exists {
-            (
-                "StateStoreNotReady",
-                format!("{store_key}: not ready"),
-                None,
-            )
-        } else {
-            let msg = format!("{store_key}: not found");
-            let event = Some((
-                EventType::Warning,
-                plinth_api::constants::events::DESTINATION_NOT_READY,
-                msg.clone(),
-            ));
-            ("StateStoreNotFound", msg, event)
-        };
-        set_ready(&state, &dest, false, reason, &msg, event).await?;
-        return Ok(Action::requeue(cfg.requeue_default));
-    };
+        remove_canaries(&state, &d, &store).await
+    }
+}
 
-    let recheck = if cfg.state_store_reconciliation_interval.is_zero() {
+/// The wait until the periodic re-check (or for a change, with the interval zero).
+fn recheck(state: &DestState) -> Action {
+    let interval = state.ctx.config().state_store_reconciliation_interval;
+    if interval.is_zero() {
         Action::await_change()
     } else {
-        Action::requeue(cfg.state_store_reconciliation_interval)
-    };
+        Action::requeue(interval)
+    }
+}
 
-    if !dest.spec.init_workloads_enabled() {
-        let ops = canary_delete_ops(&dest);
-        if let Err(e) = store
-            .write(WriteRequest {
-                name: layout::CANARY_WRITER_NAME.into(),
-                ops,
-            })
-            .await
-        {
-            let msg = format!("Failed to delete test documents from State Store: {e}");
-            set_ready(
-                &state,
-                &dest,
-                false,
-                "StateStoreWriteFailed",
-                &msg,
-                Some((
-                    EventType::Warning,
-                    plinth_api::constants::events::DESTINATION_NOT_READY,
-                    msg.clone(),
-                )),
-            )
-            .await?;
-            return Ok(Action::requeue(cfg.requeue_default));
+/// Deletion with the finalizer: deletes the Destination's WorkPlacements, waits
+/// (`requeue_short`) until none is left, deletes the canary files, releases the
+/// finalizer.
+async fn delete(state: &DestState, d: &Reconciling<'_>) -> Result<Action, Error> {
+    if !d.has_finalizer() {
+        return Ok(Action::await_change());
+    }
+    if delete_placements(state, d).await? > 0 {
+        return Ok(Action::requeue(state.ctx.config().requeue_short));
+    }
+    let sref = &d.dest.spec.state_store_ref;
+    match state.ctx.stores.get(sref.kind.as_str(), &sref.name) {
+        Some(store) => {
+            let ops = canary_delete_ops(d.dest);
+            if !ops.is_empty()
+                && let Err(e) = store
+                    .write(WriteRequest {
+                        name: layout::CANARY_WRITER_NAME.into(),
+                        ops,
+                    })
+                    .await
+            {
+                return Err(Error::Store {
+                    store: d.store_key.clone(),
+                    message: format!("deleting canary files: {e}"),
+                });
+            }
         }
+        None => {
+            // A store that no longer exists has nothing left to clean; one that is
+            // merely not ready yet is waited for.
+            let exists = store_exists(state, sref.kind, &sref.name)
+                .await
+                .map_err(|e| Error::kube("reading the state store of", &d.what, e))?;
+            if exists {
+                return Ok(Action::requeue(state.ctx.config().requeue_default));
+            }
+        }
+    }
+    edit_finalizers(&d.api, &d.name, &[], &[finalizers::DESTINATION_CLEANUP])
+        .await
+        .map_err(|e| Error::kube("removing finalizer from", &d.what, e))?;
+    Ok(Action::await_change())
+}
+
+/// Deletes the WorkPlacements targeting the Destination (their controller removes
+/// their files); returns how many still exist.
+async fn delete_placements(state: &DestState, d: &Reconciling<'_>) -> Result<usize, Error> {
+    let wps: Api<WorkPlacement> = Api::all(state.ctx.client.clone());
+    let lp =
+        ListParams::default().labels(&format!("{}={}", labels::TARGET_DESTINATION_NAME, d.name));
+    let remaining = wps
+        .list(&lp)
+        .await
+        .map_err(|e| Error::kube("listing WorkPlacements of", &d.what, e))?
+        .items;
+    for wp in remaining
+        .iter()
+        .filter(|wp| wp.meta().deletion_timestamp.is_none())
+    {
+        let ns_api: Api<WorkPlacement> = Api::namespaced(
+            state.ctx.client.clone(),
+            &wp.namespace().unwrap_or_default(),
+        );
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..Default::default()
+        };
+        if let Err(e) = ns_api.delete(&wp.name_any(), &dp).await
+            && !is_not_found(&e)
+        {
+            return Err(Error::kube("deleting WorkPlacement of", &d.what, e));
+        }
+    }
+    Ok(remaining.len())
+}
+
+/// `cleanup: all` wants the finalizer, `none` does not; a failed edit is reported as
+/// `Ready=False/DestinationFinalizerUpdateFailed`.
+async fn ensure_finalizer(state: &DestState, d: &Reconciling<'_>) -> Result<(), Error> {
+    let want = d.dest.spec.cleanup_policy() == DestinationCleanup::All;
+    if want == d.has_finalizer() {
+        return Ok(());
+    }
+    let (add, remove): (&[&str], &[&str]) = if want {
+        (&[finalizers::DESTINATION_CLEANUP], &[])
+    } else {
+        (&[], &[finalizers::DESTINATION_CLEANUP])
+    };
+    let Err(e) = edit_finalizers(&d.api, &d.name, add, remove).await else {
+        return Ok(());
+    };
+    let msg = format!("failed to update finalizers: {e}");
+    set_ready(
+        state,
+        d.dest,
+        false,
+        "DestinationFinalizerUpdateFailed",
+        &msg,
+        None,
+    )
+    .await?;
+    Err(Error::kube("updating finalizers of", &d.what, e))
+}
+
+/// The Destination's open state store; `None` (after reporting `StateStoreNotReady`
+/// or `StateStoreNotFound`) when there is none to write to.
+async fn open_store(state: &DestState, d: &Reconciling<'_>) -> Result<Option<StateStore>, Error> {
+    let sref = &d.dest.spec.state_store_ref;
+    // The store object is checked even when a writer is registered: a deleted store's
+    // writer may not have been dropped yet when its deletion event reaches us.
+    let exists = store_exists(state, sref.kind, &sref.name)
+        .await
+        .map_err(|e| Error::kube("reading the state store of", &d.what, e))?;
+    if exists && let Some(store) = state.ctx.stores.get(sref.kind.as_str(), &sref.name) {
+        return Ok(Some(store));
+    }
+    // A store that exists but has no writer yet is usually one whose controller has
+    // not reconciled it (every fresh start): the store's own conditions and events
+    // carry any real fault, so waiting for it is no warning of the Destination's.
+    let (reason, msg, event) = if exists {
+        let msg = format!("{}: not ready", d.store_key);
+        ("StateStoreNotReady", msg, None)
+    } else {
+        let msg = format!("{}: not found", d.store_key);
+        let event = not_ready_event(&msg);
+        ("StateStoreNotFound", msg, event)
+    };
+    set_ready(state, d.dest, false, reason, &msg, event).await?;
+    Ok(None)
+}
+
+/// `initWorkloads.enabled: false`: deletes the canary files, `Ready=True/DestinationReady`.
+async fn remove_canaries(
+    state: &DestState,
+    d: &Reconciling<'_>,
+    store: &StateStore,
+) -> Result<Action, Error> {
+    let ops = canary_delete_ops(d.dest);
+    let request = WriteRequest {
+        name: layout::CANARY_WRITER_NAME.into(),
+        ops,
+    };
+    if let Err(e) = store.write(request).await {
+        let msg = format!("Failed to delete test documents from State Store: {e}");
         set_ready(
-            &state,
-            &dest,
-            true,
-            "DestinationReady",
-            "Destination is ready",
-            Some((
-                EventType::Normal,
-                plinth_api::constants::events::DESTINATION_READY,
-                "Destination is Ready".into(),
-            )),
+            state,
+            d.dest,
+            false,
+            "StateStoreWriteFailed",
+            &msg,
+            not_ready_event(&msg),
         )
         .await?;
-        return Ok(recheck);
+        return Ok(Action::requeue(state.ctx.config().requeue_default));
     }
+    let msg = "Destination is ready";
+    set_ready(state, d.dest, true, "DestinationReady", msg, ready_event()).await?;
+    Ok(recheck(state))
+}
 
-    let files = layout::canary_files(&dest.spec.path, layout_mode(dest.spec.filepath_mode()))
+/// Writes the canary files of the Destination's `filepath.mode`:
+/// `Ready=True/TestDocumentsWritten`, or `Ready=False/StateStoreWriteFailed`.
+async fn write_canaries(
+    state: &DestState,
+    d: &Reconciling<'_>,
+    store: &StateStore,
+) -> Result<Action, Error> {
+    let files = layout::canary_files(&d.dest.spec.path, layout_mode(d.dest.spec.filepath_mode()))
         .map_err(|e| Error::Invalid {
-            object: what.clone(),
-            message: format!("spec.path: {e}"),
-        })?;
+        object: d.what.clone(),
+        message: format!("spec.path: {e}"),
+    })?;
     let ops = files
         .into_iter()
         .map(|(path, content)| WriteOp::Put { path, content })
         .collect();
-    match store
-        .write(WriteRequest {
-            name: layout::CANARY_WRITER_NAME.into(),
-            ops,
-        })
-        .await
-    {
-        Ok(_) => {
-            set_ready(
-                &state,
-                &dest,
-                true,
-                "TestDocumentsWritten",
-                "Test documents written to State Store",
-                Some((
-                    EventType::Normal,
-                    plinth_api::constants::events::DESTINATION_READY,
-                    "Destination is Ready".into(),
-                )),
-            )
-            .await?;
-            Ok(recheck)
-        }
-        Err(e) => {
-            let msg = format!("Failed to write test documents to State Store: {e}");
-            set_ready(
-                &state,
-                &dest,
-                false,
-                "StateStoreWriteFailed",
-                &msg,
-                Some((
-                    EventType::Warning,
-                    plinth_api::constants::events::DESTINATION_NOT_READY,
-                    msg.clone(),
-                )),
-            )
-            .await?;
-            Ok(Action::requeue(cfg.requeue_default))
-        }
+    let request = WriteRequest {
+        name: layout::CANARY_WRITER_NAME.into(),
+        ops,
+    };
+    if let Err(e) = store.write(request).await {
+        let msg = format!("Failed to write test documents to State Store: {e}");
+        set_ready(
+            state,
+            d.dest,
+            false,
+            "StateStoreWriteFailed",
+            &msg,
+            not_ready_event(&msg),
+        )
+        .await?;
+        return Ok(Action::requeue(state.ctx.config().requeue_default));
     }
+    let msg = "Test documents written to State Store";
+    set_ready(
+        state,
+        d.dest,
+        true,
+        "TestDocumentsWritten",
+        msg,
+        ready_event(),
+    )
+    .await?;
+    Ok(recheck(state))
 }
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 //!
 //! - [`promise`]: Promises and, per Promise API, a dynamic
 //!   resource-request controller ([`request`]).
+//! - [`dynamic`]: the registry of running request controllers (held by [`Context`]).
 //! - [`workflow`]: pipelines as Jobs and the workflow engine.
-//! - [`scheduler`], [`workplacement`], [`destination`], [`statestore`]: Works to files.
+//! - [`scheduler`] (the placement rules), [`work`], [`workplacement`], [`destination`],
+//!   [`statestore`]: Works to files.
 //! - [`support`]: what every controller shares (conditions, the status writer, the
 //!   finalizer editor, Events, API-error tests).
 //!
@@ -17,6 +19,7 @@ pub mod config;
 pub mod context;
 pub mod destination;
 pub mod dryrun;
+pub mod dynamic;
 pub mod fanout;
 pub mod health;
 pub mod instrument;
@@ -31,6 +34,7 @@ pub mod stores;
 pub mod support;
 pub mod triggers;
 pub mod user_roles;
+pub mod work;
 pub mod workflow;
 pub mod workplacement;
 
@@ -47,7 +51,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
         promise::run(ctx.clone()),
         promiserelease::run(ctx.clone()),
         dryrun::run(ctx.clone()),
-        scheduler::run(ctx.clone()),
+        work::run(ctx.clone()),
         workplacement::run(ctx.clone()),
         destination::run(ctx.clone()),
         statestore::run(ctx.clone()),

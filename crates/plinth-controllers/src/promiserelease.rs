@@ -55,47 +55,22 @@ fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(ctx.config().requeue_default)
 }
 
+/// One reconcile: deletion, or finalizer, the already-installed check, the fetch and
+/// its version checks, then the Promise's create or update.
 async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();
-    let config = ctx.config();
     let owned = promises
         .list(&ListParams::default().labels(&format!("{}={}", labels::PROMISE_RELEASE_NAME, name)))
         .await?
         .items;
-
     if pr.meta().deletion_timestamp.is_some() {
-        if owned.is_empty() {
-            remove_finalizer(&api, &pr, finalizers::PROMISE_CLEANUP).await?;
-            return Ok(Action::await_change());
-        }
-        for p in owned
-            .iter()
-            .filter(|p| p.meta().deletion_timestamp.is_none())
-        {
-            match promises
-                .delete(&p.name_any(), &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(ref e) if crate::support::is_not_found(e) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        return Ok(Action::requeue(config.requeue_default));
+        return delete(&ctx, &api, &pr, &owned).await;
     }
-    if !pr
-        .finalizers()
-        .iter()
-        .any(|f| f == finalizers::PROMISE_CLEANUP)
-    {
-        let mut f = pr.finalizers().to_vec();
-        f.push(finalizers::PROMISE_CLEANUP.to_string());
-        set_finalizers(&api, &pr, f).await?;
+    if add_finalizer(&api, &pr).await? {
         return Ok(Action::await_change());
     }
-
     let want_version = pr.data["spec"]["version"]
         .as_str()
         .unwrap_or_default()
@@ -107,49 +82,28 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
         installed(&api, &name).await?;
         return Ok(Action::await_change());
     }
+    let fail = |reason, message| fail(&ctx, &api, &pr, reason, message);
     if owned.len() > 1 {
-        return fail(
-            &ctx,
-            &api,
-            &pr,
-            reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
-            format!(
-                "more than one Promise carries {}={}",
-                labels::PROMISE_RELEASE_NAME,
-                name
-            ),
-        )
-        .await;
+        let msg = format!(
+            "more than one Promise carries {}={}",
+            labels::PROMISE_RELEASE_NAME,
+            name
+        );
+        return fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, msg).await;
     }
-
     let fetched = match fetch(&ctx, &pr).await {
         Ok(p) => p,
         Err(cause) => {
-            return fail(
-                &ctx,
-                &api,
-                &pr,
-                reasons::FAILED_TO_FETCH_PROMISE,
-                format!("Failed to fetch Promise from URL: {cause}"),
-            )
-            .await;
+            let msg = format!("Failed to fetch Promise from URL: {cause}");
+            return fail(reasons::FAILED_TO_FETCH_PROMISE, msg).await;
         }
     };
-    let Some(version) = fetched["metadata"]["labels"][labels::PROMISE_VERSION]
-        .as_str()
-        .map(str::to_string)
-    else {
-        return fail(
-            &ctx,
-            &api,
-            &pr,
-            reasons::VERSION_LABEL_NOT_FOUND,
-            format!(
-                "the fetched Promise has no {} label",
-                labels::PROMISE_VERSION
-            ),
-        )
-        .await;
+    let Some(version) = fetched["metadata"]["labels"][labels::PROMISE_VERSION].as_str() else {
+        let msg = format!(
+            "the fetched Promise has no {} label",
+            labels::PROMISE_VERSION
+        );
+        return fail(reasons::VERSION_LABEL_NOT_FOUND, msg).await;
     };
     if want_version.is_empty() {
         let patch = json!({"spec": {"version": version}});
@@ -158,67 +112,11 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     if version != want_version {
-        return fail(
-            &ctx,
-            &api,
-            &pr,
-            reasons::VERSION_NOT_MATCHING,
-            format!("Version labels do not match, found: {version}, expected: {want_version}"),
-        )
-        .await;
+        let msg =
+            format!("Version labels do not match, found: {version}, expected: {want_version}");
+        return fail(reasons::VERSION_NOT_MATCHING, msg).await;
     }
-
-    let promise_name = fetched["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let mut desired = fetched.clone();
-    desired["metadata"]["labels"][labels::PROMISE_RELEASE_NAME] = json!(name);
-    desired["metadata"]["ownerReferences"] = json!([{
-        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "name": name,
-        "uid": pr.meta().uid, "controller": true, "blockOwnerDeletion": true,
-    }]);
-    let result = match promises.get_opt(&promise_name).await? {
-        None => promises
-            .create(
-                &Default::default(),
-                &serde_json::from_value(desired).map_err(Error::Json)?,
-            )
-            .await
-            .map(|_| ()),
-        Some(mut existing) => {
-            existing.data["spec"] = desired["spec"].clone();
-            let l = existing
-                .metadata
-                .labels
-                .get_or_insert_with(Default::default);
-            for (k, v) in desired["metadata"]["labels"]
-                .as_object()
-                .into_iter()
-                .flatten()
-            {
-                l.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
-            }
-            let a = existing
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default);
-            for (k, v) in desired["metadata"]["annotations"]
-                .as_object()
-                .into_iter()
-                .flatten()
-            {
-                a.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
-            }
-            existing.metadata.owner_references =
-                serde_json::from_value(desired["metadata"]["ownerReferences"].clone()).ok();
-            promises
-                .replace(&promise_name, &Default::default(), &existing)
-                .await
-                .map(|_| ())
-        }
-    };
-    match result {
+    match apply_promise(&promises, &pr, fetched.clone()).await? {
         Ok(()) => {
             installed(&api, &name).await?;
             Ok(Action::await_change())
@@ -226,32 +124,114 @@ async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, 
         Err(kube::Error::Api(e)) if e.is_invalid() => {
             support::publish(
                 &ctx.recorder(COMPONENT),
-                &support::reference(&pr),
+                &support::reference(pr.as_ref()),
                 support::EventType::Warning,
                 plinth_api::constants::events::INVALID_PROMISE,
                 e.message.clone(),
             )
             .await;
-            fail(
-                &ctx,
-                &api,
-                &pr,
-                reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
-                e.message,
-            )
-            .await
+            fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, e.message).await
         }
-        Err(e) => {
-            fail(
-                &ctx,
-                &api,
-                &pr,
-                reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE,
-                e.to_string(),
-            )
+        Err(e) => fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, e.to_string()).await,
+    }
+}
+
+/// Adds the promise-cleanup finalizer; true when it wrote.
+async fn add_finalizer(api: &Api<DynamicObject>, pr: &DynamicObject) -> Result<bool, Error> {
+    if pr
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizers::PROMISE_CLEANUP)
+    {
+        return Ok(false);
+    }
+    let mut f = pr.finalizers().to_vec();
+    f.push(finalizers::PROMISE_CLEANUP.to_string());
+    set_finalizers(api, pr, f).await?;
+    Ok(true)
+}
+
+/// Deletion: deletes the Promises it installed, waits (`requeue_default`) until they
+/// are gone, then removes the finalizer.
+async fn delete(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    pr: &DynamicObject,
+    owned: &[DynamicObject],
+) -> Result<Action, Error> {
+    if owned.is_empty() {
+        remove_finalizer(api, pr, finalizers::PROMISE_CLEANUP).await?;
+        return Ok(Action::await_change());
+    }
+    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    for p in owned
+        .iter()
+        .filter(|p| p.meta().deletion_timestamp.is_none())
+    {
+        match promises
+            .delete(&p.name_any(), &DeleteParams::background())
             .await
+        {
+            Ok(_) => {}
+            Err(ref e) if crate::support::is_not_found(e) => {}
+            Err(e) => return Err(e.into()),
         }
     }
+    Ok(Action::requeue(ctx.config().requeue_default))
+}
+
+/// Creates the fetched Promise, labelled with and controlled by the release, or
+/// replaces the spec, labels, annotations and owner of an existing one. The outer
+/// error is a failed read; the inner result is the write's, which the caller reports.
+async fn apply_promise(
+    promises: &Api<DynamicObject>,
+    pr: &DynamicObject,
+    fetched: Value,
+) -> Result<Result<(), kube::Error>, Error> {
+    let name = pr.name_any();
+    let promise_name = fetched["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut desired = fetched;
+    desired["metadata"]["labels"][labels::PROMISE_RELEASE_NAME] = json!(name);
+    desired["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "name": name,
+        "uid": pr.meta().uid, "controller": true, "blockOwnerDeletion": true,
+    }]);
+    let Some(mut existing) = promises.get_opt(&promise_name).await? else {
+        let obj: DynamicObject = serde_json::from_value(desired).map_err(Error::Json)?;
+        return Ok(promises.create(&Default::default(), &obj).await.map(|_| ()));
+    };
+    existing.data["spec"] = desired["spec"].clone();
+    let l = existing
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default);
+    for (k, v) in desired["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        l.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+    }
+    let a = existing
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    for (k, v) in desired["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        a.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+    }
+    existing.metadata.owner_references =
+        serde_json::from_value(desired["metadata"]["ownerReferences"].clone()).ok();
+    Ok(promises
+        .replace(&promise_name, &Default::default(), &existing)
+        .await
+        .map(|_| ()))
 }
 
 async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {

@@ -4,24 +4,22 @@
 //! Beyond Kratix: the controller is restarted on the API's currently served version when
 //! the Promise's CRD changes, and it is truly stopped when the Promise goes.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 use crate::Error;
 use crate::context::Context;
-use crate::promise::{classify_works, promise_resource};
+pub use crate::dynamic::RequestApi;
+use crate::support::resources::{promise_resource, work_resource};
+use crate::support::works::{WorksState, classify_works};
 use crate::support::{self, condition_true, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
 use crate::workflow::engine::{self, Progress};
@@ -39,82 +37,19 @@ const FINALIZERS: [&str; 4] = [
     finalizers::RESOURCE_BINDING_CLEANUP,
 ];
 
-/// A Promise API as the request controller watches it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestApi {
-    pub group: String,
-    pub kind: String,
-    pub plural: String,
-    /// The CRD's storage version (reported as the Promise's `status.apiVersion`).
-    pub storage_version: String,
-    /// The version the controller watches: served now.
-    pub served_version: String,
-}
-
-impl RequestApi {
-    /// The dynamic API resource at the watched version.
-    pub fn resource(&self) -> ApiResource {
-        ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(&self.group, &self.served_version, &self.kind),
-            &self.plural,
-        )
-    }
-}
-
-struct Running {
-    api: RequestApi,
-    task: JoinHandle<()>,
-}
-
-/// The running request controllers keyed by Promise name.
-#[derive(Default)]
-pub struct RequestControllers {
-    inner: Mutex<HashMap<String, Running>>,
-}
-
-impl RequestControllers {
-    /// Starts the controller for `promise`, or restarts it when its API changed.
-    pub fn ensure(&self, ctx: &Arc<Context>, promise: &str, api: RequestApi) {
-        let mut map = self.inner.lock().expect("request controllers poisoned");
-        if let Some(r) = map.get(promise) {
-            if r.api == api && !r.task.is_finished() {
-                return;
-            }
-            r.task.abort();
-        }
-        tracing::info!(promise, kind = %api.kind, version = %api.served_version, "starting resource request controller");
-        let task = tokio::spawn(run(ctx.clone(), promise.to_string(), api.clone()));
-        map.insert(promise.to_string(), Running { api, task });
-    }
-
-    /// Stops the controller for `promise` (Promise deleted or API unusable).
-    pub fn stop(&self, promise: &str) {
-        if let Some(r) = self
-            .inner
-            .lock()
-            .expect("request controllers poisoned")
-            .remove(promise)
-        {
-            r.task.abort();
-            tracing::info!(promise, "stopped resource request controller");
-        }
-    }
-
-    /// The API the controller for `promise` watches, if running.
-    pub fn api_of(&self, promise: &str) -> Option<RequestApi> {
-        self.inner
-            .lock()
-            .expect("request controllers poisoned")
-            .get(promise)
-            .map(|r| r.api.clone())
-    }
-}
-
 struct RequestCtx {
     ctx: Arc<Context>,
     promise: String,
     api: RequestApi,
     fanout: fanout::FanOut,
+}
+
+/// Starts (or restarts on a changed API) the request controller of `promise` on `api`
+/// in the context's registry.
+pub fn start(ctx: &Arc<Context>, promise: &str, api: RequestApi) {
+    let (ctx2, name) = (ctx.clone(), promise.to_string());
+    ctx.request_controllers
+        .ensure(promise, api, move |api| tokio::spawn(run(ctx2, name, api)));
 }
 
 async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
@@ -123,22 +58,9 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     // Promises and requests advance one step per reconcile and are woken by their own
     // status writes; those writes are no-ops once nothing changes, so they settle.
     let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
-    let store = controller.store();
-    let jobs: Api<Job> = Api::all(ctx.client.clone());
-    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
-    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
-    let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
-    let (ar_bindings, ar_revisions, revision_store) = (ar.clone(), ar.clone(), store.clone());
-    let job_sel = format!(
-        "{}={promise_name},kratix.io/workflow-type=resource",
-        labels::PROMISE_NAME
-    );
-    let work_sel = format!(
-        "{}={promise_name},{}",
-        labels::PROMISE_NAME,
-        labels::RESOURCE_NAME
-    );
-    let ctx_client = ctx.client.clone();
+    let controller = watch_workflow_outputs(controller, &ctx.client, &promise_name, &ar);
+    let controller = watch_versions(controller, &ctx.client, &promise_name, &ar);
+    let controller = watch_promise(controller, &ctx.client, &promise_name, &ar);
     let (fanout, wakes) = fanout::FanOut::new(&promise_name);
     let rctx = Arc::new(RequestCtx {
         ctx,
@@ -148,80 +70,6 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     });
     let reporter = rctx.clone();
     let requests = controller
-        .watches(
-            jobs,
-            watcher::Config::default().labels(&job_sel),
-            move |job| {
-                let a = job.annotations();
-                let name = a.get(annotations::JOB_RESOURCE_NAME)?;
-                let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
-                Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
-            },
-        )
-        .watches_with(
-            works,
-            work_resource(),
-            watcher::Config::default().labels(&work_sel),
-            move |w| {
-                let name = w.labels().get(labels::RESOURCE_NAME)?;
-                let ns = w
-                    .labels()
-                    .get(labels::RESOURCE_NAMESPACE)
-                    .cloned()
-                    .or(w.namespace())?;
-                Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
-            },
-        )
-        // A request's binding (created, moved, deleted) wakes it.
-        .watches_with(
-            Api::<DynamicObject>::all_with(
-                ctx_client.clone(),
-                &resourcebinding::binding_resource(),
-            ),
-            resourcebinding::binding_resource(),
-            watcher::Config::default().labels(&format!("{}={promise_name}", labels::PROMISE_NAME)),
-            move |b| {
-                let (name, ns) = resourcebinding::request_of(&b)?;
-                Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
-            },
-        )
-        // A new latest revision wakes all of the Promise's requests.
-        .watches_with(
-            Api::<DynamicObject>::all_with(
-                ctx_client.clone(),
-                &resourcebinding::revision_resource(),
-            ),
-            resourcebinding::revision_resource(),
-            watcher::Config::default().labels(&format!("{}={promise_name}", labels::PROMISE_NAME)),
-            move |_| {
-                revision_store
-                    .state()
-                    .into_iter()
-                    .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar_revisions.clone()))
-                    .collect::<Vec<_>>()
-            },
-        )
-        // The Promise turning (un)available or pausing wakes all of its requests.
-        .watches_stream_with(
-            watcher(
-                promises,
-                watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
-            )
-            .default_backoff()
-            .touched_objects()
-            .predicate_filter(
-                |p: &DynamicObject| Some(fanout::promise_inputs(p)),
-                Default::default(),
-            ),
-            move |_| {
-                store
-                    .state()
-                    .into_iter()
-                    .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
-                    .collect::<Vec<_>>()
-            },
-            promise_resource(),
-        )
         // Requests queued by the fan-out limit, woken when a run ends.
         .reconcile_on(futures::stream::unfold(wakes, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))
@@ -251,11 +99,113 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     }
 }
 
-fn work_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Work"),
-        "works",
+/// A request's Jobs (by their annotations) and Works (by their labels) wake it.
+fn watch_workflow_outputs(
+    controller: Controller<DynamicObject>,
+    client: &kube::Client,
+    promise_name: &str,
+    ar: &ApiResource,
+) -> Controller<DynamicObject> {
+    let job_sel = format!(
+        "{}={promise_name},kratix.io/workflow-type=resource",
+        labels::PROMISE_NAME
+    );
+    let work_sel = format!(
+        "{}={promise_name},{}",
+        labels::PROMISE_NAME,
+        labels::RESOURCE_NAME
+    );
+    let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
+    controller
+        .watches(
+            Api::<Job>::all(client.clone()),
+            watcher::Config::default().labels(&job_sel),
+            move |job| {
+                let a = job.annotations();
+                let name = a.get(annotations::JOB_RESOURCE_NAME)?;
+                let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
+                Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
+            },
+        )
+        .watches_with(
+            Api::<DynamicObject>::all_with(client.clone(), &work_resource()),
+            work_resource(),
+            watcher::Config::default().labels(&work_sel),
+            move |w| {
+                let name = w.labels().get(labels::RESOURCE_NAME)?;
+                let ns = w
+                    .labels()
+                    .get(labels::RESOURCE_NAMESPACE)
+                    .cloned()
+                    .or(w.namespace())?;
+                Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
+            },
+        )
+}
+
+/// A request's binding (created, moved, deleted) wakes it; a new latest revision wakes
+/// all of the Promise's requests.
+fn watch_versions(
+    controller: Controller<DynamicObject>,
+    client: &kube::Client,
+    promise_name: &str,
+    ar: &ApiResource,
+) -> Controller<DynamicObject> {
+    let by_promise = format!("{}={promise_name}", labels::PROMISE_NAME);
+    let (ar_bindings, ar_revisions, store) = (ar.clone(), ar.clone(), controller.store());
+    controller
+        .watches_with(
+            Api::<DynamicObject>::all_with(client.clone(), &resourcebinding::binding_resource()),
+            resourcebinding::binding_resource(),
+            watcher::Config::default().labels(&by_promise),
+            move |b| {
+                let (name, ns) = resourcebinding::request_of(&b)?;
+                Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
+            },
+        )
+        .watches_with(
+            Api::<DynamicObject>::all_with(client.clone(), &resourcebinding::revision_resource()),
+            resourcebinding::revision_resource(),
+            watcher::Config::default().labels(&by_promise),
+            move |_| all_requests(&store, &ar_revisions),
+        )
+}
+
+/// The Promise turning (un)available or pausing wakes all of its requests.
+fn watch_promise(
+    controller: Controller<DynamicObject>,
+    client: &kube::Client,
+    promise_name: &str,
+    ar: &ApiResource,
+) -> Controller<DynamicObject> {
+    let promises: Api<DynamicObject> = Api::all_with(client.clone(), &promise_resource());
+    let (ar, store) = (ar.clone(), controller.store());
+    controller.watches_stream_with(
+        watcher(
+            promises,
+            watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
+        )
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(
+            |p: &DynamicObject| Some(fanout::promise_inputs(p)),
+            Default::default(),
+        ),
+        move |_| all_requests(&store, &ar),
+        promise_resource(),
     )
+}
+
+/// Every cached request of the API.
+fn all_requests(
+    store: &kube::runtime::reflector::Store<DynamicObject>,
+    ar: &ApiResource,
+) -> Vec<ObjectRef<DynamicObject>> {
+    store
+        .state()
+        .into_iter()
+        .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
+        .collect()
 }
 
 fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> Action {
@@ -304,58 +254,119 @@ fn context_of(rctx: &RequestCtx) -> &Context {
     &rctx.ctx
 }
 
+/// A resource request as one reconcile sees it, with the API it writes through.
+struct Reconciling<'a> {
+    rctx: &'a RequestCtx,
+    rr: &'a DynamicObject,
+    ns: String,
+    name: String,
+    api: Api<DynamicObject>,
+}
+
+impl<'a> Reconciling<'a> {
+    fn new(rctx: &'a RequestCtx, rr: &'a DynamicObject) -> Self {
+        let ns = rr.namespace().unwrap_or_else(|| "default".into());
+        Reconciling {
+            api: Api::namespaced_with(rctx.ctx.client.clone(), &ns, &rctx.api.resource()),
+            name: rr.name_any(),
+            rctx,
+            rr,
+            ns,
+        }
+    }
+
+    fn ctx(&self) -> &Context {
+        &self.rctx.ctx
+    }
+}
+
+fn paused(o: &DynamicObject) -> bool {
+    o.labels().get(labels::PAUSED).is_some_and(|v| v == "true")
+}
+
+/// One reconcile: the steps of Kratix's resource request controller in order. A step
+/// that wrote what the next depends on ends the reconcile; the write wakes the next.
 async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Action, Error> {
-    let ctx = &rctx.ctx;
-    let config = ctx.config();
-    let ns = rr.namespace().unwrap_or_else(|| "default".into());
-    let name = rr.name_any();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &rctx.api.resource());
-    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let r = Reconciling::new(&rctx, &rr);
+    let promises: Api<DynamicObject> = Api::all_with(r.ctx().client.clone(), &promise_resource());
     let Some(promise) = promises.get_opt(&rctx.promise).await? else {
         return Ok(Action::await_change());
     };
-    let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
-
-    let paused = |o: &DynamicObject| o.labels().get(labels::PAUSED).is_some_and(|v| v == "true");
     if paused(&promise) || paused(&rr) {
-        support::update_status(&api, &name, |s, _| {
-            set_condition(
-                s,
-                condition_types::RECONCILED,
-                "Unknown",
-                reasons::PAUSED_RECONCILIATION,
-                messages::PAUSED,
-                None,
-            )
-        })
-        .await?;
+        mark_paused(&r).await?;
         return Ok(Action::await_change());
     }
-    if rr.labels().get(labels::PROMISE_NAME) != Some(&rctx.promise) {
-        let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: rctx.promise}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    if label_with_promise(&r).await? {
         return Ok(Action::await_change());
     }
-
     if rr.meta().deletion_timestamp.is_some() {
-        return delete(&rctx, &api, &rr, &promise_spec).await;
+        let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
+        return delete(&rctx, &r.api, &rr, &promise_spec).await;
     }
     // Resumed (the request's or its Promise's pause lifted): run from the first pipeline.
-    if engine::resume_after_pause(&api, &rr, &[]).await? {
+    if engine::resume_after_pause(&r.api, &rr, &[]).await?
+        || hold_for_promise(&r, &promise).await?
+        || ensure_finalizers(&r).await?
+        || fanout::promise_catching_up(&promise)
+    {
         return Ok(Action::await_change());
     }
+    // ResourceBinding: the revision whose Promise spec the request runs with.
+    let Some((binding, bound)) =
+        resourcebinding::bind(r.ctx(), COMPONENT, &rctx.promise, &r.api, &rr).await?
+    else {
+        return Ok(Action::await_change());
+    };
+    if promise.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let wf = request_workflow(&rctx, &rr, &bound.spec, WorkflowAction::Configure);
+    if let Some(action) = run_configure(&r, &wf, &binding, &bound).await? {
+        return Ok(action);
+    }
+    let stored = record_reconciled(&r, &wf, &binding, &bound).await?;
+    let interval = r.ctx().config().reconciliation_interval;
+    engine::periodic_rerun(r.ctx(), &wf, &r.api, &stored, interval).await
+}
 
-    // Hold requests while the Promise cannot fulfil them.
+/// A paused request (or Promise) reports `Reconciled=Unknown/PausedReconciliation`.
+async fn mark_paused(r: &Reconciling<'_>) -> Result<(), Error> {
+    support::update_status(&r.api, &r.name, |s, _| {
+        set_condition(
+            s,
+            condition_types::RECONCILED,
+            "Unknown",
+            reasons::PAUSED_RECONCILIATION,
+            messages::PAUSED,
+            None,
+        )
+    })
+    .await?;
+    Ok(())
+}
+
+/// Labels the request with its Promise's name; true when it wrote.
+async fn label_with_promise(r: &Reconciling<'_>) -> Result<bool, Error> {
+    if r.rr.labels().get(labels::PROMISE_NAME) == Some(&r.rctx.promise) {
+        return Ok(false);
+    }
+    let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: r.rctx.promise}}});
+    r.api
+        .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(true)
+}
+
+/// Holds the request while its Promise is not Available or its requirements are not
+/// installed (`PromiseAvailable=False`), and sets `PromiseAvailable=True` once they
+/// are; true when the reconcile ends here.
+async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Result<bool, Error> {
     let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
     let requirements_met = promise_status["requiredPromises"]
         .as_array()
         .is_none_or(|r| r.iter().all(|x| x["state"] == requirement_state::INSTALLED));
-    let promise_available = promise_status["status"] == "Available";
-    let rr_status = rr.data.get("status").cloned().unwrap_or(Value::Null);
-    if !requirements_met || !promise_available {
-        support::update_status(&api, &name, |s, _| {
+    if !requirements_met || promise_status["status"] != "Available" {
+        support::update_status(&r.api, &r.name, |s, _| {
             let mut c = set_condition(
                 s,
                 condition_types::PROMISE_AVAILABLE,
@@ -368,176 +379,187 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
             c
         })
         .await?;
-        return Ok(Action::await_change());
+        return Ok(true);
     }
-    if support::condition(&rr_status, condition_types::PROMISE_AVAILABLE)
+    let rr_status = r.rr.data.get("status").unwrap_or(&Value::Null);
+    if !support::condition(rr_status, condition_types::PROMISE_AVAILABLE)
         .is_some_and(|c| c["status"] == "False")
     {
-        support::update_status(&api, &name, |s, _| {
-            set_condition(
-                s,
-                condition_types::PROMISE_AVAILABLE,
-                "True",
-                reasons::PROMISE_AVAILABLE,
-                messages::PROMISE_REQUIREMENTS_MET,
-                None,
-            )
-        })
-        .await?;
-        return Ok(Action::await_change());
+        return Ok(false);
     }
+    support::update_status(&r.api, &r.name, |s, _| {
+        set_condition(
+            s,
+            condition_types::PROMISE_AVAILABLE,
+            "True",
+            reasons::PROMISE_AVAILABLE,
+            messages::PROMISE_REQUIREMENTS_MET,
+            None,
+        )
+    })
+    .await?;
+    Ok(true)
+}
 
-    // Finalizers.
-    let current = rr.finalizers().to_vec();
-    if FINALIZERS.iter().any(|f| !current.iter().any(|c| c == f)) {
-        let mut wanted = current.clone();
-        for f in FINALIZERS {
-            if !wanted.iter().any(|c| c == f) {
-                wanted.push(f.to_string());
-            }
+/// Adds the request finalizers that are missing; true when it wrote.
+async fn ensure_finalizers(r: &Reconciling<'_>) -> Result<bool, Error> {
+    let current = r.rr.finalizers().to_vec();
+    if FINALIZERS.iter().all(|f| current.iter().any(|c| c == f)) {
+        return Ok(false);
+    }
+    let mut wanted = current.clone();
+    for f in FINALIZERS {
+        if !wanted.iter().any(|c| c == f) {
+            wanted.push(f.to_string());
         }
-        set_finalizers(&api, &rr, wanted).await?;
-        return Ok(Action::await_change());
     }
-    if fanout::promise_catching_up(&promise) {
-        return Ok(Action::await_change());
-    }
-    // ResourceBinding: the revision whose Promise spec the request runs with (§3.7).
-    let Some((binding, bound)) =
-        resourcebinding::bind(ctx, COMPONENT, &rctx.promise, &api, &rr).await?
-    else {
-        return Ok(Action::await_change());
-    };
-    let promise_spec = bound.spec.clone();
-    if promise.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
+    set_finalizers(&r.api, r.rr, wanted).await?;
+    Ok(true)
+}
 
-    // Configure workflow.
-    let wf = request_workflow(&rctx, &rr, &promise_spec, WorkflowAction::Configure);
+/// Runs the configure workflow within the Promise's fan-out limit and records the
+/// outcome on the binding. `None` once it is done; otherwise the action that waits
+/// (queued, running, a retry's `nextRetryAt`, or the periodic re-run after a failure).
+async fn run_configure(
+    r: &Reconciling<'_>,
+    wf: &Workflow,
+    binding: &DynamicObject,
+    bound: &resourcebinding::BoundRevision,
+) -> Result<Option<Action>, Error> {
+    let (ctx, rctx) = (r.ctx(), r.rctx);
+    let config = ctx.config();
     // At most N workflows of the Promise's requests in flight (fan-out).
-    let me = ObjectRef::from_obj_with(rr.as_ref(), rctx.api.resource());
-    let fanout::Admission::Go(slot) = rctx.fanout.admit(ctx, &wf, &rr, me).await? else {
-        return Ok(Action::requeue(config.requeue_slow));
+    let me = ObjectRef::from_obj_with(r.rr, rctx.api.resource());
+    let fanout::Admission::Go(slot) = rctx.fanout.admit(ctx, wf, r.rr, me).await? else {
+        return Ok(Some(Action::requeue(config.requeue_slow)));
     };
     let progress =
-        engine::reconcile_configure(ctx, &wf, &api, &rr, &rctx.api.group, COMPONENT).await?;
+        engine::reconcile_configure(ctx, wf, &r.api, r.rr, &rctx.api.group, COMPONENT).await?;
     drop(slot);
     rctx.fanout.ran(&progress);
-    resourcebinding::record_outcome(ctx, &binding, &bound, &progress).await?;
-    match progress {
-        Progress::Done => {}
-        Progress::Running => return Ok(Action::await_change()),
-        Progress::Suspended { retry_at } => {
-            return Ok(match retry_at {
-                Some(at) => Action::requeue(std::time::Duration::from_secs(
-                    (at.as_second() - jiff::Timestamp::now().as_second()).max(1) as u64,
-                )),
-                None => Action::await_change(),
-            });
-        }
-        Progress::Failed { .. } => {
-            return if config.reconcile_after_failure {
-                engine::periodic_rerun(ctx, &wf, &api, &rr, config.reconciliation_interval).await
-            } else {
-                Ok(Action::await_change())
-            };
-        }
-    }
+    resourcebinding::record_outcome(ctx, binding, bound, &progress).await?;
+    Ok(match progress {
+        Progress::Done => None,
+        Progress::Running => Some(Action::await_change()),
+        Progress::Suspended { retry_at } => Some(match retry_at {
+            Some(at) => Action::requeue(support::until(at)),
+            None => Action::await_change(),
+        }),
+        Progress::Failed { .. } if config.reconcile_after_failure => Some(
+            engine::periodic_rerun(ctx, wf, &r.api, r.rr, config.reconciliation_interval).await?,
+        ),
+        Progress::Failed { .. } => Some(Action::await_change()),
+    })
+}
 
-    // Works and Reconciled.
+/// The request's Works, from its configure workflow's namespace.
+async fn request_works(r: &Reconciling<'_>, wf: &Workflow) -> Result<Vec<DynamicObject>, Error> {
     let works: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
+        Api::namespaced_with(r.ctx().client.clone(), &wf.namespace, &work_resource());
     let mut sel = format!(
-        "{}={},{}={name},{}=resource",
+        "{}={},{}={},{}=resource",
         labels::PROMISE_NAME,
-        rctx.promise,
+        r.rctx.promise,
         labels::RESOURCE_NAME,
+        r.name,
         labels::WORK_TYPE
     );
     if wf.pipeline_namespace_set {
-        sel.push_str(&format!(",kratix.io/resource-namespace={ns}"));
+        sel.push_str(&format!(",kratix.io/resource-namespace={}", r.ns));
     }
-    let state = classify_works(&works.list(&ListParams::default().labels(&sel)).await?.items);
-    let generation = rr.meta().generation.unwrap_or(1);
+    Ok(works.list(&ListParams::default().labels(&sel)).await?.items)
+}
+
+/// Writes the observed generation, versions, `WorksSucceeded`, `Reconciled` and the last
+/// successful configure time; announces the first `Reconciled=True`. Returns the request
+/// as stored.
+async fn record_reconciled(
+    r: &Reconciling<'_>,
+    wf: &Workflow,
+    binding: &DynamicObject,
+    bound: &resourcebinding::BoundRevision,
+) -> Result<DynamicObject, Error> {
+    let state = classify_works(&request_works(r, wf).await?);
+    let generation = r.rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
-    let version = bound.version.clone();
-    let stored = support::update_status(&api, &name, |s, _| {
+    let stored = support::update_status(&r.api, &r.name, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
-        c |= resourcebinding::set_request_versions(s, &binding, &bound);
-        let (ws, wr, wm) = state.condition("resource");
-        c |= set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
-        let workflow_done =
-            no_pipelines || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
-        if workflow_done && ws == "True" {
-            c |= set_condition(
-                s,
-                condition_types::RECONCILED,
-                "True",
-                reasons::RECONCILED,
-                messages::RECONCILED,
-                None,
-            );
-        } else if ws == "False" {
-            c |= set_condition(
-                s,
-                condition_types::RECONCILED,
-                "False",
-                reasons::WORKS_FAILING,
-                messages::FAILING,
-                None,
-            );
-        } else {
-            c |= set_condition(
-                s,
-                condition_types::RECONCILED,
-                "Unknown",
-                reasons::WORKS_PENDING,
-                messages::PENDING,
-                None,
-            );
-        }
-        if let Some(t) = support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
-            .filter(|c| c["status"] == "True")
-            .and_then(|c| c["lastTransitionTime"].as_str())
-            .map(str::to_string)
-        {
-            c |= set_field(s, "lastSuccessfulConfigureWorkflowTime", json!(t));
-            let k = support::ensure_object(s)
-                .entry("kratix")
-                .or_insert_with(|| json!({}));
-            let w = support::ensure_object(k)
-                .entry("workflows")
-                .or_insert_with(|| json!({}));
-            c |= set_field(w, "lastSuccessfulConfigureWorkflowTime", json!(t));
-        }
-        c
+        c |= resourcebinding::set_request_versions(s, binding, bound);
+        c |= set_works_conditions(s, &state, no_pipelines);
+        c | record_last_success(s)
     })
     .await?;
-    let was = support::condition(&rr_status, condition_types::RECONCILED)
+    let rr_status = r.rr.data.get("status").unwrap_or(&Value::Null);
+    let was = support::condition(rr_status, condition_types::RECONCILED)
         .is_some_and(|c| c["status"] == "True");
-    if !was
-        && condition_true(
-            stored.data.get("status").unwrap_or(&Value::Null),
-            "Reconciled",
-        )
-    {
+    let now = condition_true(
+        stored.data.get("status").unwrap_or(&Value::Null),
+        "Reconciled",
+    );
+    if !was && now {
         support::publish(
-            &ctx.recorder(COMPONENT),
+            &r.ctx().recorder(COMPONENT),
             &support::reference(&stored),
             support::EventType::Normal,
             plinth_api::constants::events::RECONCILE_SUCCEEDED,
             format!(
-                "Resource request reconciled with promise {} version {version}",
-                rctx.promise
+                "Resource request reconciled with promise {} version {}",
+                r.rctx.promise, bound.version
             ),
         )
         .await;
     }
-    engine::periodic_rerun(ctx, &wf, &api, &stored, config.reconciliation_interval).await
+    Ok(stored)
 }
 
-/// Deletion, one step per reconcile: delete pipeline, then Works, then Jobs.
+/// Sets `WorksSucceeded` and the `Reconciled` it implies (True once the configure
+/// workflow completed and the Works are ready); true when either changed.
+fn set_works_conditions(s: &mut Value, works: &WorksState, no_pipelines: bool) -> bool {
+    let (ws, wr, wm) = works.condition("resource");
+    let mut c = set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
+    let workflow_done =
+        no_pipelines || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
+    let (status, reason, message) = if workflow_done && ws == "True" {
+        ("True", reasons::RECONCILED, messages::RECONCILED)
+    } else if ws == "False" {
+        ("False", reasons::WORKS_FAILING, messages::FAILING)
+    } else {
+        ("Unknown", reasons::WORKS_PENDING, messages::PENDING)
+    };
+    c |= set_condition(
+        s,
+        condition_types::RECONCILED,
+        status,
+        reason,
+        message,
+        None,
+    );
+    c
+}
+
+/// Copies the completed configure workflow's transition time into
+/// `lastSuccessfulConfigureWorkflowTime` (top level and under `kratix.workflows`).
+fn record_last_success(s: &mut Value) -> bool {
+    let Some(t) = support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
+        .filter(|c| c["status"] == "True")
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .map(str::to_string)
+    else {
+        return false;
+    };
+    let mut c = set_field(s, "lastSuccessfulConfigureWorkflowTime", json!(t));
+    let k = support::ensure_object(s)
+        .entry("kratix")
+        .or_insert_with(|| json!({}));
+    let w = support::ensure_object(k)
+        .entry("workflows")
+        .or_insert_with(|| json!({}));
+    c |= set_field(w, "lastSuccessfulConfigureWorkflowTime", json!(t));
+    c
+}
+
+/// Deletion, one step per reconcile in finalizer order: delete pipeline, then Works,
+/// then Jobs, then the ResourceBinding. The request's HealthRecords go first.
 async fn delete(
     rctx: &RequestCtx,
     api: &Api<DynamicObject>,
@@ -545,9 +567,7 @@ async fn delete(
     promise_spec: &Value,
 ) -> Result<Action, Error> {
     let ctx = &rctx.ctx;
-    let config = ctx.config();
     let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
-    // The request's HealthRecords go with it.
     let target = crate::health::record::Target {
         promise: rctx.promise.clone(),
         namespace: rr.namespace().unwrap_or_default(),
@@ -557,20 +577,6 @@ async fn delete(
     let promise_spec =
         &resourcebinding::spec_for_delete(ctx, &rctx.promise, rr, promise_spec).await?;
     let wf = request_workflow(rctx, rr, promise_spec, WorkflowAction::Delete);
-    if has(finalizers::DELETE_WORKFLOWS) {
-        let configure = request_workflow(rctx, rr, promise_spec, WorkflowAction::Configure);
-        match engine::reconcile_delete(ctx, &wf, &configure, api, rr, &rctx.api.group, COMPONENT)
-            .await?
-        {
-            Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
-            // A retrying delete pipeline runs again at its nextRetryAt.
-            Progress::Suspended { retry_at: Some(at) } => {
-                return Ok(Action::requeue(support::until(at)));
-            }
-            _ => return Ok(Action::await_change()),
-        }
-        return Ok(Action::await_change());
-    }
     let sel = format!(
         "{}={},{}={}",
         labels::PROMISE_NAME,
@@ -578,45 +584,21 @@ async fn delete(
         labels::RESOURCE_NAME,
         rr.name_any()
     );
+    if has(finalizers::DELETE_WORKFLOWS) {
+        let configure = request_workflow(rctx, rr, promise_spec, WorkflowAction::Configure);
+        return run_delete_workflow(rctx, api, rr, &wf, &configure).await;
+    }
     if has(finalizers::WORK_CLEANUP) {
-        let works: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &wf.namespace, &work_resource());
-        let list = works.list(&ListParams::default().labels(&sel)).await?.items;
-        if list.is_empty() {
-            remove_finalizer(api, rr, finalizers::WORK_CLEANUP).await?;
-            return Ok(Action::await_change());
-        }
-        for w in list
-            .iter()
-            .filter(|w| w.meta().deletion_timestamp.is_none())
-        {
-            match works
-                .delete(&w.name_any(), &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(ref e) if crate::support::is_not_found(e) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        // Work deletion events wake this request (Works are watched).
-        return Ok(Action::requeue(config.requeue_default));
+        return delete_works(rctx, api, rr, &wf, &sel).await;
     }
     if has(finalizers::WORKFLOWS_CLEANUP) {
         let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
-        for j in jobs
-            .list(&ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource")))
-            .await?
-            .items
-        {
-            match jobs
-                .delete(&j.name_any(), &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(ref e) if crate::support::is_not_found(e) => {}
-                Err(e) => return Err(e.into()),
-            }
+        let lp = ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource"));
+        for j in jobs.list(&lp).await?.items {
+            ignore_not_found(
+                jobs.delete(&j.name_any(), &DeleteParams::background())
+                    .await,
+            )?;
         }
         remove_finalizer(api, rr, finalizers::WORKFLOWS_CLEANUP).await?;
         return Ok(Action::await_change());
@@ -625,10 +607,7 @@ async fn delete(
         let bindings: Api<DynamicObject> = Api::namespaced_with(
             ctx.client.clone(),
             &rr.namespace().unwrap_or_default(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "ResourceBinding"),
-                "resourcebindings",
-            ),
+            &resourcebinding::binding_resource(),
         );
         for b in bindings
             .list(&ListParams::default().labels(&sel))
@@ -642,6 +621,73 @@ async fn delete(
         remove_finalizer(api, rr, finalizers::RESOURCE_BINDING_CLEANUP).await?;
     }
     Ok(Action::await_change())
+}
+
+/// The delete pipeline; its finalizer goes once it is done.
+async fn run_delete_workflow(
+    rctx: &RequestCtx,
+    api: &Api<DynamicObject>,
+    rr: &DynamicObject,
+    wf: &Workflow,
+    configure: &Workflow,
+) -> Result<Action, Error> {
+    let progress = engine::reconcile_delete(
+        &rctx.ctx,
+        wf,
+        configure,
+        api,
+        rr,
+        &rctx.api.group,
+        COMPONENT,
+    )
+    .await?;
+    match progress {
+        Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
+        // A retrying delete pipeline runs again at its nextRetryAt.
+        Progress::Suspended { retry_at: Some(at) } => {
+            return Ok(Action::requeue(support::until(at)));
+        }
+        _ => {}
+    }
+    Ok(Action::await_change())
+}
+
+/// Deletes the request's Works; their finalizer goes once none is left. Work deletion
+/// events wake the request (Works are watched), `requeue_default` is the fallback.
+async fn delete_works(
+    rctx: &RequestCtx,
+    api: &Api<DynamicObject>,
+    rr: &DynamicObject,
+    wf: &Workflow,
+    sel: &str,
+) -> Result<Action, Error> {
+    let works: Api<DynamicObject> =
+        Api::namespaced_with(rctx.ctx.client.clone(), &wf.namespace, &work_resource());
+    let list = works.list(&ListParams::default().labels(sel)).await?.items;
+    if list.is_empty() {
+        remove_finalizer(api, rr, finalizers::WORK_CLEANUP).await?;
+        return Ok(Action::await_change());
+    }
+    for w in list
+        .iter()
+        .filter(|w| w.meta().deletion_timestamp.is_none())
+    {
+        ignore_not_found(
+            works
+                .delete(&w.name_any(), &DeleteParams::background())
+                .await,
+        )?;
+    }
+    Ok(Action::requeue(rctx.ctx.config().requeue_default))
+}
+
+/// `Ok` for a success or a 404 (the object is already gone).
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Labels every request of the API with the run-from-start label.

@@ -148,31 +148,12 @@ pub async fn ensure(
     let labels = desired_labels(promise, rr, existing.as_ref());
     let resource_ref = json!({"name": rr.name_any(), "namespace": ns});
     let Some(binding) = existing else {
-        let name = plinth_api::names::resource_binding_name(&rr.name_any(), promise);
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "platform.kratix.io/v1alpha1",
-            "kind": "ResourceBinding",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
-            "spec": {
-                "version": initial_version(ctx, rr, latest_version),
-                "promiseRef": {"name": promise},
-                "resourceRef": resource_ref,
-            },
-        }))
-        .map_err(Error::Json)?;
-        let created = api.create(&PostParams::default(), &obj).await?;
-        crate::support::publish(
-            &ctx.recorder(component),
-            &crate::support::reference(rr),
-            crate::support::event_type(false),
-            event_reasons::BINDING_CREATED,
-            format!(
-                "Created ResourceBinding {name} at version {}",
-                created.data["spec"]["version"].as_str().unwrap_or_default()
-            ),
-        )
-        .await;
-        return Ok(created);
+        let spec = json!({
+            "version": initial_version(ctx, rr, latest_version),
+            "promiseRef": {"name": promise},
+            "resourceRef": resource_ref,
+        });
+        return create(ctx, component, promise, rr, &api, labels, spec).await;
     };
     let mut patch = json!({"metadata": {"resourceVersion": binding.resource_version()}});
     let mut changed = false;
@@ -214,6 +195,40 @@ pub async fn ensure(
             &Patch::Merge(&patch),
         )
         .await?)
+}
+
+/// Creates the request's binding with `labels` and `spec`, announced on the request.
+async fn create(
+    ctx: &Context,
+    component: &str,
+    promise: &str,
+    rr: &DynamicObject,
+    api: &Api<DynamicObject>,
+    labels: Map<String, Value>,
+    spec: Value,
+) -> Result<DynamicObject, Error> {
+    let ns = rr.namespace().unwrap_or_default();
+    let name = plinth_api::names::resource_binding_name(&rr.name_any(), promise);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "platform.kratix.io/v1alpha1",
+        "kind": "ResourceBinding",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec,
+    }))
+    .map_err(Error::Json)?;
+    let created = api.create(&PostParams::default(), &obj).await?;
+    crate::support::publish(
+        &ctx.recorder(component),
+        &crate::support::reference(rr),
+        crate::support::event_type(false),
+        event_reasons::BINDING_CREATED,
+        format!(
+            "Created ResourceBinding {name} at version {}",
+            created.data["spec"]["version"].as_str().unwrap_or_default()
+        ),
+    )
+    .await;
+    Ok(created)
 }
 
 /// The Promise's revisions.

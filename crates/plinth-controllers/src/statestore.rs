@@ -180,68 +180,84 @@ impl StateStoreObject for GitStateStore {
             }
         }
         g.batch_window = cfg.git_batch_window;
-        let has_secret = !secret.is_empty();
-        g.auth = match self.spec.auth_method.unwrap_or_default() {
-            GitAuthMethod::BasicAuth if has_secret => {
-                let password = require(data, secret, "password")?.to_string();
-                let username = match data.get("username").filter(|u| !u.is_empty()) {
-                    Some(u) => u.clone(),
-                    None if url.contains("github") => "x-access-token".into(),
-                    None => {
-                        return Err(NotReady::init(format!(
-                            "Secret {secret} has no key \"username\""
-                        )));
-                    }
-                };
-                GitAuth::Basic { username, password }
-            }
-            GitAuthMethod::BasicAuth => GitAuth::None,
-            GitAuthMethod::Ssh => {
-                if !has_secret {
-                    return Err(NotReady::init(
-                        "authMethod ssh needs spec.secretRef with sshPrivateKey and knownHosts",
-                    ));
-                }
-                GitAuth::Ssh {
-                    private_key: require(data, secret, "sshPrivateKey")?.to_string(),
-                    known_hosts: require(data, secret, "knownHosts")?.to_string(),
-                    passphrase: data.get("passphrase").filter(|p| !p.is_empty()).cloned(),
-                }
-            }
-            GitAuthMethod::GithubApp => {
-                if !has_secret {
-                    return Err(NotReady::init(
-                        "authMethod githubApp needs spec.secretRef with appID, installationID and privateKey",
-                    ));
-                }
-                let missing: Vec<&str> = ["appID", "installationID", "privateKey"]
-                    .into_iter()
-                    .filter(|k| data.get(*k).is_none_or(|v| v.trim().is_empty()))
-                    .collect();
-                if !missing.is_empty() {
-                    let keys = missing
-                        .iter()
-                        .map(|k| format!("{k:?}"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    let noun = if missing.len() == 1 { "key" } else { "keys" };
-                    return Err(NotReady::init(format!(
-                        "Secret {secret} has no {noun} {keys} (authMethod githubApp needs appID, installationID and privateKey)"
-                    )));
-                }
-                GitAuth::GithubApp {
-                    app_id: data["appID"].trim().to_string(),
-                    installation_id: data["installationID"].trim().to_string(),
-                    private_key_pem: data["privateKey"].clone(),
-                    api_url: data
-                        .get("apiURL")
-                        .map(|u| u.trim().to_string())
-                        .unwrap_or_default(),
-                }
-            }
-        };
+        g.auth = git_auth(
+            self.spec.auth_method.unwrap_or_default(),
+            &url,
+            secret,
+            data,
+        )?;
         Ok(StoreConfig::Git(g))
     }
+}
+
+/// The Git credentials of `authMethod` from the Secret `secret`'s `data` (no Secret:
+/// anonymous for basic auth). Errors name the Secret and the missing keys.
+fn git_auth(
+    method: GitAuthMethod,
+    url: &str,
+    secret: &str,
+    data: &SecretData,
+) -> Result<GitAuth, NotReady> {
+    let has_secret = !secret.is_empty();
+    Ok(match method {
+        GitAuthMethod::BasicAuth if has_secret => {
+            let password = require(data, secret, "password")?.to_string();
+            let username = match data.get("username").filter(|u| !u.is_empty()) {
+                Some(u) => u.clone(),
+                None if url.contains("github") => "x-access-token".into(),
+                None => {
+                    return Err(NotReady::init(format!(
+                        "Secret {secret} has no key \"username\""
+                    )));
+                }
+            };
+            GitAuth::Basic { username, password }
+        }
+        GitAuthMethod::BasicAuth => GitAuth::None,
+        GitAuthMethod::Ssh => {
+            if !has_secret {
+                return Err(NotReady::init(
+                    "authMethod ssh needs spec.secretRef with sshPrivateKey and knownHosts",
+                ));
+            }
+            GitAuth::Ssh {
+                private_key: require(data, secret, "sshPrivateKey")?.to_string(),
+                known_hosts: require(data, secret, "knownHosts")?.to_string(),
+                passphrase: data.get("passphrase").filter(|p| !p.is_empty()).cloned(),
+            }
+        }
+        GitAuthMethod::GithubApp => {
+            if !has_secret {
+                return Err(NotReady::init(
+                    "authMethod githubApp needs spec.secretRef with appID, installationID and privateKey",
+                ));
+            }
+            let missing: Vec<&str> = ["appID", "installationID", "privateKey"]
+                .into_iter()
+                .filter(|k| data.get(*k).is_none_or(|v| v.trim().is_empty()))
+                .collect();
+            if !missing.is_empty() {
+                let keys = missing
+                    .iter()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let noun = if missing.len() == 1 { "key" } else { "keys" };
+                return Err(NotReady::init(format!(
+                    "Secret {secret} has no {noun} {keys} (authMethod githubApp needs appID, installationID and privateKey)"
+                )));
+            }
+            GitAuth::GithubApp {
+                app_id: data["appID"].trim().to_string(),
+                installation_id: data["installationID"].trim().to_string(),
+                private_key_pem: data["privateKey"].clone(),
+                api_url: data
+                    .get("apiURL")
+                    .map(|u| u.trim().to_string())
+                    .unwrap_or_default(),
+            }
+        }
+    })
 }
 
 impl StateStoreObject for BucketStateStore {

@@ -345,234 +345,302 @@ fn conditions_of(wp: &WorkPlacement) -> Vec<Condition> {
         .unwrap_or_default()
 }
 
-async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, Error> {
-    let ctx = &state.ctx;
-    let cfg = ctx.config();
-    let ns = wp.namespace().unwrap_or_default();
-    let name = wp.name_any();
-    let what = describe(wp.as_ref());
-    let api: Api<WorkPlacement> = Api::namespaced(ctx.client.clone(), &ns);
-    let deleting = wp.meta().deletion_timestamp.is_some();
-    let all_finalizers = [
-        finalizers::WORKPLACEMENT_REPO_CLEANUP,
-        finalizers::WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP,
-    ];
-    let key = (ns.clone(), name.clone());
+/// The finalizers this controller owns.
+const ALL_FINALIZERS: [&str; 2] = [
+    finalizers::WORKPLACEMENT_REPO_CLEANUP,
+    finalizers::WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP,
+];
 
+/// A WorkPlacement as one reconcile sees it, with the API it writes through.
+struct Reconciling<'a> {
+    wp: &'a WorkPlacement,
+    name: String,
+    /// `WorkPlacement <namespace>/<name>`, for errors.
+    what: String,
+    api: Api<WorkPlacement>,
+    /// The key of [`WpState::written`].
+    key: ObjectKey,
+}
+
+impl<'a> Reconciling<'a> {
+    fn new(state: &WpState, wp: &'a WorkPlacement) -> Self {
+        let ns = wp.namespace().unwrap_or_default();
+        Reconciling {
+            wp,
+            name: wp.name_any(),
+            what: describe(wp),
+            api: Api::namespaced(state.ctx.client.clone(), &ns),
+            key: (ns, wp.name_any()),
+        }
+    }
+
+    /// Removes this controller's finalizers and forgets the written generation.
+    async fn release(&self, state: &WpState) -> Result<Action, Error> {
+        edit_finalizers(&self.api, &self.name, &[], &ALL_FINALIZERS)
+            .await
+            .map_err(|e| Error::kube("releasing finalizers of", &self.what, e))?;
+        state.written.lock().expect("poisoned").remove(&self.key);
+        Ok(Action::await_change())
+    }
+}
+
+/// One reconcile: the Destination and its store, then deletion, or finalizers,
+/// `Ready`, the periodic re-write check and the write.
+async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, Error> {
+    let p = Reconciling::new(&state, &wp);
+    let deleting = wp.meta().deletion_timestamp.is_some();
     let dest_name = wp.spec.target_destination_name.clone().unwrap_or_default();
-    let dest = Api::<Destination>::all(ctx.client.clone())
+    let dest = Api::<Destination>::all(state.ctx.client.clone())
         .get_opt(&dest_name)
         .await
-        .map_err(|e| Error::kube("reading the Destination of", &what, e))?;
+        .map_err(|e| Error::kube("reading the Destination of", &p.what, e))?;
     let Some(dest) = dest else {
         // Destination gone: mark, release.
         if !deleting {
-            write_conditions(&api, &wp, Some(&dest_name), |_, _| false).await?;
+            write_conditions(&p.api, &wp, Some(&dest_name), |_, _| false).await?;
         }
-        edit_finalizers(&api, &name, &[], &all_finalizers)
-            .await
-            .map_err(|e| Error::kube("releasing finalizers of", &what, e))?;
-        state.written.lock().expect("poisoned").remove(&key);
-        return Ok(Action::await_change());
+        return p.release(&state).await;
     };
-
     let store_ref = &dest.spec.state_store_ref;
-    let Some(store) = ctx.stores.get(store_ref.kind.as_str(), &store_ref.name) else {
-        tracing::debug!(workplacement = %what, store = %store_ref.name, "state store not ready");
-        return Ok(Action::requeue(cfg.requeue_default));
+    let Some(store) = state
+        .ctx
+        .stores
+        .get(store_ref.kind.as_str(), &store_ref.name)
+    else {
+        tracing::debug!(workplacement = %p.what, store = %store_ref.name, "state store not ready");
+        return Ok(Action::requeue(state.ctx.config().requeue_default));
     };
-    let mode = dest.spec.filepath_mode();
-
     if deleting {
-        let pending: Vec<&str> = wp
-            .finalizers()
-            .iter()
-            .filter(|f| all_finalizers.contains(&f.as_str()))
-            .map(String::as_str)
-            .collect();
-        if pending.is_empty() {
+        return delete(&state, &p, &store, &dest).await;
+    }
+    ensure_finalizers(&p, dest.spec.filepath_mode()).await?;
+    // `ScheduleSucceeded` (the scheduler's) may have changed what `Ready` says.
+    if ready_differs(&conditions_of(&wp), None, wp.meta().generation) {
+        write_conditions(&p.api, &wp, None, |_, _| false).await?;
+    }
+    if let Some(action) = already_written(&state, &p) {
+        return Ok(action);
+    }
+    let target = match resolve_target(&dest, &wp) {
+        Ok(t) => t,
+        Err(t) => {
+            report_terminal(&state, &p.api, &wp, &t).await?;
             return Ok(Action::await_change());
         }
-        match delete_from_store(&state, &store, &dest, &wp).await {
-            Ok(()) => {
-                edit_finalizers(&api, &name, &[], &all_finalizers)
-                    .await
-                    .map_err(|e| Error::kube("releasing finalizers of", &what, e))?;
-                state.written.lock().expect("poisoned").remove(&key);
-                Ok(Action::await_change())
-            }
-            Err(msg) => {
-                publish(
-                    &state.recorder,
-                    &typed_reference(wp.as_ref()),
-                    EventType::Warning,
-                    plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
-                    msg.clone(),
-                )
-                .await;
-                patch_status(&api, &name, |cur: &WorkPlacement| {
-                    let mut conds = conditions_of(cur);
-                    set_condition(
-                        &mut conds,
-                        condition_types::READY,
-                        false,
-                        reasons::FAILED_DELETE_FILES_FROM_REPOSITORY,
-                        &msg,
-                        cur.meta().generation,
-                    )
-                    .then(|| json!({"conditions": conds}))
-                })
-                .await
-                .map_err(|e| Error::kube("writing status of", &what, e))?;
-                Ok(Action::requeue(cfg.requeue_default))
-            }
+    };
+    match write_target(&state, &store, &dest, &wp, target).await {
+        Ok(outcome) => record_written(&state, &p, &dest, outcome).await,
+        Err(StoreError::PathEscapes { path, cause }) => {
+            let t = Terminal {
+                reason: REASON_INVALID_WORKLOAD_PATH,
+                message: format!(
+                    "workload path {path:?} is not allowed under Destination {}: {cause}; nothing was written",
+                    dest.name_any()
+                ),
+            };
+            report_terminal(&state, &p.api, &wp, &t).await?;
+            Ok(Action::await_change())
         }
-    } else {
-        let mut wanted = vec![finalizers::WORKPLACEMENT_REPO_CLEANUP];
-        if mode == FilepathMode::None {
-            wanted.push(finalizers::WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP);
-        }
-        if !wanted
-            .iter()
-            .all(|f| wp.finalizers().iter().any(|x| x == f))
-        {
-            edit_finalizers(&api, &name, &wanted, &[])
-                .await
-                .map_err(|e| Error::kube("adding finalizers to", &what, e))?;
-        }
-
-        // `ScheduleSucceeded` (the scheduler's) may have changed what `Ready` says.
-        if ready_differs(&conditions_of(&wp), None, wp.meta().generation) {
-            write_conditions(&api, &wp, None, |_, _| false).await?;
-        }
-
-        // Already written at this generation, and not yet time for the periodic re-write?
-        let interval = cfg.state_store_reconciliation_interval;
-        let written_ok = !condition_is_false(&conditions_of(&wp), "WriteSucceeded")
-            && get_condition(&conditions_of(&wp), "WriteSucceeded").is_some();
-        if written_ok
-            && let Some((generation, at)) =
-                state.written.lock().expect("poisoned").get(&key).copied()
-            && generation == wp.meta().generation
-        {
-            if interval.is_zero() {
-                return Ok(Action::await_change());
-            }
-            let elapsed = at.elapsed();
-            if elapsed < interval {
-                return Ok(Action::requeue(interval - elapsed));
-            }
-        }
-
-        let target = match resolve_target(&dest, &wp) {
-            Ok(t) => t,
-            Err(t) => {
-                report_terminal(&state, &api, &wp, &t).await?;
-                return Ok(Action::await_change());
-            }
-        };
-        match write_target(&state, &store, &dest, &wp, target).await {
-            Ok(outcome) => {
-                state
-                    .written
-                    .lock()
-                    .expect("poisoned")
-                    .insert(key, (wp.meta().generation, Instant::now()));
-                let version = outcome.version_id.clone();
-                let mut status_changed = false;
-                patch_status(&api, &name, |cur: &WorkPlacement| {
-                    let mut conds = conditions_of(cur);
-                    let g = cur.meta().generation;
-                    let mut ch = set_condition(
-                        &mut conds,
-                        condition_types::WRITE_SUCCEEDED,
-                        true,
-                        reasons::WORKLOADS_WRITTEN_TO_STATE_STORE,
-                        messages::WORKLOADS_WRITTEN,
-                        g,
-                    );
-                    ch |= set_ready(&mut conds, None, g);
-                    let old_version = cur
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.version_id.clone())
-                        .unwrap_or_default();
-                    // A write that changed nothing keeps the recorded version: that commit
-                    // still holds exactly these files (Kratix's version cache).
-                    let version = if !outcome.changed && !old_version.is_empty() {
-                        old_version.clone()
-                    } else {
-                        version.clone()
-                    };
-                    ch |= !version.is_empty() && old_version != version;
-                    status_changed = ch;
-                    ch.then(|| {
-                        let mut body = json!({"conditions": conds});
-                        if !version.is_empty() {
-                            body["versionID"] = json!(version);
-                        }
-                        body
-                    })
-                })
-                .await
-                .map_err(|e| Error::kube("writing status of", &what, e))?;
-                if outcome.changed || status_changed {
-                    let mut note =
-                        format!("successfully written to Destination: {}", dest.name_any());
-                    if !outcome.version_id.is_empty() {
-                        note.push_str(&format!(" with versionID: {}", outcome.version_id));
-                    }
-                    publish(
-                        &state.recorder,
-                        &typed_reference(wp.as_ref()),
-                        EventType::Normal,
-                        plinth_api::constants::events::WORKLOADS_WRITTEN_TO_STATE_STORE,
-                        note,
-                    )
-                    .await;
-                }
-                if interval.is_zero() {
-                    Ok(Action::await_change())
-                } else {
-                    Ok(Action::requeue(interval))
-                }
-            }
-            Err(StoreError::PathEscapes { path, cause }) => {
-                let t = Terminal {
-                    reason: REASON_INVALID_WORKLOAD_PATH,
-                    message: format!(
-                        "workload path {path:?} is not allowed under Destination {}: {cause}; nothing was written",
-                        dest.name_any()
-                    ),
-                };
-                report_terminal(&state, &api, &wp, &t).await?;
-                Ok(Action::await_change())
-            }
-            Err(e) => {
-                let msg = e.to_string();
-                publish(
-                    &state.recorder,
-                    &typed_reference(wp.as_ref()),
-                    EventType::Warning,
-                    plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
-                    msg.clone(),
-                )
-                .await;
-                write_conditions(&api, &wp, None, |conds, g| {
-                    set_condition(
-                        conds,
-                        condition_types::WRITE_SUCCEEDED,
-                        false,
-                        reasons::WORKLOADS_FAILED_WRITE,
-                        &msg,
-                        g,
-                    )
-                })
-                .await?;
-                Ok(Action::requeue(cfg.requeue_default))
-            }
-        }
+        Err(e) => report_write_failure(&state, &p, &e.to_string()).await,
     }
+}
+
+/// Deletion: removes what was written, then releases the finalizers; a failed removal
+/// is reported (`Ready=False`, a Warning) and retried after `requeue_default`.
+async fn delete(
+    state: &WpState,
+    p: &Reconciling<'_>,
+    store: &StateStore,
+    dest: &Destination,
+) -> Result<Action, Error> {
+    if !p
+        .wp
+        .finalizers()
+        .iter()
+        .any(|f| ALL_FINALIZERS.contains(&f.as_str()))
+    {
+        return Ok(Action::await_change());
+    }
+    let Err(msg) = delete_from_store(state, store, dest, p.wp).await else {
+        return p.release(state).await;
+    };
+    publish(
+        &state.recorder,
+        &typed_reference(p.wp),
+        EventType::Warning,
+        plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
+        msg.clone(),
+    )
+    .await;
+    patch_status(&p.api, &p.name, |cur: &WorkPlacement| {
+        let mut conds = conditions_of(cur);
+        set_condition(
+            &mut conds,
+            condition_types::READY,
+            false,
+            reasons::FAILED_DELETE_FILES_FROM_REPOSITORY,
+            &msg,
+            cur.meta().generation,
+        )
+        .then(|| json!({"conditions": conds}))
+    })
+    .await
+    .map_err(|e| Error::kube("writing status of", &p.what, e))?;
+    Ok(Action::requeue(state.ctx.config().requeue_default))
+}
+
+/// Adds the repository-cleanup finalizer, and the dot-files one in `none` mode.
+async fn ensure_finalizers(p: &Reconciling<'_>, mode: FilepathMode) -> Result<(), Error> {
+    let mut wanted = vec![finalizers::WORKPLACEMENT_REPO_CLEANUP];
+    if mode == FilepathMode::None {
+        wanted.push(finalizers::WORKPLACEMENT_KRATIX_DOT_FILES_CLEANUP);
+    }
+    if wanted
+        .iter()
+        .all(|f| p.wp.finalizers().iter().any(|x| x == f))
+    {
+        return Ok(());
+    }
+    edit_finalizers(&p.api, &p.name, &wanted, &[])
+        .await
+        .map_err(|e| Error::kube("adding finalizers to", &p.what, e))?;
+    Ok(())
+}
+
+/// When this generation was already written and the periodic re-write is not due:
+/// the action that waits for it (or for a change, with the interval zero).
+fn already_written(state: &WpState, p: &Reconciling<'_>) -> Option<Action> {
+    let interval = state.ctx.config().state_store_reconciliation_interval;
+    let conds = conditions_of(p.wp);
+    let written_ok = !condition_is_false(&conds, "WriteSucceeded")
+        && get_condition(&conds, "WriteSucceeded").is_some();
+    if !written_ok {
+        return None;
+    }
+    let (generation, at) = state
+        .written
+        .lock()
+        .expect("poisoned")
+        .get(&p.key)
+        .copied()?;
+    if generation != p.wp.meta().generation {
+        return None;
+    }
+    if interval.is_zero() {
+        return Some(Action::await_change());
+    }
+    let elapsed = at.elapsed();
+    (elapsed < interval).then(|| Action::requeue(interval - elapsed))
+}
+
+/// After a successful write: remembers the generation, writes `WriteSucceeded`,
+/// `Ready` and `versionID`, announces the write, and waits for the periodic re-write.
+async fn record_written(
+    state: &WpState,
+    p: &Reconciling<'_>,
+    dest: &Destination,
+    outcome: plinth_statestore::WriteOutcome,
+) -> Result<Action, Error> {
+    state
+        .written
+        .lock()
+        .expect("poisoned")
+        .insert(p.key.clone(), (p.wp.meta().generation, Instant::now()));
+    let status_changed = write_success_status(p, &outcome).await?;
+    if outcome.changed || status_changed {
+        let mut note = format!("successfully written to Destination: {}", dest.name_any());
+        if !outcome.version_id.is_empty() {
+            note.push_str(&format!(" with versionID: {}", outcome.version_id));
+        }
+        publish(
+            &state.recorder,
+            &typed_reference(p.wp),
+            EventType::Normal,
+            plinth_api::constants::events::WORKLOADS_WRITTEN_TO_STATE_STORE,
+            note,
+        )
+        .await;
+    }
+    let interval = state.ctx.config().state_store_reconciliation_interval;
+    Ok(if interval.is_zero() {
+        Action::await_change()
+    } else {
+        Action::requeue(interval)
+    })
+}
+
+/// Writes `WriteSucceeded=True`, `Ready` and `versionID`; true when anything changed.
+/// A write that changed nothing keeps the recorded version: that commit still holds
+/// exactly these files (Kratix's version cache).
+async fn write_success_status(
+    p: &Reconciling<'_>,
+    outcome: &plinth_statestore::WriteOutcome,
+) -> Result<bool, Error> {
+    let mut status_changed = false;
+    patch_status(&p.api, &p.name, |cur: &WorkPlacement| {
+        let mut conds = conditions_of(cur);
+        let g = cur.meta().generation;
+        let mut ch = set_condition(
+            &mut conds,
+            condition_types::WRITE_SUCCEEDED,
+            true,
+            reasons::WORKLOADS_WRITTEN_TO_STATE_STORE,
+            messages::WORKLOADS_WRITTEN,
+            g,
+        );
+        ch |= set_ready(&mut conds, None, g);
+        let old_version = cur
+            .status
+            .as_ref()
+            .and_then(|s| s.version_id.clone())
+            .unwrap_or_default();
+        let version = if !outcome.changed && !old_version.is_empty() {
+            old_version.clone()
+        } else {
+            outcome.version_id.clone()
+        };
+        ch |= !version.is_empty() && old_version != version;
+        status_changed = ch;
+        ch.then(|| {
+            let mut body = json!({"conditions": conds});
+            if !version.is_empty() {
+                body["versionID"] = json!(version);
+            }
+            body
+        })
+    })
+    .await
+    .map_err(|e| Error::kube("writing status of", &p.what, e))?;
+    Ok(status_changed)
+}
+
+/// A failed write: a Warning, `WriteSucceeded=False` with the error, and a retry after
+/// `requeue_default`.
+async fn report_write_failure(
+    state: &WpState,
+    p: &Reconciling<'_>,
+    msg: &str,
+) -> Result<Action, Error> {
+    publish(
+        &state.recorder,
+        &typed_reference(p.wp),
+        EventType::Warning,
+        plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
+        msg.to_string(),
+    )
+    .await;
+    write_conditions(&p.api, p.wp, None, |conds, g| {
+        set_condition(
+            conds,
+            condition_types::WRITE_SUCCEEDED,
+            false,
+            reasons::WORKLOADS_FAILED_WRITE,
+            msg,
+            g,
+        )
+    })
+    .await?;
+    Ok(Action::requeue(state.ctx.config().requeue_default))
 }
 
 /// The placement's `Ready` condition, derived from the conditions it summarises:

@@ -245,21 +245,8 @@ impl BwrapSandbox {
                 push(&[&"--ro-bind", &b.as_os_str(), &b.as_os_str()]);
             }
         }
-        // A mount point that does not exist under a read-only host directory (e.g.
-        // /etc/cfg) cannot be created there: that directory becomes a tmpfs holding
-        // read-only binds of its host entries, in which the mount point can be made.
-        for dir in writable_parents(&c.mounts, &self.hidden) {
-            push(&[&"--tmpfs", &dir.as_os_str()]);
-            let mut children: Vec<_> = std::fs::read_dir(&dir)
-                .map(|rd| rd.flatten().map(|e| e.path()).collect())
-                .unwrap_or_default();
-            children.sort();
-            for child in children {
-                match std::fs::read_link(&child) {
-                    Ok(target) => push(&[&"--symlink", &target.as_os_str(), &child.as_os_str()]),
-                    Err(_) => push(&[&"--ro-bind-try", &child.as_os_str(), &child.as_os_str()]),
-                }
-            }
+        for arg in shadow_dir_args(&c.mounts, &self.hidden) {
+            push(&[&arg]);
         }
         for m in &c.mounts {
             let flag = if m.read_only { "--ro-bind" } else { "--bind" };
@@ -286,6 +273,29 @@ impl BwrapSandbox {
         }
         a
     }
+}
+
+/// A mount point that does not exist under a read-only host directory (e.g.
+/// `/etc/cfg`) cannot be created there: that directory becomes a tmpfs holding
+/// read-only binds (or symlinks) of its host entries, in which the mount point can be
+/// made. The bwrap arguments that do so.
+fn shadow_dir_args(mounts: &[Mount], hidden: &[PathBuf]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    for dir in writable_parents(mounts, hidden) {
+        a.extend(["--tmpfs".into(), dir.clone().into_os_string()]);
+        let mut children: Vec<_> = std::fs::read_dir(&dir)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        children.sort();
+        for child in children {
+            match std::fs::read_link(&child) {
+                Ok(target) => a.extend(["--symlink".into(), target.into_os_string()]),
+                Err(_) => a.extend(["--ro-bind-try".into(), child.clone().into_os_string()]),
+            }
+            a.push(child.into_os_string());
+        }
+    }
+    a
 }
 
 impl ContainerBackend for BwrapSandbox {
@@ -541,36 +551,8 @@ pub fn plan_container(
     let image = container.image.clone().unwrap_or_default();
     let command = container.command.clone().unwrap_or_default();
     let args = container.args.clone().unwrap_or_default();
-    let stock_argv = || -> Vec<String> {
-        match (command.is_empty(), args.is_empty()) {
-            (false, _) => command.iter().chain(args.iter()).cloned().collect(),
-            (true, false) => args.clone(),
-            (true, true) => vec!["sh".to_string()],
-        }
-    };
-    if let Some((i, e)) = map
-        .images
-        .iter()
-        .enumerate()
-        .find(|(_, e)| image_matches(&e.image, &image))
-    {
-        let argv = if e.command.is_empty() || !command.is_empty() {
-            stock_argv()
-        } else {
-            e.command
-                .iter()
-                .chain(e.args.iter())
-                .chain(args.iter())
-                .cloned()
-                .collect()
-        };
-        return ContainerPlan::Local {
-            kind: LocalKind::Mapped(i),
-            argv,
-            image_env: e.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            image_working_dir: e.working_dir.clone(),
-            sandboxed: e.sandbox,
-        };
+    if let Some(plan) = mapped_plan(map, &image, &command, &args) {
+        return plan;
     }
     let is_adapter_cmd = command
         .first()
@@ -601,7 +583,7 @@ pub fn plan_container(
     {
         return ContainerPlan::Local {
             kind: LocalKind::Stock,
-            argv: stock_argv(),
+            argv: stock_argv(&command, &args),
             image_env: Vec::new(),
             image_working_dir: None,
             sandboxed: true,
@@ -618,6 +600,48 @@ pub fn plan_container(
              add one to {} or install podman",
             map_path_hint(config.image_map.as_ref())
         ),
+    }
+}
+
+/// The plan for an image the image map covers: its program (unless the container names
+/// its own command) with the map's arguments, then the container's, environment and
+/// working directory.
+fn mapped_plan(
+    map: &ImageMap,
+    image: &str,
+    command: &[String],
+    args: &[String],
+) -> Option<ContainerPlan> {
+    let (i, e) = map
+        .images
+        .iter()
+        .enumerate()
+        .find(|(_, e)| image_matches(&e.image, image))?;
+    let argv = if e.command.is_empty() || !command.is_empty() {
+        stock_argv(command, args)
+    } else {
+        e.command
+            .iter()
+            .chain(e.args.iter())
+            .chain(args.iter())
+            .cloned()
+            .collect()
+    };
+    Some(ContainerPlan::Local {
+        kind: LocalKind::Mapped(i),
+        argv,
+        image_env: e.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        image_working_dir: e.working_dir.clone(),
+        sandboxed: e.sandbox,
+    })
+}
+
+/// A stock image's argv: the command and args, the args alone, or `sh`.
+fn stock_argv(command: &[String], args: &[String]) -> Vec<String> {
+    match (command.is_empty(), args.is_empty()) {
+        (false, _) => command.iter().chain(args.iter()).cloned().collect(),
+        (true, false) => args.to_vec(),
+        (true, true) => vec!["sh".to_string()],
     }
 }
 

@@ -498,182 +498,324 @@ fn backoff_delay(config: &RunnerConfig, failed: i32) -> Duration {
         .min(config.max_retry_backoff)
 }
 
-/// Drives one Job to completion, failure or suspension.
+/// One Job being driven by [`run_job`]: its identity and the APIs it writes through.
+struct JobRun<'a> {
+    ctx: &'a Ctx,
+    name: String,
+    ns: String,
+    uid: String,
+    jobs: Api<Job>,
+    pods: Api<Pod>,
+}
+
+/// The success and failure counts of a Job, from its Pods and its status (whichever is
+/// higher), with the limits they are compared to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tally {
+    succeeded: i32,
+    failed: i32,
+    /// `spec.completions`, at least 1.
+    completions: i32,
+    /// `spec.backoffLimit` (default 6).
+    backoff_limit: i32,
+}
+
+impl Tally {
+    fn of(job: &Job, counts: &PodCounts) -> Tally {
+        let spec = job.spec.clone().unwrap_or_default();
+        let status = job.status.clone().unwrap_or_default();
+        Tally {
+            succeeded: counts.succeeded.max(status.succeeded.unwrap_or(0)),
+            failed: counts.failed.max(status.failed.unwrap_or(0)),
+            completions: spec.completions.unwrap_or(1).max(1),
+            backoff_limit: spec.backoff_limit.unwrap_or(6),
+        }
+    }
+}
+
+/// What a Job needs next, decided from its spec, status and tally at `now`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Decision {
+    /// Enough Pods succeeded: the Job is Complete.
+    Complete,
+    /// The Job failed with this reason and message.
+    Fail(&'static str, &'static str),
+    /// `spec.suspend`: no new Pod; the Job gets `Suspended=True`.
+    Suspend,
+    /// Run another attempt; `Some(d)` is the time left before `activeDeadlineSeconds`.
+    Run(Option<Duration>),
+}
+
+/// The decision, in the Job controller's order: completions reached, backoff limit
+/// exceeded, active deadline passed (counted from `startTime`, or from `now` before the
+/// first Pod), suspended, else run.
+fn decide(job: &Job, tally: &Tally, now: jiff::Timestamp) -> Decision {
+    if tally.succeeded >= tally.completions {
+        return Decision::Complete;
+    }
+    if tally.failed > tally.backoff_limit {
+        return Decision::Fail(
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        );
+    }
+    let deadline = job.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    let start = job
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| t.0);
+    let left = match (deadline, start) {
+        (Some(secs), Some(start)) => {
+            let left = now.duration_until(start + jiff::SignedDuration::from_secs(secs));
+            if left.is_negative() || left.is_zero() {
+                return Decision::Fail(
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                );
+            }
+            Some(left.unsigned_abs())
+        }
+        (Some(secs), None) => Some(Duration::from_secs(secs.max(0) as u64)),
+        _ => None,
+    };
+    if is_suspended(job) {
+        return Decision::Suspend;
+    }
+    Decision::Run(left)
+}
+
+/// How long to wait before the next attempt after `failed` failures, the last attempt
+/// having finished at `last_finish`: the backoff delay less the time already passed.
+fn backoff_wait(
+    config: &RunnerConfig,
+    failed: i32,
+    last_finish: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> Option<Duration> {
+    let delay = backoff_delay(config, failed);
+    let since = last_finish
+        .map(|t| t.duration_until(now).unsigned_abs())
+        .unwrap_or(Duration::ZERO);
+    (delay > since).then(|| delay - since)
+}
+
+/// What [`JobRun::attempt`] found.
+enum Pass {
+    /// The Job is gone or finished: stop driving it.
+    Stop,
+    /// Look at the Job again.
+    Again,
+}
+
+/// Drives one Job to completion, failure or suspension: per pass, re-read the Job,
+/// count its Pods, decide, back off after a failure, then run one attempt.
 async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
-    let name = initial.metadata.name.clone().unwrap_or_default();
-    let ns = initial
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let uid = initial.metadata.uid.clone().unwrap_or_default();
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let r = JobRun::new(ctx, initial);
     let mut waited_for_failures = -1;
     loop {
-        let Some(job) = jobs
-            .get_opt(&name)
-            .await
-            .map_err(|e| RunnerError::kube(format!("get Job {ns}/{name}"), e))?
-        else {
+        let Some(job) = r.current().await? else {
             return Ok(());
         };
-        if job.metadata.uid.as_deref() != Some(uid.as_str())
+        if job.metadata.uid.as_deref() != Some(r.uid.as_str())
             || is_finished(&job)
             || job.metadata.deletion_timestamp.is_some()
         {
             return Ok(());
         }
-        let spec = job.spec.clone().unwrap_or_default();
-        let counts = recover_and_count(&pods, &job, &uid).await?;
-        let status = job.status.clone().unwrap_or_default();
-        let succeeded = counts.succeeded.max(status.succeeded.unwrap_or(0));
-        let failed = counts.failed.max(status.failed.unwrap_or(0));
-        let completions = spec.completions.unwrap_or(1).max(1);
-        let backoff_limit = spec.backoff_limit.unwrap_or(6);
-        let start = status.start_time.as_ref().map(|t| t.0);
-
-        if succeeded >= completions {
-            ctx.jobs_events
-                .record(
-                    &job_reference(&job),
-                    EventType::Normal,
-                    "Completed",
-                    "Job completed",
-                )
-                .await;
-            update_job_status(&jobs, &name, |s| {
-                s.active = Some(0);
-                s.ready = Some(0);
-                s.succeeded = Some(succeeded);
-                s.failed = Some(failed);
-                s.start_time.get_or_insert_with(now);
-                s.completion_time = Some(now());
-                set_condition(
-                    s,
-                    "SuccessCriteriaMet",
-                    true,
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                );
-                set_condition(
-                    s,
-                    "Complete",
-                    true,
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                );
-            })
-            .await?;
-            return Ok(());
-        }
-        if failed > backoff_limit {
-            fail_job(
-                &ctx.jobs_events,
-                &job,
-                &jobs,
-                &name,
-                succeeded,
-                failed,
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-            )
-            .await?;
-            return Ok(());
-        }
-        let job_deadline = match (spec.active_deadline_seconds, start) {
-            (Some(secs), Some(start)) => {
-                let end = start + jiff::SignedDuration::from_secs(secs);
-                let left = jiff::Timestamp::now().duration_until(end);
-                if left.is_negative() || left.is_zero() {
-                    fail_job(
-                        &ctx.jobs_events,
-                        &job,
-                        &jobs,
-                        &name,
-                        succeeded,
-                        failed,
-                        "DeadlineExceeded",
-                        "Job was active longer than specified deadline",
-                    )
-                    .await?;
-                    return Ok(());
-                }
-                Some(tokio::time::Instant::now() + left.unsigned_abs())
-            }
-            (Some(secs), None) => {
-                Some(tokio::time::Instant::now() + Duration::from_secs(secs.max(0) as u64))
-            }
-            _ => None,
+        let counts = recover_and_count(&r.pods, &job, &r.uid).await?;
+        let tally = Tally::of(&job, &counts);
+        let left = match decide(&job, &tally, jiff::Timestamp::now()) {
+            Decision::Complete => return r.complete(&job, &tally).await,
+            Decision::Fail(reason, message) => return r.fail(&job, &tally, reason, message).await,
+            Decision::Suspend => return r.suspend(&tally).await,
+            Decision::Run(left) => left,
         };
-        if is_suspended(&job) {
-            update_job_status(&jobs, &name, |s| {
-                s.active = Some(0);
-                s.succeeded = Some(succeeded);
-                s.failed = Some(failed);
-                set_condition(s, "Suspended", true, "JobSuspended", "Job suspended");
-            })
-            .await?;
-            return Ok(());
-        }
+        let deadline = left.map(|d| tokio::time::Instant::now() + d);
         // Back off before a retry (once per failure count), then re-read the Job: it may
         // have been suspended or deleted meanwhile.
-        if failed > 0 && waited_for_failures != failed {
-            waited_for_failures = failed;
-            let delay = backoff_delay(&ctx.config, failed);
-            let since = counts
-                .last_finish
-                .map(|t| t.duration_until(jiff::Timestamp::now()).unsigned_abs())
-                .unwrap_or(Duration::ZERO);
-            if delay > since {
-                let wait = tokio::time::sleep(delay - since);
-                match job_deadline {
-                    Some(d) => {
-                        tokio::select! { _ = wait => {}, _ = tokio::time::sleep_until(d) => {} }
-                    }
-                    None => wait.await,
-                }
+        if tally.failed > 0 && waited_for_failures != tally.failed {
+            waited_for_failures = tally.failed;
+            let wait = backoff_wait(
+                &ctx.config,
+                tally.failed,
+                counts.last_finish,
+                jiff::Timestamp::now(),
+            );
+            if let Some(wait) = wait {
+                sleep_until_either(wait, deadline).await;
                 continue;
             }
         }
-        let permit = ctx.slots.acquire().await.expect("semaphore never closed");
-        // The Job may have changed while waiting for a slot.
-        let Some(job) = jobs
-            .get_opt(&name)
-            .await
-            .map_err(|e| RunnerError::kube(format!("get Job {ns}/{name}"), e))?
-        else {
+        if let Pass::Stop = r.attempt(&tally, counts.attempts, deadline).await? {
             return Ok(());
+        }
+    }
+}
+
+/// Sleeps `wait`, or until `deadline` if that comes first.
+async fn sleep_until_either(wait: Duration, deadline: Option<tokio::time::Instant>) {
+    let wait = tokio::time::sleep(wait);
+    match deadline {
+        Some(d) => {
+            tokio::select! { _ = wait => {}, _ = tokio::time::sleep_until(d) => {} }
+        }
+        None => wait.await,
+    }
+}
+
+impl<'a> JobRun<'a> {
+    fn new(ctx: &'a Ctx, job: &Job) -> Self {
+        let ns = job
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        JobRun {
+            ctx,
+            name: job.metadata.name.clone().unwrap_or_default(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            jobs: Api::namespaced(ctx.client.clone(), &ns),
+            pods: Api::namespaced(ctx.client.clone(), &ns),
+            ns,
+        }
+    }
+
+    /// The Job as stored now, `None` once deleted.
+    async fn current(&self) -> Result<Option<Job>, RunnerError> {
+        self.jobs
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| RunnerError::kube(format!("get Job {}/{}", self.ns, self.name), e))
+    }
+
+    /// Marks the Job Complete (with `SuccessCriteriaMet`) and records `Completed`.
+    async fn complete(&self, job: &Job, tally: &Tally) -> Result<(), RunnerError> {
+        self.ctx
+            .jobs_events
+            .record(
+                &job_reference(job),
+                EventType::Normal,
+                "Completed",
+                "Job completed",
+            )
+            .await;
+        let reached = "Reached expected number of succeeded pods";
+        update_job_status(&self.jobs, &self.name, |s| {
+            s.active = Some(0);
+            s.ready = Some(0);
+            s.succeeded = Some(tally.succeeded);
+            s.failed = Some(tally.failed);
+            s.start_time.get_or_insert_with(now);
+            s.completion_time = Some(now());
+            set_condition(s, "SuccessCriteriaMet", true, "CompletionsReached", reached);
+            set_condition(s, "Complete", true, "CompletionsReached", reached);
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn fail(
+        &self,
+        job: &Job,
+        tally: &Tally,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), RunnerError> {
+        fail_job(
+            &self.ctx.jobs_events,
+            job,
+            &self.jobs,
+            &self.name,
+            tally.succeeded,
+            tally.failed,
+            reason,
+            message,
+        )
+        .await
+    }
+
+    /// Records the counts and `Suspended=True`.
+    async fn suspend(&self, tally: &Tally) -> Result<(), RunnerError> {
+        update_job_status(&self.jobs, &self.name, |s| {
+            s.active = Some(0);
+            s.succeeded = Some(tally.succeeded);
+            s.failed = Some(tally.failed);
+            set_condition(s, "Suspended", true, "JobSuspended", "Job suspended");
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Runs one attempt in a slot of `max_parallel_jobs`: creates its Pod, marks the
+    /// Job active (resuming a suspended one), runs the Pod until it ends or the
+    /// deadline (the Job's or the Pod's, whichever is first), and counts the result.
+    async fn attempt(
+        &self,
+        tally: &Tally,
+        attempts: usize,
+        job_deadline: Option<tokio::time::Instant>,
+    ) -> Result<Pass, RunnerError> {
+        let permit = self
+            .ctx
+            .slots
+            .acquire()
+            .await
+            .expect("semaphore never closed");
+        // The Job may have changed while waiting for a slot.
+        let Some(job) = self.current().await? else {
+            return Ok(Pass::Stop);
         };
         if is_suspended(&job) || is_finished(&job) {
-            drop(permit);
-            continue;
+            return Ok(Pass::Again);
         }
-        let pod = match build_pod(&job, counts.attempts, &ctx.config.node_name) {
+        let pod = match build_pod(&job, attempts, &self.ctx.config.node_name) {
             Ok(p) => p,
             Err(e) => {
-                fail_job(
-                    &ctx.jobs_events,
-                    &job,
-                    &jobs,
-                    &name,
-                    succeeded,
-                    failed,
-                    "InvalidJobSpec",
-                    &e.to_string(),
-                )
-                .await?;
-                return Ok(());
+                self.fail(&job, tally, "InvalidJobSpec", &e.to_string())
+                    .await?;
+                return Ok(Pass::Stop);
             }
         };
+        let Some(created) = self.create_pod(&pod).await? else {
+            return Ok(Pass::Again);
+        };
+        self.mark_active(&job, &created, tally).await?;
+        let pod_deadline = created
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .map(|secs| tokio::time::Instant::now() + Duration::from_secs(secs.max(0) as u64));
+        let deadline = match (job_deadline, pod_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let final_status = run_attempt(self.ctx, &self.pods, &created, deadline).await?;
+        drop(permit);
+        let (ds, df) = match final_status.phase.as_deref() {
+            Some("Succeeded") => (1, 0),
+            _ => (0, 1),
+        };
+        update_job_status(&self.jobs, &self.name, |s| {
+            s.active = Some(0);
+            s.succeeded = Some(tally.succeeded + ds);
+            s.failed = Some(tally.failed + df);
+        })
+        .await?;
+        Ok(Pass::Again)
+    }
+
+    /// Creates the attempt's Pod; `None` when a Pod of that name exists already (an
+    /// earlier process created it): it is marked failed if unfinished, and counted on
+    /// the next pass.
+    async fn create_pod(&self, pod: &Pod) -> Result<Option<Pod>, RunnerError> {
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        let created = match pods.create(&PostParams::default(), &pod).await {
-            Ok(p) => p,
+        let ns = &self.ns;
+        match self.pods.create(&PostParams::default(), pod).await {
+            Ok(p) => Ok(Some(p)),
             Err(e) if conflict(&e) => {
-                // The name of this attempt exists (an earlier process created it); count
-                // it on the next pass.
-                drop(permit);
-                if let Some(mut existing) = pods
+                if let Some(mut existing) = self
+                    .pods
                     .get_opt(&pod_name)
                     .await
                     .map_err(|e| RunnerError::kube(format!("get Pod {ns}/{pod_name}"), e))?
@@ -684,30 +826,36 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 {
                     let mut st = existing.status.take().unwrap_or_default();
                     mark_node_restart(&mut st);
-                    write_pod_status(&pods, &pod_name, &st).await?;
+                    write_pod_status(&self.pods, &pod_name, &st).await?;
                 }
-                continue;
+                Ok(None)
             }
-            Err(e) => {
-                return Err(RunnerError::kube(
-                    format!("create Pod {ns}/{pod_name} for Job {name}"),
-                    e,
-                ));
-            }
-        };
-        ctx.jobs_events
+            Err(e) => Err(RunnerError::kube(
+                format!("create Pod {ns}/{pod_name} for Job {}", self.name),
+                e,
+            )),
+        }
+    }
+
+    /// Records `SuccessfulCreate` and marks the Job active; a suspended Job is resumed
+    /// (`Suspended=False/JobResumed`), and as in Kubernetes its `activeDeadlineSeconds`
+    /// counts again from the resume.
+    async fn mark_active(&self, job: &Job, pod: &Pod, tally: &Tally) -> Result<(), RunnerError> {
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        self.ctx
+            .jobs_events
             .record(
-                &job_reference(&job),
+                &job_reference(job),
                 EventType::Normal,
                 "SuccessfulCreate",
                 format!("Created pod: {pod_name}"),
             )
             .await;
-        update_job_status(&jobs, &name, |s| {
+        update_job_status(&self.jobs, &self.name, |s| {
             s.start_time.get_or_insert_with(now);
             s.active = Some(1);
-            s.succeeded = Some(succeeded);
-            s.failed = Some(failed);
+            s.succeeded = Some(tally.succeeded);
+            s.failed = Some(tally.failed);
             if let Some(c) = s.conditions.as_mut().and_then(|cs| {
                 cs.iter_mut()
                     .find(|c| c.type_ == "Suspended" && c.status == "True")
@@ -716,32 +864,11 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
                 c.reason = Some("JobResumed".into());
                 c.message = Some("Job resumed".into());
                 c.last_transition_time = Some(now());
-                // As in Kubernetes, activeDeadlineSeconds counts again from the resume.
                 s.start_time = Some(now());
             }
         })
         .await?;
-        let pod_deadline = created
-            .spec
-            .as_ref()
-            .and_then(|s| s.active_deadline_seconds)
-            .map(|secs| tokio::time::Instant::now() + Duration::from_secs(secs.max(0) as u64));
-        let deadline = match (job_deadline, pod_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let final_status = run_attempt(ctx, &pods, &created, deadline).await?;
-        drop(permit);
-        let (ds, df) = match final_status.phase.as_deref() {
-            Some("Succeeded") => (1, 0),
-            _ => (0, 1),
-        };
-        update_job_status(&jobs, &name, |s| {
-            s.active = Some(0);
-            s.succeeded = Some(succeeded + ds);
-            s.failed = Some(failed + df);
-        })
-        .await?;
+        Ok(())
     }
 }
 
@@ -873,6 +1000,139 @@ mod tests {
         let no_uid: Job = serde_json::from_value(serde_json::json!({"metadata": {"name": "j", "namespace": "n"}, "spec": {"template": {}}})).unwrap();
         let e = build_pod(&no_uid, 0, "x").unwrap_err().to_string();
         assert!(e.contains("Job n/j") && e.contains("metadata.uid"), "{e}");
+    }
+
+    fn job_with(spec: serde_json::Value, status: serde_json::Value) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "namespace": "n", "uid": "u1"},
+            "spec": spec,
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn counts(succeeded: i32, failed: i32) -> PodCounts {
+        PodCounts {
+            succeeded,
+            failed,
+            attempts: (succeeded + failed) as usize,
+            last_finish: None,
+        }
+    }
+
+    #[test]
+    fn tally_takes_the_higher_of_pods_and_status_and_defaults_the_limits() {
+        let job = job_with(
+            serde_json::json!({"template": {}}),
+            serde_json::json!({"succeeded": 0, "failed": 3}),
+        );
+        let t = Tally::of(&job, &counts(1, 2));
+        assert_eq!(
+            t,
+            Tally {
+                succeeded: 1,
+                failed: 3,
+                completions: 1,
+                backoff_limit: 6
+            }
+        );
+        let job = job_with(
+            serde_json::json!({"template": {}, "completions": 0, "backoffLimit": 2}),
+            serde_json::json!({}),
+        );
+        let t = Tally::of(&job, &counts(0, 0));
+        assert_eq!(
+            (t.completions, t.backoff_limit),
+            (1, 2),
+            "completions at least 1"
+        );
+    }
+
+    #[test]
+    fn decisions_follow_the_job_controller_order() {
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let tally = |succeeded, failed| Tally {
+            succeeded,
+            failed,
+            completions: 1,
+            backoff_limit: 1,
+        };
+        let plain = job_with(serde_json::json!({"template": {}}), serde_json::json!({}));
+        assert_eq!(decide(&plain, &tally(1, 5), now), Decision::Complete);
+        assert_eq!(
+            decide(&plain, &tally(0, 2), now),
+            Decision::Fail(
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit"
+            )
+        );
+        assert_eq!(decide(&plain, &tally(0, 1), now), Decision::Run(None));
+
+        // Deadline counted from startTime: 60 s after a start one minute ago has passed.
+        let started = serde_json::json!({"startTime": "2026-01-01T00:00:00Z"});
+        let expired = job_with(
+            serde_json::json!({"template": {}, "activeDeadlineSeconds": 60, "suspend": true}),
+            started.clone(),
+        );
+        assert_eq!(
+            decide(&expired, &tally(0, 0), now),
+            Decision::Fail(
+                "DeadlineExceeded",
+                "Job was active longer than specified deadline"
+            ),
+            "an expired deadline wins over suspension"
+        );
+        let running = job_with(
+            serde_json::json!({"template": {}, "activeDeadlineSeconds": 90}),
+            started,
+        );
+        assert_eq!(
+            decide(&running, &tally(0, 0), now),
+            Decision::Run(Some(Duration::from_secs(30)))
+        );
+        // Not started yet: the whole deadline is left.
+        let fresh = job_with(
+            serde_json::json!({"template": {}, "activeDeadlineSeconds": 90}),
+            serde_json::json!({}),
+        );
+        assert_eq!(
+            decide(&fresh, &tally(0, 0), now),
+            Decision::Run(Some(Duration::from_secs(90)))
+        );
+        let suspended = job_with(
+            serde_json::json!({"template": {}, "suspend": true}),
+            serde_json::json!({}),
+        );
+        assert_eq!(decide(&suspended, &tally(0, 1), now), Decision::Suspend);
+        assert_eq!(
+            decide(&suspended, &tally(1, 0), now),
+            Decision::Complete,
+            "a suspended Job that reached its completions is complete"
+        );
+    }
+
+    #[test]
+    fn backoff_wait_subtracts_the_time_since_the_last_attempt() {
+        let mut c = RunnerConfig::new("/d", "h", 1, "");
+        c.retry_backoff = Duration::from_secs(10);
+        c.max_retry_backoff = Duration::from_secs(60);
+        let now: jiff::Timestamp = "2026-01-01T00:00:30Z".parse().unwrap();
+        let at = |s: &str| Some(s.parse::<jiff::Timestamp>().unwrap());
+        assert_eq!(backoff_wait(&c, 0, None, now), None, "no failure, no wait");
+        assert_eq!(
+            backoff_wait(&c, 1, None, now),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            backoff_wait(&c, 2, at("2026-01-01T00:00:25Z"), now),
+            Some(Duration::from_secs(15)),
+            "20 s backoff, 5 s already passed"
+        );
+        assert_eq!(
+            backoff_wait(&c, 2, at("2026-01-01T00:00:00Z"), now),
+            None,
+            "the backoff passed while nothing ran"
+        );
     }
 
     #[test]

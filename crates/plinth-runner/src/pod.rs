@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, KeyToPath, ObjectFieldSelector, Pod, PodCondition,
-    PodSpec, PodStatus, Secret,
+    ContainerStateWaiting, ContainerStatus, DownwardAPIVolumeFile, EnvFromSource, EnvVar,
+    EnvVarSource, KeyToPath, ObjectFieldSelector, Pod, PodCondition, PodSpec, PodStatus, Secret,
+    Volume, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tokio::sync::watch;
@@ -438,41 +439,9 @@ async fn resolve_env<A: ClusterAccess>(
     for (k, v) in base {
         env.set(k, v);
     }
-    let cname = &c.name;
     for (i, from) in c.env_from.iter().flatten().enumerate() {
         let prefix = from.prefix.clone().unwrap_or_default();
-        let entries = if let Some(r) = &from.config_map_ref {
-            match objects.config_map(&r.name).await? {
-                Some(cm) => config_map_entries(cm),
-                None if r.optional.unwrap_or(false) => continue,
-                None => {
-                    return Err(setup_failure(
-                        "CreateContainerConfigError",
-                        format!(
-                            "container {cname}: envFrom[{i}].configMapRef: configmap {:?} not found",
-                            r.name
-                        ),
-                    ));
-                }
-            }
-        } else if let Some(r) = &from.secret_ref {
-            match objects.secret(&r.name).await? {
-                Some(s) => secret_entries(s),
-                None if r.optional.unwrap_or(false) => continue,
-                None => {
-                    return Err(setup_failure(
-                        "CreateContainerConfigError",
-                        format!(
-                            "container {cname}: envFrom[{i}].secretRef: secret {:?} not found",
-                            r.name
-                        ),
-                    ));
-                }
-            }
-        } else {
-            continue;
-        };
-        for (k, v) in entries {
+        for (k, v) in env_from_entries(objects, c, i, from).await? {
             let key = format!("{prefix}{k}");
             if valid_env_name(&key) {
                 env.set(key, String::from_utf8_lossy(&v).into_owned());
@@ -480,51 +449,89 @@ async fn resolve_env<A: ClusterAccess>(
         }
     }
     for (i, var) in c.env.iter().flatten().enumerate() {
-        let field = format!("container {cname}: env[{i}] ({})", var.name);
-        let value = if let Some(src) = &var.value_from {
-            if let Some(r) = &src.config_map_key_ref {
-                let entries = objects.config_map(&r.name).await?.map(config_map_entries);
-                match key_ref_value(
-                    &field,
-                    "ConfigMap",
-                    &objects.ns,
-                    &r.name,
-                    &r.key,
-                    r.optional,
-                    entries,
-                )? {
-                    Some(v) => v,
-                    None => continue,
-                }
-            } else if let Some(r) = &src.secret_key_ref {
-                let entries = objects.secret(&r.name).await?.map(secret_entries);
-                match key_ref_value(
-                    &field,
-                    "Secret",
-                    &objects.ns,
-                    &r.name,
-                    &r.key,
-                    r.optional,
-                    entries,
-                )? {
-                    Some(v) => v,
-                    None => continue,
-                }
-            } else if let Some(f) = &src.field_ref {
-                field_value(pod, f).map_err(|e| {
-                    setup_failure("CreateContainerConfigError", format!("{field}: {e}"))
-                })?
-            } else if let Some(r) = &src.resource_field_ref {
-                resource_value(c, &r.resource)
-            } else {
-                String::new()
-            }
-        } else {
-            expand_with(var.value.as_deref().unwrap_or(""), &env.map())
+        let value = match &var.value_from {
+            Some(src) => match env_source_value(objects, pod, c, i, var, src).await? {
+                Some(v) => v,
+                None => continue,
+            },
+            None => expand_with(var.value.as_deref().unwrap_or(""), &env.map()),
         };
         env.set(var.name.clone(), value);
     }
     Ok(env)
+}
+
+/// The entries of `envFrom[i]`'s ConfigMap or Secret (none when it is optional and
+/// missing); a missing required one is a `CreateContainerConfigError`.
+async fn env_from_entries<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    c: &Container,
+    i: usize,
+    from: &EnvFromSource,
+) -> Result<BTreeMap<String, Vec<u8>>, SetupFailure> {
+    let cname = &c.name;
+    let missing = |what: String| {
+        setup_failure(
+            "CreateContainerConfigError",
+            format!("container {cname}: envFrom[{i}].{what}"),
+        )
+    };
+    if let Some(r) = &from.config_map_ref {
+        match objects.config_map(&r.name).await? {
+            Some(cm) => Ok(config_map_entries(cm)),
+            None if r.optional.unwrap_or(false) => Ok(BTreeMap::new()),
+            None => Err(missing(format!(
+                "configMapRef: configmap {:?} not found",
+                r.name
+            ))),
+        }
+    } else if let Some(r) = &from.secret_ref {
+        match objects.secret(&r.name).await? {
+            Some(s) => Ok(secret_entries(s)),
+            None if r.optional.unwrap_or(false) => Ok(BTreeMap::new()),
+            None => Err(missing(format!("secretRef: secret {:?} not found", r.name))),
+        }
+    } else {
+        Ok(BTreeMap::new())
+    }
+}
+
+/// The value of `env[i]` from its `valueFrom` (a ConfigMap or Secret key, a Pod field or
+/// a resource limit); `None` when an optional key is missing (the variable is unset).
+async fn env_source_value<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    pod: &Pod,
+    c: &Container,
+    i: usize,
+    var: &EnvVar,
+    src: &EnvVarSource,
+) -> Result<Option<String>, SetupFailure> {
+    let field = format!("container {}: env[{i}] ({})", c.name, var.name);
+    if let Some(r) = &src.config_map_key_ref {
+        let entries = objects.config_map(&r.name).await?.map(config_map_entries);
+        let ns = &objects.ns;
+        key_ref_value(
+            &field,
+            "ConfigMap",
+            ns,
+            &r.name,
+            &r.key,
+            r.optional,
+            entries,
+        )
+    } else if let Some(r) = &src.secret_key_ref {
+        let entries = objects.secret(&r.name).await?.map(secret_entries);
+        let ns = &objects.ns;
+        key_ref_value(&field, "Secret", ns, &r.name, &r.key, r.optional, entries)
+    } else if let Some(f) = &src.field_ref {
+        field_value(pod, f)
+            .map(Some)
+            .map_err(|e| setup_failure("CreateContainerConfigError", format!("{field}: {e}")))
+    } else if let Some(r) = &src.resource_field_ref {
+        Ok(Some(resource_value(c, &r.resource)))
+    } else {
+        Ok(Some(String::new()))
+    }
 }
 
 /// `resourceFieldRef` without divisor: the container's limit (or request) as written.
@@ -661,136 +668,208 @@ async fn prepare_volumes<A: ClusterAccess>(
     ns: &str,
     pod_name: &str,
 ) -> Result<HashMap<String, (PathBuf, bool)>, SetupFailure> {
-    use std::os::unix::fs::PermissionsExt;
     let spec = pod.spec.as_ref().expect("checked");
     let mut out = HashMap::new();
     for v in spec.volumes.iter().flatten() {
         let dir = config.volume_dir(ns, pod_name, &v.name);
         let what = format!("volume {:?}", v.name);
-        let fail = |m: String| setup_failure("FailedMount", m);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| fail(format!("{what}: create {}: {e}", dir.display())))?;
-        let read_only;
-        if v.empty_dir.is_some() {
-            // Kubernetes creates emptyDir world-writable so any container user can write.
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
-                .map_err(|e| fail(format!("{what}: chmod: {e}")))?;
-            read_only = false;
-        } else if let Some(src) = &v.config_map {
-            let mode = src.default_mode.unwrap_or(0o644) as u32;
-            let optional = src.optional.unwrap_or(false);
-            match objects.config_map(&src.name).await?.map(config_map_entries) {
-                Some(entries) => {
-                    materialise(&dir, &what, &entries, src.items.as_ref(), mode, optional)
-                        .map_err(fail)?
-                }
-                None if optional => {}
-                None => return Err(fail(format!("{what}: configmap {:?} not found", src.name))),
-            }
-            read_only = true;
-        } else if let Some(src) = &v.secret {
-            let name = src.secret_name.clone().unwrap_or_default();
-            let mode = src.default_mode.unwrap_or(0o644) as u32;
-            let optional = src.optional.unwrap_or(false);
-            match objects.secret(&name).await?.map(secret_entries) {
-                Some(entries) => {
-                    materialise(&dir, &what, &entries, src.items.as_ref(), mode, optional)
-                        .map_err(fail)?
-                }
-                None if optional => {}
-                None => return Err(fail(format!("{what}: secret {name:?} not found"))),
-            }
-            read_only = true;
-        } else if let Some(src) = &v.downward_api {
-            let mode = src.default_mode.unwrap_or(0o644) as u32;
-            for f in src.items.iter().flatten() {
-                let value = match &f.field_ref {
-                    Some(sel) => field_value(pod, sel).map_err(|e| fail(format!("{what}: {e}")))?,
-                    None => String::new(),
-                };
-                write_file(
-                    &dir,
-                    &f.path,
-                    value.as_bytes(),
-                    f.mode.map(|m| m as u32).unwrap_or(mode),
-                )
-                .map_err(|e| fail(format!("{what}: {e}")))?;
-            }
-            read_only = true;
-        } else if let Some(src) = &v.projected {
-            let mode = src.default_mode.unwrap_or(0o644) as u32;
-            for (i, p) in src.sources.iter().flatten().enumerate() {
-                let what = format!("{what}: sources[{i}]");
-                if let Some(cm) = &p.config_map {
-                    let optional = cm.optional.unwrap_or(false);
-                    match objects.config_map(&cm.name).await?.map(config_map_entries) {
-                        Some(e) => materialise(&dir, &what, &e, cm.items.as_ref(), mode, optional)
-                            .map_err(fail)?,
-                        None if optional => {}
-                        None => {
-                            return Err(fail(format!("{what}: configmap {:?} not found", cm.name)));
-                        }
-                    }
-                } else if let Some(s) = &p.secret {
-                    let optional = s.optional.unwrap_or(false);
-                    match objects.secret(&s.name).await?.map(secret_entries) {
-                        Some(e) => materialise(&dir, &what, &e, s.items.as_ref(), mode, optional)
-                            .map_err(fail)?,
-                        None if optional => {}
-                        None => return Err(fail(format!("{what}: secret {:?} not found", s.name))),
-                    }
-                } else if let Some(t) = &p.service_account_token {
-                    let spec = pod.spec.as_ref().expect("checked");
-                    let sa = spec
-                        .service_account_name
-                        .clone()
-                        .unwrap_or_else(|| "default".into());
-                    let audiences = t.audience.clone().into_iter().collect();
-                    let token = objects
-                        .access
-                        .service_account_token(
-                            ns,
-                            &sa,
-                            pod,
-                            audiences,
-                            t.expiration_seconds.unwrap_or(3600),
-                        )
-                        .await
-                        .map_err(|e| fail(format!("{what}: {e}")))?;
-                    write_file(&dir, &t.path, token.as_bytes(), mode)
-                        .map_err(|e| fail(format!("{what}: {e}")))?;
-                } else if let Some(d) = &p.downward_api {
-                    for f in d.items.iter().flatten() {
-                        let value = match &f.field_ref {
-                            Some(sel) => {
-                                field_value(pod, sel).map_err(|e| fail(format!("{what}: {e}")))?
-                            }
-                            None => String::new(),
-                        };
-                        write_file(
-                            &dir,
-                            &f.path,
-                            value.as_bytes(),
-                            f.mode.map(|m| m as u32).unwrap_or(mode),
-                        )
-                        .map_err(|e| fail(format!("{what}: {e}")))?;
-                    }
-                } else {
-                    return Err(fail(format!(
-                        "{what}: projection type is not supported by the embedded runner"
-                    )));
-                }
-            }
-            read_only = true;
-        } else {
-            return Err(fail(format!(
-                "{what}: volume type is not supported by the embedded runner (supported: emptyDir, configMap, secret, \
-                 projected, downwardAPI)"
-            )));
-        }
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            setup_failure(
+                "FailedMount",
+                format!("{what}: create {}: {e}", dir.display()),
+            )
+        })?;
+        let read_only = fill_volume(objects, pod, ns, v, &dir, &what).await?;
         out.insert(v.name.clone(), (dir, read_only));
     }
     Ok(out)
+}
+
+/// A `FailedMount` setup failure.
+fn mount_failure(message: String) -> SetupFailure {
+    setup_failure("FailedMount", message)
+}
+
+/// Fills the directory of volume `v`; returns whether it is read-only (everything but
+/// `emptyDir`). Errors are `FailedMount` failures naming the volume (`what`).
+async fn fill_volume<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    pod: &Pod,
+    ns: &str,
+    v: &Volume,
+    dir: &Path,
+    what: &str,
+) -> Result<bool, SetupFailure> {
+    use std::os::unix::fs::PermissionsExt;
+    if v.empty_dir.is_some() {
+        // Kubernetes creates emptyDir world-writable so any container user can write.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+            .map_err(|e| mount_failure(format!("{what}: chmod: {e}")))?;
+        return Ok(false);
+    }
+    if let Some(src) = &v.config_map {
+        let mode = src.default_mode.unwrap_or(0o644) as u32;
+        let optional = src.optional.unwrap_or(false);
+        let source = Source::ConfigMap(&src.name);
+        fill_from(
+            objects,
+            dir,
+            what,
+            source,
+            src.items.as_ref(),
+            mode,
+            optional,
+        )
+        .await?;
+    } else if let Some(src) = &v.secret {
+        let name = src.secret_name.clone().unwrap_or_default();
+        let mode = src.default_mode.unwrap_or(0o644) as u32;
+        let optional = src.optional.unwrap_or(false);
+        let source = Source::Secret(&name);
+        fill_from(
+            objects,
+            dir,
+            what,
+            source,
+            src.items.as_ref(),
+            mode,
+            optional,
+        )
+        .await?;
+    } else if let Some(src) = &v.downward_api {
+        let mode = src.default_mode.unwrap_or(0o644) as u32;
+        let items = src.items.as_deref().unwrap_or_default();
+        write_downward(pod, dir, what, items, mode)?;
+    } else if let Some(src) = &v.projected {
+        let mode = src.default_mode.unwrap_or(0o644) as u32;
+        for (i, p) in src.sources.iter().flatten().enumerate() {
+            let what = format!("{what}: sources[{i}]");
+            fill_projection(objects, pod, ns, p, dir, &what, mode).await?;
+        }
+    } else {
+        return Err(mount_failure(format!(
+            "{what}: volume type is not supported by the embedded runner (supported: emptyDir, configMap, secret, \
+             projected, downwardAPI)"
+        )));
+    }
+    Ok(true)
+}
+
+/// Where a volume's files come from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// The ConfigMap of this name.
+    ConfigMap(&'a str),
+    /// The Secret of this name.
+    Secret(&'a str),
+}
+
+/// Writes a ConfigMap's or Secret's entries (or the listed `items`) into `dir`; a
+/// missing object is an error unless `optional`.
+async fn fill_from<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    dir: &Path,
+    what: &str,
+    source: Source<'_>,
+    items: Option<&Vec<KeyToPath>>,
+    mode: u32,
+    optional: bool,
+) -> Result<(), SetupFailure> {
+    let (entries, missing) = match source {
+        Source::ConfigMap(name) => (
+            objects.config_map(name).await?.map(config_map_entries),
+            format!("{what}: configmap {name:?} not found"),
+        ),
+        Source::Secret(name) => (
+            objects.secret(name).await?.map(secret_entries),
+            format!("{what}: secret {name:?} not found"),
+        ),
+    };
+    match entries {
+        Some(entries) => {
+            materialise(dir, what, &entries, items, mode, optional).map_err(mount_failure)
+        }
+        None if optional => Ok(()),
+        None => Err(mount_failure(missing)),
+    }
+}
+
+/// Writes downward API files (`fieldRef` values; empty without one).
+fn write_downward(
+    pod: &Pod,
+    dir: &Path,
+    what: &str,
+    items: &[DownwardAPIVolumeFile],
+    mode: u32,
+) -> Result<(), SetupFailure> {
+    for f in items {
+        let value = match &f.field_ref {
+            Some(sel) => {
+                field_value(pod, sel).map_err(|e| mount_failure(format!("{what}: {e}")))?
+            }
+            None => String::new(),
+        };
+        write_file(
+            dir,
+            &f.path,
+            value.as_bytes(),
+            f.mode.map(|m| m as u32).unwrap_or(mode),
+        )
+        .map_err(|e| mount_failure(format!("{what}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Writes one projected source: a ConfigMap, a Secret, a ServiceAccount token (from
+/// TokenRequest, for the Pod's ServiceAccount) or downward API files.
+async fn fill_projection<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    pod: &Pod,
+    ns: &str,
+    p: &VolumeProjection,
+    dir: &Path,
+    what: &str,
+    mode: u32,
+) -> Result<(), SetupFailure> {
+    if let Some(cm) = &p.config_map {
+        let optional = cm.optional.unwrap_or(false);
+        let source = Source::ConfigMap(&cm.name);
+        fill_from(
+            objects,
+            dir,
+            what,
+            source,
+            cm.items.as_ref(),
+            mode,
+            optional,
+        )
+        .await
+    } else if let Some(s) = &p.secret {
+        let optional = s.optional.unwrap_or(false);
+        let source = Source::Secret(&s.name);
+        fill_from(objects, dir, what, source, s.items.as_ref(), mode, optional).await
+    } else if let Some(t) = &p.service_account_token {
+        let spec = pod.spec.as_ref().expect("checked");
+        let sa = spec
+            .service_account_name
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let audiences = t.audience.clone().into_iter().collect();
+        let expiry = t.expiration_seconds.unwrap_or(3600);
+        let token = objects
+            .access
+            .service_account_token(ns, &sa, pod, audiences, expiry)
+            .await
+            .map_err(|e| mount_failure(format!("{what}: {e}")))?;
+        write_file(dir, &t.path, token.as_bytes(), mode)
+            .map_err(|e| mount_failure(format!("{what}: {e}")))
+    } else if let Some(d) = &p.downward_api {
+        write_downward(pod, dir, what, d.items.as_deref().unwrap_or_default(), mode)
+    } else {
+        Err(mount_failure(format!(
+            "{what}: projection type is not supported by the embedded runner"
+        )))
+    }
 }
 
 /// Resolves `volumeMounts` (with `subPath`/`subPathExpr` and `readOnly`) to host mounts.
@@ -967,12 +1046,61 @@ async fn run_pod_inner<A: ClusterAccess>(
         config_maps: HashMap::new(),
         secrets: HashMap::new(),
     };
-    let all: Vec<(bool, &Container)> = spec
+    let setup = Setup {
+        config,
+        name,
+        pod,
+        spec,
+        pod_dir,
+        runtimes,
+    };
+    let prepared = match prepare_all(&mut objects, &setup, tracker).await {
+        Ok(p) => p,
+        Err(status) => return Ok(status),
+    };
+    let run = Attempt {
+        config,
+        ns,
+        name,
+        deadline,
+        stop,
+    };
+    let (inits, mains): (Vec<_>, Vec<_>) = prepared.into_iter().partition(|(init, _, _)| *init);
+    if let Some(status) = run_inits(&run, &inits, tracker).await {
+        return Ok(status);
+    }
+    Ok(run_mains(&run, &mains, tracker).await)
+}
+
+/// What preparing a Pod's containers needs besides the objects it reads.
+struct Setup<'a> {
+    config: &'a RunnerConfig,
+    /// The Pod's name.
+    name: &'a str,
+    pod: &'a Pod,
+    spec: &'a PodSpec,
+    pod_dir: &'a Path,
+    runtimes: &'a Runtimes,
+}
+
+/// A prepared container: whether it is an init container, what runs, and where.
+type Prepared = (bool, PreparedContainer, Box<dyn ContainerBackend>);
+
+/// Prepares the volumes, the identity and every container before starting any, so
+/// configuration errors fail fast; a failure finishes the Pod (the `Err` status) with
+/// the containers waiting with its reason.
+async fn prepare_all<A: ClusterAccess>(
+    objects: &mut Objects<'_, A>,
+    s: &Setup<'_>,
+    tracker: &mut Tracker,
+) -> Result<Vec<Prepared>, PodStatus> {
+    let all: Vec<(bool, &Container)> = s
+        .spec
         .init_containers
         .iter()
         .flatten()
         .map(|c| (true, c))
-        .chain(spec.containers.iter().map(|c| (false, c)))
+        .chain(s.spec.containers.iter().map(|c| (false, c)))
         .collect();
     // Failures before any container starts mark every container waiting with the reason.
     let fail_all = |tracker: &mut Tracker, (reason, message): SetupFailure| {
@@ -981,95 +1109,118 @@ async fn run_pod_inner<A: ClusterAccess>(
         }
         tracker.finish("Failed", Some(&reason), Some(message))
     };
-    let volumes = match prepare_volumes(&mut objects, config, pod, ns, name).await {
+    let ns = objects.ns.clone();
+    let volumes = match prepare_volumes(objects, s.config, s.pod, &ns, s.name).await {
         Ok(v) => v,
-        Err(f) => return Ok(fail_all(tracker, f)),
+        Err(f) => return Err(fail_all(tracker, f)),
     };
-    let identity = match prepare_identity(access, config, pod, ns, pod_dir).await {
+    let identity = match prepare_identity(objects.access, s.config, s.pod, &ns, s.pod_dir).await {
         Ok(i) => i,
-        Err(f) => return Ok(fail_all(tracker, f)),
+        Err(f) => return Err(fail_all(tracker, f)),
     };
-
-    // Prepare every container before starting any, so configuration errors fail fast.
-    let mut prepared: Vec<(bool, PreparedContainer, Box<dyn ContainerBackend>)> = Vec::new();
-    let mut ran_by: Vec<(String, String)> = Vec::new();
+    let mut prepared = Vec::new();
     for (init, c) in &all {
         match prepare_container(
-            &mut objects,
-            config,
-            pod,
-            spec,
+            objects,
+            s.config,
+            s.pod,
+            s.spec,
             c,
             &volumes,
             identity.as_ref(),
-            runtimes,
-            pod_dir,
+            s.runtimes,
+            s.pod_dir,
         )
         .await
         {
-            Ok((p, b, ids)) => {
+            Ok((p, b, (id, image_id))) => {
+                tracker.set_ids(*init, &p.name, id, image_id);
                 prepared.push((*init, p, b));
-                ran_by.push(ids);
             }
             Err((reason, message)) => {
                 tracker.set_state(*init, &c.name, waiting_state(&reason, message.clone()));
-                return Ok(tracker.finish("Failed", Some(&reason), Some(message)));
+                return Err(tracker.finish("Failed", Some(&reason), Some(message)));
             }
         }
     }
+    Ok(prepared)
+}
 
-    let deadline_msg =
-        || "Pod was active on the node longer than the specified deadline".to_string();
-    // Init containers, in order.
-    for ((init, p, _), (id, image_id)) in prepared.iter().zip(ran_by) {
-        tracker.set_ids(*init, &p.name, id, image_id);
+/// One run of a Pod's containers: where their logs go, the deadline and the stop signal.
+struct Attempt<'a> {
+    config: &'a RunnerConfig,
+    ns: &'a str,
+    name: &'a str,
+    deadline: Option<Instant>,
+    stop: Option<watch::Receiver<Option<Duration>>>,
+}
+
+impl Attempt<'_> {
+    fn io(&self, container: &str) -> ProcessIo {
+        ProcessIo::new(
+            self.config,
+            self.config.log_path(self.ns, self.name, container),
+            self.deadline,
+            self.stop.clone(),
+        )
     }
-    let stopped = |stop: &Option<watch::Receiver<Option<Duration>>>| {
-        stop.as_ref().is_some_and(|s| s.borrow().is_some())
+
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.borrow().is_some())
+    }
+}
+
+fn deadline_msg() -> String {
+    "Pod was active on the node longer than the specified deadline".to_string()
+}
+
+/// Runs the init containers in order; the Pod's final status if one failed, hit the
+/// deadline, or the Pod was stopped. Otherwise marks the Pod Initialized and Running.
+async fn run_inits(
+    run: &Attempt<'_>,
+    inits: &[Prepared],
+    tracker: &mut Tracker,
+) -> Option<PodStatus> {
+    let terminated = |tracker: &mut Tracker| {
+        Some(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())))
     };
-    let (inits, mains): (Vec<_>, Vec<_>) = prepared.into_iter().partition(|(init, _, _)| *init);
-    for (_, p, backend) in &inits {
-        if stopped(&stop) {
-            return Ok(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())));
+    for (_, p, backend) in inits {
+        if run.stopped() {
+            return terminated(tracker);
         }
-        let io = ProcessIo::new(
-            config,
-            config.log_path(ns, name, &p.name),
-            deadline,
-            stop.clone(),
-        );
         tracker.set_state(true, &p.name, running_state());
-        let exit = run_process(backend.as_ref(), p, io).await;
+        let exit = run_process(backend.as_ref(), p, run.io(&p.name)).await;
         tracker.set_state(true, &p.name, exit.state());
-        if stopped(&stop) {
-            return Ok(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())));
+        if run.stopped() {
+            return terminated(tracker);
         }
         if exit.reason == "DeadlineExceeded" {
-            return Ok(tracker.finish("Failed", Some("DeadlineExceeded"), Some(deadline_msg())));
+            return Some(tracker.finish("Failed", Some("DeadlineExceeded"), Some(deadline_msg())));
         }
         if exit.code != 0 {
             let msg = format!(
                 "init container {:?} failed with exit code {}",
                 p.name, exit.code
             );
-            return Ok(tracker.finish("Failed", None, Some(exit.message.clone().unwrap_or(msg))));
+            let message = exit.message.clone().unwrap_or(msg);
+            return Some(tracker.finish("Failed", None, Some(message)));
         }
     }
-    if stopped(&stop) {
-        return Ok(tracker.finish("Failed", Some("Terminated"), Some(stopped_msg())));
+    if run.stopped() {
+        return terminated(tracker);
     }
     tracker.set_condition("Initialized", true);
     tracker.status.phase = Some("Running".into());
-    for (_, p, _) in &mains {
+    None
+}
+
+/// Runs the main containers together; the Pod succeeds when all exit 0.
+async fn run_mains(run: &Attempt<'_>, mains: &[Prepared], tracker: &mut Tracker) -> PodStatus {
+    for (_, p, _) in mains {
         tracker.set_state(false, &p.name, running_state());
     }
     let runs = mains.iter().map(|(_, p, backend)| {
-        let io = ProcessIo::new(
-            config,
-            config.log_path(ns, name, &p.name),
-            deadline,
-            stop.clone(),
-        );
+        let io = run.io(&p.name);
         async move { (p.name.clone(), run_process(backend.as_ref(), p, io).await) }
     });
     let exits = futures::future::join_all(runs).await;
@@ -1088,13 +1239,13 @@ async fn run_pod_inner<A: ClusterAccess>(
             });
         }
     }
-    Ok(if deadline_hit {
+    if deadline_hit {
         tracker.finish("Failed", Some("DeadlineExceeded"), Some(deadline_msg()))
     } else if ok {
         tracker.finish("Succeeded", None, None)
     } else {
         tracker.finish("Failed", None, message)
-    })
+    }
 }
 
 fn stopped_msg() -> String {
@@ -1132,53 +1283,8 @@ async fn prepare_container<A: ClusterAccess>(
     let ns = objects.ns.clone();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let plan = plan_container(config, &runtimes.map, c, runtimes.engine.as_deref());
-    let (local, image_env, image_wd, sandboxed) = match &plan {
-        ContainerPlan::Unavailable { message } => {
-            return Err(setup_failure(REASON_ERR_IMAGE_PULL, message.clone()));
-        }
-        ContainerPlan::Local {
-            image_env,
-            image_working_dir,
-            sandboxed,
-            ..
-        } => (
-            true,
-            image_env.clone(),
-            image_working_dir.clone(),
-            *sandboxed,
-        ),
-        ContainerPlan::Engine { exe } => {
-            ensure_image(exe, runtimes.containers_conf.as_deref(), c, config).await?;
-            (false, vec![], None, false)
-        }
-    };
-    let port = config.api_port.to_string();
-    let mut base = vec![
-        (
-            "KUBERNETES_SERVICE_HOST".to_string(),
-            config.api_host.clone(),
-        ),
-        ("KUBERNETES_SERVICE_PORT".to_string(), port.clone()),
-        ("KUBERNETES_SERVICE_PORT_HTTPS".to_string(), port.clone()),
-        (
-            "KUBERNETES_PORT".to_string(),
-            format!("tcp://{}:{port}", config.api_host),
-        ),
-        ("HOSTNAME".to_string(), pod_name.clone()),
-    ];
-    if local {
-        base.push((
-            "PATH".into(),
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
-        ));
-        base.push(("HOME".into(), "/tmp".into()));
-    }
-    if let Some(id) = identity {
-        base.push((
-            "KUBECONFIG".into(),
-            id.kubeconfig.to_string_lossy().into_owned(),
-        ));
-    }
+    let (local, image_env, image_wd, sandboxed) = plan_facts(&plan, c, config, runtimes).await?;
+    let mut base = base_env(config, &pod_name, local, identity);
     base.extend(image_env);
     let env = resolve_env(objects, pod, c, base).await?;
     let env_map = env.map();
@@ -1198,12 +1304,112 @@ async fn prepare_container<A: ClusterAccess>(
         }
         host_binds.push(id.kubeconfig.clone());
     }
+    let (argv, engine_args) = container_argv(&plan, c, &env_map, &mut host_binds);
+    let prepared = PreparedContainer {
+        namespace: ns,
+        pod: pod_name,
+        name: c.name.clone(),
+        image: c.image.clone().unwrap_or_default(),
+        pull_policy: c.image_pull_policy.clone(),
+        argv,
+        engine_args,
+        env: env.vars,
+        working_dir: c.working_dir.clone().filter(|w| !w.is_empty()).or(image_wd),
+        mounts,
+        host_binds,
+        security: effective_security(config, spec, c),
+        pod_dir: pod_dir.to_path_buf(),
+    };
+    let stands_in = stand_in(&plan, &runtimes.map, &prepared.image);
+    let backend = choose_backend(plan, config, runtimes, sandboxed)?;
+    let id = container_id(backend.as_ref(), runtimes, &prepared);
+    Ok((prepared, backend, (id, stands_in)))
+}
+
+/// What a plan means for preparing the container: whether it runs locally, the image's
+/// environment and working directory, and whether it is sandboxed. An engine's image is
+/// pulled here; an unavailable image is an `ErrImagePull` setup failure.
+async fn plan_facts(
+    plan: &ContainerPlan,
+    c: &Container,
+    config: &RunnerConfig,
+    runtimes: &Runtimes,
+) -> Result<(bool, Vec<(String, String)>, Option<String>, bool), SetupFailure> {
+    Ok(match plan {
+        ContainerPlan::Unavailable { message } => {
+            return Err(setup_failure(REASON_ERR_IMAGE_PULL, message.clone()));
+        }
+        ContainerPlan::Local {
+            image_env,
+            image_working_dir,
+            sandboxed,
+            ..
+        } => (
+            true,
+            image_env.clone(),
+            image_working_dir.clone(),
+            *sandboxed,
+        ),
+        ContainerPlan::Engine { exe } => {
+            ensure_image(exe, runtimes.containers_conf.as_deref(), c, config).await?;
+            (false, vec![], None, false)
+        }
+    })
+}
+
+/// The variables every container gets before its own: the API server's address, its
+/// hostname, a PATH and HOME for local processes, and the ServiceAccount's kubeconfig.
+fn base_env(
+    config: &RunnerConfig,
+    pod_name: &str,
+    local: bool,
+    identity: Option<&Identity>,
+) -> Vec<(String, String)> {
+    let port = config.api_port.to_string();
+    let mut base = vec![
+        (
+            "KUBERNETES_SERVICE_HOST".to_string(),
+            config.api_host.clone(),
+        ),
+        ("KUBERNETES_SERVICE_PORT".to_string(), port.clone()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS".to_string(), port.clone()),
+        (
+            "KUBERNETES_PORT".to_string(),
+            format!("tcp://{}:{port}", config.api_host),
+        ),
+        ("HOSTNAME".to_string(), pod_name.to_string()),
+    ];
+    if local {
+        base.push((
+            "PATH".into(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+        ));
+        base.push(("HOME".into(), "/tmp".into()));
+    }
+    if let Some(id) = identity {
+        base.push((
+            "KUBECONFIG".into(),
+            id.kubeconfig.to_string_lossy().into_owned(),
+        ));
+    }
+    base
+}
+
+/// The program and arguments with `$(VAR)` expanded: a local plan's argv (a mapped
+/// program found on the container's PATH, its directory bound into the sandbox via
+/// `host_binds`), or an engine's command and args.
+fn container_argv(
+    plan: &ContainerPlan,
+    c: &Container,
+    env_map: &HashMap<String, String>,
+    host_binds: &mut Vec<PathBuf>,
+) -> (Vec<String>, Vec<String>) {
     let expand_all = |v: &[String]| {
         v.iter()
-            .map(|a| expand_with(a, &env_map))
+            .map(|a| expand_with(a, env_map))
             .collect::<Vec<_>>()
     };
-    let (argv, engine_args) = match &plan {
+    match plan {
         ContainerPlan::Local { argv, kind, .. } => {
             let mut argv = expand_all(argv);
             // A mapped image's program named without a path (`promise-configure.sh`) is
@@ -1240,24 +1446,18 @@ async fn prepare_container<A: ClusterAccess>(
             expand_all(c.command.as_deref().unwrap_or(&[])),
             expand_all(c.args.as_deref().unwrap_or(&[])),
         ),
-    };
-    let prepared = PreparedContainer {
-        namespace: ns,
-        pod: pod_name,
-        name: c.name.clone(),
-        image: c.image.clone().unwrap_or_default(),
-        pull_policy: c.image_pull_policy.clone(),
-        argv,
-        engine_args,
-        env: env.vars,
-        working_dir: c.working_dir.clone().filter(|w| !w.is_empty()).or(image_wd),
-        mounts,
-        host_binds,
-        security: effective_security(config, spec, c),
-        pod_dir: pod_dir.to_path_buf(),
-    };
-    let stands_in = stand_in(&plan, &runtimes.map, &prepared.image);
-    let backend: Box<dyn ContainerBackend> = match plan {
+    }
+}
+
+/// The backend that runs the container: the engine, the host, or the sandbox (a
+/// sandbox that cannot start is a `SandboxUnavailable` setup failure).
+fn choose_backend(
+    plan: ContainerPlan,
+    config: &RunnerConfig,
+    runtimes: &Runtimes,
+    sandboxed: bool,
+) -> Result<Box<dyn ContainerBackend>, SetupFailure> {
+    Ok(match plan {
         ContainerPlan::Engine { exe } => Box::new(EngineBackend {
             exe,
             containers_conf: runtimes.containers_conf.clone(),
@@ -1269,7 +1469,15 @@ async fn prepare_container<A: ClusterAccess>(
             Ok(None) => Box::new(HostProcess),
             Err(m) => return Err(setup_failure("SandboxUnavailable", m.clone())),
         },
-    };
+    })
+}
+
+/// The container id `<scheme>://<namespace>/<pod>/<container>` reported in its status.
+fn container_id(
+    backend: &dyn ContainerBackend,
+    runtimes: &Runtimes,
+    prepared: &PreparedContainer,
+) -> String {
     let scheme = match backend.name() {
         "bwrap" => "sandbox".to_string(),
         "engine" => runtimes
@@ -1280,11 +1488,10 @@ async fn prepare_container<A: ClusterAccess>(
             .unwrap_or_else(|| "engine".into()),
         other => other.to_string(),
     };
-    let id = format!(
+    format!(
         "{scheme}://{}/{}/{}",
         prepared.namespace, prepared.pod, prepared.name
-    );
-    Ok((prepared, backend, (id, stands_in)))
+    )
 }
 
 /// Where a container's output goes and how it may be stopped.
@@ -1441,7 +1648,6 @@ async fn ensure_image(
 /// the deadline or a stop request (the Pod was deleted: TERM, grace period, KILL).
 async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: ProcessIo) -> Exit {
     let started = now();
-    let log = io.log.as_path();
     let fail = |reason: &str, message: String| Exit {
         code: 128,
         signal: None,
@@ -1450,61 +1656,10 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
         started: started.clone(),
         finished: now(),
     };
-    let mut cmd = match backend.command(p) {
-        Ok(c) => c,
-        Err(m) => return fail("StartError", format!("{}: {m}", backend.name())),
+    let (mut child, copier) = match spawn_logged(backend, p, &io) {
+        Ok(spawned) => spawned,
+        Err(message) => return fail("StartError", message),
     };
-    let mut sink = match crate::logfile::RotatingLog::create(log, io.log_max_size, io.log_max_files)
-    {
-        Ok(f) => f,
-        Err(e) => {
-            return fail(
-                "StartError",
-                format!("cannot create log file {}: {e}", log.display()),
-            );
-        }
-    };
-    let (reader, writer) = match std::io::pipe() {
-        Ok(p) => p,
-        Err(e) => {
-            return fail(
-                "StartError",
-                format!("cannot create a pipe for the log: {e}"),
-            );
-        }
-    };
-    let err_writer = match writer.try_clone() {
-        Ok(f) => f,
-        Err(e) => {
-            return fail(
-                "StartError",
-                format!("cannot create a pipe for the log: {e}"),
-            );
-        }
-    };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::from(writer))
-        .stderr(Stdio::from(err_writer))
-        .kill_on_drop(true)
-        .process_group(0);
-    let spawned = cmd.spawn();
-    // The parent's ends of the pipe's write side are dropped with `cmd`.
-    drop(cmd);
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            let program = p.argv.first().cloned().unwrap_or_default();
-            return fail(
-                "StartError",
-                format!(
-                    "{}: cannot start {program:?} for container {:?}: {e}",
-                    backend.name(),
-                    p.name
-                ),
-            );
-        }
-    };
-    let copier = tokio::task::spawn_blocking(move || sink.copy_from(reader));
     let pid = child.id();
     let sleep = async {
         match io.deadline {
@@ -1562,6 +1717,67 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
     // so; a background process still holding the pipe does not hold the container up.
     let _ = tokio::time::timeout(Duration::from_secs(2), copier).await;
     exit
+}
+
+/// Starts the container's process with stdout and stderr piped into its rotating log
+/// (copied by a blocking task, returned with the child). Errors with the
+/// `StartError` message.
+fn spawn_logged(
+    backend: &dyn ContainerBackend,
+    p: &PreparedContainer,
+    io: &ProcessIo,
+) -> Result<
+    (
+        tokio::process::Child,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ),
+    String,
+> {
+    let log = io.log.as_path();
+    let mut cmd = match backend.command(p) {
+        Ok(c) => c,
+        Err(m) => return Err(format!("{}: {m}", backend.name())),
+    };
+    let mut sink = match crate::logfile::RotatingLog::create(log, io.log_max_size, io.log_max_files)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            return Err(format!("cannot create log file {}: {e}", log.display()));
+        }
+    };
+    let (reader, writer) = match std::io::pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            return Err(format!("cannot create a pipe for the log: {e}"));
+        }
+    };
+    let err_writer = match writer.try_clone() {
+        Ok(f) => f,
+        Err(e) => {
+            return Err(format!("cannot create a pipe for the log: {e}"));
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::from(err_writer))
+        .kill_on_drop(true)
+        .process_group(0);
+    let spawned = cmd.spawn();
+    // The parent's ends of the pipe's write side are dropped with `cmd`.
+    drop(cmd);
+    let child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let program = p.argv.first().cloned().unwrap_or_default();
+            return Err(format!(
+                "{}: cannot start {program:?} for container {:?}: {e}",
+                backend.name(),
+                p.name
+            ));
+        }
+    };
+    let copier = tokio::task::spawn_blocking(move || sink.copy_from(reader));
+    Ok((child, copier))
 }
 
 /// Stops a running container as the kubelet does; returns its exit code.

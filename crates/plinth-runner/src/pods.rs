@@ -159,19 +159,7 @@ async fn run_standalone(
         .as_ref()
         .and_then(|s| s.restart_policy.clone())
         .unwrap_or_else(|| "Always".into());
-    // The watch may deliver an older state of a Pod that an earlier run just finished:
-    // only the stored Pod decides.
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let current = api
-        .get_opt(&name)
-        .await
-        .map_err(|e| RunnerError::kube(format!("get Pod {ns}/{name}"), e))?;
-    let same = current.as_ref().is_some_and(|c| {
-        c.metadata.uid == pod.metadata.uid
-            && c.metadata.deletion_timestamp.is_none()
-            && !finished(c)
-    });
-    if !same {
+    if !still_current(&api, &pod, &ns).await? {
         return Ok(());
     }
     let mut restarts = 0;
@@ -210,33 +198,63 @@ async fn run_standalone(
             return Ok(());
         }
         restarts += 1;
-        let delay = ctx
-            .config
-            .retry_backoff
-            .saturating_mul(1u32 << (restarts - 1).min(16))
-            .min(ctx.config.max_retry_backoff);
-        let waiting = back_off_status(&status, restarts, &pod, delay);
-        write_pod_status(&api, pod.metadata.name.as_deref().unwrap_or(""), &waiting).await?;
-        for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
-            ctx.kubelet
-                .record(
-                    &pod_reference(&pod),
-                    EventType::Warning,
-                    "BackOff",
-                    format!(
-                        "Back-off restarting failed container {} in pod {}",
-                        c.name,
-                        pod.metadata.name.as_deref().unwrap_or("")
-                    ),
-                )
-                .await;
-        }
+        let delay = back_off(ctx, &api, &pod, &status, restarts).await?;
         last = Some(status);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = stop.wait_for(|s| s.is_some()) => return Ok(()),
         }
     }
+}
+
+/// True if the stored Pod is still this one, not being deleted and not finished: the
+/// watch may deliver an older state of a Pod that an earlier run just finished, so only
+/// the stored Pod decides.
+async fn still_current(api: &Api<Pod>, pod: &Pod, ns: &str) -> Result<bool, RunnerError> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let current = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| RunnerError::kube(format!("get Pod {ns}/{name}"), e))?;
+    Ok(current.as_ref().is_some_and(|c| {
+        c.metadata.uid == pod.metadata.uid
+            && c.metadata.deletion_timestamp.is_none()
+            && !finished(c)
+    }))
+}
+
+/// Before restart number `restarts`: writes the `CrashLoopBackOff` status, records a
+/// `BackOff` Warning per container, and returns the wait (`retry_backoff` doubling per
+/// restart, capped at `max_retry_backoff`).
+async fn back_off(
+    ctx: &Ctx,
+    api: &Api<Pod>,
+    pod: &Pod,
+    status: &PodStatus,
+    restarts: i32,
+) -> Result<Duration, RunnerError> {
+    let delay = ctx
+        .config
+        .retry_backoff
+        .saturating_mul(1u32 << (restarts - 1).min(16))
+        .min(ctx.config.max_retry_backoff);
+    let name = pod.metadata.name.as_deref().unwrap_or("");
+    let waiting = back_off_status(status, restarts, pod, delay);
+    write_pod_status(api, name, &waiting).await?;
+    for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+        ctx.kubelet
+            .record(
+                &pod_reference(pod),
+                EventType::Warning,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {} in pod {name}",
+                    c.name
+                ),
+            )
+            .await;
+    }
+    Ok(delay)
 }
 
 /// The status shown while a standalone Pod waits to run its containers again.
@@ -266,6 +284,31 @@ fn back_off_status(last: &PodStatus, restarts: i32, pod: &Pod, delay: Duration) 
     st
 }
 
+/// What a restarted Pod's statuses carry from its previous run: `restartCount` and
+/// each container's `lastState`.
+#[derive(Clone)]
+struct Carry {
+    restarts: i32,
+    last: Option<PodStatus>,
+}
+
+impl Carry {
+    fn apply(&self, mut st: PodStatus) -> PodStatus {
+        if self.restarts > 0 {
+            for c in st.container_statuses.iter_mut().flatten() {
+                c.restart_count = self.restarts;
+                c.last_state = self
+                    .last
+                    .as_ref()
+                    .and_then(|l| l.container_statuses.as_ref())
+                    .and_then(|l| l.iter().find(|p| p.name == c.name))
+                    .and_then(|p| p.state.clone().or(p.last_state.clone()));
+            }
+        }
+        st
+    }
+}
+
 /// Runs `pod` once, writing every status change (with `restartCount`/`lastState` carried
 /// from `last`) and the kubelet's Events; returns the final status, also written.
 pub(crate) async fn execute(
@@ -281,71 +324,32 @@ pub(crate) async fn execute(
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
     let reference = pod_reference(pod);
     if restarts == 0 {
+        let note = format!(
+            "Successfully assigned {ns}/{name} to {}",
+            ctx.config.node_name
+        );
         ctx.scheduler
-            .record(
-                &reference,
-                EventType::Normal,
-                "Scheduled",
-                format!(
-                    "Successfully assigned {ns}/{name} to {}",
-                    ctx.config.node_name
-                ),
-            )
+            .record(&reference, EventType::Normal, "Scheduled", note)
             .await;
     }
-    let last = last.cloned();
-    let carried = move |mut st: PodStatus| {
-        if restarts > 0 {
-            for c in st.container_statuses.iter_mut().flatten() {
-                c.restart_count = restarts;
-                c.last_state = last
-                    .as_ref()
-                    .and_then(|l| l.container_statuses.as_ref())
-                    .and_then(|l| l.iter().find(|p| p.name == c.name))
-                    .and_then(|p| p.state.clone().or(p.last_state.clone()));
-            }
-        }
-        st
+    let carry = Carry {
+        restarts,
+        last: last.cloned(),
     };
-    let (tx, mut rx) = watch::channel(PodStatus::default());
-    let writer_api = api.clone();
-    let kubelet = ctx.kubelet.clone();
-    let writer_ref = reference.clone();
-    let writer_name = name.clone();
-    let writer_carried = carried.clone();
-    let writer = tokio::spawn(async move {
-        let mut previous = PodStatus::default();
-        // Latest snapshot wins: intermediate states are skipped when writes are slower.
-        while rx.changed().await.is_ok() {
-            let st = writer_carried(rx.borrow_and_update().clone());
-            for (t, reason, message) in pod_events(&previous, &st) {
-                kubelet.record(&writer_ref, t, reason, message).await;
-            }
-            if let Err(e) = write_pod_status(&writer_api, &writer_name, &st).await {
-                tracing::warn!(pod = %writer_name, error = %e, "writing pod status");
-            }
-            previous = st;
-        }
-        previous
-    });
-    let writer = AbortOnDrop(Some(writer));
-    let result = run_pod_once(
-        &ctx.client,
-        &ctx.config,
-        pod,
-        RunOptions {
-            deadline,
-            status: Some(tx),
-            stop: Some(stop),
-        },
-    )
-    .await;
+    let (tx, rx) = watch::channel(PodStatus::default());
+    let writer = spawn_status_writer(ctx, api, &reference, &name, carry.clone(), rx);
+    let options = RunOptions {
+        deadline,
+        status: Some(tx),
+        stop: Some(stop),
+    };
+    let result = run_pod_once(&ctx.client, &ctx.config, pod, options).await;
     let previous = match writer.take() {
         Some(w) => w.await.unwrap_or_default(),
         None => PodStatus::default(),
     };
     let status = match result {
-        Ok(s) => carried(s),
+        Ok(s) => carry.apply(s),
         Err(e) => PodStatus {
             phase: Some("Failed".into()),
             reason: Some("RunnerError".into()),
@@ -361,6 +365,35 @@ pub(crate) async fn execute(
     }
     write_pod_status(api, &name, &status).await?;
     Ok(status)
+}
+
+/// Writes each status snapshot sent on `rx` (the latest wins: intermediate states are
+/// skipped when writes are slower) with the Events of its changes; the task returns the
+/// last status written.
+fn spawn_status_writer(
+    ctx: &Ctx,
+    api: &Api<Pod>,
+    reference: &ObjectReference,
+    name: &str,
+    carry: Carry,
+    mut rx: watch::Receiver<PodStatus>,
+) -> AbortOnDrop<PodStatus> {
+    let (api, kubelet) = (api.clone(), ctx.kubelet.clone());
+    let (reference, name) = (reference.clone(), name.to_string());
+    AbortOnDrop(Some(tokio::spawn(async move {
+        let mut previous = PodStatus::default();
+        while rx.changed().await.is_ok() {
+            let st = carry.apply(rx.borrow_and_update().clone());
+            for (t, reason, message) in pod_events(&previous, &st) {
+                kubelet.record(&reference, t, reason, message).await;
+            }
+            if let Err(e) = write_pod_status(&api, &name, &st).await {
+                tracing::warn!(pod = %name, error = %e, "writing pod status");
+            }
+            previous = st;
+        }
+        previous
+    })))
 }
 
 struct AbortOnDrop<T>(Option<tokio::task::JoinHandle<T>>);

@@ -120,7 +120,41 @@ pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> 
     Ok(jobs)
 }
 
-/// One step of the configure workflow of `parent` (ReconcileConfigure).
+/// The object a workflow step works on, and how to reach and report on it.
+struct Parent<'a> {
+    ctx: &'a Context,
+    wf: &'a Workflow,
+    api: &'a Api<DynamicObject>,
+    obj: &'a DynamicObject,
+    api_group: &'a str,
+    component: &'a str,
+}
+
+impl Parent<'_> {
+    fn label_is_true(&self, key: &str) -> bool {
+        self.obj.labels().get(key).is_some_and(|v| v == "true")
+    }
+
+    /// Starts `pipelines[index]` as run number `run`.
+    async fn start(&self, pipelines: &[PipelineDef], index: usize, run: u64) -> Result<(), Error> {
+        start_job(
+            self.ctx,
+            self.wf,
+            self.api,
+            self.obj,
+            pipelines,
+            index,
+            run,
+            self.api_group,
+            self.component,
+        )
+        .await
+    }
+}
+
+/// One step of the configure workflow of `parent` (ReconcileConfigure): wait for a
+/// running Job, handle a suspension, then start the next pipeline (or report the
+/// workflow failed or done).
 pub async fn reconcile_configure(
     ctx: &Context,
     wf: &Workflow,
@@ -129,11 +163,18 @@ pub async fn reconcile_configure(
     api_group: &str,
     component: &str,
 ) -> Result<Progress, Error> {
+    let p = Parent {
+        ctx,
+        wf,
+        api: parent_api,
+        obj: parent,
+        api_group,
+        component,
+    };
     let pipelines = parse_pipelines(&wf.pipelines)?;
     if pipelines.is_empty() {
         return Ok(Progress::Done);
     }
-    let hash = job::workflow_hash(wf);
     let jobs = list_jobs(ctx, wf).await?;
     if let Some(running) = jobs.iter().find(|j| job_state(j) == JobState::Running) {
         if wf.action == WorkflowAction::Configure {
@@ -141,124 +182,155 @@ pub async fn reconcile_configure(
         }
         return Ok(Progress::Running);
     }
-    let parent_labels = parent.labels();
-    let manual = parent_labels
-        .get(labels::MANUAL_RECONCILIATION)
-        .is_some_and(|v| v == "true");
-    let mut restart = manual
-        || parent_labels
-            .get(labels::RUN_FROM_START)
-            .is_some_and(|v| v == "true");
-    let parent_status = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let phases = pipeline_phases(&parent_status);
-    let suspended_idx = pipelines
-        .iter()
-        .position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"));
+    let restart = match check_suspension(&p, &pipelines).await? {
+        Suspension::Stop(progress) => return Ok(progress),
+        Suspension::Restart => true,
+        Suspension::None => {
+            p.label_is_true(labels::MANUAL_RECONCILIATION)
+                || p.label_is_true(labels::RUN_FROM_START)
+        }
+    };
+    let (index, run) = match next_pipeline(&p, &pipelines, &jobs, restart).await? {
+        Next::Start { index, run } => (index, run),
+        Next::Report(progress) => return Ok(progress),
+    };
+    p.start(&pipelines, index, run).await?;
+    Ok(Progress::Running)
+}
 
-    // Suspension: the status-writer labelled the object; a spec change or a
-    // manual reconciliation restarts from the first pipeline, otherwise wait for the
-    // retry time (or for the label's removal).
-    if parent_labels
-        .get(labels::WORKFLOW_SUSPENDED)
-        .is_some_and(|v| v == "true")
-    {
-        let generation = parent.meta().generation.unwrap_or(0);
-        let suspended_generation = parent_status["kratix"]["workflows"]["suspendedGeneration"]
-            .as_i64()
-            .unwrap_or(0);
-        if manual || generation > suspended_generation {
-            restart = true;
-            remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
-        } else {
-            let retry_at = suspended_idx
-                .and_then(|i| pipeline_entry(&parent_status, &pipelines[i].name))
-                .and_then(|e| {
-                    e["nextRetryAt"]
-                        .as_str()
-                        .and_then(|s| s.parse::<Timestamp>().ok())
-                });
-            match retry_at {
-                Some(at) if at <= Timestamp::now() => {
-                    remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
-                    // The label's removal is an object event: the next reconcile resumes.
-                    return Ok(Progress::Running);
-                }
-                _ => {
-                    support::update_status(parent_api, &parent.name_any(), |s, _| {
-                        set_condition(
-                            s,
-                            condition_types::RECONCILED,
-                            "Unknown",
-                            reasons::WORKFLOW_SUSPENDED,
-                            messages::SUSPENDED,
-                            None,
-                        )
-                    })
-                    .await?;
-                    support::publish(
-                        &ctx.recorder(component),
-                        &support::reference(parent),
-                        support::EventType::Warning,
-                        plinth_api::constants::events::WORKFLOW_SUSPENDED,
-                        "Workflow is suspended",
-                    )
-                    .await;
-                    return Ok(Progress::Suspended { retry_at });
-                }
+/// What a suspended workflow does next.
+enum Suspension {
+    /// Not suspended.
+    None,
+    /// Restart from the first pipeline (the spec changed or a manual reconciliation).
+    Restart,
+    /// End the step with this progress.
+    Stop(Progress),
+}
+
+/// Suspension: the status-writer labelled the object; a spec change or a manual
+/// reconciliation restarts from the first pipeline, otherwise wait for the retry time
+/// (or for the label's removal).
+async fn check_suspension(p: &Parent<'_>, pipelines: &[PipelineDef]) -> Result<Suspension, Error> {
+    if !p.label_is_true(labels::WORKFLOW_SUSPENDED) {
+        return Ok(Suspension::None);
+    }
+    let status = p.obj.data.get("status").cloned().unwrap_or(Value::Null);
+    let generation = p.obj.meta().generation.unwrap_or(0);
+    let suspended_generation = status["kratix"]["workflows"]["suspendedGeneration"]
+        .as_i64()
+        .unwrap_or(0);
+    if p.label_is_true(labels::MANUAL_RECONCILIATION) || generation > suspended_generation {
+        remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
+        return Ok(Suspension::Restart);
+    }
+    let retry_at = suspended_index(&status, pipelines)
+        .and_then(|i| pipeline_entry(&status, &pipelines[i].name))
+        .and_then(|e| {
+            e["nextRetryAt"]
+                .as_str()
+                .and_then(|s| s.parse::<Timestamp>().ok())
+        });
+    if retry_at.is_some_and(|at| at <= Timestamp::now()) {
+        remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
+        // The label's removal is an object event: the next reconcile resumes.
+        return Ok(Suspension::Stop(Progress::Running));
+    }
+    support::update_status(p.api, &p.obj.name_any(), |s, _| {
+        set_condition(
+            s,
+            condition_types::RECONCILED,
+            "Unknown",
+            reasons::WORKFLOW_SUSPENDED,
+            messages::SUSPENDED,
+            None,
+        )
+    })
+    .await?;
+    support::publish(
+        &p.ctx.recorder(p.component),
+        &support::reference(p.obj),
+        support::EventType::Warning,
+        plinth_api::constants::events::WORKFLOW_SUSPENDED,
+        "Workflow is suspended",
+    )
+    .await;
+    Ok(Suspension::Stop(Progress::Suspended { retry_at }))
+}
+
+/// The position of the pipeline whose phase is `Suspended`, if any.
+fn suspended_index(status: &Value, pipelines: &[PipelineDef]) -> Option<usize> {
+    let phases = pipeline_phases(status);
+    pipelines
+        .iter()
+        .position(|p| phases.get(&p.name).is_some_and(|ph| ph == "Suspended"))
+}
+
+/// What the configure workflow does after its latest Job of the current hash.
+enum Next {
+    /// Start `pipelines[index]` as run `run`.
+    Start { index: usize, run: u64 },
+    /// Report this progress (the failure or the completion was recorded).
+    Report(Progress),
+}
+
+/// From the latest Job of the current spec: restart from the first pipeline, record a
+/// failure, wait, re-run a suspended pipeline, start the next one, or finish.
+async fn next_pipeline(
+    p: &Parent<'_>,
+    pipelines: &[PipelineDef],
+    jobs: &[Job],
+    restart: bool,
+) -> Result<Next, Error> {
+    let hash = job::workflow_hash(p.wf);
+    let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
+    let from_start = Next::Start {
+        index: 0,
+        run: max_run + 1,
+    };
+    let latest = jobs
+        .iter()
+        .rfind(|j| j.labels().get(labels::HASH) == Some(&hash));
+    let Some(latest) = latest.filter(|_| !restart) else {
+        return Ok(from_start);
+    };
+    let name = latest
+        .labels()
+        .get(labels::PIPELINE_NAME)
+        .cloned()
+        .unwrap_or_default();
+    let Some(i) = pipelines.iter().position(|p| p.name == name) else {
+        return Ok(from_start);
+    };
+    match job_state(latest) {
+        JobState::Failed => {
+            let why = super::failure::describe(p.ctx, latest).await;
+            record_failure(p.ctx, p.wf, p.api, p.obj, pipelines, i, p.component, why).await?;
+            prune_jobs(p.ctx, p.wf, jobs).await?;
+            Ok(Next::Report(Progress::Failed { pipeline: name }))
+        }
+        JobState::Running => Ok(Next::Report(Progress::Running)),
+        JobState::Succeeded => {
+            let status = p.obj.data.get("status").unwrap_or(&Value::Null);
+            if suspended_index(status, pipelines) == Some(i) {
+                // The suspension label was removed (or the retry is due): run the
+                // suspended pipeline again, as a new run so that its Job gets a new
+                // name (Job names are deterministic per run).
+                Ok(Next::Start {
+                    index: i,
+                    run: max_run + 1,
+                })
+            } else if i + 1 < pipelines.len() {
+                Ok(Next::Start {
+                    index: i + 1,
+                    run: run_number(latest),
+                })
+            } else {
+                prune_jobs(p.ctx, p.wf, jobs).await?;
+                Ok(Next::Report(finish(p.api, p.obj, pipelines).await?))
             }
         }
     }
-
-    let current: Vec<&Job> = jobs
-        .iter()
-        .filter(|j| j.labels().get(labels::HASH) == Some(&hash))
-        .collect();
-    let latest = current.last().copied();
-    let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
-
-    let (index, run) = match latest {
-        _ if restart => (0, max_run + 1),
-        None => (0, max_run + 1),
-        Some(latest) => {
-            let name = latest
-                .labels()
-                .get(labels::PIPELINE_NAME)
-                .cloned()
-                .unwrap_or_default();
-            match pipelines.iter().position(|p| p.name == name) {
-                None => (0, max_run + 1),
-                Some(i) => match job_state(latest) {
-                    JobState::Failed => {
-                        let why = super::failure::describe(ctx, latest).await;
-                        record_failure(ctx, wf, parent_api, parent, &pipelines, i, component, why)
-                            .await?;
-                        prune_jobs(ctx, wf, &jobs).await?;
-                        return Ok(Progress::Failed { pipeline: name });
-                    }
-                    JobState::Running => return Ok(Progress::Running),
-                    JobState::Succeeded => {
-                        if suspended_idx == Some(i) {
-                            // The suspension label was removed (or the retry is due): run the
-                            // suspended pipeline again, as a new run so that its Job gets a
-                            // new name (Job names are deterministic per run).
-                            (i, max_run + 1)
-                        } else if i + 1 < pipelines.len() {
-                            (i + 1, run_number(latest))
-                        } else {
-                            prune_jobs(ctx, wf, &jobs).await?;
-                            return finish(parent_api, parent, &pipelines).await;
-                        }
-                    }
-                },
-            }
-        }
-    };
-
-    start_job(
-        ctx, wf, parent_api, parent, &pipelines, index, run, api_group, component,
-    )
-    .await?;
-    Ok(Progress::Running)
 }
 
 /// One step of the delete workflow (ReconcileDelete): only the first delete
@@ -272,6 +344,14 @@ pub async fn reconcile_delete(
     api_group: &str,
     component: &str,
 ) -> Result<Progress, Error> {
+    let p = Parent {
+        ctx,
+        wf,
+        api: parent_api,
+        obj: parent,
+        api_group,
+        component,
+    };
     let pipelines = parse_pipelines(&wf.pipelines)?;
     let Some(first) = pipelines.first().cloned() else {
         return Ok(Progress::Done);
@@ -279,20 +359,11 @@ pub async fn reconcile_delete(
     let pipelines = vec![first];
     let hash = job::workflow_hash(wf);
     let jobs = list_jobs(ctx, wf).await?;
-    if jobs.iter().any(|j| job_state(j) == JobState::Running) {
+    let running = |jobs: &[Job]| jobs.iter().any(|j| job_state(j) == JobState::Running);
+    if running(&jobs) || running(&list_jobs(ctx, configure).await?) {
         return Ok(Progress::Running);
     }
-    if list_jobs(ctx, configure)
-        .await?
-        .iter()
-        .any(|j| job_state(j) == JobState::Running)
-    {
-        return Ok(Progress::Running);
-    }
-    let manual = parent
-        .labels()
-        .get(labels::MANUAL_RECONCILIATION)
-        .is_some_and(|v| v == "true");
+    let manual = p.label_is_true(labels::MANUAL_RECONCILIATION);
     let latest = jobs
         .iter()
         .rev()
@@ -300,95 +371,81 @@ pub async fn reconcile_delete(
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     match latest.map(job_state) {
         Some(JobState::Succeeded) if !manual => {
-            let phases = pipeline_phases(parent.data.get("status").unwrap_or(&Value::Null));
-            if phases
-                .get(&pipelines[0].name)
-                .is_some_and(|p| p == "Suspended")
-            {
-                let retry_at = pipeline_entry(
-                    parent.data.get("status").unwrap_or(&Value::Null),
-                    &pipelines[0].name,
-                )
-                .and_then(|e| e["nextRetryAt"].as_str())
-                .and_then(|s| s.parse::<Timestamp>().ok());
-                let labelled = parent
-                    .labels()
-                    .get(labels::WORKFLOW_SUSPENDED)
-                    .is_some_and(|v| v == "true");
-                // A retry that is due: drop the label and run the pipeline again.
-                if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
-                    remove_labels(parent_api, parent, &[labels::WORKFLOW_SUSPENDED]).await?;
-                } else if labelled {
-                    support::update_status(parent_api, &parent.name_any(), |s, _| {
-                        set_condition(
-                            s,
-                            condition_types::DELETE_WORKFLOW_COMPLETED,
-                            "False",
-                            reasons::DELETE_WORKFLOW_SUSPENDED,
-                            messages::DELETE_WORKFLOW_SUSPENDED,
-                            None,
-                        )
-                    })
-                    .await?;
-                    return Ok(Progress::Suspended { retry_at });
-                }
-                start_job(
-                    ctx,
-                    wf,
-                    parent_api,
-                    parent,
-                    &pipelines,
-                    0,
-                    max_run + 1,
-                    api_group,
-                    component,
-                )
-                .await?;
-                return Ok(Progress::Running);
-            }
-            Ok(Progress::Done)
+            retry_suspended_delete(&p, &pipelines, max_run + 1).await
         }
-        Some(JobState::Failed) if !manual => {
-            support::update_status(parent_api, &parent.name_any(), |s, _| {
-                set_condition(
-                    s,
-                    condition_types::DELETE_WORKFLOW_COMPLETED,
-                    "False",
-                    reasons::DELETE_WORKFLOW_FAILED,
-                    messages::DELETE_PIPELINE_FAILED,
-                    None,
-                )
-            })
-            .await?;
-            support::publish(
-                &ctx.recorder(component),
-                &support::reference(parent),
-                support::EventType::Warning,
-                plinth_api::constants::events::FAILED_PIPELINE,
-                format!("The Delete Pipeline has failed: {}", pipelines[0].name),
-            )
-            .await;
-            Ok(Progress::Failed {
-                pipeline: pipelines[0].name.clone(),
-            })
-        }
+        Some(JobState::Failed) if !manual => report_delete_failure(&p, &pipelines[0].name).await,
         Some(JobState::Running) => Ok(Progress::Running),
         _ => {
-            start_job(
-                ctx,
-                wf,
-                parent_api,
-                parent,
-                &pipelines,
-                0,
-                max_run + 1,
-                api_group,
-                component,
-            )
-            .await?;
+            p.start(&pipelines, 0, max_run + 1).await?;
             Ok(Progress::Running)
         }
     }
+}
+
+/// After a succeeded delete Job: done, unless its pipeline suspended itself; then it
+/// runs again once its retry is due (as run `run`), and waits while still labelled.
+async fn retry_suspended_delete(
+    p: &Parent<'_>,
+    pipelines: &[PipelineDef],
+    run: u64,
+) -> Result<Progress, Error> {
+    let status = p.obj.data.get("status").unwrap_or(&Value::Null);
+    let name = &pipelines[0].name;
+    if !pipeline_phases(status)
+        .get(name)
+        .is_some_and(|ph| ph == "Suspended")
+    {
+        return Ok(Progress::Done);
+    }
+    let retry_at = pipeline_entry(status, name)
+        .and_then(|e| e["nextRetryAt"].as_str())
+        .and_then(|s| s.parse::<Timestamp>().ok());
+    let labelled = p.label_is_true(labels::WORKFLOW_SUSPENDED);
+    // A retry that is due: drop the label and run the pipeline again.
+    if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
+        remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
+    } else if labelled {
+        support::update_status(p.api, &p.obj.name_any(), |s, _| {
+            set_condition(
+                s,
+                condition_types::DELETE_WORKFLOW_COMPLETED,
+                "False",
+                reasons::DELETE_WORKFLOW_SUSPENDED,
+                messages::DELETE_WORKFLOW_SUSPENDED,
+                None,
+            )
+        })
+        .await?;
+        return Ok(Progress::Suspended { retry_at });
+    }
+    p.start(pipelines, 0, run).await?;
+    Ok(Progress::Running)
+}
+
+/// A failed delete pipeline: `DeleteWorkflowCompleted=False` and a Warning.
+async fn report_delete_failure(p: &Parent<'_>, pipeline: &str) -> Result<Progress, Error> {
+    support::update_status(p.api, &p.obj.name_any(), |s, _| {
+        set_condition(
+            s,
+            condition_types::DELETE_WORKFLOW_COMPLETED,
+            "False",
+            reasons::DELETE_WORKFLOW_FAILED,
+            messages::DELETE_PIPELINE_FAILED,
+            None,
+        )
+    })
+    .await?;
+    support::publish(
+        &p.ctx.recorder(p.component),
+        &support::reference(p.obj),
+        support::EventType::Warning,
+        plinth_api::constants::events::FAILED_PIPELINE,
+        format!("The Delete Pipeline has failed: {pipeline}"),
+    )
+    .await;
+    Ok(Progress::Failed {
+        pipeline: pipeline.to_string(),
+    })
 }
 
 fn parse_pipelines(raw: &[Value]) -> Result<Vec<PipelineDef>, Error> {

@@ -144,199 +144,11 @@ pub fn build_job(
     let p = &pipelines[index];
     let hash = workflow_hash(wf);
     let ns = &wf.namespace;
-    let run_str = run.to_string();
-    let resource = (wf.workflow_type == WorkflowType::Resource).then_some(wf.subject.name.as_str());
-    let resource_ns = if wf.pipeline_namespace_set {
-        wf.subject.namespace.as_deref()
-    } else {
-        None
-    };
-    let name = plinth_api::names::job_name(
-        &wf.promise_name,
-        resource,
-        resource_ns,
-        &p.name,
-        &format!("{hash}-{run_str}"),
-    );
-
-    // User labels first: Kratix's own labels must win, or Job tracking breaks.
-    let mut labels: BTreeMap<String, String> = p.raw["metadata"]["labels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default();
-    labels.extend(workflow_selector(wf));
-    labels.insert(labels::PIPELINE_NAME.into(), p.name.clone());
-    labels.insert(labels::MANAGED_BY.into(), "Kratix".into());
-    labels.insert(labels::HASH.into(), hash.clone());
-
-    let mut annotations = BTreeMap::new();
-    annotations.insert(
-        annotations::JOB_RESOURCE_NAMESPACE.to_string(),
-        wf.subject.namespace.clone().unwrap_or_default(),
-    );
-    annotations.insert(
-        annotations::JOB_RESOURCE_NAME.to_string(),
-        wf.subject.name.clone(),
-    );
-    annotations.insert(
-        annotations::JOB_RESOURCE_KIND.to_string(),
-        wf.subject.kind.clone(),
-    );
-    annotations.insert(
-        annotations::JOB_RESOURCE_API_VERSION.to_string(),
-        wf.subject.api_version(),
-    );
-    annotations.insert(ANNOTATION_RUN.to_string(), run_str.clone());
-    let mut pod_annotations: BTreeMap<String, String> = p.raw["metadata"]["annotations"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default();
-    for key in [annotations::TRACE_PARENT, annotations::TRACE_STATE] {
-        if let Some(v) = wf.subject.annotations.get(key) {
-            annotations.insert(key.to_string(), v.clone());
-            pod_annotations.insert(key.to_string(), v.clone());
-        }
-    }
-
-    let kratix_env = kratix_env(wf, &p.name);
-    let adapter = |name: &str, args: Vec<String>, mounts: Value, env: Vec<Value>| {
-        json!({
-            "name": name,
-            "image": config.adapter_image,
-            "command": ["/bin/pipeline-adapter"],
-            "args": args,
-            "env": env,
-            "volumeMounts": mounts,
-            "imagePullPolicy": config.default_image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into()),
-            "securityContext": injected_security_context(config),
-            "resources": default_resources(config),
-        })
-    };
-
-    let mut init = vec![adapter(
-        "reader",
-        vec!["reader".into()],
-        json!([
-            {"name": "shared-input", "mountPath": "/kratix/input"},
-            {"name": "shared-output", "mountPath": "/kratix/output"},
-        ]),
-        kratix_env.clone(),
-    )];
-    for c in p.spec()["containers"].as_array().into_iter().flatten() {
-        let mut c = c.clone();
-        let mut mounts = vec![
-            json!({"name": "shared-input", "mountPath": "/kratix/input", "readOnly": true}),
-            json!({"name": "shared-output", "mountPath": "/kratix/output"}),
-            json!({"name": "shared-metadata", "mountPath": "/kratix/metadata"}),
-        ];
-        mounts.extend(c["volumeMounts"].as_array().cloned().unwrap_or_default());
-        c["volumeMounts"] = Value::Array(mounts);
-        let mut env = kratix_env.clone();
-        env.extend(c["env"].as_array().cloned().unwrap_or_default());
-        c["env"] = Value::Array(env);
-        if c.get("imagePullPolicy").is_none() {
-            if let Some(policy) = &config.default_image_pull_policy {
-                c["imagePullPolicy"] = json!(policy);
-            }
-        }
-        if c.get("securityContext").is_none() {
-            if let Some(sc) = &config.default_security_context {
-                c["securityContext"] = sc.clone();
-            }
-        }
-        if c.get("resources").is_none() {
-            c["resources"] = default_resources(config);
-        }
-        init.push(c);
-    }
+    let labels = job_labels(wf, p, &hash);
+    let (annotations, pod_annotations) = job_annotations(wf, p, run);
     let is_configure = wf.action == WorkflowAction::Configure;
-    if is_configure {
-        let mut args = vec![
-            "work-creator".to_string(),
-            "--input-directory".into(),
-            "/work-creator-files".into(),
-            "--promise-name".into(),
-            wf.promise_name.clone(),
-            "--pipeline-name".into(),
-            p.name.clone(),
-            "--namespace".into(),
-            ns.clone(),
-            "--workflow-type".into(),
-            wf.workflow_type.as_str().into(),
-        ];
-        if wf.workflow_type == WorkflowType::Resource {
-            args.push("--resource-name".into());
-            args.push(wf.subject.name.clone());
-            if wf.pipeline_namespace_set {
-                args.push("--resource-namespace".into());
-                args.push(wf.subject.namespace.clone().unwrap_or_default());
-            }
-        }
-        let mut writer_env = vec![
-            json!({"name": "KRATIX_TRACE_PARENT", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
-            json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
-        ];
-        // A dry run's Works are labelled as such (and scheduled only to dry-run Destinations).
-        if crate::dryrun::is_dry_run_subject(wf) {
-            writer_env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
-        }
-        init.push(adapter(
-            "work-writer",
-            args,
-            json!([
-                {"name": "shared-output", "mountPath": "/work-creator-files/input"},
-                {"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"},
-                {"name": "promise-scheduling", "mountPath": "/work-creator-files/kratix-system"},
-            ]),
-            writer_env,
-        ));
-    }
     let is_last = !is_configure || index + 1 == pipelines.len();
-    let mut status_env = vec![json!({"name": "IS_LAST_PIPELINE", "value": is_last.to_string()})];
-    status_env.extend(kratix_env);
-    let status_writer = adapter(
-        "status-writer",
-        vec!["update-status".into()],
-        json!([{"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"}]),
-        status_env,
-    );
-
-    let mut volumes = Vec::new();
-    if is_configure {
-        volumes.push(json!({
-            "name": "promise-scheduling",
-            "configMap": {
-                "name": scheduling_configmap_name(&wf.promise_name),
-                "items": [{"key": "destinationSelectors", "path": "promise-scheduling"}],
-            }
-        }));
-    }
-    for v in ["shared-input", "shared-output", "shared-metadata"] {
-        volumes.push(json!({"name": v, "emptyDir": {}}));
-    }
-    volumes.extend(p.spec()["volumes"].as_array().cloned().unwrap_or_default());
-
-    let mut pod_spec = json!({
-        "serviceAccountName": service_account_name(wf, p),
-        "restartPolicy": p.spec()["restartPolicy"].as_str().unwrap_or("OnFailure"),
-        "initContainers": init,
-        "containers": [status_writer],
-        "volumes": volumes,
-    });
-    for key in ["nodeSelector", "tolerations", "imagePullSecrets"] {
-        if let Some(v) = p.spec().get(key).filter(|v| !v.is_null()) {
-            pod_spec[key] = v.clone();
-        }
-    }
-
+    let pod_spec = pod_spec(wf, p, config, is_last);
     let mut job_spec = json!({
         "template": {
             "metadata": {"labels": labels, "annotations": pod_annotations},
@@ -353,12 +165,11 @@ pub fn build_job(
     if let Some(deadline) = job_options["activeDeadlineSeconds"].as_i64() {
         job_spec["activeDeadlineSeconds"] = json!(deadline);
     }
-
     let mut job = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": name,
+            "name": job_name(wf, p, &hash, run),
             "namespace": ns,
             "labels": labels,
             "annotations": annotations,
@@ -379,6 +190,243 @@ pub fn build_job(
         }]);
     }
     job
+}
+
+/// The deterministic Job name of pipeline `p` in run `run`.
+fn job_name(wf: &Workflow, p: &PipelineDef, hash: &str, run: u64) -> String {
+    let resource = (wf.workflow_type == WorkflowType::Resource).then_some(wf.subject.name.as_str());
+    let resource_ns = if wf.pipeline_namespace_set {
+        wf.subject.namespace.as_deref()
+    } else {
+        None
+    };
+    plinth_api::names::job_name(
+        &wf.promise_name,
+        resource,
+        resource_ns,
+        &p.name,
+        &format!("{hash}-{run}"),
+    )
+}
+
+/// The string entries of the pipeline's `metadata.<field>` map.
+fn string_map(p: &PipelineDef, field: &str) -> BTreeMap<String, String> {
+    p.raw["metadata"][field]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The Job's (and its Pods') labels: the pipeline's, then Kratix's, which win so Job
+/// tracking cannot break.
+fn job_labels(wf: &Workflow, p: &PipelineDef, hash: &str) -> BTreeMap<String, String> {
+    let mut labels = string_map(p, "labels");
+    labels.extend(workflow_selector(wf));
+    labels.insert(labels::PIPELINE_NAME.into(), p.name.clone());
+    labels.insert(labels::MANAGED_BY.into(), "Kratix".into());
+    labels.insert(labels::HASH.into(), hash.to_string());
+    labels
+}
+
+/// The Job's annotations (the subject it runs for, the run number, trace context) and
+/// its Pods' (the pipeline's own plus the trace context).
+fn job_annotations(
+    wf: &Workflow,
+    p: &PipelineDef,
+    run: u64,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let mut job = BTreeMap::from([
+        (
+            annotations::JOB_RESOURCE_NAMESPACE.to_string(),
+            wf.subject.namespace.clone().unwrap_or_default(),
+        ),
+        (
+            annotations::JOB_RESOURCE_NAME.to_string(),
+            wf.subject.name.clone(),
+        ),
+        (
+            annotations::JOB_RESOURCE_KIND.to_string(),
+            wf.subject.kind.clone(),
+        ),
+        (
+            annotations::JOB_RESOURCE_API_VERSION.to_string(),
+            wf.subject.api_version(),
+        ),
+        (ANNOTATION_RUN.to_string(), run.to_string()),
+    ]);
+    let mut pod = string_map(p, "annotations");
+    for key in [annotations::TRACE_PARENT, annotations::TRACE_STATE] {
+        if let Some(v) = wf.subject.annotations.get(key) {
+            job.insert(key.to_string(), v.clone());
+            pod.insert(key.to_string(), v.clone());
+        }
+    }
+    (job, pod)
+}
+
+/// A pipeline-adapter container running `args`.
+fn adapter(
+    config: &ControllerConfig,
+    name: &str,
+    args: Vec<String>,
+    mounts: Value,
+    env: Vec<Value>,
+) -> Value {
+    json!({
+        "name": name,
+        "image": config.adapter_image,
+        "command": ["/bin/pipeline-adapter"],
+        "args": args,
+        "env": env,
+        "volumeMounts": mounts,
+        "imagePullPolicy": config.default_image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into()),
+        "securityContext": injected_security_context(config),
+        "resources": default_resources(config),
+    })
+}
+
+/// The Pod spec: init containers reader → the pipeline's containers → work-writer
+/// (configure only), the status-writer as the one container, and the volumes.
+fn pod_spec(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig, is_last: bool) -> Value {
+    let kratix_env = kratix_env(wf, &p.name);
+    let is_configure = wf.action == WorkflowAction::Configure;
+    let mut init = vec![adapter(
+        config,
+        "reader",
+        vec!["reader".into()],
+        json!([
+            {"name": "shared-input", "mountPath": "/kratix/input"},
+            {"name": "shared-output", "mountPath": "/kratix/output"},
+        ]),
+        kratix_env.clone(),
+    )];
+    for c in p.spec()["containers"].as_array().into_iter().flatten() {
+        init.push(user_container(c, &kratix_env, config));
+    }
+    if is_configure {
+        init.push(work_writer(wf, p, config));
+    }
+    let mut status_env = vec![json!({"name": "IS_LAST_PIPELINE", "value": is_last.to_string()})];
+    status_env.extend(kratix_env);
+    let status_writer = adapter(
+        config,
+        "status-writer",
+        vec!["update-status".into()],
+        json!([{"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"}]),
+        status_env,
+    );
+    let mut pod_spec = json!({
+        "serviceAccountName": service_account_name(wf, p),
+        "restartPolicy": p.spec()["restartPolicy"].as_str().unwrap_or("OnFailure"),
+        "initContainers": init,
+        "containers": [status_writer],
+        "volumes": volumes(wf, p, is_configure),
+    });
+    for key in ["nodeSelector", "tolerations", "imagePullSecrets"] {
+        if let Some(v) = p.spec().get(key).filter(|v| !v.is_null()) {
+            pod_spec[key] = v.clone();
+        }
+    }
+    pod_spec
+}
+
+/// A pipeline container with the `/kratix` mounts and `KRATIX_*` variables first, and
+/// the configured image pull policy, security context and resources where it has none.
+fn user_container(c: &Value, kratix_env: &[Value], config: &ControllerConfig) -> Value {
+    let mut c = c.clone();
+    let mut mounts = vec![
+        json!({"name": "shared-input", "mountPath": "/kratix/input", "readOnly": true}),
+        json!({"name": "shared-output", "mountPath": "/kratix/output"}),
+        json!({"name": "shared-metadata", "mountPath": "/kratix/metadata"}),
+    ];
+    mounts.extend(c["volumeMounts"].as_array().cloned().unwrap_or_default());
+    c["volumeMounts"] = Value::Array(mounts);
+    let mut env = kratix_env.to_vec();
+    env.extend(c["env"].as_array().cloned().unwrap_or_default());
+    c["env"] = Value::Array(env);
+    if c.get("imagePullPolicy").is_none()
+        && let Some(policy) = &config.default_image_pull_policy
+    {
+        c["imagePullPolicy"] = json!(policy);
+    }
+    if c.get("securityContext").is_none()
+        && let Some(sc) = &config.default_security_context
+    {
+        c["securityContext"] = sc.clone();
+    }
+    if c.get("resources").is_none() {
+        c["resources"] = default_resources(config);
+    }
+    c
+}
+
+/// The work-writer: the pipeline output → a Work, scheduled with the Promise's
+/// selectors.
+fn work_writer(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig) -> Value {
+    let mut args = vec![
+        "work-creator".to_string(),
+        "--input-directory".into(),
+        "/work-creator-files".into(),
+        "--promise-name".into(),
+        wf.promise_name.clone(),
+        "--pipeline-name".into(),
+        p.name.clone(),
+        "--namespace".into(),
+        wf.namespace.clone(),
+        "--workflow-type".into(),
+        wf.workflow_type.as_str().into(),
+    ];
+    if wf.workflow_type == WorkflowType::Resource {
+        args.push("--resource-name".into());
+        args.push(wf.subject.name.clone());
+        if wf.pipeline_namespace_set {
+            args.push("--resource-namespace".into());
+            args.push(wf.subject.namespace.clone().unwrap_or_default());
+        }
+    }
+    let mut env = vec![
+        json!({"name": "KRATIX_TRACE_PARENT", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
+        json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
+    ];
+    // A dry run's Works are labelled as such (and scheduled only to dry-run Destinations).
+    if crate::dryrun::is_dry_run_subject(wf) {
+        env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
+    }
+    adapter(
+        config,
+        "work-writer",
+        args,
+        json!([
+            {"name": "shared-output", "mountPath": "/work-creator-files/input"},
+            {"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"},
+            {"name": "promise-scheduling", "mountPath": "/work-creator-files/kratix-system"},
+        ]),
+        env,
+    )
+}
+
+/// The Pod's volumes: the Promise's scheduling ConfigMap (configure only), the three
+/// shared `emptyDir`s, then the pipeline's own.
+fn volumes(wf: &Workflow, p: &PipelineDef, is_configure: bool) -> Vec<Value> {
+    let mut volumes = Vec::new();
+    if is_configure {
+        volumes.push(json!({
+            "name": "promise-scheduling",
+            "configMap": {
+                "name": scheduling_configmap_name(&wf.promise_name),
+                "items": [{"key": "destinationSelectors", "path": "promise-scheduling"}],
+            }
+        }));
+    }
+    for v in ["shared-input", "shared-output", "shared-metadata"] {
+        volumes.push(json!({"name": v, "emptyDir": {}}));
+    }
+    volumes.extend(p.spec()["volumes"].as_array().cloned().unwrap_or_default());
+    volumes
 }
 
 /// `KRATIX_*` variables in Kratix's order.

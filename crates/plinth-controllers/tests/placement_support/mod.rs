@@ -125,7 +125,7 @@ pub async fn start_with(f: impl FnOnce(&mut ControllerConfig)) -> Env {
 
 fn spawn_controllers(ctx: &Arc<Context>) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
-        tokio::spawn(plinth_controllers::scheduler::run(ctx.clone())),
+        tokio::spawn(plinth_controllers::work::run(ctx.clone())),
         tokio::spawn(plinth_controllers::workplacement::run(ctx.clone())),
         tokio::spawn(plinth_controllers::destination::run(ctx.clone())),
         tokio::spawn(plinth_controllers::statestore::run(ctx.clone())),

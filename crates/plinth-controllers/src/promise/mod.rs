@@ -1,0 +1,562 @@
+//! The Promise controller: installs a Promise's API as a CRD, delivers
+//! its static dependencies, runs its promise workflows, tracks required Promises,
+//! starts one resource-request controller per Promise API, and tears everything down
+//! in Kratix's finalizer order on deletion.
+//!
+//! A reconcile is a short sequence of steps ([`reconcile`]); a step that wrote
+//! something the next one depends on ends the reconcile, and the write's watch event
+//! starts the next. The API CRD and its RBAC are in [`api`], requirements in
+//! [`requirements`], the static-dependency Work in [`dependencies`] and the deletion
+//! table in [`deletion`].
+//!
+//! Beyond Kratix: no fixed 5-second polling for the CRD (CRD events wake the Promise),
+//! requirement changes are noticed from any Promise's events, and the request
+//! controller follows the API's served versions without a restart.
+
+mod api;
+mod deletion;
+mod dependencies;
+mod requirements;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use plinth_api::PromiseSpec;
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::dynamic::RequestApi;
+pub use crate::support::works::{WorksState, classify_works};
+use crate::support::{self, condition_true, set_condition, set_field, set_finalizers};
+use crate::workflow::engine::{self, Progress};
+use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::{Error, request};
+use plinth_api::constants::work_type;
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
+
+pub use crate::support::resources::promise_resource;
+use crate::support::resources::work_resource;
+pub use dependencies::encode_content;
+pub use plinth_api::constants::SYSTEM_NAMESPACE;
+
+/// Reporting component of Promise events.
+const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
+
+/// Runs the Promise controller until the client's watches end.
+pub async fn run(ctx: Arc<Context>) {
+    let ar = promise_resource();
+    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
+    // Promises and requests advance one step per reconcile and are woken by their own
+    // status writes; those writes are no-ops once nothing changes, so they settle.
+    let controller = Controller::new_with(promises.clone(), watcher::Config::default(), ar.clone());
+    let requires_store = controller.store();
+    let promise_jobs = format!(
+        "{}={}",
+        labels::WORKFLOW_TYPE,
+        plinth_api::WorkflowType::Promise.as_str()
+    );
+    controller
+        // A Promise's API CRD carries the promise-name label: its Established condition wakes the Promise.
+        .watches(
+            Api::<CustomResourceDefinition>::all(ctx.client.clone()),
+            watcher::Config::default().labels(labels::PROMISE_NAME),
+            |crd| labelled_promise(&crd),
+        )
+        .watches(
+            Api::<Job>::all(ctx.client.clone()),
+            watcher::Config::default().labels(&promise_jobs),
+            |job| labelled_promise(&job),
+        )
+        .watches_with(
+            Api::<DynamicObject>::all_with(ctx.client.clone(), &work_resource()),
+            work_resource(),
+            watcher::Config::default().labels(labels::PROMISE_NAME),
+            |w| labelled_promise(&w),
+        )
+        // Any Promise change wakes the Promises that require it, whether or not they have
+        // written themselves into its requiredBy yet.
+        .watches_with(promises, ar, watcher::Config::default(), move |changed| {
+            requirers(&requires_store, &changed.name_any())
+        })
+        .run(
+            crate::instrument::instrument(
+                ctx.metrics.clone(),
+                "promise",
+                None,
+                crate::announce::with_condition_events(
+                    COMPONENT,
+                    crate::announce::itself,
+                    reconcile,
+                ),
+            ),
+            error_policy,
+            ctx,
+        )
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "promise reconcile");
+            }
+        })
+        .await;
+}
+
+/// The Promise named by an object's promise-name label.
+fn labelled_promise<K: ResourceExt>(obj: &K) -> Option<ObjectRef<DynamicObject>> {
+    obj.labels()
+        .get(labels::PROMISE_NAME)
+        .map(|p| ObjectRef::new_with(p, promise_resource()))
+}
+
+/// The cached Promises whose `spec.requiredPromises` name `name`.
+fn requirers(store: &Store<DynamicObject>, name: &str) -> Vec<ObjectRef<DynamicObject>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.data["spec"]["requiredPromises"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x["name"] == name))
+        })
+        .map(|p| ObjectRef::new_with(&p.name_any(), promise_resource()))
+        .collect()
+}
+
+fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(promise = %promise.name_any(), error = %err, "Promise reconcile failed");
+    Action::requeue(ctx.config().requeue_default)
+}
+
+fn promise_api(ctx: &Context) -> Api<DynamicObject> {
+    Api::all_with(ctx.client.clone(), &promise_resource())
+}
+
+/// A Promise as one reconcile sees it.
+pub(crate) struct Observed {
+    /// The object as the watch delivered it.
+    obj: Arc<DynamicObject>,
+    /// `metadata.name`.
+    name: String,
+    /// The `promises` API, for status and finalizer writes.
+    api: Api<DynamicObject>,
+    /// `spec`, typed.
+    spec: PromiseSpec,
+    /// `spec` as written (the workflows' input and the hash over it).
+    raw_spec: Value,
+    /// `status` as read (`null` when absent).
+    status: Value,
+}
+
+impl Observed {
+    /// Reads the typed spec; a spec that does not parse is an [`Error::InvalidPromise`]
+    /// naming the cause.
+    fn new(ctx: &Context, obj: Arc<DynamicObject>) -> Result<Self, Error> {
+        let name = obj.name_any();
+        let raw_spec = obj.data.get("spec").cloned().unwrap_or(Value::Null);
+        let spec: PromiseSpec = if raw_spec.is_null() {
+            PromiseSpec::default()
+        } else {
+            serde_json::from_value(raw_spec.clone()).map_err(|e| Error::InvalidPromise {
+                promise: name.clone(),
+                message: format!("spec: {e}"),
+            })?
+        };
+        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        Ok(Observed {
+            api: promise_api(ctx),
+            obj,
+            name,
+            spec,
+            raw_spec,
+            status,
+        })
+    }
+
+    fn label_is_true(&self, key: &str) -> bool {
+        self.obj.labels().get(key).is_some_and(|v| v == "true")
+    }
+
+    fn is_available(&self) -> bool {
+        self.status["status"] == "Available"
+    }
+
+    fn has_delete_workflow(&self) -> bool {
+        !self
+            .spec
+            .raw_pipelines(WorkflowType::Promise, WorkflowAction::Delete)
+            .is_empty()
+    }
+
+    /// The promise workflow of `action`.
+    fn workflow(&self, action: WorkflowAction) -> Workflow {
+        Workflow {
+            promise_name: self.name.clone(),
+            promise_spec: self.raw_spec.clone(),
+            workflow_type: WorkflowType::Promise,
+            action,
+            subject: Subject {
+                group: "platform.kratix.io".into(),
+                version: "v1alpha1".into(),
+                kind: "Promise".into(),
+                plural: "promises".into(),
+                name: self.name.clone(),
+                namespace: None,
+                uid: self.obj.meta().uid.clone().unwrap_or_default(),
+                spec: self.raw_spec.clone(),
+                annotations: self.obj.annotations().clone(),
+            },
+            pipelines: self
+                .spec
+                .raw_pipelines(WorkflowType::Promise, action)
+                .to_vec(),
+            namespace: self
+                .spec
+                .pipeline_namespace()
+                .unwrap_or(SYSTEM_NAMESPACE)
+                .to_string(),
+            pipeline_namespace_set: false,
+        }
+    }
+}
+
+/// One reconcile: the steps of Kratix's Promise controller in order. Each step either
+/// passes (the next runs) or ends the reconcile with the action it returns.
+async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let p = Observed::new(&ctx, promise)?;
+    if p.label_is_true(labels::PAUSED) {
+        return mark_paused(&p).await;
+    }
+    if p.obj.meta().deletion_timestamp.is_some() {
+        return deletion::reconcile(&ctx, &p).await;
+    }
+    let crd = api::request_crd(&p)?;
+    // Resumed: run the configure workflow from its first pipeline, then every request.
+    if engine::resume_after_pause(&p.api, &p.obj, &[(labels::RECONCILE_RESOURCES, "true")]).await?
+        || ensure_finalizers(&p, crd.is_some()).await?
+        || record_version(&p).await?
+    {
+        return Ok(Action::await_change());
+    }
+    requirements::ensure_revision(&ctx, &p).await?;
+    let fulfilled = requirements::reconcile(&ctx, &p).await?;
+    let request_api = match api::reconcile(&ctx, &p, crd.as_ref()).await? {
+        Step::Next(r) => r,
+        Step::Stop(action) => return Ok(action),
+    };
+    dependencies::reconcile(&ctx, &p).await?;
+    let wf = p.workflow(WorkflowAction::Configure);
+    if let Step::Stop(action) = run_configure_workflow(&ctx, &p, &wf).await? {
+        return Ok(action);
+    }
+    // One request controller per Promise API (it holds requests while requirements are unmet).
+    if let Some(r) = &request_api {
+        request::start(&ctx, &p.name, r.clone());
+    }
+    if !fulfilled {
+        return Ok(Action::await_change());
+    }
+    if let Some(r) = &request_api {
+        rerun_requests_on_change(&ctx, &p, r).await?;
+    }
+    let stored = mark_available(&ctx, &p, &wf, request_api.as_ref()).await?;
+    engine::periodic_rerun(
+        &ctx,
+        &wf,
+        &p.api,
+        &stored,
+        ctx.config().reconciliation_interval,
+    )
+    .await
+}
+
+/// The outcome of a step that may end the reconcile.
+enum Step<T> {
+    /// Go on with the next step, with what this one found.
+    Next(T),
+    /// End the reconcile with this action.
+    Stop(Action),
+}
+
+/// Paused Promises report `PausedReconciliation` and wait for the label to go.
+async fn mark_paused(p: &Observed) -> Result<Action, Error> {
+    support::update_status(&p.api, &p.name, |s, _| {
+        let mut c = set_condition(
+            s,
+            condition_types::AVAILABLE,
+            "False",
+            reasons::PAUSED_RECONCILIATION,
+            messages::PAUSED,
+            None,
+        );
+        c |= set_condition(
+            s,
+            condition_types::RECONCILED,
+            "Unknown",
+            reasons::PAUSED_RECONCILIATION,
+            messages::PAUSED,
+            None,
+        );
+        c |= set_field(s, "status", json!("Unavailable"));
+        c
+    })
+    .await?;
+    Ok(Action::await_change())
+}
+
+/// The finalizers this Promise needs, in Kratix's order: the API's three when it has
+/// one, dependencies and workflow cleanup always, the delete workflow's while it has
+/// one, revision cleanup last.
+fn wanted_finalizers(p: &Observed, has_api: bool) -> Vec<&'static str> {
+    let mut desired: Vec<&str> = Vec::new();
+    if has_api {
+        desired.extend([
+            finalizers::RESOURCE_REQUEST_CLEANUP,
+            finalizers::DYNAMIC_CONTROLLER_DEPENDANT_RESOURCES_CLEANUP,
+            finalizers::API_CRD_CLEANUP,
+        ]);
+    }
+    desired.extend([
+        finalizers::DEPENDENCIES_CLEANUP,
+        finalizers::WORKFLOWS_CLEANUP,
+    ]);
+    if p.has_delete_workflow() {
+        desired.push(finalizers::DELETE_WORKFLOWS);
+    }
+    desired.push(finalizers::REVISION_CLEANUP);
+    desired
+}
+
+/// Adds missing finalizers (and drops the delete workflow's when there is none);
+/// true when it wrote.
+async fn ensure_finalizers(p: &Observed, has_api: bool) -> Result<bool, Error> {
+    let current = p.obj.finalizers().to_vec();
+    let mut wanted = current.clone();
+    for f in wanted_finalizers(p, has_api) {
+        if !wanted.iter().any(|c| c == f) {
+            wanted.push(f.to_string());
+        }
+    }
+    if !p.has_delete_workflow() {
+        wanted.retain(|f| f != finalizers::DELETE_WORKFLOWS);
+    }
+    if wanted == current {
+        return Ok(false);
+    }
+    set_finalizers(&p.api, &p.obj, wanted).await?;
+    Ok(true)
+}
+
+/// Copies the promise-version label into `status.version` and `status.kratix.version`;
+/// true when it wrote.
+async fn record_version(p: &Observed) -> Result<bool, Error> {
+    let Some(v) = p.obj.labels().get(labels::PROMISE_VERSION).cloned() else {
+        return Ok(false);
+    };
+    if p.status["version"].as_str() == Some(&v) {
+        return Ok(false);
+    }
+    support::update_status(&p.api, &p.name, |s, _| {
+        let mut c = set_field(s, "version", json!(v));
+        let k = support::ensure_object(s)
+            .entry("kratix")
+            .or_insert_with(|| json!({}));
+        c |= set_field(k, "version", json!(v));
+        c
+    })
+    .await?;
+    Ok(true)
+}
+
+/// Runs the promise configure workflow; until it is done, reports the Promise
+/// Unavailable (unless a re-run of an Available Promise) and ends the reconcile.
+async fn run_configure_workflow(
+    ctx: &Context,
+    p: &Observed,
+    wf: &Workflow,
+) -> Result<Step<()>, Error> {
+    if wf.pipelines.is_empty() {
+        return Ok(Step::Next(()));
+    }
+    let progress =
+        engine::reconcile_configure(ctx, wf, &p.api, &p.obj, "platform.kratix.io", COMPONENT)
+            .await?;
+    if progress == Progress::Done {
+        return Ok(Step::Next(()));
+    }
+    // A re-run after the Promise was Available keeps it Available: requests are not
+    // held while the promise workflow refreshes (no flicker).
+    let keep_available = p.is_available() && progress == Progress::Running;
+    support::update_status(&p.api, &p.name, |s, _| {
+        if keep_available {
+            return false;
+        }
+        let (reason, message) = if matches!(progress, Progress::Suspended { .. }) {
+            (reasons::WORKFLOW_SUSPENDED, messages::SUSPENDED)
+        } else {
+            (reasons::PROMISE_UNAVAILABLE, messages::CANNOT_FULFIL)
+        };
+        let mut c = set_condition(
+            s,
+            condition_types::AVAILABLE,
+            "False",
+            reason,
+            message,
+            None,
+        );
+        c |= set_field(s, "status", json!("Unavailable"));
+        c
+    })
+    .await?;
+    let config = ctx.config();
+    Ok(Step::Stop(match progress {
+        Progress::Suspended { retry_at: Some(at) } => Action::requeue(support::until(at)),
+        Progress::Failed { .. } if config.reconcile_after_failure => {
+            engine::periodic_rerun(ctx, wf, &p.api, &p.obj, config.reconciliation_interval).await?
+        }
+        _ => Action::await_change(),
+    }))
+}
+
+/// Re-runs every request's workflow when the Promise spec changed or the
+/// reconcile-resources label asks for it (the label is then removed).
+async fn rerun_requests_on_change(
+    ctx: &Context,
+    p: &Observed,
+    request_api: &RequestApi,
+) -> Result<(), Error> {
+    let generation = p.obj.meta().generation.unwrap_or(1);
+    let observed = p.status["observedGeneration"].as_i64().unwrap_or(0);
+    let reconcile_resources = p.label_is_true(labels::RECONCILE_RESOURCES);
+    if !(reconcile_resources || (generation != observed && generation != 1 && observed != 0)) {
+        return Ok(());
+    }
+    request::label_all_run_from_start(ctx, request_api).await?;
+    support::publish(
+        &ctx.recorder(COMPONENT),
+        &support::reference(p.obj.as_ref()),
+        support::EventType::Normal,
+        plinth_api::constants::events::RECONCILING_RESOURCES,
+        "Reconciling all resource requests",
+    )
+    .await;
+    if reconcile_resources {
+        engine::remove_labels(&p.api, &p.obj, &[labels::RECONCILE_RESOURCES]).await?;
+    }
+    Ok(())
+}
+
+/// Writes the Available status: the API's kind and version, the observed generation,
+/// `WorksSucceeded` from the Promise's own Works and `Reconciled` from that and the
+/// configure workflow; announces the first transition to Available. Returns the
+/// Promise as stored.
+async fn mark_available(
+    ctx: &Context,
+    p: &Observed,
+    wf: &Workflow,
+    request_api: Option<&RequestApi>,
+) -> Result<DynamicObject, Error> {
+    let work_state = works_state(ctx, &p.name).await?;
+    let generation = p.obj.meta().generation.unwrap_or(1);
+    let (kind, api_version) = request_api
+        .map(|r| (r.kind.clone(), format!("{}/{}", r.group, r.storage_version)))
+        .unwrap_or_default();
+    let became_available = !p.is_available();
+    let no_workflow = wf.pipelines.is_empty();
+    let stored = support::update_status(&p.api, &p.name, |s, _| {
+        let mut c = set_condition(
+            s,
+            condition_types::AVAILABLE,
+            "True",
+            reasons::PROMISE_AVAILABLE,
+            messages::READY_TO_FULFIL,
+            None,
+        );
+        c |= set_field(s, "status", json!("Available"));
+        c |= set_field(s, "observedGeneration", json!(generation));
+        if !kind.is_empty() {
+            c |= set_field(s, "kind", json!(kind));
+            c |= set_field(s, "apiVersion", json!(api_version));
+        }
+        if became_available {
+            c |= set_field(s, "lastAvailableTime", json!(support::now_rfc3339()));
+        }
+        if no_workflow {
+            c |= set_field(s, "workflows", json!(0));
+            c |= set_field(s, "workflowsSucceeded", json!(0));
+            c |= set_field(s, "workflowsFailed", json!(0));
+        }
+        c | set_works_conditions(s, &work_state, no_workflow)
+    })
+    .await?;
+    if became_available {
+        support::publish(
+            &ctx.recorder(COMPONENT),
+            &support::reference(&stored),
+            support::EventType::Normal,
+            plinth_api::constants::events::AVAILABLE,
+            "Promise is available",
+        )
+        .await;
+    }
+    Ok(stored)
+}
+
+/// Sets `WorksSucceeded` and the `Reconciled` it implies (True once the configure
+/// workflow completed and the Works are ready); true when either changed.
+fn set_works_conditions(s: &mut Value, works: &WorksState, no_workflow: bool) -> bool {
+    let (ws, wr, wm) = works.condition("promise");
+    let mut c = set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
+    let workflow_done =
+        no_workflow || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
+    let (status, reason, message) = if workflow_done && ws == "True" {
+        ("True", reasons::RECONCILED, messages::RECONCILED)
+    } else if ws == "False" {
+        ("False", wr, messages::FAILING)
+    } else {
+        ("Unknown", reasons::WORKS_PENDING, messages::PENDING)
+    };
+    c |= set_condition(
+        s,
+        condition_types::RECONCILED,
+        status,
+        reason,
+        message,
+        None,
+    );
+    c
+}
+
+/// Readiness of the Promise's own Works: those of its promise workflows and its static
+/// dependencies (an unscheduled dependency Work is not "ready", whatever Kratix says).
+async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> {
+    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
+    let lp = ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME));
+    let own: Vec<DynamicObject> = works
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|w| {
+            matches!(
+                w.labels().get(labels::WORK_TYPE).map(String::as_str),
+                Some(work_type::PROMISE | work_type::STATIC_DEPENDENCY)
+            )
+        })
+        .collect();
+    Ok(classify_works(&own))
+}
+
+/// `Ok` for a success or a 404 (the object is already gone).
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
