@@ -120,6 +120,14 @@ async fn a_definition_becomes_a_cronjob_once_and_deleting_it_removes_everything(
     let server = server_with_crds().await;
     let client = server.client();
     let dir = tempfile::tempdir().unwrap();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "apps"}})).unwrap(),
+        )
+        .await
+        .unwrap();
     let hds: Api<HealthDefinition> = Api::namespaced(client.clone(), "default");
     hds.create(&PostParams::default(), &definition())
         .await

@@ -256,7 +256,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => bail!("give the state store: --git-url URL or --bucket NAME --endpoint HOST"),
     };
-    let mut cfg = AgentConfig::new(name, source, args.path.clone());
+    let mut cfg = AgentConfig::new(name.clone(), source, args.path.clone());
     cfg.prune = args.prune;
     cfg.force_conflicts = args.force_conflicts;
     cfg.interval = args.interval;
