@@ -299,6 +299,10 @@ async fn scenario(store: Store) {
         "{}",
         web["status"]["healthStatus"]
     );
+
+    // Checks keep running in the worker; unchanged results write nothing to the store,
+    // so the platform stays silent.
+    assert_settled_silent(&p.client().await, SILENCE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

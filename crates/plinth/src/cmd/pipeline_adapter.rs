@@ -328,6 +328,51 @@ mod tests {
         assert_eq!(r.input_dir, PathBuf::from("/tmp/in"));
     }
 
+    #[test]
+    fn health_roles_parse_and_name_what_is_missing() {
+        let cli = Cli::try_parse_from([
+            "pipeline-adapter",
+            "health-state-creator",
+            "--output-dir",
+            "/tmp/out",
+            "--definition",
+            "web-health",
+            "--definition-namespace",
+            "apps",
+            "--promise",
+            "web",
+            "--resource-name",
+            "one",
+            "--resource-namespace",
+            "default",
+        ])
+        .unwrap();
+        let AdapterRole::HealthStateCreator(h) = cli.role else {
+            panic!("health-state-creator expected")
+        };
+        assert_eq!(h.output_dir, PathBuf::from("/tmp/out"));
+        assert_eq!(
+            (h.definition.as_str(), h.definition_namespace.as_str()),
+            ("web-health", "apps")
+        );
+        let e = Cli::try_parse_from([
+            "pipeline-adapter",
+            "health-state-creator",
+            "--promise",
+            "web",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("--definition"), "{e}");
+        let cli =
+            Cli::try_parse_from(["a", "reader", "--input-env", "KRATIX_HEALTH_INPUT"]).unwrap();
+        let AdapterRole::Reader(r) = cli.role else {
+            panic!("reader expected")
+        };
+        assert_eq!(r.input_env.as_deref(), Some("KRATIX_HEALTH_INPUT"));
+    }
+
     /// The three roles, wired exactly as a pipeline Job runs them, against the embedded
     /// API server: reader → (user container) → work-creator → status-writer.
     #[tokio::test]
