@@ -31,11 +31,17 @@
 //! # Ok(()) }
 //! ```
 
+//!
+//! With [`health::HealthAgent`] (`--health`), the agent also runs the cluster's
+//! HealthDefinitions as CronJobs and writes the HealthRecords their checks produce to a
+//! health store (see [`health`]).
+
 #![warn(missing_docs)]
 
 mod agent;
 pub mod credentials;
 pub mod documents;
+pub mod health;
 pub mod inventory;
 mod kube_apply;
 mod observe;

@@ -484,6 +484,32 @@ pub mod health {
     pub const RECORD_API_VERSION: &str = "platform.kratix.io/v1alpha1";
     /// `kind` a HealthRecord document must carry.
     pub const RECORD_KIND: &str = "HealthRecord";
+    /// Label on a HealthRecord written at a Destination by `health-state-creator`, and on
+    /// the CronJob, ServiceAccount and RBAC the health agent creates for a
+    /// HealthDefinition: the HealthDefinition's name (in the object's namespace, or in
+    /// [`DEFINITION_NAMESPACE_LABEL`] for cluster-scoped objects).
+    pub const DEFINITION_LABEL: &str = "platform.syntasso.io/health-definition";
+    /// Label on the health agent's objects: the HealthDefinition's namespace.
+    pub const DEFINITION_NAMESPACE_LABEL: &str = "platform.syntasso.io/health-definition-namespace";
+    /// `app.kubernetes.io/managed-by` value of the health agent's objects.
+    pub const AGENT_MANAGER: &str = "plinth-health-agent";
+    /// Field manager of the health agent's server-side applies.
+    pub const AGENT_FIELD_MANAGER: &str = "plinth-health-agent";
+    /// Field manager of `health-state-creator`'s HealthRecord applies.
+    pub const STATE_CREATOR_FIELD_MANAGER: &str = "health-state-creator";
+    /// Name of the ConfigMap configuring the health agent's store (SKE's), with keys
+    /// `stateStoreKind` (`GitStateStore`/`BucketStateStore`), `url`, `branch`,
+    /// `secretName`, `endpoint`, `bucketName`, `authMethod`, `path`, `insecure`.
+    pub const STORE_CONFIGMAP: &str = "health-state-store-config";
+    /// File a health check writes: `state` (a HealthRecord state) and optional `details`.
+    pub const STATUS_FILE: &str = "health-status.yaml";
+    /// Environment variable of a health check's `reader`: the HealthDefinition's
+    /// `spec.input`, written as `/kratix/input/object.yaml`.
+    pub const INPUT_ENV: &str = "KRATIX_HEALTH_INPUT";
+    /// Environment variable of a health check Pod: the HealthDefinition's name.
+    pub const DEFINITION_NAME_ENV: &str = "KRATIX_HEALTH_DEFINITION_NAME";
+    /// Environment variable of a health check Pod: the HealthDefinition's namespace.
+    pub const DEFINITION_NAMESPACE_ENV: &str = "KRATIX_HEALTH_DEFINITION_NAMESPACE";
 }
 
 /// Event reasons, by the component that reports them (`source.component` /

@@ -5,6 +5,8 @@
 //!
 //! * [`reader`]: writes the Promise or resource request to `/kratix/input/object.yaml`;
 //! * [`work_creator`]: turns `/kratix/output` (plus destination selectors) into a Work;
+//! * [`health_state_creator`] (health checks at a Destination): turns
+//!   `/kratix/output/health-status.yaml` into a HealthRecord;
 //! * [`status_writer`]: merges `/kratix/metadata/status.yaml` into the object's status and
 //!   handles suspend/retry requests (`workflow-control.yaml`).
 //!
@@ -17,6 +19,7 @@
 pub mod contract;
 pub mod control;
 mod error;
+pub mod health_state_creator;
 pub mod object;
 pub mod reader;
 pub mod sdk;

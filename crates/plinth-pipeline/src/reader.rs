@@ -115,6 +115,25 @@ pub async fn run_reader(client: Client, args: ReaderArgs) -> Result<PathBuf, Pip
     Ok(path)
 }
 
+/// Writes `text` (a YAML document: a health check's `spec.input`) verbatim as
+/// `<input_dir>/object.yaml` and creates `output_dir`. Returns the path written.
+///
+/// # Errors
+/// [`PipelineError::InvalidYaml`] when `text` is not YAML, [`PipelineError::Io`] naming
+/// the path when a directory or the file cannot be written.
+pub fn write_input(
+    input_dir: &std::path::Path,
+    output_dir: &std::path::Path,
+    text: &str,
+) -> Result<PathBuf, PipelineError> {
+    let path = input_dir.join(OBJECT_FILE);
+    yaml::validate(&path, text)?;
+    std::fs::create_dir_all(input_dir).map_err(|e| PipelineError::io(input_dir, e))?;
+    std::fs::create_dir_all(output_dir).map_err(|e| PipelineError::io(output_dir, e))?;
+    std::fs::write(&path, text).map_err(|e| PipelineError::io(&path, e))?;
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,9 +5,7 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use support::*;
@@ -93,87 +91,6 @@ fn request(value: &str) -> String {
     format!(
         "apiVersion: worker.plinth.dev/v1alpha1\nkind: App\nmetadata:\n  name: one\n  namespace: default\nspec:\n  value: {value}\n"
     )
-}
-
-/// A `plinth worker` process, killed on drop.
-struct Worker {
-    child: Child,
-    kubeconfig: PathBuf,
-    cache: PathBuf,
-    log: PathBuf,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Worker {
-    fn start(p: &Plinth, name: &str, extra: &[&str]) -> Worker {
-        let dir = p.dir.path().join(format!("worker-{name}"));
-        let out = p.dir.path().join(format!("worker-{name}.out"));
-        let log = p.dir.path().join(format!("worker-{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_plinth"))
-            .args(["worker", name, "--platform"])
-            .arg(&p.kubeconfig)
-            .arg("--data-dir")
-            .arg(&dir)
-            .args(extra)
-            .env("RUST_BACKTRACE", "0")
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start plinth worker");
-        let mut w = Worker {
-            child,
-            kubeconfig: dir.join("kubeconfig"),
-            cache: p.dir.path().join(format!("kube-cache-{name}")),
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(Some(status)) = w.child.try_wait() {
-                panic!("plinth worker exited with {status}: {}", w.log());
-            }
-            let stdout = std::fs::read_to_string(&out).unwrap_or_default();
-            if stdout.contains("Press Ctrl-C") {
-                assert!(
-                    stdout.contains(&format!("worker kubeconfig: {}", w.kubeconfig.display())),
-                    "{stdout}"
-                );
-                return w;
-            }
-            assert!(Instant::now() < deadline, "worker not ready: {}", w.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn kubectl_raw(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .args(args)
-            .output()
-            .expect("run kubectl")
-    }
-
-    fn get(&self, args: &[&str]) -> Option<Value> {
-        let mut a = vec!["get"];
-        a.extend_from_slice(args);
-        a.extend_from_slice(&["-o", "json"]);
-        let out = self.kubectl_raw(&a);
-        out.status
-            .success()
-            .then(|| serde_json::from_slice(&out.stdout).unwrap())
-    }
 }
 
 fn apply(p: &Plinth, dir: &std::path::Path, name: &str, yaml: &str) {

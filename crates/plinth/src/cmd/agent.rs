@@ -95,10 +95,84 @@ struct RunArgs {
     /// address, e.g. `0.0.0.0:8080`. Off when not given.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    health: HealthFlags,
+}
+
+/// Flags of the health agent (`plinth agent` and `plinth worker`).
+#[derive(Args, Clone, Debug)]
+pub struct HealthFlags {
+    /// Also run the cluster's HealthDefinitions as CronJobs and write the HealthRecords
+    /// their checks produce to the store the health ConfigMap names.
+    #[arg(long)]
+    pub health: bool,
+    /// The health store's ConfigMap (SKE's health-state-store-config keys) in the target
+    /// cluster, as NAMESPACE/NAME; its secretName is read from the same namespace.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "plinth-agent/health-state-store-config"
+    )]
+    pub health_config: String,
+    /// Health changes arriving within this time share one commit (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub health_flush_window: Duration,
+    /// How often an unchanged record's lastRun is rewritten (0 = never).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub health_heartbeat: Duration,
+    /// Image of the containers the health agent injects into each check (reader,
+    /// health-state-creator).
+    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE)]
+    pub health_adapter_image: String,
+}
+
+impl Default for HealthFlags {
+    /// Off, with the flags' defaults.
+    fn default() -> Self {
+        HealthFlags {
+            health: false,
+            health_config: format!(
+                "{}/{}",
+                plinth_agent::INVENTORY_NAMESPACE,
+                plinth_api::constants::health::STORE_CONFIGMAP
+            ),
+            health_flush_window: plinth_statestore::health::DEFAULT_FLUSH_WINDOW,
+            health_heartbeat: plinth_statestore::health::DEFAULT_HEARTBEAT_INTERVAL,
+            health_adapter_image: plinth_api::constants::DEFAULT_ADAPTER_IMAGE.into(),
+        }
+    }
+}
+
+impl HealthFlags {
+    /// The health agent's configuration, `None` without `--health`.
+    ///
+    /// # Errors
+    /// `--health-config` is not NAMESPACE/NAME.
+    pub fn config(
+        &self,
+        work_dir: &std::path::Path,
+        interval: Duration,
+    ) -> anyhow::Result<Option<plinth_agent::health::HealthAgentConfig>> {
+        if !self.health {
+            return Ok(None);
+        }
+        let (ns, name) = self
+            .health_config
+            .split_once('/')
+            .filter(|(n, m)| !n.is_empty() && !m.is_empty())
+            .context("--health-config must be NAMESPACE/NAME")?;
+        let mut cfg = plinth_agent::health::HealthAgentConfig::new(work_dir);
+        cfg.config_map = (ns.to_string(), name.to_string());
+        cfg.writer.flush_window = self.health_flush_window;
+        cfg.writer.heartbeat_interval = self.health_heartbeat;
+        cfg.check.adapter_image = self.health_adapter_image.clone();
+        cfg.interval = interval;
+        Ok(Some(cfg))
+    }
 }
 
 /// `30s`, `2m`, `500ms`, `1h`, or plain seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s
         .find(|c: char| !c.is_ascii_digit())
         .map(|i| s.split_at(i))
@@ -142,6 +216,9 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
 
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let name = args.name.clone().context("--name is required")?;
+    // Checked before anything starts.
+    args.health
+        .config(std::path::Path::new("."), args.interval)?;
     let client = crate::cmd::operator::client(args.kubeconfig.as_deref()).await?;
     let creds = credentials(&args, &client).await?;
     let mut _tmp = None;
@@ -179,14 +256,33 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }
         _ => bail!("give the state store: --git-url URL or --bucket NAME --endpoint HOST"),
     };
-    let mut cfg = AgentConfig::new(name, source, args.path.clone());
+    let mut cfg = AgentConfig::new(name.clone(), source, args.path.clone());
     cfg.prune = args.prune;
     cfg.force_conflicts = args.force_conflicts;
     cfg.interval = args.interval;
     let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
     cfg.metrics = Some(metrics.clone());
     let _metrics_task = crate::metrics_server::maybe_serve(args.metrics_addr, metrics).await?;
+    let health_dir = match &args.work_dir {
+        Some(d) => d.join("health"),
+        None => std::env::temp_dir().join(format!("plinth-agent-health-{name}")),
+    };
+    let health = args
+        .health
+        .config(&health_dir, args.interval)?
+        .map(|c| plinth_agent::health::HealthAgent::new(c, client.clone()));
     let mut agent = Agent::new(cfg, client).await?;
+    if let Some(mut health) = health {
+        if args.once {
+            let report = health.sync_once().await;
+            health.flush().await;
+            for e in &report.errors {
+                eprintln!("health: {e}");
+            }
+        } else {
+            tokio::spawn(health.run(crate::signal::shutdown_signal()));
+        }
+    }
     if args.once {
         let report = agent.sync_once().await;
         tracing::info!(

@@ -1,5 +1,6 @@
 //! `plinth pipeline-adapter`: the containers Plinth injects into every pipeline Job:
-//! `reader`, `work-creator`, `status-writer` (alias `update-status`).
+//! `reader`, `work-creator`, `status-writer` (alias `update-status`), and into every
+//! health check at a Destination: `reader --input-env`, `health-state-creator`.
 //!
 //! Paths default to the Kratix contract (`/kratix/...`, `/work-creator-files/...`) and can
 //! be overridden with flags or `INPUT_DIR` / `OUTPUT_DIR` / `METADATA_DIR`, so the embedded
@@ -34,6 +35,32 @@ pub enum AdapterRole {
     /// Merge status.yaml into the object's status and record suspend/retry requests.
     #[command(alias = "update-status")]
     StatusWriter(StatusWriterCli),
+    /// Turn <output-dir>/health-status.yaml into a HealthRecord (health checks).
+    HealthStateCreator(HealthStateCreatorCli),
+}
+
+/// Flags of `health-state-creator`; each also comes from the environment variable named,
+/// which the health agent sets on the check's Pod.
+#[derive(Args)]
+pub struct HealthStateCreatorCli {
+    /// Directory holding health-status.yaml.
+    #[arg(long, env = env::OUTPUT_DIR, default_value = contract::OUTPUT_DIR)]
+    pub output_dir: PathBuf,
+    /// The HealthDefinition's name.
+    #[arg(long, env = plinth_api::constants::health::DEFINITION_NAME_ENV)]
+    pub definition: String,
+    /// The HealthDefinition's namespace (the record is written there).
+    #[arg(long, env = plinth_api::constants::health::DEFINITION_NAMESPACE_ENV)]
+    pub definition_namespace: String,
+    /// The checked request's Promise (`promiseRef.name`).
+    #[arg(long, env = env::PROMISE_NAME)]
+    pub promise: String,
+    /// The checked request's name (`resourceRef.name`).
+    #[arg(long, env = env::OBJECT_NAME)]
+    pub resource_name: String,
+    /// The checked request's namespace (`resourceRef.namespace`).
+    #[arg(long, env = env::OBJECT_NAMESPACE)]
+    pub resource_namespace: String,
 }
 
 /// Flags of `reader`.
@@ -45,6 +72,10 @@ pub struct ReaderCli {
     /// Output directory to create if missing.
     #[arg(long, env = env::OUTPUT_DIR, default_value = contract::OUTPUT_DIR)]
     pub output_dir: PathBuf,
+    /// Write the value of this environment variable as object.yaml instead of reading the
+    /// object through the API (a health check's input: `KRATIX_HEALTH_INPUT`).
+    #[arg(long, value_name = "VAR")]
+    pub input_env: Option<String>,
 }
 
 /// Flags of `work-creator`.
@@ -125,6 +156,13 @@ pub async fn run_role(
     env: EnvLookup<'_>,
 ) -> anyhow::Result<()> {
     match role {
+        AdapterRole::Reader(r) if r.input_env.is_some() => {
+            let var = r.input_env.unwrap_or_default();
+            let text = env(&var).unwrap_or_default();
+            let path = plinth_pipeline::reader::write_input(&r.input_dir, &r.output_dir, &text)
+                .with_context(|| format!("writing the input from environment variable {var}"))?;
+            eprintln!("wrote {}", path.display());
+        }
         AdapterRole::Reader(r) => {
             let object = ObjectRef::from_env_with(env)?;
             let path = run_reader(
@@ -194,6 +232,24 @@ pub async fn run_role(
                 },
             )
             .await?;
+        }
+        AdapterRole::HealthStateCreator(h) => {
+            use plinth_pipeline::health_state_creator::*;
+            let name = run_health_state_creator(
+                client,
+                HealthStateCreatorArgs {
+                    output_dir: h.output_dir,
+                    target: HealthTarget {
+                        definition: h.definition,
+                        definition_namespace: h.definition_namespace,
+                        promise: h.promise,
+                        request: h.resource_name,
+                        request_namespace: h.resource_namespace,
+                    },
+                },
+            )
+            .await?;
+            eprintln!("applied HealthRecord {name}");
         }
     }
     Ok(())
@@ -270,6 +326,51 @@ mod tests {
             panic!("reader expected")
         };
         assert_eq!(r.input_dir, PathBuf::from("/tmp/in"));
+    }
+
+    #[test]
+    fn health_roles_parse_and_name_what_is_missing() {
+        let cli = Cli::try_parse_from([
+            "pipeline-adapter",
+            "health-state-creator",
+            "--output-dir",
+            "/tmp/out",
+            "--definition",
+            "web-health",
+            "--definition-namespace",
+            "apps",
+            "--promise",
+            "web",
+            "--resource-name",
+            "one",
+            "--resource-namespace",
+            "default",
+        ])
+        .unwrap();
+        let AdapterRole::HealthStateCreator(h) = cli.role else {
+            panic!("health-state-creator expected")
+        };
+        assert_eq!(h.output_dir, PathBuf::from("/tmp/out"));
+        assert_eq!(
+            (h.definition.as_str(), h.definition_namespace.as_str()),
+            ("web-health", "apps")
+        );
+        let e = Cli::try_parse_from([
+            "pipeline-adapter",
+            "health-state-creator",
+            "--promise",
+            "web",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("--definition"), "{e}");
+        let cli =
+            Cli::try_parse_from(["a", "reader", "--input-env", "KRATIX_HEALTH_INPUT"]).unwrap();
+        let AdapterRole::Reader(r) = cli.role else {
+            panic!("reader expected")
+        };
+        assert_eq!(r.input_env.as_deref(), Some("KRATIX_HEALTH_INPUT"));
     }
 
     /// The three roles, wired exactly as a pipeline Job runs them, against the embedded

@@ -146,6 +146,7 @@ async fn start_worker(
         interval_secs: 30,
         image_map: None,
         metrics_addr: None,
+        health: Default::default(),
     };
     Worker::start(&args, platform.server.client(), data_dir.join(WORKER)).await
 }

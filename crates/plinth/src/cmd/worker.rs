@@ -59,6 +59,9 @@ pub struct WorkerArgs {
     /// address, e.g. `127.0.0.1:9091`. Off when not given.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The health agent (HealthDefinitions as CronJobs in the worker, records to a store).
+    #[command(flatten)]
+    pub health: crate::cmd::agent::HealthFlags,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -76,6 +79,7 @@ pub struct Worker {
     /// The worker's embedded cluster.
     pub platform: Platform,
     agent: tokio::task::JoinHandle<()>,
+    health: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Worker {
@@ -119,12 +123,27 @@ impl Worker {
             platform.metrics.clone(),
         )
         .await?;
-        Ok(Worker { platform, agent })
+        let interval = Duration::from_secs(args.interval_secs.max(1));
+        let health = args
+            .health
+            .config(&data_dir.join("health"), interval)?
+            .map(|cfg| {
+                let agent = plinth_agent::health::HealthAgent::new(cfg, platform.server.client());
+                tokio::spawn(agent.run(std::future::pending()))
+            });
+        Ok(Worker {
+            platform,
+            agent,
+            health,
+        })
     }
 
     /// Stops the agent and the worker's cluster (the Destination stays on the platform).
     pub async fn shutdown(self) {
         self.agent.abort();
+        if let Some(h) = self.health {
+            h.abort();
+        }
         self.platform.shutdown().await;
     }
 }

@@ -545,3 +545,169 @@ pub async fn assert_kratix_events(p: &Plinth, expected: &[(&str, &str, &str, &st
         assert!(seen.insert(key), "duplicate Event (not aggregated): {e:?}");
     }
 }
+
+/// A `plinth worker NAME --platform <p> --data-dir <tmp>/worker-NAME <extra>` process,
+/// killed on drop; started once it printed its kubeconfig.
+pub struct Worker {
+    child: Child,
+    pub kubeconfig: PathBuf,
+    cache: PathBuf,
+    log: PathBuf,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Worker {
+    pub fn start(p: &Plinth, name: &str, extra: &[&str]) -> Worker {
+        let dir = p.dir.path().join(format!("worker-{name}"));
+        let out = p.dir.path().join(format!("worker-{name}.out"));
+        let log = p.dir.path().join(format!("worker-{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_plinth"))
+            .args(["worker", name, "--platform"])
+            .arg(&p.kubeconfig)
+            .arg("--data-dir")
+            .arg(&dir)
+            .args(extra)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start plinth worker");
+        let mut w = Worker {
+            child,
+            kubeconfig: dir.join("kubeconfig"),
+            cache: p.dir.path().join(format!("kube-cache-{name}")),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = w.child.try_wait() {
+                panic!("plinth worker exited with {status}: {}", w.log());
+            }
+            let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+            if stdout.contains("Press Ctrl-C") {
+                assert!(
+                    stdout.contains(&format!("worker kubeconfig: {}", w.kubeconfig.display())),
+                    "{stdout}"
+                );
+                return w;
+            }
+            assert!(Instant::now() < deadline, "worker not ready: {}", w.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kubectl_raw(&self, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    }
+
+    pub fn get(&self, args: &[&str]) -> Option<Value> {
+        let mut a = vec!["get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        let out = self.kubectl_raw(&a);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+}
+
+/// Test tools installed by `scripts/install-test-deps.sh` (`PLINTH_TEST_TOOLS`).
+pub fn test_tools() -> PathBuf {
+    std::env::var_os("PLINTH_TEST_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools"))
+}
+
+/// A moto S3 server on a free loopback port (any access key is accepted), killed on drop.
+pub struct Moto {
+    pub port: u16,
+    child: Child,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts moto with `buckets` created; `None` (the caller skips) when moto is not installed.
+pub async fn moto(buckets: &[&str]) -> Option<Moto> {
+    let venv = test_tools().join("venv/bin");
+    if !venv.join("moto_server").exists() {
+        println!("SKIPPED: moto not installed; run scripts/install-test-deps.sh");
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(venv.join("moto_server"))
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    let m = Moto { port, child };
+    wait_until(30, "moto listening", || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    let script = "import boto3, sys\ns3 = boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='test', aws_secret_access_key='test')\nfor b in sys.argv[2:]:\n    s3.create_bucket(Bucket=b)\n";
+    let out = Command::new(venv.join("python"))
+        .args(["-c", script, &format!("http://127.0.0.1:{port}")])
+        .args(buckets)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(m)
+}
+
+impl Moto {
+    /// The keys (relative to the bucket) of every object in `bucket`.
+    pub fn keys(&self, bucket: &str) -> Vec<String> {
+        let script = "import boto3, sys\ns3 = boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='test', aws_secret_access_key='test')\nfor o in s3.list_objects_v2(Bucket=sys.argv[2]).get('Contents', []):\n    print(o['Key'])\n";
+        let out = Command::new(test_tools().join("venv/bin/python"))
+            .args([
+                "-c",
+                script,
+                &format!("http://127.0.0.1:{}", self.port),
+                bucket,
+            ])
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}

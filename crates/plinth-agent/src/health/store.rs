@@ -1,0 +1,188 @@
+//! The health store's configuration: SKE's `health-state-store-config` ConfigMap plus the
+//! Secret it names, read from the agent's own cluster.
+//!
+//! ConfigMap keys: `stateStoreKind` (`GitStateStore` or `BucketStateStore`), `path` (prefix
+//! of the records), `secretName` (a Secret in the ConfigMap's namespace), `insecure`
+//! (`true`: plain HTTP to the bucket, or no TLS verification for Git); Git: `url`,
+//! `branch` (default `main`); bucket: `endpoint`, `bucketName`, `authMethod` (`accessKey`
+//! — the Secret's `accessKeyID`/`secretAccessKey` — or `IAM`), `region`. Secret keys are a
+//! state store's (Git `username`/`password`, `sshPrivateKey`/`knownHosts`, ...).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use plinth_statestore::{BucketAuth, BucketConfig, GitConfig, StoreConfig};
+
+use crate::credentials::Credentials;
+
+/// A store configuration read from the cluster, with a fingerprint that changes when the
+/// ConfigMap or its Secret changes.
+#[derive(Clone, Debug)]
+pub struct LoadedStore {
+    /// The store to write to.
+    pub config: StoreConfig,
+    /// `resourceVersion`s of the ConfigMap and the Secret.
+    pub fingerprint: String,
+}
+
+/// Builds the store from the ConfigMap's `data` and the Secret's credentials.
+///
+/// # Errors
+/// A message naming the ConfigMap key and the cause.
+pub fn store_from_data(
+    data: &BTreeMap<String, String>,
+    creds: &Credentials,
+    work_dir: &Path,
+) -> Result<StoreConfig, String> {
+    let get = |k: &str| data.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let required = |k: &str| get(k).ok_or_else(|| format!("key {k} is required"));
+    let insecure = get("insecure").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let path = get("path").unwrap_or_default().to_string();
+    match required("stateStoreKind")? {
+        "GitStateStore" => {
+            let mut g = GitConfig::new(
+                required("url")?,
+                get("branch").unwrap_or("main"),
+                work_dir.join("health-store"),
+            );
+            g.path = path;
+            g.insecure_skip_tls_verify = insecure;
+            g.auth = creds.git_auth().map_err(|e| format!("secret: {e}"))?;
+            Ok(StoreConfig::Git(g))
+        }
+        "BucketStateStore" => {
+            let auth = match get("authMethod").unwrap_or("accessKey") {
+                "IAM" => BucketAuth::Iam,
+                "accessKey" => match creds.bucket_auth().map_err(|e| format!("secret: {e}"))? {
+                    BucketAuth::Iam => {
+                        return Err("authMethod accessKey needs secretName naming a Secret with accessKeyID and secretAccessKey".into());
+                    }
+                    a => a,
+                },
+                other => return Err(format!("key authMethod: {other:?} is not accessKey or IAM")),
+            };
+            let mut b = BucketConfig::s3(required("endpoint")?, required("bucketName")?, auth);
+            b.path = path;
+            b.insecure = insecure;
+            b.region = get("region").map(str::to_string);
+            Ok(StoreConfig::Bucket(b))
+        }
+        other => Err(format!(
+            "key stateStoreKind: {other:?} is not GitStateStore or BucketStateStore"
+        )),
+    }
+}
+
+/// Reads ConfigMap `namespace/name` and its Secret: `Ok(None)` while the ConfigMap does
+/// not exist.
+///
+/// # Errors
+/// A message naming the ConfigMap or Secret and the cause.
+pub async fn load(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    work_dir: &Path,
+) -> Result<Option<LoadedStore>, String> {
+    let what = format!("ConfigMap {namespace}/{name}");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let Some(cm) = cms
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?
+    else {
+        return Ok(None);
+    };
+    let data = cm.data.clone().unwrap_or_default();
+    let mut fingerprint = cm.metadata.resource_version.clone().unwrap_or_default();
+    let creds = match data.get("secretName").filter(|s| !s.is_empty()) {
+        None => Credentials::default(),
+        Some(secret) => {
+            let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+            let s = secrets
+                .get_opt(secret)
+                .await
+                .map_err(|e| format!("{what}: Secret {namespace}/{secret}: {e}"))?
+                .ok_or_else(|| format!("{what}: Secret {namespace}/{secret} not found"))?;
+            fingerprint.push('/');
+            fingerprint.push_str(s.metadata.resource_version.as_deref().unwrap_or_default());
+            let v = serde_json::to_value(&s).map_err(|e| e.to_string())?;
+            Credentials::from_secret_json(&v)
+                .map_err(|e| format!("{what}: Secret {namespace}/{secret}: {e}"))?
+        }
+    };
+    let config = store_from_data(&data, &creds, work_dir).map_err(|e| format!("{what}: {e}"))?;
+    Ok(Some(LoadedStore {
+        config,
+        fingerprint,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn git_and_bucket_stores_are_built_and_bad_keys_named() {
+        let creds = Credentials(BTreeMap::from([
+            ("accessKeyID".to_string(), "id".to_string()),
+            ("secretAccessKey".to_string(), "s".to_string()),
+        ]));
+        let dir = Path::new("/tmp/x");
+        let StoreConfig::Bucket(b) = store_from_data(
+            &data(&[
+                ("stateStoreKind", "BucketStateStore"),
+                ("endpoint", "127.0.0.1:9000"),
+                ("bucketName", "health"),
+                ("path", "records"),
+                ("insecure", "true"),
+            ]),
+            &creds,
+            dir,
+        )
+        .unwrap() else {
+            panic!("bucket expected")
+        };
+        assert_eq!(
+            (b.bucket.as_str(), b.path.as_str(), b.insecure),
+            ("health", "records", true)
+        );
+        let StoreConfig::Git(g) = store_from_data(
+            &data(&[
+                ("stateStoreKind", "GitStateStore"),
+                ("url", "file:///srv/h.git"),
+            ]),
+            &Credentials::default(),
+            dir,
+        )
+        .unwrap() else {
+            panic!("git expected")
+        };
+        assert_eq!(g.branch, "main");
+        let e = store_from_data(&data(&[("stateStoreKind", "Bucket")]), &creds, dir).unwrap_err();
+        assert!(e.contains("stateStoreKind"), "{e}");
+        let e = store_from_data(&data(&[("stateStoreKind", "GitStateStore")]), &creds, dir)
+            .unwrap_err();
+        assert!(e.contains("key url is required"), "{e}");
+        let e = store_from_data(
+            &data(&[
+                ("stateStoreKind", "BucketStateStore"),
+                ("endpoint", "e"),
+                ("bucketName", "b"),
+            ]),
+            &Credentials::default(),
+            dir,
+        )
+        .unwrap_err();
+        assert!(e.contains("secretName"), "{e}");
+    }
+}
