@@ -535,8 +535,10 @@ async fn main() -> anyhow::Result<()> {
     // 1,000 revisions (its default), vacuumed and checkpointed.
     let sink: plinth_apiserver::store::EventSink = std::sync::Arc::new(|_| {});
     let store = plinth_apiserver::store::Store::open(&data.join("plinth.db"), sink)?;
+    print_write_profile(&store, rev0, n).await?;
     store.compact(store.head().saturating_sub(1000)).await?;
     store.maintain().await?;
+    print_live_usage(&store, n).await?;
     drop(store);
     let parts = [
         ("database", data.join("plinth.db")),
@@ -563,5 +565,77 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(")");
+
+    // Steady state: Events are removed an hour after they were last seen (the server's
+    // event TTL); what stays is the live objects, the last 1,000 revisions, the logs of
+    // the kept Pods and the state store.
+    let store = plinth_apiserver::store::Store::open(&data.join("plinth.db"), sink_none())?;
+    let expired = plinth_apiserver::expiry::expire_events(
+        &store,
+        Duration::ZERO,
+        jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1),
+    )
+    .await?;
+    store.compact(store.head().saturating_sub(1000)).await?;
+    store.maintain().await?;
+    drop(store);
+    let total = dir_bytes(&data);
+    println!(
+        "data dir once the Event TTL has passed ({expired} Events expired), compacted to the last 1,000 revisions: {:.1} MiB ({:.1} KiB per request)",
+        total as f64 / 1048576.0,
+        total as f64 / 1024.0 / n as f64
+    );
+    Ok(())
+}
+
+fn sink_none() -> plinth_apiserver::store::EventSink {
+    std::sync::Arc::new(|_| {})
+}
+
+/// API writes by resource and by what they changed (from the revision log), per request.
+async fn print_write_profile(
+    store: &plinth_apiserver::store::Store,
+    after: u64,
+    n: usize,
+) -> anyhow::Result<()> {
+    let compacted = store.compacted().await?;
+    let profile = store.write_profile(after).await?;
+    let total: u64 = profile.iter().map(|w| w.count).sum();
+    println!(
+        "API writes by resource and change ({total} revisions{}), per request:",
+        if compacted > after {
+            format!(", those after revision {compacted}; earlier ones were compacted")
+        } else {
+            String::new()
+        }
+    );
+    for w in profile.iter().take(40) {
+        println!(
+            "  {:>7.2}  {} {}",
+            w.count as f64 / n as f64,
+            w.rkey,
+            w.change
+        );
+    }
+    if profile.len() > 40 {
+        let rest: u64 = profile[40..].iter().map(|w| w.count).sum();
+        println!("  {:>7.2}  (other kinds)", rest as f64 / n as f64);
+    }
+    Ok(())
+}
+
+/// Live objects by resource after the run: count and stored bytes per request.
+async fn print_live_usage(store: &plinth_apiserver::store::Store, n: usize) -> anyhow::Result<()> {
+    println!("live objects by resource (count, stored KiB; per request):");
+    for u in store.live_usage().await? {
+        println!(
+            "  {:<45} {:>7} {:>9.1} KiB   {:>6.2} objects {:>7.2} KiB",
+            u.rkey,
+            u.objects,
+            u.bytes as f64 / 1024.0,
+            u.objects as f64 / n as f64,
+            u.bytes as f64 / 1024.0 / n as f64
+        );
+    }
     Ok(())
 }
