@@ -114,7 +114,6 @@ pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
                     start_standalone(&ctx, pod);
                 }
             }
-            Ok(_) => {}
             Err(e) => {
                 tracing::debug!(error = %e, "pod watch");
                 tokio::time::sleep(Duration::from_millis(500)).await;
