@@ -17,6 +17,7 @@ mod authz;
 mod default_rbac;
 mod discovery;
 pub mod error;
+pub mod expiry;
 mod gc;
 mod kinds;
 mod kratix;
@@ -35,6 +36,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;
+pub mod usage;
 pub mod validation;
 mod verbs;
 mod watch;

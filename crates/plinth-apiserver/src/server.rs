@@ -41,6 +41,10 @@ pub struct ServerConfig {
     pub compaction_min_retained: u64,
     /// How often the WAL is checkpointed and free pages are vacuumed. Default 60 s.
     pub maintenance_interval: Duration,
+    /// How long an Event is kept after its `lastTimestamp` (kube-apiserver's
+    /// `--event-ttl`). Default 1 hour. Expired Events are removed once a minute (or once
+    /// per TTL when it is shorter).
+    pub event_ttl: Duration,
     /// Interval between BOOKMARK events on watches that allow them. Default 60 s.
     pub bookmark_interval: Duration,
     /// Per-resource watch buffer (events); a watcher further behind is cut off. Default 8192.
@@ -89,6 +93,7 @@ impl Default for ServerConfig {
             compaction_interval: Duration::from_secs(300),
             compaction_min_retained: 1000,
             maintenance_interval: Duration::from_secs(60),
+            event_ttl: Duration::from_secs(3600),
             bookmark_interval: Duration::from_secs(60),
             watch_buffer: 8192,
             max_body_bytes: 3 * 1024 * 1024,
@@ -275,6 +280,13 @@ impl ApiServer {
             store.clone(),
             config.maintenance_interval,
         )));
+        tasks.push(tokio::spawn(crate::expiry::expiry_loop(
+            store.clone(),
+            config.event_ttl,
+            config
+                .event_ttl
+                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        )));
 
         ensure_namespaces(&app, &store).await?;
         crate::default_rbac::ensure(&app)
@@ -394,6 +406,12 @@ impl ApiServer {
             .filter_map(|f| std::fs::metadata(f).ok())
             .map(|m| m.len())
             .sum()
+    }
+
+    /// Deletes the Events last seen before `now - ttl` now (what the server does once a
+    /// minute with [`ServerConfig::event_ttl`]); returns how many.
+    pub async fn expire_events(&self, ttl: Duration, now: jiff::Timestamp) -> Result<usize, Error> {
+        Ok(crate::expiry::expire_events(&self.app.store, ttl, now).await?)
     }
 
     /// Runs a WAL checkpoint and incremental vacuum now.

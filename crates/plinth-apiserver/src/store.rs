@@ -948,7 +948,12 @@ fn compact(conn: &mut Connection, target: u64) -> Result<u64, StoreError> {
 }
 
 fn maintain(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute_batch("PRAGMA incremental_vacuum;")?;
+    // The pragma frees one page per step: run it to the end (`execute_batch` steps once).
+    let mut vacuum = conn.prepare("PRAGMA incremental_vacuum")?;
+    let mut steps = vacuum.raw_query();
+    while steps.next()?.is_some() {}
+    drop(steps);
+    drop(vacuum);
     // A checkpoint that cannot finish (busy readers) is retried on the next tick.
     let _: (i64, i64, i64) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))

@@ -8,6 +8,12 @@
 //!   first.
 //! * `allowWatchBookmarks=true`: periodic `BOOKMARK` events with the latest
 //!   resourceVersion the watcher has caught up with.
+//! * `sendInitialEvents=true` (a "watch list", which kube-runtime's `streaming_lists()`
+//!   and client-go's WatchListClient use): `ADDED` events for the current objects, then
+//!   a `BOOKMARK` annotated `k8s.io/initial-events-end: "true"` at the revision they were
+//!   read at, then the changes after it. As in Kubernetes it needs
+//!   `resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true` (422 otherwise);
+//!   `sendInitialEvents=false` starts at the given revision, or at the latest one.
 //! * `timeoutSeconds`: the stream ends after that long.
 //! * A watcher that falls behind the bounded per-resource broadcast is cut off (the
 //!   stream ends; clients re-list).
@@ -103,11 +109,69 @@ impl Watcher {
     }
 
     async fn bookmark(&mut self, rv: u64) -> bool {
-        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": {"resourceVersion": rv.to_string()}});
+        self.bookmark_with(rv, false).await
+    }
+
+    /// A BOOKMARK at `rv`; `initial_end` marks the end of a watch list's initial events.
+    async fn bookmark_with(&mut self, rv: u64, initial_end: bool) -> bool {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({INITIAL_EVENTS_END: "true"});
+        }
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": metadata});
         let mut s =
             serde_json::to_vec(&json!({"type": "BOOKMARK", "object": obj})).unwrap_or_default();
         s.push(b'\n');
         self.out.send(Ok(Bytes::from(s))).await.is_ok()
+    }
+}
+
+/// The annotation on the BOOKMARK that ends a watch list's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// `sendInitialEvents`: `None` when absent. It requires
+/// `resourceVersionMatch=NotOlderThan`, and `true` requires `allowWatchBookmarks=true`
+/// (422 as Kubernetes answers); `resourceVersionMatch` on a watch requires it.
+fn send_initial_events(q: &Query, bookmarks: bool) -> Result<Option<bool>, ApiError> {
+    let invalid = |field: &str, msg: &str| {
+        let mut e = ApiError::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: Forbidden: {msg}"),
+        );
+        e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
+            "causes": [{"reason": "FieldValueForbidden", "message": format!("Forbidden: {msg}"), "field": field}]}));
+        e
+    };
+    let rv_match = q
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .filter(|m| !m.is_empty());
+    let send = match q.get("sendInitialEvents").map(String::as_str) {
+        None | Some("") => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid sendInitialEvents {other:?}: must be true or false"
+            )));
+        }
+    };
+    match (send, rv_match) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(invalid(
+            "resourceVersionMatch",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        )),
+        (Some(_), m) if m != Some("NotOlderThan") => Err(invalid(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        )),
+        (Some(true), _) if !bookmarks => Err(invalid(
+            "allowWatchBookmarks",
+            "sendInitialEvents requires setting allowWatchBookmarks to true",
+        )),
+        (Some(s), _) => Ok(Some(s)),
     }
 }
 
@@ -140,6 +204,7 @@ pub(crate) async fn watch(
         .filter(|t| *t > 0)
         .map(Duration::from_secs);
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let send_initial = send_initial_events(q, bookmarks)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     let key = crate::app::storage_rkey(&info);
     // Subscribe before reading the log so nothing falls between the two.
@@ -153,8 +218,9 @@ pub(crate) async fn watch(
         last_rv: 0,
     };
     // Initial state is read before answering so errors become HTTP errors.
-    let initial: Initial = match from {
-        None => {
+    let initial: Initial = match (send_initial, from) {
+        (Some(false), None) => Initial::Events(Vec::new(), app.hub.published()),
+        (Some(true), _) | (None, None) => {
             let filter = Filter::for_resource(&w.info, q)?;
             let res = app
                 .store
@@ -166,9 +232,9 @@ pub(crate) async fn watch(
                     Box::new(move |o| filter.matches(o)),
                 )
                 .await?;
-            Initial::Objects(res.items, res.rv)
+            Initial::Objects(res.items, res.rv, send_initial == Some(true))
         }
-        Some(rv) => {
+        (_, Some(rv)) => {
             let (events, compacted) = app
                 .store
                 .events_since(key.clone(), rv, i64::MAX as u64)
@@ -191,7 +257,9 @@ pub(crate) async fn watch(
 }
 
 enum Initial {
-    Objects(Vec<Value>, u64),
+    /// Current objects at a revision; `true`: end them with the initial-events-end
+    /// bookmark.
+    Objects(Vec<Value>, u64, bool),
     Events(Vec<Event>, u64),
     Expired(u64, u64),
 }
@@ -227,7 +295,7 @@ async fn run(
             let _ = w.out.send(Ok(line)).await;
             return;
         }
-        Initial::Objects(items, rv) => {
+        Initial::Objects(items, rv, end_bookmark) => {
             for o in items {
                 let obj = present(&w.info, o);
                 let line = w.line(EventType::Added.as_str(), obj);
@@ -236,6 +304,9 @@ async fn run(
                 }
             }
             w.last_rv = rv;
+            if end_bookmark && !w.bookmark_with(rv, true).await {
+                return;
+            }
         }
         Initial::Events(events, rv) => {
             w.last_rv = rv;

@@ -41,6 +41,7 @@ pub mod logfile;
 pub mod pod;
 pub mod pods;
 pub mod procs;
+pub mod sweep;
 
 pub use access::ClusterAccess;
 pub use config::{

@@ -1,7 +1,8 @@
 //! Pods as the kubelet runs them, shared by Job Pods and standalone Pods:
 //! * one watch over all Pods: a deleted Pod (or one with `deletionTimestamp`) has its
 //!   containers stopped (TERM, `terminationGracePeriodSeconds` (default 30 s), KILL) and
-//!   its log directory removed; its private directory goes when its run ends;
+//!   its log directory removed; its private directory goes when its run ends; after
+//!   each full list, files of Pods deleted while nobody watched go too ([`crate::sweep`]);
 //! * standalone Pods (no controlling Job) run with `restartPolicy` honoured: `Never` runs
 //!   once, `OnFailure` runs again after a failure, `Always` (the default) runs again
 //!   after every exit; restarts wait `retry_backoff` doubling up to `max_retry_backoff`
@@ -75,8 +76,29 @@ fn finished(pod: &Pod) -> bool {
 pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let mut stream = watcher(api, watcher::Config::default()).boxed();
+    // Pods of the full list being received; swept against when it is complete.
+    let mut listed: std::collections::HashSet<(String, String)> = Default::default();
     while let Some(ev) = stream.next().await {
+        if let Ok(watcher::Event::InitApply(pod)) = &ev {
+            listed.insert((
+                pod.metadata.namespace.clone().unwrap_or_default(),
+                pod.metadata.name.clone().unwrap_or_default(),
+            ));
+        }
         match ev {
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitDone) => {
+                let live = std::mem::take(&mut listed);
+                let config = ctx.config.clone();
+                let removed = tokio::task::spawn_blocking(move || {
+                    crate::sweep::sweep(&config, &live, std::time::SystemTime::now())
+                })
+                .await
+                .unwrap_or(0);
+                if removed > 0 {
+                    tracing::info!("removed the files of {removed} Pods that no longer exist");
+                }
+            }
             Ok(watcher::Event::Delete(pod)) => {
                 ctx.stop_pod(&pod);
                 let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -92,7 +114,6 @@ pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
                     start_standalone(&ctx, pod);
                 }
             }
-            Ok(_) => {}
             Err(e) => {
                 tracing::debug!(error = %e, "pod watch");
                 tokio::time::sleep(Duration::from_millis(500)).await;

@@ -19,9 +19,11 @@
 //! and the load average before and after. `--kill K` kills `plinth up` with SIGKILL at K
 //! seeded random moments during the run and restarts it on the same data dir.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -167,12 +169,13 @@ async fn sandbox_pod_floor(runs: u32) -> anyhow::Result<Duration> {
 struct Up {
     bin: PathBuf,
     data: PathBuf,
+    metrics: SocketAddr,
     child: Child,
     client: kube::Client,
 }
 
 impl Up {
-    async fn start(bin: &Path, data: &Path) -> anyhow::Result<Up> {
+    async fn start(bin: &Path, data: &Path, metrics: SocketAddr) -> anyhow::Result<Up> {
         let kc_path = data.join("kubeconfig");
         let _ = std::fs::remove_file(&kc_path);
         let log = std::fs::OpenOptions::new()
@@ -180,7 +183,9 @@ impl Up {
             .append(true)
             .open(data.with_extension("log"))?;
         let child = Command::new(bin)
-            .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["up", "--listen", "127.0.0.1:0", "--metrics-addr"])
+            .arg(metrics.to_string())
+            .arg("--data-dir")
             .arg(data)
             .stdout(Stdio::null())
             .stderr(log)
@@ -202,6 +207,7 @@ impl Up {
         Ok(Up {
             bin: bin.to_path_buf(),
             data: data.to_path_buf(),
+            metrics,
             child,
             client,
         })
@@ -214,7 +220,7 @@ impl Up {
 
     async fn restart(&mut self) -> anyhow::Result<()> {
         self.kill9();
-        let fresh = Up::start(&self.bin, &self.data).await?;
+        let fresh = Up::start(&self.bin, &self.data, self.metrics).await?;
         *self = fresh;
         Ok(())
     }
@@ -403,7 +409,8 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data)?;
-    let mut up = Up::start(&bin, &data).await?;
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let mut up = Up::start(&bin, &data, metrics_addr).await?;
     let promises = api(
         &up.client,
         "platform.kratix.io",
@@ -446,6 +453,7 @@ async fn main() -> anyhow::Result<()> {
     let mut kills = kills.into_iter().peekable();
     let mut peak_kib = 0u64;
 
+    let probe = (a.kills == 0).then(|| WatchProbe::start(up.client.clone()));
     let t0 = Instant::now();
     let mut pending: BTreeSet<usize> = (0..n).collect();
     create_requests(&up.client, &mut pending, a.concurrency).await;
@@ -481,7 +489,25 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     peak_kib = peak_kib.max(peak_rss_kib(up.child.id()).unwrap_or(0));
-    let writes = revision(&up.client).await? - rev0;
+    let mut probe_writes = 0;
+    if let Some(probe) = probe {
+        let (mut l, w) = probe.stop().await;
+        probe_writes = w;
+        l.sort();
+        let pct = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)].as_secs_f64() * 1e3;
+        if l.is_empty() {
+            println!("watch delivery: no samples");
+        } else {
+            println!(
+                "watch delivery during the run (ConfigMap patched every 200 ms, patch sent -> event received): {} samples, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                l.len(),
+                pct(0.5),
+                pct(0.99),
+                l.last().unwrap().as_secs_f64() * 1e3
+            );
+        }
+    }
+    let writes = revision(&up.client).await? - rev0 - probe_writes;
     let commits_run = commits(&repo) - commits0;
     println!(
         "all {n} Reconciled after {:.2} s: {:.1} requests/s, {:.1} ms per request ({:.1}x the floor){}",
@@ -508,7 +534,7 @@ async fn main() -> anyhow::Result<()> {
     .len();
     println!("commits: {commits_run} for {placements} WorkPlacements");
     println!(
-        "API writes: {writes} ({:.1} per request)",
+        "API writes: {writes} ({:.1} per request; the watch probe's {probe_writes} ConfigMap writes not counted)",
         writes as f64 / n as f64
     );
     println!(
@@ -522,11 +548,26 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let kc = data.join("kubeconfig");
+    let before = scrape(metrics_addr).unwrap_or_default();
     let kt = kubectl_apply(&kc, n, dir.path())?;
+    let after = scrape(metrics_addr).unwrap_or_default();
     println!(
-        "kubectl apply -f of the {n} requests (annotation added): {:.2} s, {:.2} ms per object",
+        "kubectl apply -f of the {n} requests (annotation added): {:.2} s, {:.2} ms per object (client and server)",
         kt.as_secs_f64(),
         kt.as_secs_f64() * 1e3 / n as f64
+    );
+    let mut server_s = 0.0;
+    for verb in ["get", "patch"] {
+        let (sum, count) = duration_delta(&before, &after, verb, "scales");
+        server_s += sum;
+        println!(
+            "  server side, {verb} of a request: {count} calls, mean {:.2} ms",
+            if count > 0.0 { sum * 1e3 / count } else { 0.0 }
+        );
+    }
+    println!(
+        "  server side per object (get + patch): {:.2} ms",
+        server_s * 1e3 / n as f64
     );
     println!("load average at end: {}", loadavg());
 
@@ -535,8 +576,10 @@ async fn main() -> anyhow::Result<()> {
     // 1,000 revisions (its default), vacuumed and checkpointed.
     let sink: plinth_apiserver::store::EventSink = std::sync::Arc::new(|_| {});
     let store = plinth_apiserver::store::Store::open(&data.join("plinth.db"), sink)?;
+    print_write_profile(&store, rev0, n).await?;
     store.compact(store.head().saturating_sub(1000)).await?;
     store.maintain().await?;
+    print_live_usage(&store, n).await?;
     drop(store);
     let parts = [
         ("database", data.join("plinth.db")),
@@ -563,5 +606,204 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(")");
+
+    // Steady state: Events are removed an hour after they were last seen (the server's
+    // event TTL); what stays is the live objects, the last 1,000 revisions, the logs of
+    // the kept Pods and the state store.
+    let store = plinth_apiserver::store::Store::open(&data.join("plinth.db"), sink_none())?;
+    let expired = plinth_apiserver::expiry::expire_events(
+        &store,
+        Duration::ZERO,
+        jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1),
+    )
+    .await?;
+    store.compact(store.head().saturating_sub(1000)).await?;
+    store.maintain().await?;
+    drop(store);
+    let total = dir_bytes(&data);
+    println!(
+        "data dir once the Event TTL has passed ({expired} Events expired), compacted to the last 1,000 revisions: {:.1} MiB ({:.1} KiB per request)",
+        total as f64 / 1048576.0,
+        total as f64 / 1024.0 / n as f64
+    );
     Ok(())
+}
+
+fn sink_none() -> plinth_apiserver::store::EventSink {
+    std::sync::Arc::new(|_| {})
+}
+
+/// API writes by resource and by what they changed (from the revision log), per request.
+async fn print_write_profile(
+    store: &plinth_apiserver::store::Store,
+    after: u64,
+    n: usize,
+) -> anyhow::Result<()> {
+    let compacted = store.compacted().await?;
+    let profile = store.write_profile(after).await?;
+    let total: u64 = profile.iter().map(|w| w.count).sum();
+    println!(
+        "API writes by resource and change ({total} revisions{}), per request:",
+        if compacted > after {
+            format!(", those after revision {compacted}; earlier ones were compacted")
+        } else {
+            String::new()
+        }
+    );
+    for w in profile.iter().take(40) {
+        println!(
+            "  {:>7.2}  {} {}",
+            w.count as f64 / n as f64,
+            w.rkey,
+            w.change
+        );
+    }
+    if profile.len() > 40 {
+        let rest: u64 = profile[40..].iter().map(|w| w.count).sum();
+        println!("  {:>7.2}  (other kinds)", rest as f64 / n as f64);
+    }
+    Ok(())
+}
+
+/// Live objects by resource after the run: count and stored bytes per request.
+async fn print_live_usage(store: &plinth_apiserver::store::Store, n: usize) -> anyhow::Result<()> {
+    println!("live objects by resource (count, stored KiB; per request):");
+    for u in store.live_usage().await? {
+        println!(
+            "  {:<45} {:>7} {:>9.1} KiB   {:>6.2} objects {:>7.2} KiB",
+            u.rkey,
+            u.objects,
+            u.bytes as f64 / 1024.0,
+            u.objects as f64 / n as f64,
+            u.bytes as f64 / 1024.0 / n as f64
+        );
+    }
+    Ok(())
+}
+
+/// The Prometheus text of `plinth up`'s `/metrics`.
+fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Sum and count of `plinth_apiserver_request_duration_seconds` for `verb` on resources
+/// starting with `resource`, in `text`.
+fn duration_totals(text: &str, verb: &str, resource: &str) -> (f64, f64) {
+    let (mut sum, mut count) = (0.0, 0.0);
+    let verb_l = format!("verb=\"{verb}\"");
+    let res_l = format!("resource=\"{resource}");
+    for line in text.lines() {
+        let Some((name, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        if !(name.contains(&verb_l) && name.contains(&res_l)) {
+            continue;
+        }
+        let v: f64 = value.parse().unwrap_or(0.0);
+        if name.starts_with("plinth_apiserver_request_duration_seconds_sum") {
+            sum += v;
+        } else if name.starts_with("plinth_apiserver_request_duration_seconds_count") {
+            count += v;
+        }
+    }
+    (sum, count)
+}
+
+fn duration_delta(before: &str, after: &str, verb: &str, resource: &str) -> (f64, f64) {
+    let (s0, c0) = duration_totals(before, verb, resource);
+    let (s1, c1) = duration_totals(after, verb, resource);
+    (s1 - s0, c1 - c0)
+}
+
+/// Watch delivery under load: a ConfigMap patched every 200 ms and watched; each sample
+/// is the time from sending the patch to receiving its MODIFIED event.
+struct WatchProbe {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<(Vec<Duration>, u64)>,
+}
+
+impl WatchProbe {
+    fn start(client: kube::Client) -> WatchProbe {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let task = tokio::spawn(async move {
+            Self::run(client, stop2).await.unwrap_or_else(|e| {
+                println!("watch probe failed: {e}");
+                (Vec::new(), 0)
+            })
+        });
+        WatchProbe { stop, task }
+    }
+
+    async fn run(
+        client: kube::Client,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) -> anyhow::Result<(Vec<Duration>, u64)> {
+        use kube::api::{Patch, PatchParams, WatchEvent, WatchParams};
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("watch-probe".into());
+        let created = api.create(&PostParams::default(), &cm).await?;
+        let rv = created.metadata.resource_version.unwrap_or_default();
+        let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let samples: Arc<Mutex<Vec<Duration>>> = Arc::default();
+        let mut events = api
+            .watch(
+                &WatchParams::default()
+                    .fields("metadata.name=watch-probe")
+                    .timeout(3600),
+                &rv,
+            )
+            .await?
+            .boxed();
+        let (sent2, samples2) = (sent.clone(), samples.clone());
+        let receiver = tokio::spawn(async move {
+            while let Some(Ok(ev)) = events.next().await {
+                if let WatchEvent::Modified(c) = ev {
+                    let at = Instant::now();
+                    let seq = c
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("seq"))
+                        .cloned()
+                        .unwrap_or_default();
+                    if let Some(t) = sent2.lock().unwrap().remove(&seq) {
+                        samples2.lock().unwrap().push(at - t);
+                    }
+                }
+            }
+        });
+        let mut seq = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            seq += 1;
+            sent.lock().unwrap().insert(seq.to_string(), Instant::now());
+            let patch = json!({"data": {"seq": seq.to_string()}});
+            let _ = api
+                .patch(
+                    "watch-probe",
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The last event's delivery.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        receiver.abort();
+        let out = samples.lock().unwrap().clone();
+        // Its own writes: the create and every patch.
+        Ok((out, seq + 1))
+    }
+
+    /// The samples and the number of writes the probe made.
+    async fn stop(self) -> (Vec<Duration>, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.task.await.unwrap_or_default()
+    }
 }
