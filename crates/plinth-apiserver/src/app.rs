@@ -43,6 +43,8 @@ pub struct App {
     /// The CA certificate (PEM) of the HTTPS listener, published in every namespace as
     /// ConfigMap `kube-root-ca.crt` (key `ca.crt`), as Kubernetes does.
     pub ca_pem: Option<String>,
+    /// Whether `/readyz` answers 200 (see `ServerConfig::ready_on_start`).
+    pub ready: std::sync::atomic::AtomicBool,
 }
 
 pub(crate) type AppRef = Arc<App>;

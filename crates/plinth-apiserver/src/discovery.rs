@@ -142,6 +142,21 @@ pub(crate) async fn openapi_group(
         .unwrap_or_else(|| not_found_path().into_response())
 }
 
+/// `/readyz`: 200 once the server (and whoever started it) is ready, 503 before.
+pub(crate) async fn readyz(State(app): State<AppRef>) -> Response {
+    if app.ready.load(std::sync::atomic::Ordering::Acquire) {
+        healthz().await
+    } else {
+        let body = "not ready: the platform is still registering its resources";
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            body,
+        )
+            .into_response()
+    }
+}
+
 pub(crate) async fn healthz() -> Response {
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
 }

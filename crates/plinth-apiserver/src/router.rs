@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::app::{AppRef, RequestContext, json_response, not_found_path, respond_objects, truthy};
 use crate::discovery::{
     api_group, api_groups, api_versions, core_resources, group_resources, healthz, openapi_core,
-    openapi_group, openapi_index, version,
+    openapi_group, openapi_index, readyz, version,
 };
 use crate::error::ApiError;
 use crate::registry::Registry;
@@ -31,7 +31,7 @@ pub(crate) fn routes(app: AppRef) -> axum::Router {
         .route("/openapi/v3", get(openapi_index))
         .route("/openapi/v3/api/v1", get(openapi_core))
         .route("/openapi/v3/apis/{group}/{version}", get(openapi_group))
-        .route("/readyz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/livez", get(healthz))
         .route("/healthz", get(healthz))
         .fallback(handle)

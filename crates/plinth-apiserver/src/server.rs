@@ -63,6 +63,11 @@ pub struct ServerConfig {
     /// Where request, watch and database metrics are recorded (the process's one set,
     /// shared with the controllers). Default: a set of the server's own.
     pub metrics: Option<Arc<plinth_api::metrics::Metrics>>,
+    /// Whether `/readyz` answers 200 as soon as the server listens. A caller that must
+    /// finish its own start-up first (`plinth up` registers the Kratix CRDs) sets `false`
+    /// and calls [`ApiServer::mark_ready`]; until then `/readyz` answers 503, so scripts
+    /// that wait for readiness never meet a half-registered API. Default `true`.
+    pub ready_on_start: bool,
 }
 
 /// Routes that [`ServerConfig::extra_routes`] adds to the HTTPS listener.
@@ -98,6 +103,7 @@ impl Default for ServerConfig {
             watch_buffer: 8192,
             max_body_bytes: 3 * 1024 * 1024,
             log_poll_interval: Duration::from_millis(250),
+            ready_on_start: true,
             extra_routes: None,
             tls_extra_names: Vec::new(),
             metrics: None,
@@ -262,6 +268,7 @@ impl ApiServer {
             tokens,
             https_addr: std::sync::OnceLock::new(),
             ca_pem: tls_files.as_ref().map(|f| f.ca_pem.clone()),
+            ready: std::sync::atomic::AtomicBool::new(config.ready_on_start),
         });
         let mut tasks = Vec::new();
         let metrics = config.metrics.clone().unwrap_or_default();
@@ -357,6 +364,14 @@ impl ApiServer {
     pub fn ca_cert_path(&self) -> Option<PathBuf> {
         self.https_addr
             .map(|_| self.app.data_dir.join("tls").join("ca.crt"))
+    }
+
+    /// Makes `/readyz` answer 200 (for servers started with
+    /// [`ServerConfig::ready_on_start`] `false`).
+    pub fn mark_ready(&self) {
+        self.app
+            .ready
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// The admin bearer token (also in the kubeconfig).

@@ -194,3 +194,21 @@ async fn kubectl_against_the_server() {
     let s = secret.get("s1").await.unwrap();
     assert_eq!(s.data.unwrap()["p"].0, b"q");
 }
+
+#[tokio::test]
+async fn readyz_waits_for_the_starter_to_mark_the_server_ready() {
+    let ts = TestServer::start_with(|c| c.ready_on_start = false)
+        .await
+        .unwrap();
+    let readyz = || http::Request::get("/readyz").body(Vec::new()).unwrap();
+    let client = ts.client();
+    match client.request_text(readyz()).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 503, "{s:?}"),
+        other => panic!("expected 503 before mark_ready, got {other:?}"),
+    }
+    // Liveness does not wait: the process is alive while it finishes starting.
+    let livez = http::Request::get("/livez").body(Vec::new()).unwrap();
+    assert_eq!(client.request_text(livez).await.unwrap(), "ok");
+    ts.server().mark_ready();
+    assert_eq!(client.request_text(readyz()).await.unwrap(), "ok");
+}

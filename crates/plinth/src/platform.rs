@@ -97,6 +97,7 @@ impl Platform {
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
         config.tls_extra_names = tls_names.to_vec();
+        config.ready_on_start = false;
         let web = crate::web::Web::new(&opts.data_dir);
         let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
         config.metrics = Some(metrics.clone());
@@ -110,6 +111,7 @@ impl Platform {
         git.set_client(client.clone());
         web.set_client(client.clone(), server.admin_token());
         register_kratix_crds(&client).await?;
+        server.mark_ready();
         let mut tasks = Vec::new();
 
         if opts.controllers {
