@@ -47,7 +47,10 @@ pub struct ServerConfig {
     pub event_ttl: Duration,
     /// Interval between BOOKMARK events on watches that allow them. Default 60 s.
     pub bookmark_interval: Duration,
-    /// Per-resource watch buffer (events); a watcher further behind is cut off. Default 8192.
+    /// Per-resource watch broadcast (events). A watcher further behind resumes from the
+    /// revision log (a filtered one is cut off and re-lists). The buffer keeps its last
+    /// events alive, objects included, so it is what bounds the server's memory under a
+    /// burst of writes. Default 512.
     pub watch_buffer: usize,
     /// Maximum request body in bytes; larger bodies get 413. Default 3 MiB.
     pub max_body_bytes: usize,
@@ -100,7 +103,7 @@ impl Default for ServerConfig {
             maintenance_interval: Duration::from_secs(60),
             event_ttl: Duration::from_secs(3600),
             bookmark_interval: Duration::from_secs(60),
-            watch_buffer: 8192,
+            watch_buffer: 512,
             max_body_bytes: 3 * 1024 * 1024,
             log_poll_interval: Duration::from_millis(250),
             ready_on_start: true,

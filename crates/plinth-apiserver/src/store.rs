@@ -962,8 +962,8 @@ fn maintain(conn: &Connection) -> Result<(), StoreError> {
 }
 
 /// Bounded per-resource broadcast of committed events (watch fan-out).
-/// A receiver that falls behind by more than the capacity is cut off
-/// (it sees `Lagged`, and the watch handler ends the stream so the client re-lists).
+/// A receiver that falls behind by more than the capacity sees `Lagged`; the watch
+/// handler then resumes it from the revision log.
 pub struct Hub {
     capacity: usize,
     chans: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,

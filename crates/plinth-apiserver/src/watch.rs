@@ -15,8 +15,8 @@
 //!   `resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true` (422 otherwise);
 //!   `sendInitialEvents=false` starts at the given revision, or at the latest one.
 //! * `timeoutSeconds`: the stream ends after that long.
-//! * A watcher that falls behind the bounded per-resource broadcast is cut off (the
-//!   stream ends; clients re-list).
+//! * A watcher that falls behind the bounded per-resource broadcast resumes from the
+//!   revision log (a filtered one is cut off and its client re-lists, see `catch_up`).
 //! * Never compressed.
 
 use std::sync::Arc;
@@ -334,8 +334,11 @@ async fn run(
                         return;
                     }
                 }
-                // Too slow: cut off; the client re-lists.
-                Err(broadcast::error::RecvError::Lagged(_)) => return,
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    if !catch_up(&app, &mut w).await {
+                        return;
+                    }
+                }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = ticker.tick(), if bookmarks => {
@@ -350,6 +353,11 @@ async fn run(
                             }
                         }
                         Err(broadcast::error::TryRecvError::Empty) => break,
+                        Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                            if !catch_up(&app, &mut w).await {
+                                return;
+                            }
+                        }
                         Err(_) => return,
                     }
                 }
@@ -361,6 +369,47 @@ async fn run(
             }
             _ = sleep_deadline => return,
             _ = w.out.closed() => return,
+        }
+    }
+}
+
+/// Resumes a watcher that fell behind the bounded broadcast from the revision log, so a
+/// burst of writes costs the slow watcher a read of the log instead of a full re-list.
+/// Events the broadcast still holds are skipped afterwards by their resourceVersion.
+///
+/// Returns `false` when the stream must end: the client went away, the log was compacted
+/// past the watcher (it gets the in-stream 410 `Expired`), or the watch is filtered —
+/// the log keeps no previous object, so a filtered watch could not turn an object leaving
+/// its selector into `DELETED`; those end and the client re-lists.
+async fn catch_up(app: &App, w: &mut Watcher) -> bool {
+    if !w.filter.is_empty() {
+        return false;
+    }
+    let key = crate::app::storage_rkey(&w.info);
+    let upto = app.hub.published();
+    match app.store.events_since(key, w.last_rv, upto).await {
+        Ok((events, compacted)) if w.last_rv >= compacted => {
+            tracing::debug!(
+                resource = %w.info.plural,
+                from = w.last_rv,
+                events = events.len(),
+                "watcher fell behind the broadcast; resuming from the revision log"
+            );
+            for e in &events {
+                if !w.send_event(e).await {
+                    return false;
+                }
+            }
+            true
+        }
+        Ok((_, compacted)) => {
+            let line = w.line("ERROR", expired(w.last_rv, compacted));
+            let _ = w.out.send(Ok(line)).await;
+            false
+        }
+        Err(e) => {
+            tracing::warn!(resource = %w.info.plural, "watch catch-up failed: {e}");
+            false
         }
     }
 }
