@@ -36,7 +36,7 @@
 //! HealthDefinitions as CronJobs and writes the HealthRecords their checks produce to a
 //! health store (see [`health`]).
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod agent;
 pub mod credentials;

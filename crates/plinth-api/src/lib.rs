@@ -13,7 +13,7 @@
 //! Every type round-trips Kratix YAML losslessly: fields Plinth does not model are kept
 //! in `extra` maps (`#[serde(flatten)]`). The generated CRDs do not publish those maps:
 //! like Kratix's, they type every field and keep unknown fields only where Kratix does.
-
+#![deny(missing_docs)]
 // kube-derive `printcolumn(...)` entries repeat `type_ = "string"`, which this lint misreads
 // as a duplicated attribute.
 #![allow(clippy::duplicated_attributes)]

@@ -4,6 +4,7 @@
 //! the global `resourceVersion`, as k3s's kine does); the HTTP surface is one axum
 //! `Router` that in-process controllers use through `kube::Client::new(router, ns)`
 //! and that kubectl reaches over HTTPS on loopback.
+#![deny(missing_docs)]
 
 pub mod openapi;
 pub mod rbac;

@@ -62,14 +62,18 @@ impl ResourceInfo {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PrinterColumn {
+    /// Column header, e.g. `STATUS` (kubectl upper-cases it).
     pub name: String,
     /// `string`, `integer`, `number`, `boolean` or `date`.
     #[serde(rename = "type")]
     pub type_: String,
+    /// OpenAPI format hint for the value (e.g. `date-time`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
+    /// Human-readable description of the column (shown by `kubectl explain`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// 0 shows the column in the default table; above 0 only with `-o wide`.
     #[serde(default)]
     pub priority: i32,
     /// A simple JSONPath relative to the object, e.g. `.status.conditions[?(@.type=="Ready")].status`.

@@ -63,7 +63,9 @@ async fn burst(api: &Api<ConfigMap>, from: usize, n: usize) {
 
 #[tokio::test]
 async fn a_watcher_behind_the_buffer_resumes_from_the_log_and_misses_nothing() {
-    let ts = TestServer::start_with(|c| c.watch_buffer = 4).await.unwrap();
+    let ts = TestServer::start_with(|c| c.watch_buffer = 4)
+        .await
+        .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
     let rv = api
         .list(&ListParams::default())
@@ -77,7 +79,10 @@ async fn a_watcher_behind_the_buffer_resumes_from_the_log_and_misses_nothing() {
     burst(&api, 0, BURST).await;
 
     let mut events = Vec::new();
-    assert!(read_events(&mut body, BURST, &mut events).await, "stream ended");
+    assert!(
+        read_events(&mut body, BURST, &mut events).await,
+        "stream ended"
+    );
     let names: Vec<&str> = events
         .iter()
         .map(|e| {
@@ -92,12 +97,17 @@ async fn a_watcher_behind_the_buffer_resumes_from_the_log_and_misses_nothing() {
     burst(&api, BURST, 1).await;
     let mut more = Vec::new();
     assert!(read_events(&mut body, 1, &mut more).await, "stream ended");
-    assert_eq!(more[0]["object"]["metadata"]["name"], format!("cm-{BURST:04}"));
+    assert_eq!(
+        more[0]["object"]["metadata"]["name"],
+        format!("cm-{BURST:04}")
+    );
 }
 
 #[tokio::test]
 async fn a_filtered_watcher_behind_the_buffer_is_cut_off() {
-    let ts = TestServer::start_with(|c| c.watch_buffer = 4).await.unwrap();
+    let ts = TestServer::start_with(|c| c.watch_buffer = 4)
+        .await
+        .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
     let mut body = open_watch(&ts.client(), "labelSelector=app%3Dx").await;
     burst(&api, 0, BURST).await;

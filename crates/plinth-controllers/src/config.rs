@@ -19,12 +19,20 @@ pub const CONFIG_MAP: &str = "kratix";
 /// Why a `kratix` ConfigMap was not applied; the previous configuration stays in force.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The ConfigMap has no `data.config` key.
     #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is missing")]
     MissingKey,
+    /// `data.config` does not parse as YAML; the parser's message.
     #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is not valid YAML: {0}")]
     Yaml(String),
+    /// A key holds a value of the wrong shape.
     #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: {field}: {message}")]
-    Field { field: String, message: String },
+    Field {
+        /// Dotted path of the key, e.g. `workflows.defaultContainerSecurityContext`.
+        field: String,
+        /// What is wrong with its value.
+        message: String,
+    },
 }
 
 /// Applies the keys of a `config` document over `base` (unknown keys are ignored, as

@@ -12,6 +12,7 @@
 //!
 //! Every controller talks to the control plane only through the one `kube::Client` in
 //! [`Context`].
+#![deny(missing_docs)]
 
 pub mod announce;
 pub mod apply;

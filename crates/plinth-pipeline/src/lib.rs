@@ -15,6 +15,7 @@
 //! ([`work_creator::build_workload_groups`], [`status_writer::merge_status`]) do no I/O
 //! beyond reading the given directories; the `run_*` functions talk to the control plane
 //! only through a `kube::Client`.
+#![deny(missing_docs)]
 
 pub mod contract;
 pub mod control;

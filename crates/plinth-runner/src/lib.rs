@@ -28,6 +28,7 @@
 //! ServiceAccount's identity through the TokenRequest API: the in-cluster files at
 //! `/var/run/secrets/kubernetes.io/serviceaccount`, `KUBERNETES_SERVICE_HOST/PORT`, and a
 //! kubeconfig named by `KUBECONFIG`.
+#![deny(missing_docs)]
 
 pub mod access;
 pub mod backend;

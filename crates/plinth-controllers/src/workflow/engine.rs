@@ -32,16 +32,26 @@ pub enum Progress {
     /// A Job is running or was just started; a Job event will wake the caller.
     Running,
     /// A pipeline failed; later pipelines were not started.
-    Failed { pipeline: String },
+    Failed {
+        /// Name of the pipeline whose Job failed.
+        pipeline: String,
+    },
     /// A pipeline suspended itself (workflow-control.yaml); retry at the given time, if any.
-    Suspended { retry_at: Option<Timestamp> },
+    Suspended {
+        /// When the pipeline asked to be retried; `None` waits for a change to the object
+        /// or a manual reconcile.
+        retry_at: Option<Timestamp>,
+    },
 }
 
 /// Observed state of one Job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobState {
+    /// Neither condition is set yet.
     Running,
+    /// The Job has the `Complete` condition.
     Succeeded,
+    /// The Job has the `Failed` condition.
     Failed,
 }
 

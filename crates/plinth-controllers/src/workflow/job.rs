@@ -21,7 +21,9 @@ pub const ANNOTATION_RUN: &str = "plinth.dev/workflow-run";
 /// "unsupported pipeline").
 #[derive(Clone, Debug)]
 pub struct PipelineDef {
+    /// `metadata.name` of the Pipeline.
     pub name: String,
+    /// The Pipeline object as written in the Promise.
     pub raw: Value,
 }
 

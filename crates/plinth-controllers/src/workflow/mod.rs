@@ -19,12 +19,15 @@ pub struct Subject {
     pub group: String,
     /// Served version used by the pipeline adapter.
     pub version: String,
+    /// Kind (`KRATIX_CRD_KIND` is derived from it).
     pub kind: String,
     /// Plural resource name (`KRATIX_CRD_PLURAL`).
     pub plural: String,
+    /// Object name.
     pub name: String,
     /// Namespace; `None` for cluster-scoped objects (Promises).
     pub namespace: Option<String>,
+    /// Object UID (Jobs' owner references point at it).
     pub uid: String,
     /// The object's `spec` (hash input).
     pub spec: Value,
@@ -46,11 +49,15 @@ impl Subject {
 /// Everything needed to build and drive one object's workflow of one action.
 #[derive(Clone, Debug)]
 pub struct Workflow {
+    /// Name of the Promise the workflow belongs to.
     pub promise_name: String,
     /// The Promise spec in force (the bound revision's spec for resource requests).
     pub promise_spec: Value,
+    /// Whether these are the Promise's own workflows or a resource request's.
     pub workflow_type: WorkflowType,
+    /// `configure` or `delete`.
     pub action: WorkflowAction,
+    /// The object the workflow runs for.
     pub subject: Subject,
     /// Raw pipeline objects in order (`apiVersion: platform.kratix.io/v1alpha1, kind: Pipeline`).
     pub pipelines: Vec<Value>,
