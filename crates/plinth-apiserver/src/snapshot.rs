@@ -216,6 +216,19 @@ pub enum ListAt {
     NotOlderThan(u64),
 }
 
+/// The 422 `Invalid` Status Kubernetes answers for a forbidden combination of list or
+/// watch options: `field` names the option, `msg` says why.
+pub(crate) fn forbidden_list_option(field: &str, msg: &str) -> ApiError {
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: Forbidden: {msg}"),
+    );
+    e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
+        "causes": [{"reason": "FieldValueForbidden", "message": format!("Forbidden: {msg}"), "field": field}]}));
+    e
+}
+
 /// Reads the list options. `token_rv` is the revision of a `continue` token, if given
 /// (0 for a token that continues over the current state).
 ///
@@ -229,16 +242,7 @@ pub fn parse_list_options(
 ) -> Result<ListAt, ApiError> {
     let rv = resource_version.filter(|s| !s.is_empty());
     let rv_match = rv_match.filter(|s| !s.is_empty());
-    let invalid = |field: &str, msg: &str| {
-        let mut e = ApiError::new(
-            422,
-            "Invalid",
-            format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: Forbidden: {msg}"),
-        );
-        e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
-            "causes": [{"reason": "FieldValueForbidden", "message": format!("Forbidden: {msg}"), "field": field}]}));
-        e
-    };
+    let invalid = forbidden_list_option;
     if let Some(token) = continue_rv {
         if rv.is_some_and(|v| v != "0") {
             return Err(invalid(

@@ -133,16 +133,7 @@ const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 /// `resourceVersionMatch=NotOlderThan`, and `true` requires `allowWatchBookmarks=true`
 /// (422 as Kubernetes answers); `resourceVersionMatch` on a watch requires it.
 fn send_initial_events(q: &Query, bookmarks: bool) -> Result<Option<bool>, ApiError> {
-    let invalid = |field: &str, msg: &str| {
-        let mut e = ApiError::new(
-            422,
-            "Invalid",
-            format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: Forbidden: {msg}"),
-        );
-        e.details = Some(json!({"group": "meta.k8s.io", "kind": "ListOptions",
-            "causes": [{"reason": "FieldValueForbidden", "message": format!("Forbidden: {msg}"), "field": field}]}));
-        e
-    };
+    let invalid = crate::snapshot::forbidden_list_option;
     let rv_match = q
         .get("resourceVersionMatch")
         .map(String::as_str)

@@ -33,7 +33,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{condition_types, finalizers, labels};
+use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 use plinth_api::{
     BucketStateStore, Destination, DestinationCleanup, FilepathMode, GitStateStore, StateStoreKind,
     WorkPlacement,
@@ -440,25 +440,12 @@ async fn remove_canaries(
     store: &StateStore,
 ) -> Result<Action, Error> {
     let ops = canary_delete_ops(d.dest);
-    let request = WriteRequest {
-        name: layout::CANARY_WRITER_NAME.into(),
-        ops,
-    };
-    if let Err(e) = store.write(request).await {
-        let msg = format!("Failed to delete test documents from State Store: {e}");
-        set_ready(
-            state,
-            d.dest,
-            false,
-            "StateStoreWriteFailed",
-            &msg,
-            not_ready_event(&msg),
-        )
-        .await?;
-        return Ok(Action::requeue(state.ctx.config().requeue_default));
+    let failure = "Failed to delete test documents from State Store";
+    if let Some(requeue) = write_canary_ops(state, d, store, ops, failure).await? {
+        return Ok(requeue);
     }
-    let msg = "Destination is ready";
-    set_ready(state, d.dest, true, "DestinationReady", msg, ready_event()).await?;
+    let (reason, msg) = (reasons::DESTINATION_READY, messages::DESTINATION_READY);
+    set_ready(state, d.dest, true, reason, msg, ready_event()).await?;
     Ok(recheck(state))
 }
 
@@ -478,34 +465,38 @@ async fn write_canaries(
         .into_iter()
         .map(|(path, content)| WriteOp::Put { path, content })
         .collect();
+    let failure = "Failed to write test documents to State Store";
+    if let Some(requeue) = write_canary_ops(state, d, store, ops, failure).await? {
+        return Ok(requeue);
+    }
+    let (reason, msg) = (
+        reasons::TEST_DOCUMENTS_WRITTEN,
+        messages::TEST_DOCUMENTS_WRITTEN,
+    );
+    set_ready(state, d.dest, true, reason, msg, ready_event()).await?;
+    Ok(recheck(state))
+}
+
+/// Sends the canary writes as one request. On failure sets
+/// `Ready=False/StateStoreWriteFailed` ("<failure>: <cause>") and returns the requeue.
+async fn write_canary_ops(
+    state: &DestState,
+    d: &Reconciling<'_>,
+    store: &StateStore,
+    ops: Vec<WriteOp>,
+    failure: &str,
+) -> Result<Option<Action>, Error> {
     let request = WriteRequest {
         name: layout::CANARY_WRITER_NAME.into(),
         ops,
     };
-    if let Err(e) = store.write(request).await {
-        let msg = format!("Failed to write test documents to State Store: {e}");
-        set_ready(
-            state,
-            d.dest,
-            false,
-            "StateStoreWriteFailed",
-            &msg,
-            not_ready_event(&msg),
-        )
-        .await?;
-        return Ok(Action::requeue(state.ctx.config().requeue_default));
-    }
-    let msg = "Test documents written to State Store";
-    set_ready(
-        state,
-        d.dest,
-        true,
-        "TestDocumentsWritten",
-        msg,
-        ready_event(),
-    )
-    .await?;
-    Ok(recheck(state))
+    let Err(e) = store.write(request).await else {
+        return Ok(None);
+    };
+    let msg = format!("{failure}: {e}");
+    let reason = reasons::STATE_STORE_WRITE_FAILED;
+    set_ready(state, d.dest, false, reason, &msg, not_ready_event(&msg)).await?;
+    Ok(Some(Action::requeue(state.ctx.config().requeue_default)))
 }
 
 #[cfg(test)]

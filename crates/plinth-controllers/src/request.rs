@@ -19,7 +19,7 @@ use crate::Error;
 use crate::context::Context;
 pub use crate::dynamic::RequestApi;
 use crate::support::resources::{promise_resource, work_resource};
-use crate::support::works::{WorksState, classify_works};
+use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
 use crate::workflow::engine::{self, Progress};
@@ -485,7 +485,7 @@ async fn record_reconciled(
     let stored = support::update_status(&r.api, &r.name, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= resourcebinding::set_request_versions(s, binding, bound);
-        c |= set_works_conditions(s, &state, no_pipelines);
+        c |= state.set_conditions(s, "resource", no_pipelines);
         c | record_last_success(s)
     })
     .await?;
@@ -510,31 +510,6 @@ async fn record_reconciled(
         .await;
     }
     Ok(stored)
-}
-
-/// Sets `WorksSucceeded` and the `Reconciled` it implies (True once the configure
-/// workflow completed and the Works are ready); true when either changed.
-fn set_works_conditions(s: &mut Value, works: &WorksState, no_pipelines: bool) -> bool {
-    let (ws, wr, wm) = works.condition("resource");
-    let mut c = set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
-    let workflow_done =
-        no_pipelines || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
-    let (status, reason, message) = if workflow_done && ws == "True" {
-        ("True", reasons::RECONCILED, messages::RECONCILED)
-    } else if ws == "False" {
-        ("False", reasons::WORKS_FAILING, messages::FAILING)
-    } else {
-        ("Unknown", reasons::WORKS_PENDING, messages::PENDING)
-    };
-    c |= set_condition(
-        s,
-        condition_types::RECONCILED,
-        status,
-        reason,
-        message,
-        None,
-    );
-    c
 }
 
 /// Copies the completed configure workflow's transition time into

@@ -707,35 +707,19 @@ async fn fill_volume<A: ClusterAccess>(
             .map_err(|e| mount_failure(format!("{what}: chmod: {e}")))?;
         return Ok(false);
     }
-    if let Some(src) = &v.config_map {
-        let mode = src.default_mode.unwrap_or(0o644) as u32;
-        let optional = src.optional.unwrap_or(false);
+    let object_source = if let Some(src) = &v.config_map {
         let source = Source::ConfigMap(&src.name);
-        fill_from(
-            objects,
-            dir,
-            what,
-            source,
-            src.items.as_ref(),
-            mode,
-            optional,
-        )
-        .await?;
+        Some((source, &src.items, src.default_mode, src.optional))
     } else if let Some(src) = &v.secret {
-        let name = src.secret_name.clone().unwrap_or_default();
-        let mode = src.default_mode.unwrap_or(0o644) as u32;
-        let optional = src.optional.unwrap_or(false);
-        let source = Source::Secret(&name);
-        fill_from(
-            objects,
-            dir,
-            what,
-            source,
-            src.items.as_ref(),
-            mode,
-            optional,
-        )
-        .await?;
+        let source = Source::Secret(src.secret_name.as_deref().unwrap_or_default());
+        Some((source, &src.items, src.default_mode, src.optional))
+    } else {
+        None
+    };
+    if let Some((source, items, mode, optional)) = object_source {
+        let mode = mode.unwrap_or(0o644) as u32;
+        let optional = optional.unwrap_or(false);
+        fill_from(objects, dir, what, source, items.as_ref(), mode, optional).await?;
     } else if let Some(src) = &v.downward_api {
         let mode = src.default_mode.unwrap_or(0o644) as u32;
         let items = src.items.as_deref().unwrap_or_default();

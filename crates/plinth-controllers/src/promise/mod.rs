@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 pub use crate::support::works::{WorksState, classify_works};
-use crate::support::{self, condition_true, set_condition, set_field, set_finalizers};
+use crate::support::{self, set_condition, set_field, set_finalizers};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
 use crate::{Error, request};
@@ -491,7 +491,7 @@ async fn mark_available(
             c |= set_field(s, "workflowsSucceeded", json!(0));
             c |= set_field(s, "workflowsFailed", json!(0));
         }
-        c | set_works_conditions(s, &work_state, no_workflow)
+        c | work_state.set_conditions(s, "promise", no_workflow)
     })
     .await?;
     if became_available {
@@ -505,31 +505,6 @@ async fn mark_available(
         .await;
     }
     Ok(stored)
-}
-
-/// Sets `WorksSucceeded` and the `Reconciled` it implies (True once the configure
-/// workflow completed and the Works are ready); true when either changed.
-fn set_works_conditions(s: &mut Value, works: &WorksState, no_workflow: bool) -> bool {
-    let (ws, wr, wm) = works.condition("promise");
-    let mut c = set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
-    let workflow_done =
-        no_workflow || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
-    let (status, reason, message) = if workflow_done && ws == "True" {
-        ("True", reasons::RECONCILED, messages::RECONCILED)
-    } else if ws == "False" {
-        ("False", wr, messages::FAILING)
-    } else {
-        ("Unknown", reasons::WORKS_PENDING, messages::PENDING)
-    };
-    c |= set_condition(
-        s,
-        condition_types::RECONCILED,
-        status,
-        reason,
-        message,
-        None,
-    );
-    c
 }
 
 /// Readiness of the Promise's own Works: those of its promise workflows and its static

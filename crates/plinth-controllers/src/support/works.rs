@@ -3,7 +3,10 @@
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use plinth_api::constants::{condition_types, messages, reasons};
 use serde_json::Value;
+
+use super::conditions::{condition_true, set_condition};
 
 /// Readiness of a set of Works (priority: Failing > Pending > Misplaced > Ready).
 pub struct WorksState {
@@ -21,7 +24,7 @@ impl WorksState {
         if !self.failing.is_empty() {
             (
                 "False",
-                "WorksFailing",
+                reasons::WORKS_FAILING,
                 format!(
                     "Some works associated with this {what} failed: [{}]",
                     self.failing.join(",")
@@ -30,7 +33,7 @@ impl WorksState {
         } else if !self.pending.is_empty() {
             (
                 "Unknown",
-                "WorksPending",
+                reasons::WORKS_PENDING,
                 format!(
                     "Some works associated with this {what} are not ready: [{}]",
                     self.pending.join(",")
@@ -39,7 +42,7 @@ impl WorksState {
         } else if !self.misplaced.is_empty() {
             (
                 "False",
-                "WorksMisplaced",
+                reasons::WORKS_MISPLACED,
                 format!(
                     "Some works associated with this {what} are misplaced: [{}]",
                     self.misplaced.join(",")
@@ -48,10 +51,38 @@ impl WorksState {
         } else {
             (
                 "True",
-                "WorksSucceeded",
+                reasons::WORKS_SUCCEEDED,
                 format!("All works associated with this {what} are ready"),
             )
         }
+    }
+
+    /// Sets `WorksSucceeded` (about `what`: "promise" or "resource") on status `s` and
+    /// the `Reconciled` it implies: True once the configure workflow completed (or there
+    /// is none, `no_workflow`) and the Works are ready; False `WorksFailing` when Works
+    /// failed or are misplaced; Unknown `WorksPending` otherwise. True when either
+    /// condition changed.
+    pub fn set_conditions(&self, s: &mut Value, what: &str, no_workflow: bool) -> bool {
+        let (ws, wr, wm) = self.condition(what);
+        let mut c = set_condition(s, condition_types::WORKS_SUCCEEDED, ws, wr, &wm, None);
+        let workflow_done =
+            no_workflow || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
+        let (status, reason, message) = if workflow_done && ws == "True" {
+            ("True", reasons::RECONCILED, messages::RECONCILED)
+        } else if ws == "False" {
+            ("False", reasons::WORKS_FAILING, messages::FAILING)
+        } else {
+            ("Unknown", reasons::WORKS_PENDING, messages::PENDING)
+        };
+        c |= set_condition(
+            s,
+            condition_types::RECONCILED,
+            status,
+            reason,
+            message,
+            None,
+        );
+        c
     }
 }
 

@@ -246,25 +246,17 @@ async fn check_suspension(p: &Parent<'_>, pipelines: &[PipelineDef]) -> Result<S
         // The label's removal is an object event: the next reconcile resumes.
         return Ok(Suspension::Stop(Progress::Running));
     }
-    support::update_status(p.api, &p.obj.name_any(), |s, _| {
-        set_condition(
-            s,
-            condition_types::RECONCILED,
-            "Unknown",
-            reasons::WORKFLOW_SUSPENDED,
-            messages::SUSPENDED,
-            None,
-        )
-    })
-    .await?;
-    support::publish(
-        &p.ctx.recorder(p.component),
-        &support::reference(p.obj),
-        support::EventType::Warning,
+    let condition = (
+        condition_types::RECONCILED,
+        "Unknown",
+        reasons::WORKFLOW_SUSPENDED,
+        messages::SUSPENDED,
+    );
+    let warning = (
         plinth_api::constants::events::WORKFLOW_SUSPENDED,
-        "Workflow is suspended",
-    )
-    .await;
+        "Workflow is suspended".to_string(),
+    );
+    set_condition_and_warn(p, condition, warning).await?;
     Ok(Suspension::Stop(Progress::Suspended { retry_at }))
 }
 
@@ -432,27 +424,41 @@ async fn retry_suspended_delete(
     Ok(Progress::Running)
 }
 
-/// A failed delete pipeline: `DeleteWorkflowCompleted=False` and a Warning.
-async fn report_delete_failure(p: &Parent<'_>, pipeline: &str) -> Result<Progress, Error> {
+/// Sets one condition `(type, status, reason, message)` on the parent's status and
+/// publishes a Warning Event `(reason, message)` about it.
+async fn set_condition_and_warn(
+    p: &Parent<'_>,
+    (type_, status, reason, message): (&str, &str, &str, &str),
+    (event_reason, event_message): (&str, String),
+) -> Result<(), Error> {
     support::update_status(p.api, &p.obj.name_any(), |s, _| {
-        set_condition(
-            s,
-            condition_types::DELETE_WORKFLOW_COMPLETED,
-            "False",
-            reasons::DELETE_WORKFLOW_FAILED,
-            messages::DELETE_PIPELINE_FAILED,
-            None,
-        )
+        set_condition(s, type_, status, reason, message, None)
     })
     .await?;
     support::publish(
         &p.ctx.recorder(p.component),
         &support::reference(p.obj),
         support::EventType::Warning,
-        plinth_api::constants::events::FAILED_PIPELINE,
-        format!("The Delete Pipeline has failed: {pipeline}"),
+        event_reason,
+        event_message,
     )
     .await;
+    Ok(())
+}
+
+/// A failed delete pipeline: `DeleteWorkflowCompleted=False` and a Warning.
+async fn report_delete_failure(p: &Parent<'_>, pipeline: &str) -> Result<Progress, Error> {
+    let condition = (
+        condition_types::DELETE_WORKFLOW_COMPLETED,
+        "False",
+        reasons::DELETE_WORKFLOW_FAILED,
+        messages::DELETE_PIPELINE_FAILED,
+    );
+    let warning = (
+        plinth_api::constants::events::FAILED_PIPELINE,
+        format!("The Delete Pipeline has failed: {pipeline}"),
+    );
+    set_condition_and_warn(p, condition, warning).await?;
     Ok(Progress::Failed {
         pipeline: pipeline.to_string(),
     })
