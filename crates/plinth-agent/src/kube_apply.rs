@@ -78,7 +78,7 @@ impl Target {
                 resource: ar,
                 namespaced: caps.scope == Scope::Namespaced,
             }),
-            Err(kube::Error::Api(e)) if e.code == 404 => None,
+            Err(kube::Error::Api(e)) if e.is_not_found() => None,
             Err(kube::Error::Discovery(_)) => None,
             Err(e) => return Err(format!("discovering {kind} ({api_version}): {e}")),
         };
@@ -129,7 +129,7 @@ impl Target {
         self.writes += 1;
         match api.patch(&id.name, &pp, &Patch::Apply(obj)).await {
             Ok(o) => Ok(serde_json::to_value(&o).unwrap_or(Value::Null)),
-            Err(kube::Error::Api(e)) if e.code == 409 => Err(ApplyError::Conflict(e.message)),
+            Err(kube::Error::Api(e)) if e.is_conflict() => Err(ApplyError::Conflict(e.message)),
             Err(kube::Error::Api(e)) => {
                 Err(ApplyError::Other(format!("{} ({})", e.message, e.reason)))
             }
@@ -143,7 +143,7 @@ impl Target {
         self.writes += 1;
         match api.delete(&id.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(kube::Error::Api(e)) if e.is_not_found() => Ok(()),
             Err(e) => Err(format!("deleting {}: {e}", id.display())),
         }
     }

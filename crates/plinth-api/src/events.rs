@@ -151,7 +151,7 @@ impl EventRecorder {
                     return Ok(());
                 }
                 // Deleted meanwhile (TTL, namespace cleanup): start a new Event.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => return Err(e),
             }
         }

@@ -308,7 +308,7 @@ pub async fn sync_cronjob(
     for name in p.replace.iter().chain(&p.prune) {
         match jobs_api.delete(name, &bg).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(RunnerError::kube(format!("delete Job {ns}/{name}"), e)),
         }
     }
@@ -320,7 +320,7 @@ pub async fn sync_cronjob(
                     *a = job_ref(&created);
                 }
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
             Err(e) => return Err(RunnerError::kube(format!("create Job for {what}"), e)),
         }
     }

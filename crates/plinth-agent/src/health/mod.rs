@@ -367,7 +367,7 @@ impl HealthAgent {
             let api: Api<HealthRecord> = Api::namespaced(self.client.clone(), &ns);
             match api.delete(&r.name_any(), &DeleteParams::default()).await {
                 Ok(_) => report.deleted += 1,
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
                 Err(e) => report
                     .errors
                     .push(format!("deleting HealthRecord {ns}/{}: {e}", r.name_any())),
@@ -440,7 +440,7 @@ async fn delete(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error>
     // Background: a CronJob's Jobs and Pods go with it.
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         Err(e) => Err(e),
     }
 }
