@@ -205,10 +205,17 @@ pub struct RawListResult {
 pub struct Store {
     tx: std::sync::mpsc::Sender<Cmd>,
     readers: Arc<Mutex<Vec<Connection>>>,
+    /// One permit per reader connection: reads beyond [`READERS`] wait for one instead of
+    /// opening more connections (each has its own page cache) on more blocking threads.
+    read_permits: Arc<tokio::sync::Semaphore>,
     path: PathBuf,
     /// Latest committed resourceVersion (kept by the writer).
     head: Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// Reader connections (and concurrent reads) at most. Reads are short under WAL; a burst
+/// of list calls waits here rather than growing memory with a connection each.
+const READERS: usize = 8;
 
 fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
@@ -258,6 +265,7 @@ impl Store {
         Ok(Store {
             tx,
             readers: Arc::new(Mutex::new(Vec::new())),
+            read_permits: Arc::new(tokio::sync::Semaphore::new(READERS)),
             path: path.to_path_buf(),
             head,
         })
@@ -312,7 +320,14 @@ impl Store {
     {
         let pool = self.readers.clone();
         let path = self.path.clone();
+        let permit = self
+            .read_permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Db("the store is closed".into()))?;
         tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let conn = pool.lock().unwrap().pop();
             let mut conn = match conn {
                 Some(c) => c,
@@ -320,7 +335,7 @@ impl Store {
             };
             let r = f(&mut conn);
             let mut p = pool.lock().unwrap();
-            if p.len() < 8 {
+            if p.len() < READERS {
                 p.push(conn);
             }
             r
@@ -406,14 +421,20 @@ impl Store {
                 };
                 let mut last: Option<(String, String)> = None;
                 while let Some(row) = rows.next()? {
-                    let data: String = row.get(2)?;
-                    if !filter(&data) {
+                    // Borrowed from SQLite: only the matching rows are copied out, so a
+                    // selective list does not allocate every object of the resource.
+                    let data = row
+                        .get_ref(2)?
+                        .as_str()
+                        .map_err(|e| StoreError::Db(format!("stored object is not text: {e}")))?;
+                    if !filter(data) {
                         continue;
                     }
                     if limit > 0 && items.len() == limit {
                         more_after = last.take();
                         break;
                     }
+                    let data = data.to_string();
                     last = Some((row.get(0)?, row.get(1)?));
                     items.push(data);
                 }
