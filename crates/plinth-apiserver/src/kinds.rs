@@ -158,7 +158,7 @@ fn event_timestamps(info: &ResourceInfo, obj: &mut Value) {
         return;
     };
     let unset = |m: &serde_json::Map<String, Value>, f: &str| m.get(f).is_none_or(|v| v.is_null());
-    let base = event_time.clone().unwrap_or_else(|| now());
+    let base = event_time.clone().unwrap_or_else(now);
     if unset(m, first_f) {
         m.insert(first_f.into(), json!(base));
     }

@@ -460,7 +460,10 @@ mod tests {
         assert_eq!(p.status.active.as_ref().unwrap().len(), 1);
         // The status is written: the same minute starts nothing again.
         cj.status = Some(p.status);
-        assert_eq!(created(&plan(&cj, &[job.clone()], at(5)).unwrap()), None);
+        assert_eq!(
+            created(&plan(&cj, std::slice::from_ref(&job), at(5)).unwrap()),
+            None
+        );
         assert_eq!(created(&plan(&cj, &[job], at(9)).unwrap()), None);
     }
 

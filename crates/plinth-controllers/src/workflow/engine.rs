@@ -393,9 +393,9 @@ async fn retry_suspended_delete(
 ) -> Result<Progress, Error> {
     let status = p.obj.data.get("status").unwrap_or(&Value::Null);
     let name = &pipelines[0].name;
-    if !pipeline_phases(status)
+    if pipeline_phases(status)
         .get(name)
-        .is_some_and(|ph| ph == "Suspended")
+        .is_none_or(|ph| ph != "Suspended")
     {
         return Ok(Progress::Done);
     }
@@ -518,13 +518,13 @@ fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usi
                 e["phase"] = json!(want);
                 e["lastTransitionTime"] = json!(now);
             }
-            if want != "Suspended" {
-                if let Some(m) = e.as_object_mut() {
-                    m.remove("nextRetryAt");
-                    if i != index {
-                        m.remove("attempts");
-                        m.remove("message");
-                    }
+            if want != "Suspended"
+                && let Some(m) = e.as_object_mut()
+            {
+                m.remove("nextRetryAt");
+                if i != index {
+                    m.remove("attempts");
+                    m.remove("message");
                 }
             }
             e

@@ -306,14 +306,14 @@ async fn drive(
                 .await?
                 .items;
             for wp in &list {
-                if let Some(c) = condition(&wp.data["status"], "WriteSucceeded") {
-                    if c["status"] == "False" {
-                        return Err(anyhow!(
-                            "WorkPlacement {} could not be written: {}",
-                            wp.name_any(),
-                            c["message"]
-                        ));
-                    }
+                if let Some(c) = condition(&wp.data["status"], "WriteSucceeded")
+                    && c["status"] == "False"
+                {
+                    return Err(anyhow!(
+                        "WorkPlacement {} could not be written: {}",
+                        wp.name_any(),
+                        c["message"]
+                    ));
                 }
             }
             Ok(list.into_iter().find(|wp| {
@@ -494,12 +494,12 @@ async fn job_logs(client: &Client, job: &str) -> String {
                 container: Some(c.name.clone()),
                 ..Default::default()
             };
-            if let Ok(log) = pods.logs(&pod.name_any(), &lp).await {
-                if !log.trim().is_empty() {
-                    out.push_str(&format!("  [{}/{}]\n", pod.name_any(), c.name));
-                    for line in log.lines() {
-                        out.push_str(&format!("    {line}\n"));
-                    }
+            if let Ok(log) = pods.logs(&pod.name_any(), &lp).await
+                && !log.trim().is_empty()
+            {
+                out.push_str(&format!("  [{}/{}]\n", pod.name_any(), c.name));
+                for line in log.lines() {
+                    out.push_str(&format!("    {line}\n"));
                 }
             }
         }
