@@ -78,21 +78,7 @@ impl Platform {
         opts: PlatformOptions,
         tls_names: &[String],
     ) -> anyhow::Result<Platform> {
-        if opts.data_dir.exists() && !opts.data_dir.is_dir() {
-            bail!(
-                "data dir {} exists and is not a directory",
-                opts.data_dir.display()
-            );
-        }
-        std::fs::create_dir_all(&opts.data_dir)
-            .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
-        let lock = lock_data_dir(&opts.data_dir)?;
-        // A bad image map would stop the runner and leave every pipeline pending: refuse
-        // to start instead.
-        if let (true, Some(map)) = (opts.runner, &opts.image_map) {
-            plinth_runner::image::ImageMap::load(map)
-                .with_context(|| format!("--image-map {}", map.display()))?;
-        }
+        let lock = prepare(&opts)?;
         let git = crate::gitserve::GitServe::new(&opts.data_dir)?;
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
@@ -124,41 +110,7 @@ impl Platform {
             tasks.push(tokio::spawn(plinth_controllers::run_all(ctx, defaults)));
         }
         if opts.runner {
-            let addr = server
-                .https_addr()
-                .context("the runner needs the HTTPS listener")?;
-            let ca_path = server
-                .ca_cert_path()
-                .context("the runner needs the cluster CA")?;
-            let ca_pem = std::fs::read_to_string(&ca_path)
-                .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?;
-            if plinth_runner::config::find_on_path("bwrap").is_none() {
-                tracing::warn!(
-                    "bubblewrap (bwrap) is not installed: pipeline containers will run on the host, \
-                     where /kratix/input, /kratix/output and /kratix/metadata do not exist; install bubblewrap"
-                );
-            }
-            let mut rc = plinth_runner::RunnerConfig::new(
-                opts.data_dir.clone(),
-                addr.ip().to_string(),
-                addr.port(),
-                ca_pem,
-            );
-            rc.image_map = opts.image_map.clone();
-            rc.container_log_max_size = opts.container_log_max_size;
-            rc.container_log_max_files = opts.container_log_max_files;
-            let runner_client = client.clone();
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = plinth_runner::run(runner_client, rc).await {
-                    tracing::error!(error = %e, "the Job runner stopped");
-                }
-            }));
-            // CronJobs start Jobs for the runner above (health checks, user CronJobs).
-            tasks.push(tokio::spawn(plinth_runner::cronjob::run_cronjobs(
-                client.clone(),
-                std::sync::Arc::new(jiff::Timestamp::now),
-                std::time::Duration::from_secs(1),
-            )));
+            tasks.extend(start_runner(&server, &client, &opts)?);
         }
         let state_store_repo = if opts.bootstrap {
             Some(bootstrap(&server, &opts.data_dir).await?)
@@ -223,6 +175,73 @@ impl IfEmpty for str {
     fn if_empty<'a>(&'a self, default: &'a str) -> &'a str {
         if self.is_empty() { default } else { self }
     }
+}
+
+/// Checks the data directory and the runner's image map before anything starts, and
+/// takes the data directory's lock (one `plinth up` per directory).
+fn prepare(opts: &PlatformOptions) -> anyhow::Result<std::fs::File> {
+    if opts.data_dir.exists() && !opts.data_dir.is_dir() {
+        bail!(
+            "data dir {} exists and is not a directory",
+            opts.data_dir.display()
+        );
+    }
+    std::fs::create_dir_all(&opts.data_dir)
+        .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
+    let lock = lock_data_dir(&opts.data_dir)?;
+    // A bad image map would stop the runner and leave every pipeline pending: refuse
+    // to start instead.
+    if let (true, Some(map)) = (opts.runner, &opts.image_map) {
+        plinth_runner::image::ImageMap::load(map)
+            .with_context(|| format!("--image-map {}", map.display()))?;
+    }
+    Ok(lock)
+}
+
+/// Starts the Job runner (over the HTTPS listener, trusting the cluster CA) and the
+/// CronJob planner that starts Jobs for it.
+fn start_runner(
+    server: &ApiServer,
+    client: &kube::Client,
+    opts: &PlatformOptions,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let mut tasks = Vec::new();
+    let addr = server
+        .https_addr()
+        .context("the runner needs the HTTPS listener")?;
+    let ca_path = server
+        .ca_cert_path()
+        .context("the runner needs the cluster CA")?;
+    let ca_pem = std::fs::read_to_string(&ca_path)
+        .with_context(|| format!("reading the cluster CA {}", ca_path.display()))?;
+    if plinth_runner::config::find_on_path("bwrap").is_none() {
+        tracing::warn!(
+            "bubblewrap (bwrap) is not installed: pipeline containers will run on the host, \
+             where /kratix/input, /kratix/output and /kratix/metadata do not exist; install bubblewrap"
+        );
+    }
+    let mut rc = plinth_runner::RunnerConfig::new(
+        opts.data_dir.clone(),
+        addr.ip().to_string(),
+        addr.port(),
+        ca_pem,
+    );
+    rc.image_map = opts.image_map.clone();
+    rc.container_log_max_size = opts.container_log_max_size;
+    rc.container_log_max_files = opts.container_log_max_files;
+    let runner_client = client.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = plinth_runner::run(runner_client, rc).await {
+            tracing::error!(error = %e, "the Job runner stopped");
+        }
+    }));
+    // CronJobs start Jobs for the runner above (health checks, user CronJobs).
+    tasks.push(tokio::spawn(plinth_runner::cronjob::run_cronjobs(
+        client.clone(),
+        std::sync::Arc::new(jiff::Timestamp::now),
+        std::time::Duration::from_secs(1),
+    )));
+    Ok(tasks)
 }
 
 /// Creates or updates the Kratix CRDs (generated from `plinth-api`'s types) so every
