@@ -155,8 +155,9 @@ fn step(progress: &Progress, what: &str) {
     progress.step(what);
 }
 
-/// Runs the sample through the platform. `removed_at_exit`: the data directory is a
-/// temporary one that goes away when quickstart ends, which the kubectl hint says.
+/// Runs the sample through the platform, one named step after another. `removed_at_exit`:
+/// the data directory is a temporary one that goes away when quickstart ends, which the
+/// kubectl hint says.
 async fn drive(
     platform: &Platform,
     worker: &Worker,
@@ -165,6 +166,18 @@ async fn drive(
     removed_at_exit: bool,
 ) -> anyhow::Result<()> {
     let client = platform.server.client();
+    announce(platform, progress, removed_at_exit);
+    install_promise(&client, progress, deadline).await?;
+    let webapps = request_webapp(&client, progress).await?;
+    let work = run_workflow(&client, progress, deadline).await?;
+    wait_placement(&client, progress, deadline, &work).await?;
+    let rr = wait_reconciled(&webapps, progress, deadline).await?;
+    print_results(platform, progress, &rr)?;
+    show_in_worker(worker, progress, deadline).await
+}
+
+/// Says where the API server and the local state store are.
+fn announce(platform: &Platform, progress: &Progress, removed_at_exit: bool) {
     if let Some(kc) = platform.server.kubeconfig_path() {
         let lifetime = if removed_at_exit {
             "; it lasts while quickstart runs: add --keep or --data-dir DIR to use it afterwards"
@@ -193,7 +206,15 @@ async fn drive(
             ),
         );
     }
+}
 
+/// Installs the sample Promise (its workloads go to the worker) and waits until it is
+/// Available.
+async fn install_promise(
+    client: &kube::Client,
+    progress: &Progress,
+    deadline: Instant,
+) -> anyhow::Result<()> {
     let mut promise: Value = serde_saphyr::from_str(PROMISE_YAML)
         .context("the built-in sample Promise does not parse")?;
     // The workloads go to the worker started beside the platform.
@@ -230,7 +251,14 @@ async fn drive(
         progress,
         "Promise webapp is Available (CRD webapps.quickstart.plinth.dev established)",
     );
+    Ok(())
+}
 
+/// Creates the sample request `WebApp default/hello` (reusing one from an earlier run).
+async fn request_webapp(
+    client: &kube::Client,
+    progress: &Progress,
+) -> anyhow::Result<Api<DynamicObject>> {
     let request: Value = serde_saphyr::from_str(REQUEST_YAML)
         .context("the built-in sample request does not parse")?;
     let ar = ApiResource::from_gvk_with_plural(
@@ -254,7 +282,16 @@ async fn drive(
             ));
         }
     }
+    Ok(webapps)
+}
 
+/// Waits for the request's workflow Job, then for the Work its pipeline outputs; a
+/// failed Job ends the wait with the Job's logs.
+async fn run_workflow(
+    client: &kube::Client,
+    progress: &Progress,
+    deadline: Instant,
+) -> anyhow::Result<DynamicObject> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let sel = "kratix.io/promise-name=webapp,kratix.io/resource-name=hello";
     let job = wait_value(deadline, "the resource workflow's Job", || async {
@@ -290,7 +327,17 @@ async fn drive(
     .await;
     let work = wait_work.context("step 'run the workflow' failed")?;
     step(progress, &format!("Work {} created", work.name_any()));
+    Ok(work)
+}
 
+/// Waits until a WorkPlacement of `work` is written to the state store (a write failure
+/// ends the wait with its message).
+async fn wait_placement(
+    client: &kube::Client,
+    progress: &Progress,
+    deadline: Instant,
+    work: &DynamicObject,
+) -> anyhow::Result<()> {
     let placements: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         "default",
@@ -335,7 +382,15 @@ async fn drive(
                 .unwrap_or("?")
         ),
     );
+    Ok(())
+}
 
+/// Waits until the request is Reconciled and returns it.
+async fn wait_reconciled(
+    webapps: &Api<DynamicObject>,
+    progress: &Progress,
+    deadline: Instant,
+) -> anyhow::Result<DynamicObject> {
     let rr = wait_value(
         deadline,
         "WebApp default/hello to be Reconciled",
@@ -349,7 +404,15 @@ async fn drive(
     .await
     .context("step 'reconcile the request' failed")?;
     step(progress, "WebApp default/hello is Reconciled");
+    Ok(rr)
+}
 
+/// Prints the state store's files and the request's status.
+fn print_results(
+    platform: &Platform,
+    progress: &Progress,
+    rr: &DynamicObject,
+) -> anyhow::Result<()> {
     if let Some(repo) = &platform.state_store_repo {
         progress.clear();
         println!("\nFiles in the state store ({}):", repo.display());
@@ -367,7 +430,7 @@ async fn drive(
         "{}",
         serde_saphyr::to_string(&rr.data["status"]).unwrap_or_default()
     );
-    show_in_worker(worker, progress, deadline).await
+    Ok(())
 }
 
 /// Waits until the worker's agent applied the sample's Deployment and Service, then
