@@ -27,13 +27,10 @@ pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
     Ok(Selector::from_iter(exprs))
 }
 
-/// Substrings every stored object (compact JSON, as the store writes it) matching the
-/// label selector `s` contains: `"key":"value"` for each `key=value` / `key==value`
-/// requirement. A list checks them before parsing an object, so a selective selector
-/// skips most objects at the cost of a substring search; objects that contain them are
-/// still matched properly. Label keys and values need no JSON escaping, so the needle is
-/// exactly how the label is stored.
-pub fn required_label_needles(s: &str) -> Vec<String> {
+/// The labels a selector requires by equality (`key=value` / `key==value`), as (key,
+/// value) pairs; requirements of other shapes (`!=`, `in`, `notin`, existence) are left
+/// to the full match. Only keys and values that need no JSON escaping are returned.
+pub fn required_labels(s: &str) -> Vec<(String, String)> {
     let Ok(reqs) = split_top(s) else {
         return Vec::new();
     };
@@ -49,8 +46,20 @@ pub fn required_label_needles(s: &str) -> Vec<String> {
                 x.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
             };
-            (valid_key(k) && plain(k) && plain(v)).then(|| format!("\"{k}\":\"{v}\""))
+            (valid_key(k) && plain(k) && plain(v)).then(|| (k.to_string(), v.to_string()))
         })
+        .collect()
+}
+
+/// Substrings that the stored JSON of every object matching the required labels
+/// contains: `"key":"value"` for each pair. A list checks them before parsing an object,
+/// so a selective selector skips most objects at the cost of a substring search; objects
+/// that contain them are still matched properly. Label keys and values need no JSON
+/// escaping, so the needle is exactly how the label is stored.
+pub fn label_needles(required: &[(String, String)]) -> Vec<String> {
+    required
+        .iter()
+        .map(|(k, v)| format!("\"{k}\":\"{v}\""))
         .collect()
 }
 
@@ -248,15 +257,15 @@ mod tests {
         ] {
             let parsed = super::parse_label_selector(sel).unwrap();
             assert!(super::labels_match(&parsed, &obj), "{sel}");
-            for n in super::required_label_needles(sel) {
+            for n in super::label_needles(&super::required_labels(sel)) {
                 assert!(text.contains(&n), "{sel}: {n} not in {text}");
             }
         }
         assert_eq!(
-            super::required_label_needles("a=b,c!=d,e in (f)"),
+            super::label_needles(&super::required_labels("a=b,c!=d,e in (f)")),
             vec!["\"a\":\"b\"".to_string()]
         );
-        assert!(!text.contains(&super::required_label_needles("app=db")[0]));
+        assert!(!text.contains(&super::label_needles(&super::required_labels("app=db"))[0]));
     }
 
     use super::*;

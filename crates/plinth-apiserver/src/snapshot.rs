@@ -366,6 +366,8 @@ async fn wait_for(store: &Store, rv: u64) -> Result<(), ApiError> {
 /// The list step of a list request: reads `rkey` at the revision the options ask for
 /// (see [`parse_list_options`]); `fresh_token(ns, name)` makes a continue token over the
 /// current state from the given position, for the 410 answer to an expired token.
+/// `required`: labels the selector requires by equality; a list of the current state
+/// reads only the objects that carry the rarest of them (the label index).
 ///
 /// # Errors
 /// The option errors of [`parse_list_options`], 410 for `Exact` at a compacted revision,
@@ -380,6 +382,7 @@ pub async fn list_objects(
     ns: Option<String>,
     after: Option<(String, String)>,
     limit: usize,
+    required: Vec<(String, String)>,
     filter: Box<dyn Fn(&str) -> bool + Send>,
     fresh_token: impl FnOnce(&str, &str) -> String,
 ) -> Result<Listed, ApiError> {
@@ -396,7 +399,9 @@ pub async fn list_objects(
     };
     let Some(at) = at else {
         return Ok(Listed::Items(
-            store.list_raw(rkey, ns, after, limit, filter).await?,
+            store
+                .list_raw_labelled(rkey, ns, after, limit, required, filter)
+                .await?,
         ));
     };
     match list_at(store, rkey, ns, after.clone(), limit, at, filter).await {

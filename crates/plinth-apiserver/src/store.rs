@@ -242,6 +242,10 @@ CREATE TABLE IF NOT EXISTS owner_refs (
   owner_uid TEXT NOT NULL, rkey TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
   PRIMARY KEY (owner_uid, rkey, ns, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS labels (
+  rkey TEXT NOT NULL, k TEXT NOT NULL, v TEXT NOT NULL, ns TEXT NOT NULL, name TEXT NOT NULL,
+  PRIMARY KEY (rkey, k, v, ns, name)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS labels_obj ON labels(rkey, ns, name);
 ";
 
 impl Store {
@@ -252,8 +256,9 @@ impl Store {
         // auto_vacuum must be chosen before the first table exists.
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
         drop(conn);
-        let conn = open_conn(path)?;
+        let mut conn = open_conn(path)?;
         conn.execute_batch(SCHEMA)?;
+        index_labels_of_older_database(&mut conn)?;
         let head = read_head(&conn)?;
         let head = Arc::new(std::sync::atomic::AtomicU64::new(head));
         let (tx, rx) = std::sync::mpsc::channel::<Cmd>();
@@ -400,24 +405,40 @@ impl Store {
         limit: usize,
         filter: Box<dyn Fn(&str) -> bool + Send>,
     ) -> Result<RawListResult, StoreError> {
+        self.list_raw_labelled(rkey, ns, after, limit, Vec::new(), filter)
+            .await
+    }
+
+    /// [`Store::list_raw`] for a selector that requires the labels `required` (key,
+    /// value): only objects carrying the rarest of them are read, through the label
+    /// index, instead of every object of the resource. `filter` still decides; an empty
+    /// `required` reads every object.
+    pub async fn list_raw_labelled(
+        &self,
+        rkey: String,
+        ns: Option<String>,
+        after: Option<(String, String)>,
+        limit: usize,
+        required: Vec<(String, String)>,
+        filter: Box<dyn Fn(&str) -> bool + Send>,
+    ) -> Result<RawListResult, StoreError> {
         self.read(move |c| {
             let tx = c.transaction()?;
             let rv = read_head(&tx)?;
             let (ans, aname) = after.unwrap_or_default();
+            let label = rarest_label(&tx, &rkey, ns.as_deref(), required)?;
             let mut items = Vec::new();
             let mut more_after = None;
             {
-                let mut stmt;
-                let mut rows = if let Some(ns) = &ns {
-                    stmt = tx.prepare_cached(
-                        "SELECT ns, name, data FROM objects WHERE rkey=?1 AND ns=?2 AND name>?3 ORDER BY name",
-                    )?;
-                    stmt.query(params![rkey, ns, aname])?
+                let labelled = label.is_some();
+                let mut stmt = tx.prepare_cached(list_query(ns.is_some(), labelled))?;
+                let (k, v) = label.unwrap_or_default();
+                // Namespaced: from name `aname` in `ns`; all namespaces: after (`ans`, `aname`).
+                let from_ns = ns.as_deref().unwrap_or(&ans);
+                let mut rows = if labelled {
+                    stmt.query(params![rkey, from_ns, aname, k, v])?
                 } else {
-                    stmt = tx.prepare_cached(
-                        "SELECT ns, name, data FROM objects WHERE rkey=?1 AND (ns>?2 OR (ns=?2 AND name>?3)) ORDER BY ns, name",
-                    )?;
-                    stmt.query(params![rkey, ans, aname])?
+                    stmt.query(params![rkey, from_ns, aname])?
                 };
                 let mut last: Option<(String, String)> = None;
                 while let Some(row) = rows.next()? {
@@ -642,6 +663,110 @@ fn owner_uids(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The list query: objects of `?1` in namespace `?2` (or from namespace `?2` on, all
+/// namespaces) after name `?3`, in (namespace, name) order; with `labelled`, only those
+/// carrying label `?4`=`?5`, found through the label index.
+fn list_query(namespaced: bool, labelled: bool) -> &'static str {
+    match (namespaced, labelled) {
+        (true, false) => {
+            "SELECT ns, name, data FROM objects WHERE rkey=?1 AND ns=?2 AND name>?3 ORDER BY name"
+        }
+        (false, false) => {
+            "SELECT ns, name, data FROM objects WHERE rkey=?1 AND (ns>?2 OR (ns=?2 AND name>?3)) ORDER BY ns, name"
+        }
+        (true, true) => {
+            "SELECT o.ns, o.name, o.data FROM labels l JOIN objects o ON o.rkey=l.rkey AND o.ns=l.ns AND o.name=l.name \
+             WHERE l.rkey=?1 AND l.k=?4 AND l.v=?5 AND l.ns=?2 AND l.name>?3 ORDER BY l.name"
+        }
+        (false, true) => {
+            "SELECT o.ns, o.name, o.data FROM labels l JOIN objects o ON o.rkey=l.rkey AND o.ns=l.ns AND o.name=l.name \
+             WHERE l.rkey=?1 AND l.k=?4 AND l.v=?5 AND (l.ns>?2 OR (l.ns=?2 AND l.name>?3)) ORDER BY l.ns, l.name"
+        }
+    }
+}
+
+/// Of the labels a selector requires, the one the fewest objects of `rkey` (in `ns`)
+/// carry, by the label index; `None` when nothing is required.
+fn rarest_label(
+    c: &Connection,
+    rkey: &str,
+    ns: Option<&str>,
+    required: Vec<(String, String)>,
+) -> Result<Option<(String, String)>, StoreError> {
+    if required.len() < 2 {
+        return Ok(required.into_iter().next());
+    }
+    let mut best: Option<(i64, (String, String))> = None;
+    for (k, v) in required {
+        let n: i64 = match ns {
+            Some(ns) => c
+                .prepare_cached(
+                    "SELECT count(*) FROM labels WHERE rkey=?1 AND k=?2 AND v=?3 AND ns=?4",
+                )?
+                .query_row(params![rkey, k, v, ns], |r| r.get(0))?,
+            None => c
+                .prepare_cached("SELECT count(*) FROM labels WHERE rkey=?1 AND k=?2 AND v=?3")?
+                .query_row(params![rkey, k, v], |r| r.get(0))?,
+        };
+        if best.as_ref().is_none_or(|(b, _)| n < *b) {
+            best = Some((n, (k, v)));
+        }
+    }
+    Ok(best.map(|(_, kv)| kv))
+}
+
+/// `metadata.labels` as (key, value) pairs; non-string values are not labels.
+fn labels_of(v: &Value) -> std::collections::BTreeMap<String, String> {
+    v.pointer("/metadata/labels")
+        .and_then(|l| l.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn insert_label(c: &Connection, key: &ObjKey, k: &str, v: &str) -> Result<(), StoreError> {
+    c.prepare_cached(
+        "INSERT OR IGNORE INTO labels (rkey, k, v, ns, name) VALUES (?1,?2,?3,?4,?5)",
+    )?
+    .execute(params![key.rkey, k, v, key.ns, key.name])?;
+    Ok(())
+}
+
+/// A database written before the label index existed gets it filled once, from the
+/// stored objects, before anything is served.
+fn index_labels_of_older_database(conn: &mut Connection) -> Result<(), StoreError> {
+    let done: Option<i64> = conn
+        .query_row("SELECT v FROM meta WHERE k='labels_indexed'", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if done.is_some() {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    {
+        let mut stmt = tx.prepare("SELECT rkey, ns, name, data FROM objects")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let key = ObjKey {
+                rkey: row.get(0)?,
+                ns: row.get(1)?,
+                name: row.get(2)?,
+            };
+            let data: String = row.get(3)?;
+            for (k, v) in labels_of(&parse(&data)?) {
+                insert_label(&tx, &key, &k, &v)?;
+            }
+        }
+    }
+    tx.execute("INSERT INTO meta (k, v) VALUES ('labels_indexed', 1)", [])?;
+    tx.commit()?;
+    Ok(())
+}
+
 fn uid_of(v: &Value) -> String {
     v.pointer("/metadata/uid")
         .and_then(|x| x.as_str())
@@ -701,6 +826,42 @@ impl Applier<'_> {
         Ok(rv)
     }
 
+    /// Keeps the owner-reference and label indexes of `key` in step with a write that
+    /// changes the object from `old` to `new` (`None`: absent).
+    fn set_indexes(
+        &mut self,
+        key: &ObjKey,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        self.set_owners(key, old, new)?;
+        self.set_labels(key, old, new)
+    }
+
+    fn set_labels(
+        &mut self,
+        key: &ObjKey,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let old_l = old.map(labels_of).unwrap_or_default();
+        let new_l = new.map(labels_of).unwrap_or_default();
+        if old_l == new_l {
+            return Ok(());
+        }
+        for (k, v) in old_l.iter().filter(|(k, v)| new_l.get(*k) != Some(*v)) {
+            self.tx
+                .prepare_cached(
+                    "DELETE FROM labels WHERE rkey=?1 AND k=?2 AND v=?3 AND ns=?4 AND name=?5",
+                )?
+                .execute(params![key.rkey, k, v, key.ns, key.name])?;
+        }
+        for (k, v) in new_l.iter().filter(|(k, v)| old_l.get(*k) != Some(*v)) {
+            insert_label(&self.tx, key, k, v)?;
+        }
+        Ok(())
+    }
+
     fn set_owners(
         &mut self,
         key: &ObjKey,
@@ -743,7 +904,7 @@ impl Applier<'_> {
                     return Err(StoreError::AlreadyExists);
                 }
                 self.append(EventType::Added, &key, &mut obj)?;
-                self.set_owners(&key, None, Some(&obj))?;
+                self.set_indexes(&key, None, Some(&obj))?;
                 Ok(WriteOutcome::Stored(obj))
             }
             WriteOp::Update {
@@ -767,14 +928,14 @@ impl Applier<'_> {
                         .is_none_or(|a| a.is_empty());
                 if finalized {
                     self.append(EventType::Deleted, &key, &mut obj)?;
-                    self.set_owners(&key, Some(&cur), None)?;
+                    self.set_indexes(&key, Some(&cur), None)?;
                     Ok(WriteOutcome::Deleted(obj))
                 } else {
                     self.append(EventType::Modified, &key, &mut obj)?;
                     if let Some(e) = self.events.last_mut() {
                         e.prev = Some(Arc::new(cur.clone()));
                     }
-                    self.set_owners(&key, Some(&cur), Some(&obj))?;
+                    self.set_indexes(&key, Some(&cur), Some(&obj))?;
                     Ok(WriteOutcome::Stored(obj))
                 }
             }
@@ -798,7 +959,7 @@ impl Applier<'_> {
                 }
                 let before = cur.clone();
                 self.append(EventType::Deleted, &key, &mut cur)?;
-                self.set_owners(&key, Some(&before), None)?;
+                self.set_indexes(&key, Some(&before), None)?;
                 Ok(WriteOutcome::Deleted(cur))
             }
             WriteOp::DeleteResource { rkey } => {
@@ -819,7 +980,7 @@ impl Applier<'_> {
                     let mut obj = parse(&data)?;
                     let before = obj.clone();
                     self.append(EventType::Deleted, &key, &mut obj)?;
-                    self.set_owners(&key, Some(&before), None)?;
+                    self.set_indexes(&key, Some(&before), None)?;
                 }
                 Ok(WriteOutcome::Removed(n))
             }
@@ -1041,6 +1202,108 @@ mod tests {
             ns: "default".into(),
             name: n.into(),
         }
+    }
+
+    /// Names listed in `default` for the required labels, `limit` per page (0: one page).
+    async fn names(store: &Store, required: &[(&str, &str)], limit: usize) -> Vec<String> {
+        let required: Vec<(String, String)> = required
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut out = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store
+                .list_raw_labelled(
+                    "/configmaps".into(),
+                    Some("default".into()),
+                    after,
+                    limit,
+                    required.clone(),
+                    Box::new(|_| true),
+                )
+                .await
+                .unwrap();
+            for s in &page.items {
+                out.push(
+                    parse(s).unwrap()["metadata"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+            match page.more_after {
+                Some(next) => after = Some(next),
+                None => return out,
+            }
+        }
+    }
+
+    fn labelled(name: &str, labels: Value) -> Value {
+        json!({"metadata": {"name": name, "uid": name, "labels": labels}})
+    }
+
+    #[tokio::test]
+    async fn lists_by_label_read_the_label_index_through_writes_pages_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap();
+        for i in 0..7 {
+            let team = if i % 2 == 0 { "a" } else { "b" };
+            let obj = labelled(&format!("cm-{i}"), json!({"team": team, "app": "web"}));
+            store
+                .write(WriteOp::Create {
+                    key: key(&format!("cm-{i}")),
+                    obj,
+                })
+                .await
+                .unwrap();
+        }
+        let team_a = ["cm-0", "cm-2", "cm-4", "cm-6"];
+        assert_eq!(names(&store, &[("team", "a")], 0).await, team_a);
+        // The rarer label narrows; pages of 3 continue where the last one ended.
+        assert_eq!(
+            names(&store, &[("app", "web"), ("team", "a")], 3).await,
+            team_a
+        );
+        assert!(names(&store, &[("team", "c")], 0).await.is_empty());
+
+        // A label that changes or goes away leaves the index with it.
+        let cur = store.get(key("cm-0")).await.unwrap().unwrap();
+        let mut obj = labelled("cm-0", json!({"team": "b", "app": "web"}));
+        obj["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+        store
+            .write(WriteOp::Update {
+                key: key("cm-0"),
+                obj,
+                expected_rv: obj_rv(&cur),
+            })
+            .await
+            .unwrap();
+        let cur = store.get(key("cm-2")).await.unwrap().unwrap();
+        store
+            .write(WriteOp::Delete {
+                key: key("cm-2"),
+                expected_rv: Some(obj_rv(&cur)),
+                expected_uid: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(names(&store, &[("team", "a")], 0).await, ["cm-4", "cm-6"]);
+        assert_eq!(
+            names(&store, &[("team", "b")], 2).await,
+            ["cm-0", "cm-1", "cm-3", "cm-5"]
+        );
+        drop(store);
+
+        // A database from before the index: it is filled from the objects on open.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("DELETE FROM labels; DELETE FROM meta WHERE k='labels_indexed';")
+            .unwrap();
+        drop(conn);
+        let store = Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap();
+        assert_eq!(names(&store, &[("team", "a")], 0).await, ["cm-4", "cm-6"]);
+        assert_eq!(names(&store, &[("app", "web")], 0).await.len(), 6);
     }
 
     #[tokio::test]

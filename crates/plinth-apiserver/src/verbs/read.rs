@@ -26,13 +26,14 @@ pub(crate) async fn list(
         }
         None => (None, None),
     };
+    // Labels required by equality narrow the list through the store's label index.
+    let required =
+        crate::selector::required_labels(q.get("labelSelector").map(String::as_str).unwrap_or(""));
     // Label-only selectors need just the metadata; field selectors need the object.
     let filter_fn: Box<dyn Fn(&str) -> bool + Send> = if filter.is_empty() {
         Box::new(|_| true)
     } else if filter.field.is_empty() {
-        let needles = crate::selector::required_label_needles(
-            q.get("labelSelector").map(String::as_str).unwrap_or(""),
-        );
+        let needles = crate::selector::label_needles(&required);
         Box::new(move |s: &str| {
             needles.iter().all(|n| s.contains(n.as_str()))
                 && serde_json::from_str::<MetaOnly>(s).is_ok_and(|m| {
@@ -51,6 +52,7 @@ pub(crate) async fn list(
         ns,
         after,
         limit,
+        required,
         filter_fn,
         |ns, name| encode_continue(0, ns, name),
     )
