@@ -8,9 +8,14 @@
 //! [`AGGREGATION_WINDOW`] is not a new Event: the earlier one gets `count + 1` and a new
 //! `lastTimestamp` (a merge patch). Publishing is best effort: a failure is logged at
 //! debug level and never fails the caller.
+//!
+//! [`EventRecorder::record`] writes before it returns; [`EventRecorder::record_queued`]
+//! returns at once and leaves the write to one background task per recorder, in the
+//! order queued (client-go's recorder is asynchronous the same way), for callers whose
+//! progress should not wait on Events.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -66,6 +71,16 @@ pub struct EventRecorder {
     component: String,
     host: Option<String>,
     seen: Arc<Mutex<HashMap<Key, Seen>>>,
+    queue: Arc<OnceLock<tokio::sync::mpsc::UnboundedSender<Queued>>>,
+}
+
+/// An Event waiting for the background writer, with the time it happened.
+struct Queued {
+    regarding: ObjectReference,
+    type_: EventType,
+    reason: String,
+    message: String,
+    at: Timestamp,
 }
 
 impl EventRecorder {
@@ -76,6 +91,7 @@ impl EventRecorder {
             component: component.into(),
             host: None,
             seen: Arc::default(),
+            queue: Arc::default(),
         }
     }
 
@@ -101,6 +117,45 @@ impl EventRecorder {
         }
     }
 
+    /// Queues an Event for the recorder's background writer and returns at once; the
+    /// Event keeps the time of this call. Events of one recorder are written in the order
+    /// queued. Must be called within a Tokio runtime (the writer starts on first use).
+    pub fn record_queued(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
+        let queue = self.queue.get_or_init(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Queued>();
+            // The writer shares the aggregation cache but not the queue, so dropping the
+            // last recorder ends it.
+            let writer = EventRecorder {
+                queue: Arc::default(),
+                ..self.clone()
+            };
+            tokio::spawn(async move {
+                while let Some(q) = rx.recv().await {
+                    let r = writer
+                        .record_at(&q.regarding, q.type_, &q.reason, &q.message, q.at)
+                        .await;
+                    if let Err(e) = r {
+                        tracing::debug!(reason = %q.reason, message = %q.message, error = %e, "could not record event");
+                    }
+                }
+            });
+            tx
+        });
+        let _ = queue.send(Queued {
+            regarding: regarding.clone(),
+            type_,
+            reason: reason.to_string(),
+            message: message.into(),
+            at: Timestamp::now(),
+        });
+    }
+
     /// [`EventRecorder::record`], returning the API error instead of logging it.
     pub async fn try_record(
         &self,
@@ -108,6 +163,19 @@ impl EventRecorder {
         type_: EventType,
         reason: &str,
         message: &str,
+    ) -> Result<(), kube::Error> {
+        self.record_at(regarding, type_, reason, message, Timestamp::now())
+            .await
+    }
+
+    /// Writes (or folds) an Event that happened at `now`.
+    async fn record_at(
+        &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
     ) -> Result<(), kube::Error> {
         let namespace = regarding
             .namespace
@@ -123,7 +191,6 @@ impl EventRecorder {
             reason: reason.to_string(),
             message: message.to_string(),
         };
-        let now = Timestamp::now();
         let window =
             k8s_openapi::jiff::SignedDuration::try_from(AGGREGATION_WINDOW).expect("window fits");
         let previous = {

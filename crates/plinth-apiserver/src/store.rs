@@ -222,6 +222,9 @@ fn open_conn(path: &Path) -> Result<Connection, StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // Room for every statement the store runs, so none is prepared again per call
+    // (rusqlite keeps 16 by default, fewer than the list and write statements together).
+    conn.set_prepared_statement_cache_capacity(128);
     Ok(conn)
 }
 
@@ -1064,7 +1067,7 @@ fn run_batch(
     for (op, reply) in batch {
         replies.push(reply);
         let r = (|| -> Result<(WriteOutcome, Vec<Event>, u64), StoreError> {
-            tx.execute_batch("SAVEPOINT op")?;
+            tx.prepare_cached("SAVEPOINT op")?.execute([])?;
             let mut ap = Applier {
                 tx: &tx,
                 next_rv,
@@ -1072,7 +1075,7 @@ fn run_batch(
             };
             match ap.apply(op) {
                 Ok(out) => {
-                    tx.execute_batch("RELEASE op")?;
+                    tx.prepare_cached("RELEASE op")?.execute([])?;
                     Ok((out, ap.events, ap.next_rv))
                 }
                 Err(e) => {

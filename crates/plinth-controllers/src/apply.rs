@@ -48,13 +48,16 @@ pub async fn create_or_update_reporting(client: &Client, obj: &Value) -> Result<
         .unwrap_or_default()
         .to_string();
     let desired: DynamicObject = serde_json::from_value(obj.clone()).map_err(Error::Json)?;
-    match api.create(&PostParams::default(), &desired).await {
-        Ok(_) => return Ok(true),
-        Err(ref e) if crate::support::is_already_exists(e) => {}
-        Err(e) => return Err(e.into()),
-    }
     for _ in 0..5 {
-        let mut existing = api.get(&name).await?;
+        // Read first: every Job of a Promise applies the same objects again, so they
+        // almost always exist already.
+        let Some(mut existing) = api.get_opt(&name).await? else {
+            match api.create(&PostParams::default(), &desired).await {
+                Ok(_) => return Ok(true),
+                Err(ref e) if crate::support::is_already_exists(e) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
         if obj["kind"] == "ServiceAccount"
             && !existing
                 .metadata

@@ -11,18 +11,21 @@
 //! exceeded. The Promise's `status.resourceRequests` reports how many of the requests that
 //! follow its latest revision have run with it (k of n).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
+use std::time::Instant;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::context::Context;
+use crate::request_caches::RequestCaches;
 use crate::support as status;
 use crate::workflow::Workflow;
 use crate::workflow::engine::{self, JobState};
@@ -36,9 +39,17 @@ pub struct FanOut {
     promise: String,
     gate: tokio::sync::Mutex<()>,
     waiting: Mutex<VecDeque<ObjectRef<DynamicObject>>>,
+    /// Requests admitted to start a run, by `namespace/name`, with when: counted as in
+    /// flight until their step reports the run over, since the Job cache may not show
+    /// their new Job yet. An entry older than [`LAUNCH_GRACE`] is left to the cache.
+    launched: Mutex<HashMap<String, Instant>>,
     wake: UnboundedSender<ObjectRef<DynamicObject>>,
     progress: tokio::sync::Notify,
 }
+
+/// How long an admitted request counts as in flight without its Job in the cache: far
+/// longer than a watch event takes to arrive, so its Job is in the cache by then.
+const LAUNCH_GRACE: Duration = Duration::from_secs(60);
 
 /// Whether a request may go on to its workflow step now.
 pub enum Admission<'a> {
@@ -57,6 +68,7 @@ impl FanOut {
             promise: promise.to_string(),
             gate: tokio::sync::Mutex::new(()),
             waiting: Mutex::new(VecDeque::new()),
+            launched: Mutex::new(HashMap::new()),
             wake,
             progress: tokio::sync::Notify::new(),
         };
@@ -67,17 +79,18 @@ impl FanOut {
     pub async fn admit<'a>(
         &'a self,
         ctx: &Context,
+        caches: &RequestCaches,
         wf: &Workflow,
         rr: &DynamicObject,
         me: ObjectRef<DynamicObject>,
     ) -> Result<Admission<'a>, Error> {
         let limit = ctx.config().max_in_flight_per_promise;
-        if limit == 0 || !needs_new_run(ctx, wf, rr).await? {
+        if limit == 0 || !needs_new_run(caches, wf, rr) {
             self.dequeue(&me);
             return Ok(Admission::Go(None));
         }
         let guard = self.gate.lock().await;
-        let others = in_flight(ctx, wf, &me).await?;
+        let others = self.in_flight(caches, wf, &me);
         if others >= limit {
             let mut q = self.waiting.lock().expect("fan-out queue");
             if !q.contains(&me) {
@@ -86,6 +99,10 @@ impl FanOut {
             return Ok(Admission::Wait);
         }
         self.dequeue(&me);
+        self.launched
+            .lock()
+            .expect("fan-out launches")
+            .insert(key_of(&me), Instant::now());
         // More than one slot free (several runs ended at once): pass the wake on.
         if others + 1 < limit {
             self.release();
@@ -108,13 +125,35 @@ impl FanOut {
         }
     }
 
-    /// After a request's workflow step: a run that is not running any more frees its slot
-    /// for the next queued request, and the Promise's progress is counted again.
-    pub fn ran(&self, progress: &engine::Progress) {
+    /// After request `me`'s workflow step: a run that is not running any more frees its
+    /// slot for the next queued request, and the Promise's progress is counted again.
+    pub fn ran(&self, me: &ObjectRef<DynamicObject>, progress: &engine::Progress) {
         if *progress != engine::Progress::Running {
+            self.launched
+                .lock()
+                .expect("fan-out launches")
+                .remove(&key_of(me));
             self.release();
         }
         self.progress_changed();
+    }
+
+    /// How many requests of the Promise, other than `me`, have a run in flight: their
+    /// latest configure Job in the cache is running, or succeeded in a pipeline that is
+    /// not the workflow's last, or they were admitted and their Job is not cached yet.
+    fn in_flight(
+        &self,
+        caches: &RequestCaches,
+        wf: &Workflow,
+        me: &ObjectRef<DynamicObject>,
+    ) -> usize {
+        let mine = key_of(me);
+        let mut busy = cached_in_flight(&caches.jobs.state(), wf);
+        let mut launched = self.launched.lock().expect("fan-out launches");
+        launched.retain(|_, at| at.elapsed() < LAUNCH_GRACE);
+        busy.extend(launched.keys().cloned());
+        busy.remove(&mine);
+        busy.len()
     }
 
     /// Asks for the Promise's progress to be counted again (coalesced).
@@ -124,15 +163,10 @@ impl FanOut {
 
     /// Counts the Promise's progress whenever asked, at most once per `pause`, and writes
     /// `status.resourceRequests` when it changed. Runs for the life of the controller.
-    pub async fn report_progress(
-        &self,
-        ctx: &Context,
-        api: &crate::request::RequestApi,
-        pause: Duration,
-    ) {
+    pub async fn report_progress(&self, ctx: &Context, caches: &RequestCaches, pause: Duration) {
         loop {
             self.progress.notified().await;
-            if let Err(e) = write_progress(ctx, &self.promise, api).await {
+            if let Err(e) = write_progress(ctx, caches, &self.promise).await {
                 tracing::debug!(promise = %self.promise, error = %e, "resource request progress");
             }
             tokio::time::sleep(pause).await;
@@ -141,26 +175,28 @@ impl FanOut {
 }
 
 /// True when the request's next workflow step would start a new run: no Job of it is
-/// running, and it has no run of its current spec yet or carries a reconciliation label.
-async fn needs_new_run(ctx: &Context, wf: &Workflow, rr: &DynamicObject) -> Result<bool, Error> {
+/// running, and it has no run of its current spec yet or carries a reconciliation label
+/// (as the Job cache shows it; the workflow step itself reads its Jobs from the API).
+fn needs_new_run(caches: &RequestCaches, wf: &Workflow, rr: &DynamicObject) -> bool {
     if wf.pipelines.is_empty() {
-        return Ok(false);
+        return false;
     }
-    let jobs = engine::list_jobs(ctx, wf).await?;
+    let cached = caches.jobs.state();
+    let jobs = engine::workflow_jobs(wf, cached.iter().map(|j| j.as_ref()));
     if jobs
         .iter()
         .any(|j| engine::job_state(j) == JobState::Running)
     {
-        return Ok(false);
+        return false;
     }
     let labelled = [labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START]
         .iter()
         .any(|l| rr.labels().get(*l).is_some_and(|v| v == "true"));
     let hash = crate::workflow::job::workflow_hash(wf);
-    Ok(labelled
+    labelled
         || !jobs
             .iter()
-            .any(|j| j.labels().get(LABEL_HASH) == Some(&hash)))
+            .any(|j| j.labels().get(LABEL_HASH) == Some(&hash))
 }
 
 fn run_of(job: &Job) -> u64 {
@@ -180,13 +216,9 @@ fn request_key(job: &Job) -> Option<String> {
     ))
 }
 
-/// How many requests of the Promise, other than `me`, have a run in flight: their latest
-/// configure Job is running, or succeeded in a pipeline that is not the workflow's last.
-async fn in_flight(
-    ctx: &Context,
-    wf: &Workflow,
-    me: &ObjectRef<DynamicObject>,
-) -> Result<usize, Error> {
+/// The requests (`namespace/name`) whose latest configure Job among `jobs` is running,
+/// or succeeded in a pipeline that is not the workflow's last.
+fn cached_in_flight(jobs: &[Arc<Job>], wf: &Workflow) -> HashSet<String> {
     let names: Vec<&str> = wf
         .pipelines
         .iter()
@@ -196,65 +228,57 @@ async fn in_flight(
         let name = j.labels().get(LABEL_PIPELINE_NAME).map(String::as_str);
         names.iter().position(|n| Some(*n) == name).unwrap_or(0)
     };
-    let mine = format!("{}/{}", me.namespace.clone().unwrap_or_default(), me.name);
-    let mut latest: BTreeMap<String, Job> = BTreeMap::new();
-    for j in configure_jobs(ctx, &wf.promise_name).await? {
-        let Some(key) = request_key(&j) else { continue };
-        if key == mine {
-            continue;
-        }
+    let mut latest: HashMap<String, &Job> = HashMap::new();
+    for j in jobs.iter().filter(|j| is_configure(j)) {
+        let Some(key) = request_key(j) else { continue };
         let order = |j: &Job| (run_of(j), position(j));
-        if latest.get(&key).is_none_or(|l| order(l) < order(&j)) {
+        if latest.get(&key).is_none_or(|l| order(l) < order(j)) {
             latest.insert(key, j);
         }
     }
-    Ok(latest
-        .values()
-        .filter(|j| match engine::job_state(j) {
+    latest
+        .into_iter()
+        .filter(|(_, j)| match engine::job_state(j) {
             JobState::Running => true,
             JobState::Succeeded => position(j) + 1 < names.len(),
             JobState::Failed => false,
         })
-        .count())
+        .map(|(k, _)| k)
+        .collect()
 }
 
-/// Every configure Job of the Promise's requests, in all namespaces.
-async fn configure_jobs(ctx: &Context, promise: &str) -> Result<Vec<Job>, Error> {
-    let api: Api<Job> = Api::all(ctx.client.clone());
-    let sel = format!(
-        "{}={promise},kratix.io/workflow-type=resource,kratix.io/workflow-action=configure",
-        labels::PROMISE_NAME
-    );
-    Ok(api.list(&ListParams::default().labels(&sel)).await?.items)
+/// True for a configure Job (the cache holds the delete Jobs too).
+fn is_configure(job: &Job) -> bool {
+    job.labels()
+        .get(labels::WORKFLOW_ACTION)
+        .map(String::as_str)
+        == Some("configure")
+}
+
+/// `namespace/name` of a request.
+fn key_of(r: &ObjectRef<DynamicObject>) -> String {
+    format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name)
 }
 
 /// Counts `{observedGeneration, total, updated}`: of the requests that follow the latest
 /// revision (`total`), those whose last configure workflow succeeded with the latest
-/// revision's Promise spec and their current spec (`updated`).
-pub async fn count_progress(
-    ctx: &Context,
-    promise: &DynamicObject,
-    api: &crate::request::RequestApi,
-) -> Result<Value, Error> {
-    let name = promise.name_any();
+/// revision's Promise spec and their current spec (`updated`). Reads only the request
+/// controller's caches.
+pub fn count_progress(promise: &DynamicObject, caches: &RequestCaches) -> Value {
     let live = promise.data.get("spec").cloned().unwrap_or(Value::Null);
     let last = live["workflows"]["resource"]["configure"]
         .as_array()
         .and_then(|a| a.last())
         .and_then(|p| p["metadata"]["name"].as_str())
         .map(str::to_string);
-    let Some(latest) = resourcebinding::latest_revision(ctx, &name).await? else {
-        return Ok(Value::Null);
+    let Some(latest) = resourcebinding::latest_revision(caches) else {
+        return Value::Null;
     };
     let spec = latest.spec;
     let latest = latest.version;
-    let bindings: Api<DynamicObject> =
-        Api::all_with(ctx.client.clone(), &resourcebinding::binding_resource());
-    let sel = format!("{}={name}", labels::PROMISE_NAME);
-    let versions: BTreeMap<String, String> = bindings
-        .list(&ListParams::default().labels(&sel))
-        .await?
-        .items
+    let versions: HashMap<String, String> = caches
+        .bindings
+        .state()
         .iter()
         .filter_map(|b| {
             let (rr, ns) = resourcebinding::request_of(b)?;
@@ -264,19 +288,18 @@ pub async fn count_progress(
             ))
         })
         .collect();
-    let mut succeeded: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for j in configure_jobs(ctx, &name).await? {
+    let mut succeeded: HashMap<String, Vec<String>> = HashMap::new();
+    for j in caches.jobs.state().iter().filter(|j| is_configure(j)) {
         let last_pipeline = j.labels().get(LABEL_PIPELINE_NAME) == last.as_ref();
-        if !last_pipeline || engine::job_state(&j) != JobState::Succeeded {
+        if !last_pipeline || engine::job_state(j) != JobState::Succeeded {
             continue;
         }
-        if let (Some(key), Some(h)) = (request_key(&j), j.labels().get(LABEL_HASH)) {
+        if let (Some(key), Some(h)) = (request_key(j), j.labels().get(LABEL_HASH)) {
             succeeded.entry(key).or_default().push(h.clone());
         }
     }
-    let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
     let (mut total, mut updated) = (0, 0);
-    for rr in requests.list(&ListParams::default()).await?.items {
+    for rr in caches.requests.state() {
         if rr.meta().deletion_timestamp.is_some() {
             continue;
         }
@@ -289,33 +312,30 @@ pub async fn count_progress(
             continue;
         }
         total += 1;
-        let rr_spec = rr.data.get("spec").cloned().unwrap_or(Value::Null);
-        let hash = plinth_api::hash::resource_workflow_hash(&spec, &rr_spec, false);
+        let rr_spec = rr.data.get("spec").unwrap_or(&Value::Null);
+        let hash = plinth_api::hash::resource_workflow_hash(&spec, rr_spec, false);
         if last.is_none() || succeeded.get(&key).is_some_and(|h| h.contains(&hash)) {
             updated += 1;
         }
     }
-    Ok(json!({
+    json!({
         "observedGeneration": promise.meta().generation.unwrap_or(0),
         "total": total,
         "updated": updated,
-    }))
+    })
 }
 
-async fn write_progress(
-    ctx: &Context,
-    promise: &str,
-    api: &crate::request::RequestApi,
-) -> Result<(), Error> {
-    let promises: Api<DynamicObject> =
-        Api::all_with(ctx.client.clone(), &crate::promise::promise_resource());
-    let Some(p) = promises.get_opt(promise).await? else {
+async fn write_progress(ctx: &Context, caches: &RequestCaches, promise: &str) -> Result<(), Error> {
+    caches.ready(promise, ctx.config().network_timeout).await?;
+    let Some(p) = caches.promise() else {
         return Ok(());
     };
-    let progress = count_progress(ctx, &p, api).await?;
-    if progress.is_null() {
+    let progress = count_progress(&p, caches);
+    if progress.is_null() || p.data["status"]["resourceRequests"] == progress {
         return Ok(());
     }
+    let promises: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &crate::promise::promise_resource());
     status::update_status(&promises, promise, |s, _| {
         status::set_field(s, "resourceRequests", progress.clone())
     })

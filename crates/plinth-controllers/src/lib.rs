@@ -28,6 +28,7 @@ pub mod observe;
 pub mod promise;
 pub mod promiserelease;
 pub mod request;
+pub mod request_caches;
 pub mod resourcebinding;
 pub mod scheduler;
 pub mod statestore;
@@ -120,6 +121,9 @@ pub enum Error {
     /// Something asked for by name does not exist (`<what>` names it).
     #[error("{0} not found")]
     NotFound(String),
+    /// A cache the reconcile reads has not had its first list yet (the message names it).
+    #[error("{0}")]
+    NotReady(String),
     /// A Promise has no `spec.api`, so it has no resource requests.
     #[error("Promise {0:?} has no API")]
     NoApi(String),

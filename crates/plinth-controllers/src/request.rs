@@ -10,7 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::context::Context;
 pub use crate::dynamic::RequestApi;
+use crate::request_caches::{self, RequestCaches};
 use crate::support::resources::{promise_resource, work_resource};
 use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
@@ -42,6 +43,7 @@ struct RequestCtx {
     promise: String,
     api: RequestApi,
     fanout: fanout::FanOut,
+    caches: RequestCaches,
 }
 
 /// Starts (or restarts on a changed API) the request controller of `promise` on `api`
@@ -58,15 +60,24 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     // Promises and requests advance one step per reconcile and are woken by their own
     // status writes; those writes are no-ops once nothing changes, so they settle.
     let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
-    let controller = watch_workflow_outputs(controller, &ctx.client, &promise_name, &ar);
-    let controller = watch_versions(controller, &ctx.client, &promise_name, &ar);
-    let controller = watch_promise(controller, &ctx.client, &promise_name, &ar);
+    let requests_store = controller.store();
+    let (controller, jobs) = watch_workflow_outputs(controller, &ctx.client, &promise_name, &ar);
+    let (controller, bindings, revisions) =
+        watch_versions(controller, &ctx.client, &promise_name, &ar);
+    let (controller, promise) = watch_promise(controller, &ctx.client, &promise_name, &ar);
     let (fanout, wakes) = fanout::FanOut::new(&promise_name);
     let rctx = Arc::new(RequestCtx {
         ctx,
         promise: promise_name.clone(),
         api,
         fanout,
+        caches: RequestCaches {
+            promise,
+            revisions,
+            bindings,
+            jobs,
+            requests: requests_store,
+        },
     });
     let reporter = rctx.clone();
     let requests = controller
@@ -92,20 +103,21 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let pause = reporter.ctx.config().requeue_short;
     let progress = reporter
         .fanout
-        .report_progress(&reporter.ctx, &reporter.api, pause);
+        .report_progress(&reporter.ctx, &reporter.caches, pause);
     tokio::select! {
         _ = requests => {}
         _ = progress => {}
     }
 }
 
-/// A request's Jobs (by their annotations) and Works (by their labels) wake it.
+/// A request's Jobs (by their annotations) and Works (by their labels) wake it; the Jobs
+/// are cached.
 fn watch_workflow_outputs(
     controller: Controller<DynamicObject>,
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
-) -> Controller<DynamicObject> {
+) -> (Controller<DynamicObject>, Store<Job>) {
     let job_sel = format!(
         "{}={promise_name},kratix.io/workflow-type=resource",
         labels::PROMISE_NAME
@@ -116,17 +128,17 @@ fn watch_workflow_outputs(
         labels::RESOURCE_NAME
     );
     let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
-    controller
-        .watches(
-            Api::<Job>::all(client.clone()),
-            watcher::Config::default().labels(&job_sel),
-            move |job| {
-                let a = job.annotations();
-                let name = a.get(annotations::JOB_RESOURCE_NAME)?;
-                let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
-                Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
-            },
-        )
+    let (jobs, job_stream) = request_caches::reflect_jobs(
+        Api::<Job>::all(client.clone()),
+        watcher::Config::default().labels(&job_sel),
+    );
+    let controller = controller
+        .watches_stream(job_stream, move |job| {
+            let a = job.annotations();
+            let name = a.get(annotations::JOB_RESOURCE_NAME)?;
+            let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
+            Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
+        })
         .watches_with(
             Api::<DynamicObject>::all_with(client.clone(), &work_resource()),
             work_resource(),
@@ -140,67 +152,65 @@ fn watch_workflow_outputs(
                     .or(w.namespace())?;
                 Some(ObjectRef::new_with(name, ar_works.clone()).within(&ns))
             },
-        )
+        );
+    (controller, jobs)
 }
 
 /// A request's binding (created, moved, deleted) wakes it; a new latest revision wakes
-/// all of the Promise's requests.
+/// all of the Promise's requests. Both are cached.
 fn watch_versions(
     controller: Controller<DynamicObject>,
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
-) -> Controller<DynamicObject> {
+) -> (
+    Controller<DynamicObject>,
+    Store<DynamicObject>,
+    Store<DynamicObject>,
+) {
     let by_promise = format!("{}={promise_name}", labels::PROMISE_NAME);
     let (ar_bindings, ar_revisions, store) = (ar.clone(), ar.clone(), controller.store());
-    controller
-        .watches_with(
-            Api::<DynamicObject>::all_with(client.clone(), &resourcebinding::binding_resource()),
-            resourcebinding::binding_resource(),
-            watcher::Config::default().labels(&by_promise),
+    let ((bindings, binding_stream), (revisions, revision_stream)) =
+        request_caches::reflect_versions(client, &by_promise);
+    let controller = controller
+        .watches_stream_with(
+            binding_stream,
             move |b| {
                 let (name, ns) = resourcebinding::request_of(&b)?;
                 Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
             },
+            resourcebinding::binding_resource(),
         )
-        .watches_with(
-            Api::<DynamicObject>::all_with(client.clone(), &resourcebinding::revision_resource()),
-            resourcebinding::revision_resource(),
-            watcher::Config::default().labels(&by_promise),
+        .watches_stream_with(
+            revision_stream,
             move |_| all_requests(&store, &ar_revisions),
-        )
+            resourcebinding::revision_resource(),
+        );
+    (controller, bindings, revisions)
 }
 
-/// The Promise turning (un)available or pausing wakes all of its requests.
+/// The Promise turning (un)available or pausing wakes all of its requests; it is cached.
 fn watch_promise(
     controller: Controller<DynamicObject>,
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
-) -> Controller<DynamicObject> {
-    let promises: Api<DynamicObject> = Api::all_with(client.clone(), &promise_resource());
+) -> (Controller<DynamicObject>, Store<DynamicObject>) {
     let (ar, store) = (ar.clone(), controller.store());
-    controller.watches_stream_with(
-        watcher(
-            promises,
-            watcher::Config::default().fields(&format!("metadata.name={promise_name}")),
-        )
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(
+    let (promise, stream) = request_caches::reflect_promise(client, promise_name);
+    let controller = controller.watches_stream_with(
+        stream.predicate_filter(
             |p: &DynamicObject| Some(fanout::promise_inputs(p)),
             Default::default(),
         ),
         move |_| all_requests(&store, &ar),
         promise_resource(),
-    )
+    );
+    (controller, promise)
 }
 
 /// Every cached request of the API.
-fn all_requests(
-    store: &kube::runtime::reflector::Store<DynamicObject>,
-    ar: &ApiResource,
-) -> Vec<ObjectRef<DynamicObject>> {
+fn all_requests(store: &Store<DynamicObject>, ar: &ApiResource) -> Vec<ObjectRef<DynamicObject>> {
     store
         .state()
         .into_iter()
@@ -249,6 +259,15 @@ fn request_workflow(
     }
 }
 
+impl RequestCtx {
+    /// The workflow's Jobs as the Job cache holds them (finished Jobs only change by
+    /// being pruned, so the re-run timer can read them there).
+    fn cached_jobs(&self, wf: &Workflow) -> Vec<Job> {
+        let cached = self.caches.jobs.state();
+        engine::workflow_jobs(wf, cached.iter().map(|j| j.as_ref()))
+    }
+}
+
 /// The shared context of a request controller's state.
 fn context_of(rctx: &RequestCtx) -> &Context {
     &rctx.ctx
@@ -288,8 +307,9 @@ fn paused(o: &DynamicObject) -> bool {
 /// that wrote what the next depends on ends the reconcile; the write wakes the next.
 async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Action, Error> {
     let r = Reconciling::new(&rctx, &rr);
-    let promises: Api<DynamicObject> = Api::all_with(r.ctx().client.clone(), &promise_resource());
-    let Some(promise) = promises.get_opt(&rctx.promise).await? else {
+    let timeout = r.ctx().config().network_timeout;
+    rctx.caches.ready(&rctx.promise, timeout).await?;
+    let Some(promise) = rctx.caches.promise() else {
         return Ok(Action::await_change());
     };
     if paused(&promise) || paused(&rr) {
@@ -313,7 +333,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
     }
     // ResourceBinding: the revision whose Promise spec the request runs with.
     let Some((binding, bound)) =
-        resourcebinding::bind(r.ctx(), COMPONENT, &rctx.promise, &r.api, &rr).await?
+        resourcebinding::bind(r.ctx(), COMPONENT, &rctx.promise, &rctx.caches, &r.api, &rr).await?
     else {
         return Ok(Action::await_change());
     };
@@ -326,7 +346,7 @@ async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Acti
     }
     let stored = record_reconciled(&r, &wf, &binding, &bound).await?;
     let interval = r.ctx().config().reconciliation_interval;
-    engine::periodic_rerun(r.ctx(), &wf, &r.api, &stored, interval).await
+    engine::periodic_rerun_after(&rctx.cached_jobs(&wf), &r.api, &stored, interval).await
 }
 
 /// A paused request (or Promise) reports `Reconciled=Unknown/PausedReconciliation`.
@@ -430,13 +450,17 @@ async fn run_configure(
     let config = ctx.config();
     // At most N workflows of the Promise's requests in flight (fan-out).
     let me = ObjectRef::from_obj_with(r.rr, rctx.api.resource());
-    let fanout::Admission::Go(slot) = rctx.fanout.admit(ctx, wf, r.rr, me).await? else {
+    let fanout::Admission::Go(slot) = rctx
+        .fanout
+        .admit(ctx, &rctx.caches, wf, r.rr, me.clone())
+        .await?
+    else {
         return Ok(Some(Action::requeue(config.requeue_slow)));
     };
     let progress =
         engine::reconcile_configure(ctx, wf, &r.api, r.rr, &rctx.api.group, COMPONENT).await?;
     drop(slot);
-    rctx.fanout.ran(&progress);
+    rctx.fanout.ran(&me, &progress);
     resourcebinding::record_outcome(ctx, binding, bound, &progress).await?;
     Ok(match progress {
         Progress::Done => None,
@@ -446,7 +470,13 @@ async fn run_configure(
             None => Action::await_change(),
         }),
         Progress::Failed { .. } if config.reconcile_after_failure => Some(
-            engine::periodic_rerun(ctx, wf, &r.api, r.rr, config.reconciliation_interval).await?,
+            engine::periodic_rerun_after(
+                &rctx.cached_jobs(wf),
+                &r.api,
+                r.rr,
+                config.reconciliation_interval,
+            )
+            .await?,
         ),
         Progress::Failed { .. } => Some(Action::await_change()),
     })
@@ -482,7 +512,7 @@ async fn record_reconciled(
     let state = classify_works(&request_works(r, wf).await?);
     let generation = r.rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
-    let stored = support::update_status(&r.api, &r.name, |s, _| {
+    let stored = support::update_status_known(&r.api, r.rr, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= resourcebinding::set_request_versions(s, binding, bound);
         c |= state.set_conditions(s, "resource", no_pipelines);
@@ -550,7 +580,8 @@ async fn delete(
     };
     crate::health::record::delete_records_of(ctx, &target).await?;
     let promise_spec =
-        &resourcebinding::spec_for_delete(ctx, &rctx.promise, rr, promise_spec).await?;
+        &resourcebinding::spec_for_delete(ctx, &rctx.promise, &rctx.caches, rr, promise_spec)
+            .await?;
     let wf = request_workflow(rctx, rr, promise_spec, WorkflowAction::Delete);
     let sel = format!(
         "{}={},{}={}",

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Error;
 use crate::context::Context;
+use crate::request_caches::RequestCaches;
 use crate::support::{self as status, set_condition, set_field};
 use crate::workflow::engine::Progress;
 use plinth_api::constants::labels;
@@ -63,20 +64,40 @@ fn selector(promise: &str, request: &str) -> String {
     )
 }
 
-/// The request's binding, if any. More than one binding for a request is an error naming
-/// them.
+/// The request's binding, if any: from the controller's cache (`caches`), else (no
+/// cache, or none cached yet, so a binding is never created twice) listed through the
+/// API. More than one binding for a request is an error naming them.
 pub async fn find(
     ctx: &Context,
     promise: &str,
+    caches: Option<&RequestCaches>,
     rr: &DynamicObject,
 ) -> Result<Option<DynamicObject>, Error> {
     let ns = rr.namespace().unwrap_or_default();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
-    let mut found = api
-        .list(&ListParams::default().labels(&selector(promise, &rr.name_any())))
-        .await?
-        .items;
+    let name_label = plinth_api::names::resource_name_label_value(&rr.name_any());
+    let cached: Vec<DynamicObject> = caches
+        .map(|c| {
+            c.bindings
+                .state()
+                .iter()
+                .filter(|b| {
+                    b.namespace().as_deref() == Some(ns.as_str())
+                        && b.labels().get(labels::PROMISE_NAME).map(String::as_str) == Some(promise)
+                        && b.labels().get(labels::RESOURCE_NAME) == Some(&name_label)
+                })
+                .map(|b| b.as_ref().clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut found = if cached.is_empty() {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+        api.list(&ListParams::default().labels(&selector(promise, &rr.name_any())))
+            .await?
+            .items
+    } else {
+        cached
+    };
     if found.len() > 1 {
         let names: Vec<String> = found.iter().map(|b| b.name_any()).collect();
         return Err(Error::Invalid {
@@ -138,13 +159,32 @@ pub async fn ensure(
     ctx: &Context,
     component: &str,
     promise: &str,
+    caches: &RequestCaches,
+    rr: &DynamicObject,
+    latest_version: &str,
+) -> Result<DynamicObject, Error> {
+    match ensure_from(ctx, component, promise, Some(caches), rr, latest_version).await {
+        // The cached binding was behind the stored one: start again from the API.
+        Err(Error::Kube(e)) if crate::support::is_conflict(&e) => {
+            ensure_from(ctx, component, promise, None, rr, latest_version).await
+        }
+        other => other,
+    }
+}
+
+/// [`ensure`] starting from the binding in `caches`, or as listed through the API.
+async fn ensure_from(
+    ctx: &Context,
+    component: &str,
+    promise: &str,
+    caches: Option<&RequestCaches>,
     rr: &DynamicObject,
     latest_version: &str,
 ) -> Result<DynamicObject, Error> {
     let ns = rr.namespace().unwrap_or_default();
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
-    let existing = find(ctx, promise, rr).await?;
+    let existing = find(ctx, promise, caches, rr).await?;
     let labels = desired_labels(promise, rr, existing.as_ref());
     let resource_ref = json!({"name": rr.name_any(), "namespace": ns});
     let Some(binding) = existing else {
@@ -232,12 +272,8 @@ async fn create(
 }
 
 /// The Promise's revisions.
-async fn revisions(ctx: &Context, promise: &str) -> Result<Vec<DynamicObject>, Error> {
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
-    Ok(api
-        .list(&ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME)))
-        .await?
-        .items)
+fn revisions(caches: &RequestCaches) -> Vec<DynamicObject> {
+    caches.revisions()
 }
 
 fn bound(r: &DynamicObject) -> BoundRevision {
@@ -266,24 +302,24 @@ fn latest(revs: &[DynamicObject]) -> Option<&DynamicObject> {
 }
 
 /// The Promise's latest revision, if it has one yet.
-pub async fn latest_revision(ctx: &Context, promise: &str) -> Result<Option<BoundRevision>, Error> {
-    Ok(latest(&revisions(ctx, promise).await?).map(bound))
+pub fn latest_revision(caches: &RequestCaches) -> Option<BoundRevision> {
+    latest(&revisions(caches)).map(bound)
 }
 
 /// The version of the Promise's latest revision, if it has one yet.
-pub async fn latest_version(ctx: &Context, promise: &str) -> Result<Option<String>, Error> {
-    Ok(latest(&revisions(ctx, promise).await?).map(|r| bound(r).version))
+pub fn latest_version(caches: &RequestCaches) -> Option<String> {
+    latest(&revisions(caches)).map(|r| bound(r).version)
 }
 
 /// The revision for `version` (`latest` or an exact version). An exact version without a
 /// revision is an error naming the request, the binding's field and the version.
-async fn resolve(
-    ctx: &Context,
+fn resolve(
+    caches: &RequestCaches,
     promise: &str,
     rr: &DynamicObject,
     version: &str,
 ) -> Result<BoundRevision, Error> {
-    let revs = revisions(ctx, promise).await?;
+    let revs = revisions(caches);
     let found = if version == VERSION_LATEST || version.is_empty() {
         latest(&revs)
     } else {
@@ -304,13 +340,14 @@ pub async fn resolve_for_configure(
     ctx: &Context,
     component: &str,
     promise: &str,
+    caches: &RequestCaches,
     rr: &DynamicObject,
     binding: &DynamicObject,
 ) -> Result<BoundRevision, Error> {
     let version = binding.data["spec"]["version"]
         .as_str()
         .unwrap_or(VERSION_LATEST);
-    match resolve(ctx, promise, rr, version).await {
+    match resolve(caches, promise, rr, version) {
         Ok(b) => Ok(b),
         Err(e) => {
             crate::support::publish(
@@ -332,6 +369,7 @@ pub async fn resolve_for_configure(
 pub async fn spec_for_delete(
     ctx: &Context,
     promise: &str,
+    caches: &RequestCaches,
     rr: &DynamicObject,
     live: &Value,
 ) -> Result<Value, Error> {
@@ -339,15 +377,14 @@ pub async fn spec_for_delete(
         .as_str()
         .map(str::to_string);
     if version.is_none() {
-        version = find(ctx, promise, rr).await?.and_then(|b| {
+        version = find(ctx, promise, Some(caches), rr).await?.and_then(|b| {
             b.data["status"]["lastAppliedVersion"]
                 .as_str()
                 .map(str::to_string)
         });
     }
     let version = version.unwrap_or_else(|| VERSION_LATEST.to_string());
-    Ok(resolve(ctx, promise, rr, &version)
-        .await
+    Ok(resolve(caches, promise, rr, &version)
         .map(|b| b.spec)
         .unwrap_or_else(|_| live.clone()))
 }
@@ -458,7 +495,7 @@ pub async fn record_outcome(
     let version = bound.version.clone();
     match progress {
         Progress::Done => {
-            status::update_status(&api, &binding.name_any(), |s, _| {
+            status::update_status_known(&api, binding, |s, _| {
                 let last = s["lastAppliedVersion"].as_str().map(str::to_string);
                 let upgrading = status::condition(s, condition_types::UPGRADE_SUCCEEDED)
                     .is_some_and(|c| c["status"] != "True")
@@ -526,14 +563,13 @@ pub async fn bind(
     ctx: &Context,
     component: &str,
     promise: &str,
+    caches: &RequestCaches,
     rr_api: &Api<DynamicObject>,
     rr: &DynamicObject,
 ) -> Result<Option<(DynamicObject, BoundRevision)>, Error> {
-    let latest = latest_version(ctx, promise)
-        .await?
-        .unwrap_or_else(|| VERSION_NOT_SET.to_string());
-    let binding = ensure(ctx, component, promise, rr, &latest).await?;
-    let bound = resolve_for_configure(ctx, component, promise, rr, &binding).await?;
+    let latest = latest_version(caches).unwrap_or_else(|| VERSION_NOT_SET.to_string());
+    let binding = ensure(ctx, component, promise, caches, rr, &latest).await?;
+    let bound = resolve_for_configure(ctx, component, promise, caches, rr, &binding).await?;
     if start_upgrade(ctx, rr_api, rr, &binding, &bound).await? {
         return Ok(None);
     }

@@ -106,9 +106,14 @@ pub struct RunnerConfig {
     pub container_log_max_files: usize,
 }
 
+/// Jobs that run a Pod at the same time by default. A pipeline Pod spends most of its
+/// life waiting on the API (status writes, Events) rather than on a core, so this is
+/// above the core count of a laptop.
+pub const DEFAULT_MAX_PARALLEL_JOBS: usize = 4;
+
 impl RunnerConfig {
     /// A configuration with Plinth's defaults: the current executable as `plinth_exe`,
-    /// [`DEFAULT_ADAPTER_IMAGE`], no image map, 4 parallel Jobs, [`SandboxMode::Auto`],
+    /// [`DEFAULT_ADAPTER_IMAGE`], no image map, [`DEFAULT_MAX_PARALLEL_JOBS`] parallel Jobs, [`SandboxMode::Auto`],
     /// network shared, [`DEFAULT_STOCK_IMAGES`], engine auto-detected, retry backoff
     /// 10 s doubling to 360 s, tokens of one hour, node name `plinth`, container logs of
     /// 10 MiB × 5 files.
@@ -126,7 +131,7 @@ impl RunnerConfig {
             plinth_exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("plinth")),
             adapter_image: DEFAULT_ADAPTER_IMAGE.to_string(),
             image_map: None,
-            max_parallel_jobs: 4,
+            max_parallel_jobs: DEFAULT_MAX_PARALLEL_JOBS,
             sandbox: SandboxMode::Auto,
             network: true,
             stock_images: DEFAULT_STOCK_IMAGES.iter().map(|s| s.to_string()).collect(),

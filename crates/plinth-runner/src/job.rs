@@ -691,15 +691,12 @@ impl<'a> JobRun<'a> {
 
     /// Marks the Job Complete (with `SuccessCriteriaMet`) and records `Completed`.
     async fn complete(&self, job: &Job, tally: &Tally) -> Result<(), RunnerError> {
-        self.ctx
-            .jobs_events
-            .record(
-                &job_reference(job),
-                EventType::Normal,
-                "Completed",
-                "Job completed",
-            )
-            .await;
+        self.ctx.jobs_events.record_queued(
+            &job_reference(job),
+            EventType::Normal,
+            "Completed",
+            "Job completed",
+        );
         let reached = "Reached expected number of succeeded pods";
         update_job_status(&self.jobs, &self.name, |s| {
             s.active = Some(0);
@@ -842,15 +839,12 @@ impl<'a> JobRun<'a> {
     /// counts again from the resume.
     async fn mark_active(&self, job: &Job, pod: &Pod, tally: &Tally) -> Result<(), RunnerError> {
         let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        self.ctx
-            .jobs_events
-            .record(
-                &job_reference(job),
-                EventType::Normal,
-                "SuccessfulCreate",
-                format!("Created pod: {pod_name}"),
-            )
-            .await;
+        self.ctx.jobs_events.record_queued(
+            &job_reference(job),
+            EventType::Normal,
+            "SuccessfulCreate",
+            format!("Created pod: {pod_name}"),
+        );
         update_job_status(&self.jobs, &self.name, |s| {
             s.start_time.get_or_insert_with(now);
             s.active = Some(1);

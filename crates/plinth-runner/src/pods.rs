@@ -350,8 +350,7 @@ pub(crate) async fn execute(
             ctx.config.node_name
         );
         ctx.scheduler
-            .record(&reference, EventType::Normal, "Scheduled", note)
-            .await;
+            .record_queued(&reference, EventType::Normal, "Scheduled", note);
     }
     let carry = Carry {
         restarts,
@@ -382,7 +381,7 @@ pub(crate) async fn execute(
         },
     };
     for (t, reason, message) in pod_events(&previous, &status) {
-        ctx.kubelet.record(&reference, t, reason, message).await;
+        record_pod_event(&ctx.kubelet, &reference, t, reason, message).await;
     }
     write_pod_status(api, &name, &status).await?;
     Ok(status)
@@ -406,7 +405,7 @@ fn spawn_status_writer(
         while rx.changed().await.is_ok() {
             let st = carry.apply(rx.borrow_and_update().clone());
             for (t, reason, message) in pod_events(&previous, &st) {
-                kubelet.record(&reference, t, reason, message).await;
+                record_pod_event(&kubelet, &reference, t, reason, message).await;
             }
             if let Err(e) = write_pod_status(&api, &name, &st).await {
                 tracing::warn!(pod = %name, error = %e, "writing pod status");
@@ -450,6 +449,22 @@ fn started(s: &ContainerStatus) -> bool {
 fn waiting_reason(s: &ContainerStatus) -> Option<(&str, &str)> {
     let w = s.state.as_ref()?.waiting.as_ref()?;
     Some((w.reason.as_deref()?, w.message.as_deref().unwrap_or("")))
+}
+
+/// Records a Pod Event: a Warning is written before the Pod's status, so whoever sees
+/// the Pod fail finds why among its Events; a Normal one is queued, so the Pod does not
+/// wait on it.
+async fn record_pod_event(
+    kubelet: &plinth_api::events::EventRecorder,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    t: EventType,
+    reason: &str,
+    message: String,
+) {
+    match t {
+        EventType::Normal => kubelet.record_queued(reference, t, reason, message),
+        EventType::Warning => kubelet.record(reference, t, reason, message).await,
+    }
 }
 
 /// The kubelet Events for the change from `prev` to `next` (per container, in order):

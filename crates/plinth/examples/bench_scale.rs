@@ -19,7 +19,7 @@
 //! and the load average before and after. `--kill K` kills `plinth up` with SIGKILL at K
 //! seeded random moments during the run and restarts it on the same data dir.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -182,9 +182,14 @@ impl Up {
             .create(true)
             .append(true)
             .open(data.with_extension("log"))?;
-        let child = Command::new(bin)
-            .args(["up", "--listen", "127.0.0.1:0", "--metrics-addr"])
-            .arg(metrics.to_string())
+        let mut cmd = Command::new(bin);
+        cmd.args(["up", "--listen", "127.0.0.1:0", "--metrics-addr"])
+            .arg(metrics.to_string());
+        // Extra `plinth up` flags for experiments, e.g. `--max-parallel-jobs 8`.
+        if let Ok(extra) = std::env::var("BENCH_UP_ARGS") {
+            cmd.args(extra.split_whitespace());
+        }
+        let child = cmd
             .arg("--data-dir")
             .arg(data)
             .stdout(Stdio::null())
@@ -454,6 +459,8 @@ async fn main() -> anyhow::Result<()> {
     let mut peak_kib = 0u64;
 
     let probe = (a.kills == 0).then(|| WatchProbe::start(up.client.clone()));
+    let metrics0 = scrape(metrics_addr).unwrap_or_default();
+    let cpu0 = cpu_seconds(up.child.id()).unwrap_or(0.0);
     let t0 = Instant::now();
     let mut pending: BTreeSet<usize> = (0..n).collect();
     create_requests(&up.client, &mut pending, a.concurrency).await;
@@ -489,6 +496,14 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     peak_kib = peak_kib.max(peak_rss_kib(up.child.id()).unwrap_or(0));
+    if restarts == 0 {
+        let cpu = cpu_seconds(up.child.id()).unwrap_or(0.0) - cpu0;
+        println!(
+            "CPU of plinth up during the run (user + system, its threads; sandboxed containers not included): {cpu:.1} s, {:.1} ms per request",
+            cpu * 1e3 / n as f64
+        );
+        print_api_time(&metrics0, &scrape(metrics_addr).unwrap_or_default(), n);
+    }
     let mut probe_writes = 0;
     if let Some(probe) = probe {
         let (mut l, w) = probe.stop().await;
@@ -690,6 +705,65 @@ fn scrape(addr: SocketAddr) -> anyhow::Result<String> {
     let mut out = String::new();
     s.read_to_string(&mut out)?;
     Ok(out)
+}
+
+/// User plus system CPU seconds of process `pid` (its threads, not its children), from
+/// `/proc/<pid>/stat` at the usual 100 ticks per second.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// The API requests of the run by verb and resource, the most server time first: calls
+/// per request and total seconds (the difference of two `/metrics` scrapes).
+fn print_api_time(before: &str, after: &str, n: usize) {
+    let totals = |text: &str| {
+        let mut m: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
+        for line in text.lines() {
+            let Some((name, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let is_sum = name.starts_with("plinth_apiserver_request_duration_seconds_sum");
+            let is_count = name.starts_with("plinth_apiserver_request_duration_seconds_count");
+            if !(is_sum || is_count) {
+                continue;
+            }
+            let label = |k: &str| {
+                let key = format!("{k}=\"");
+                name.split_once(key.as_str())
+                    .and_then(|(_, r)| r.split_once('"'))
+                    .map(|(v, _)| v.to_string())
+                    .unwrap_or_default()
+            };
+            let e = m.entry((label("verb"), label("resource"))).or_default();
+            let v: f64 = value.parse().unwrap_or(0.0);
+            if is_sum { e.0 += v } else { e.1 += v }
+        }
+        m
+    };
+    let (b, a) = (totals(before), totals(after));
+    let mut rows: Vec<_> = a
+        .iter()
+        .map(|(k, (s, c))| {
+            let (s0, c0) = b.get(k).copied().unwrap_or_default();
+            (k, s - s0, c - c0)
+        })
+        .filter(|(_, _, c)| *c > 0.0)
+        .collect();
+    rows.sort_by(|x, y| y.1.total_cmp(&x.1));
+    println!("API requests during the run, most server time first (watch time is its open time):");
+    for ((verb, res), s, c) in rows.into_iter().take(40) {
+        println!(
+            "  {verb:>8} {res:<40} {:>8.2} per request {:>9.2} s total {:>8.2} ms mean",
+            c / n as f64,
+            s,
+            s * 1e3 / c
+        );
+    }
 }
 
 /// Sum and count of `plinth_apiserver_request_duration_seconds` for `verb` on resources

@@ -46,6 +46,8 @@ pub struct PlatformOptions {
     pub container_log_max_size: u64,
     /// Container log files kept, the current one included.
     pub container_log_max_files: usize,
+    /// Pipeline Jobs the runner runs at the same time.
+    pub max_parallel_jobs: usize,
 }
 
 /// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
@@ -229,6 +231,7 @@ fn start_runner(
     rc.image_map = opts.image_map.clone();
     rc.container_log_max_size = opts.container_log_max_size;
     rc.container_log_max_files = opts.container_log_max_files;
+    rc.max_parallel_jobs = opts.max_parallel_jobs;
     let runner_client = client.clone();
     tasks.push(tokio::spawn(async move {
         if let Err(e) = plinth_runner::run(runner_client, rc).await {

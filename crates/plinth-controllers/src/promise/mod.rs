@@ -74,10 +74,18 @@ pub async fn run(ctx: Arc<Context>) {
             watcher::Config::default().labels(&promise_jobs),
             |job| labelled_promise(&job),
         )
+        // Only the Promise's own Works: its requests' Works (one or more per request)
+        // are their controller's business, and waking the Promise for each made every
+        // request cost a Promise reconcile.
         .watches_with(
             Api::<DynamicObject>::all_with(ctx.client.clone(), &work_resource()),
             work_resource(),
-            watcher::Config::default().labels(labels::PROMISE_NAME),
+            watcher::Config::default().labels(&format!(
+                "{},{}!={}",
+                labels::PROMISE_NAME,
+                labels::WORK_TYPE,
+                work_type::RESOURCE
+            )),
             |w| labelled_promise(&w),
         )
         // Any Promise change wakes the Promises that require it, whether or not they have
@@ -511,19 +519,17 @@ async fn mark_available(
 /// dependencies (an unscheduled dependency Work is not "ready", whatever Kratix says).
 async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> {
     let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
-    let lp = ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME));
-    let own: Vec<DynamicObject> = works
-        .list(&lp)
-        .await?
-        .items
-        .into_iter()
-        .filter(|w| {
-            matches!(
-                w.labels().get(labels::WORK_TYPE).map(String::as_str),
-                Some(work_type::PROMISE | work_type::STATIC_DEPENDENCY)
-            )
-        })
-        .collect();
+    let mut own = Vec::new();
+    // One list per type, each selecting by equality only, so neither reads the Works of
+    // the Promise's requests.
+    for kind in [work_type::PROMISE, work_type::STATIC_DEPENDENCY] {
+        let sel = format!(
+            "{}={promise},{}={kind}",
+            labels::PROMISE_NAME,
+            labels::WORK_TYPE
+        );
+        own.extend(works.list(&ListParams::default().labels(&sel)).await?.items);
+    }
     Ok(classify_works(&own))
 }
 

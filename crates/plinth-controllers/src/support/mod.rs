@@ -22,7 +22,7 @@ pub use conditions::{
 };
 pub use events::{EventRecorder, EventType, event_type, publish, reference, typed_reference};
 pub use finalizers::{edit_finalizers, remove_finalizer, set_finalizers};
-pub use status::{CONFLICT_RETRIES, patch_status, update_status};
+pub use status::{CONFLICT_RETRIES, patch_status, update_status, update_status_known};
 
 /// True if the error is the API's 409 Conflict (a stale resourceVersion).
 pub fn is_conflict(err: &kube::Error) -> bool {

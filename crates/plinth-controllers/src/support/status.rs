@@ -127,6 +127,32 @@ where
     })
 }
 
+/// [`update_status`] that first applies `mutate` to `known`, a copy of the object the
+/// caller already has (a watch cache's): when that changes nothing, nothing is read or
+/// written and `known` is returned. Otherwise it is [`update_status`]. For the steps
+/// a reconcile repeats on every wake, which have nothing to change once done; a copy
+/// behind the stored object can only skip a write that the newer object's own watch
+/// event will bring back to the reconcile.
+pub async fn update_status_known<F>(
+    api: &Api<DynamicObject>,
+    known: &DynamicObject,
+    mut mutate: F,
+) -> Result<DynamicObject, Error>
+where
+    F: FnMut(&mut Value, &DynamicObject) -> bool,
+{
+    let before = match known.data.get("status") {
+        Some(s) if s.is_object() => s.clone(),
+        _ => json!({}),
+    };
+    let mut status = before.clone();
+    if !mutate(&mut status, known) || status == before {
+        return Ok(known.clone());
+    }
+    let name = known.metadata.name.clone().unwrap_or_default();
+    update_status(api, &name, mutate).await
+}
+
 /// The JSON merge patch (RFC 7386) that turns `before` into `after`: changed keys with
 /// their new value (objects recursively), removed keys as `null`.
 pub fn merge_diff(before: &Value, after: &Value) -> Value {

@@ -109,7 +109,27 @@ fn run_number(job: &Job) -> u64 {
 pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> {
     let api: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
     let lp = ListParams::default().labels(&job::selector_string(&job::workflow_selector(wf)));
-    let mut jobs = api.list(&lp).await?.items;
+    Ok(order_jobs(wf, api.list(&lp).await?.items))
+}
+
+/// This workflow's Jobs among `jobs` (a cache of Jobs in any namespace), in the order of
+/// [`list_jobs`].
+pub fn workflow_jobs<'a>(wf: &Workflow, jobs: impl IntoIterator<Item = &'a Job>) -> Vec<Job> {
+    let selector = job::workflow_selector(wf);
+    let mine = jobs
+        .into_iter()
+        .filter(|j| j.metadata.namespace.as_deref() == Some(wf.namespace.as_str()))
+        .filter(|j| {
+            let l = j.labels();
+            selector.iter().all(|(k, v)| l.get(k) == Some(v))
+        })
+        .cloned()
+        .collect();
+    order_jobs(wf, mine)
+}
+
+/// Sorts a workflow's Jobs oldest run first and, within a run, in pipeline order.
+fn order_jobs(wf: &Workflow, mut jobs: Vec<Job>) -> Vec<Job> {
     // Within a run, pipelines run in workflow order; creation times have a one-second
     // resolution, so the pipeline's position orders Jobs created in the same second.
     let position = |j: &Job| {
@@ -127,7 +147,7 @@ pub async fn list_jobs(ctx: &Context, wf: &Workflow) -> Result<Vec<Job>, Error> 
             j.name_any(),
         )
     });
-    Ok(jobs)
+    jobs
 }
 
 /// The object a workflow step works on, and how to reach and report on it.
@@ -707,7 +727,7 @@ async fn finish(
     pipelines: &[PipelineDef],
 ) -> Result<Progress, Error> {
     let total = pipelines.len() as i64;
-    support::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status_known(parent_api, parent, |s, _| {
         let mut changed = set_field(s, "workflows", json!(total));
         changed |= set_field(s, "workflowsSucceeded", json!(total));
         changed |= set_field(s, "workflowsFailed", json!(0));
@@ -793,7 +813,16 @@ pub async fn periodic_rerun(
     parent: &DynamicObject,
     interval: std::time::Duration,
 ) -> Result<kube::runtime::controller::Action, Error> {
-    let jobs = list_jobs(ctx, wf).await?;
+    periodic_rerun_after(&list_jobs(ctx, wf).await?, api, parent, interval).await
+}
+
+/// [`periodic_rerun`] with the workflow's Jobs already at hand (in [`list_jobs`] order).
+pub async fn periodic_rerun_after(
+    jobs: &[Job],
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    interval: std::time::Duration,
+) -> Result<kube::runtime::controller::Action, Error> {
     let Some(done) = jobs.last().and_then(finished_at) else {
         return Ok(kube::runtime::controller::Action::requeue(interval));
     };

@@ -171,6 +171,7 @@ pub async fn render(input: &RenderInput, progress: &dyn Progress) -> anyhow::Res
         git_batch_window: Duration::from_millis(50),
         container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
         container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
+        max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
     })
     .await
     .context("starting the private platform")?;

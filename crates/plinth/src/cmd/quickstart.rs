@@ -75,6 +75,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         git_batch_window: Duration::from_millis(100),
         container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
         container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
+        max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
     })
     .await
     .context("step 'start the platform' failed")?;

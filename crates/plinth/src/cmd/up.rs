@@ -54,10 +54,23 @@ pub struct UpArgs {
     #[arg(long, default_value_t = plinth_runner::logfile::DEFAULT_MAX_FILES as u16, value_parser = clap::value_parser!(u16).range(2..))]
     pub container_log_max_files: u16,
 
+    /// Pipeline Jobs the embedded runner runs at the same time (each runs one Pod; the
+    /// rest wait in creation order).
+    #[arg(long, default_value_t = plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS, value_parser = parse_parallel_jobs)]
+    pub max_parallel_jobs: usize,
+
     /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
     /// address, e.g. `127.0.0.1:9090`. Off when not given.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+}
+
+/// `--max-parallel-jobs`: a whole number of at least 1.
+fn parse_parallel_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not a whole number of at least 1")),
+    }
 }
 
 /// Runs `plinth up`.
@@ -74,6 +87,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             git_batch_window: Duration::from_millis(args.git_batch_window_ms),
             container_log_max_size: args.container_log_max_size,
             container_log_max_files: usize::from(args.container_log_max_files),
+            max_parallel_jobs: args.max_parallel_jobs,
         },
         &args.tls_sans,
     )

@@ -104,6 +104,7 @@ impl Worker {
             git_batch_window: Duration::from_millis(500),
             container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
             container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
+            max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
         })
         .await
         .with_context(|| format!("starting worker {} in {}", args.name, data_dir.display()))?;

@@ -1,0 +1,166 @@
+//! What a Promise's request controller keeps in memory: reflector stores fed by the
+//! watches that already wake its requests (the Promise, its revisions, its requests'
+//! bindings and configure/delete Jobs).
+//!
+//! Questions about all of a Promise's requests (how many have a run in flight, how many
+//! have run with the latest revision) and the revision lookup every reconcile makes are
+//! answered from these stores instead of listing through the API, so their cost does not
+//! grow with every request reconciled: a list of every Job of the Promise per admission
+//! made a run of N requests cost N² parsed Jobs.
+//!
+//! Each store is updated before the watch event that changed it wakes any request, so a
+//! reconcile woken by a change sees it. A write the controller has just made may not be
+//! in a store yet; readers that must not miss one (the fan-out's in-flight count) account
+//! for it themselves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::Error;
+use crate::resourcebinding::{binding_resource, revision_resource};
+use crate::support::resources::promise_resource;
+
+/// The stores of one Promise's request controller.
+#[derive(Clone)]
+pub struct RequestCaches {
+    /// The Promise (one object at most).
+    pub promise: Store<DynamicObject>,
+    /// The Promise's PromiseRevisions.
+    pub revisions: Store<DynamicObject>,
+    /// The ResourceBindings of the Promise's requests.
+    pub bindings: Store<DynamicObject>,
+    /// The resource workflow Jobs of the Promise's requests, without their spec and
+    /// managed fields (labels, annotations and status are what is read).
+    pub jobs: Store<Job>,
+    /// The Promise's resource requests (the controller's own store).
+    pub requests: Store<DynamicObject>,
+}
+
+/// A watch of `api` with `config`, reflected into a new store for `ar`, yielding the
+/// objects it touched (for `Controller::watches_stream`).
+pub fn reflect_dynamic(
+    api: Api<DynamicObject>,
+    ar: ApiResource,
+    config: watcher::Config,
+) -> (
+    Store<DynamicObject>,
+    impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
+) {
+    let writer = reflector::store::Writer::new(ar);
+    let store = writer.as_reader();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
+/// A watch of the resource workflow Jobs matching `config`, reflected into a store of
+/// Jobs reduced to their labels, annotations and status.
+pub fn reflect_jobs(
+    api: Api<Job>,
+    config: watcher::Config,
+) -> (
+    Store<Job>,
+    impl Stream<Item = Result<Job, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store::<Job>();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|j| {
+            j.managed_fields_mut().clear();
+            j.spec = None;
+        })
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
+/// The Promise's store and watch stream (`metadata.name=<promise>`).
+pub fn reflect_promise(
+    client: &kube::Client,
+    promise: &str,
+) -> (
+    Store<DynamicObject>,
+    impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
+) {
+    reflect_dynamic(
+        Api::all_with(client.clone(), &promise_resource()),
+        promise_resource(),
+        watcher::Config::default().fields(&format!("metadata.name={promise}")),
+    )
+}
+
+/// The stores of the bindings and revisions labelled with `selector`, and their streams.
+pub fn reflect_versions(
+    client: &kube::Client,
+    selector: &str,
+) -> (
+    (
+        Store<DynamicObject>,
+        impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
+    ),
+    (
+        Store<DynamicObject>,
+        impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
+    ),
+) {
+    let config = || watcher::Config::default().labels(selector);
+    (
+        reflect_dynamic(
+            Api::all_with(client.clone(), &binding_resource()),
+            binding_resource(),
+            config(),
+        ),
+        reflect_dynamic(
+            Api::all_with(client.clone(), &revision_resource()),
+            revision_resource(),
+            config(),
+        ),
+    )
+}
+
+impl RequestCaches {
+    /// Waits until every store has its first full list, at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotReady`] naming the Promise when a store is still empty of its first
+    /// list after `timeout` (its watch cannot list).
+    pub async fn ready(&self, promise: &str, timeout: Duration) -> Result<(), Error> {
+        let all = async {
+            let _ = self.promise.wait_until_ready().await;
+            let _ = self.revisions.wait_until_ready().await;
+            let _ = self.bindings.wait_until_ready().await;
+            let _ = self.jobs.wait_until_ready().await;
+            let _ = self.requests.wait_until_ready().await;
+        };
+        tokio::time::timeout(timeout, all).await.map_err(|_| {
+            Error::NotReady(format!(
+                "the request controller of Promise {promise} has not listed its Promise, revisions, bindings, Jobs and requests after {timeout:?}"
+            ))
+        })
+    }
+
+    /// The cached Promise, if it exists.
+    pub fn promise(&self) -> Option<Arc<DynamicObject>> {
+        self.promise.state().into_iter().next()
+    }
+
+    /// The Promise's cached revisions.
+    pub fn revisions(&self) -> Vec<DynamicObject> {
+        self.revisions
+            .state()
+            .iter()
+            .map(|r| r.as_ref().clone())
+            .collect()
+    }
+}
