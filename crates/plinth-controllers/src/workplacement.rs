@@ -216,6 +216,8 @@ type ObjectKey = (String, String);
 
 struct WpState {
     ctx: Arc<Context>,
+    /// The Destinations, cached from the watch that wakes placements.
+    destinations: Store<Destination>,
     recorder: EventRecorder,
     /// `(namespace, name)` → (generation written, when). Bridges status-only events and
     /// Destination events without re-writing; the interval requeue forces a re-write.
@@ -252,15 +254,30 @@ pub async fn run(ctx: Arc<Context>) {
     });
     let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
-    let (d1, d2) = (dest_reader.clone(), dest_reader);
+    let (d1, d2) = (dest_reader.clone(), dest_reader.clone());
     let state = Arc::new(WpState {
+        destinations: dest_reader,
         recorder: ctx.recorder(REPORTER),
         ctx,
         written: Mutex::new(HashMap::new()),
     });
+    // Placements read a Destination's spec (state store, paths), so only a spec change,
+    // the start of a deletion or its removal wakes them, not a status write: each wake
+    // reaches every placement on the Destination.
+    let (dests, seen) = (state.destinations.clone(), Mutex::new(HashMap::new()));
     controller
         .watches_stream(dest_stream, move |dest: Destination| {
-            placements_on(&s1, &[dest.name_any()])
+            let inputs = inputs_hash(&dest, ());
+            let gone = dests.get(&ObjectRef::from_obj(&dest)).is_none();
+            let previous = seen
+                .lock()
+                .expect("destination inputs")
+                .insert(dest.name_any(), inputs);
+            if gone || previous != Some(inputs) {
+                placements_on(&s1, &[dest.name_any()])
+            } else {
+                Vec::new()
+            }
         })
         // A state store turning Ready (or going away) re-queues the placements waiting on it.
         .watches(
@@ -390,10 +407,7 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
     let p = Reconciling::new(&state, &wp);
     let deleting = wp.meta().deletion_timestamp.is_some();
     let dest_name = wp.spec.target_destination_name.clone().unwrap_or_default();
-    let dest = Api::<Destination>::all(state.ctx.client.clone())
-        .get_opt(&dest_name)
-        .await
-        .map_err(|e| Error::kube("reading the Destination of", &p.what, e))?;
+    let dest = destination(&state, &p, &dest_name).await?;
     let Some(dest) = dest else {
         // Destination gone: mark, release.
         if !deleting {
@@ -443,6 +457,22 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
         }
         Err(e) => report_write_failure(&state, &p, &e.to_string()).await,
     }
+}
+
+/// The Destination named `name`: from the cache, else (not cached yet, or gone) read
+/// through the API, so a placement never takes a new Destination for a deleted one.
+async fn destination(
+    state: &WpState,
+    p: &Reconciling<'_>,
+    name: &str,
+) -> Result<Option<Destination>, Error> {
+    if let Some(d) = state.destinations.get(&ObjectRef::new(name)) {
+        return Ok(Some(d.as_ref().clone()));
+    }
+    Api::<Destination>::all(state.ctx.client.clone())
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube("reading the Destination of", &p.what, e))
 }
 
 /// Deletion: removes what was written, then releases the finalizers; a failed removal

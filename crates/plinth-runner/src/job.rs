@@ -33,7 +33,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use sha2::{Digest, Sha256};
@@ -216,35 +216,54 @@ pub async fn update_job_status(
     )))
 }
 
-/// Writes `status` as the Pod's status through the status subresource, retrying on 409.
+/// Writes `status` as the Pod's status: a JSON merge patch of the status subresource
+/// that sets every field of `status` and clears the fields it leaves out, so the stored
+/// status becomes `status` without reading the Pod first (the runner is the only writer
+/// of the status of the Pods it runs, as a kubelet is). A Pod gone meanwhile is not an
+/// error.
 pub async fn write_pod_status(
     api: &Api<Pod>,
     name: &str,
     status: &PodStatus,
 ) -> Result<(), RunnerError> {
-    for _ in 0..MAX_CONFLICT_RETRIES {
-        let Some(mut pod) = api
-            .get_opt(name)
-            .await
-            .map_err(|e| RunnerError::kube(format!("get Pod {name}"), e))?
-        else {
-            return Ok(());
-        };
-        if pod.status.as_ref() == Some(status) {
-            return Ok(());
-        }
-        pod.status = Some(status.clone());
-        match api.replace_status(name, &PostParams::default(), &pod).await {
-            Ok(_) => return Ok(()),
-            Err(e) if conflict(&e) => continue,
-            Err(e) if not_found(&e) => return Ok(()),
-            Err(e) => return Err(RunnerError::kube(format!("update status of Pod {name}"), e)),
+    let mut body = serde_json::to_value(status)
+        .map_err(|e| RunnerError::Config(format!("status of Pod {name}: {e}")))?;
+    if let Some(fields) = body.as_object_mut() {
+        for f in POD_STATUS_FIELDS {
+            fields.entry(f).or_insert(serde_json::Value::Null);
         }
     }
-    Err(RunnerError::Config(format!(
-        "update status of Pod {name}: still conflicting after {MAX_CONFLICT_RETRIES} attempts"
-    )))
+    let patch = serde_json::json!({ "status": body });
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if not_found(&e) => Ok(()),
+        Err(e) => Err(RunnerError::kube(format!("update status of Pod {name}"), e)),
+    }
 }
+
+/// The fields of a core/v1 PodStatus (cleared by [`write_pod_status`] when unset).
+const POD_STATUS_FIELDS: [&str; 17] = [
+    "conditions",
+    "containerStatuses",
+    "ephemeralContainerStatuses",
+    "hostIP",
+    "hostIPs",
+    "initContainerStatuses",
+    "message",
+    "nominatedNodeName",
+    "observedGeneration",
+    "phase",
+    "podIP",
+    "podIPs",
+    "qosClass",
+    "reason",
+    "resize",
+    "resourceClaimStatuses",
+    "startTime",
+];
 
 pub(crate) struct Ctx {
     pub(crate) client: kube::Client,
