@@ -25,26 +25,65 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::context::Context;
-use crate::request_caches::RequestCaches;
+use crate::request_caches::{RequestCaches, request_of_job};
 use crate::support as status;
 use crate::workflow::Workflow;
 use crate::workflow::engine::{self, JobState};
 use crate::{Error, resourcebinding};
+use plinth_api::constants::VERSION_LATEST;
 use plinth_api::constants::labels;
 use plinth_api::constants::labels::{HASH as LABEL_HASH, PIPELINE_NAME as LABEL_PIPELINE_NAME};
-use plinth_api::constants::{VERSION_LATEST, annotations};
 
 /// The fan-out state of one Promise's request controller.
 pub struct FanOut {
     promise: String,
     gate: tokio::sync::Mutex<()>,
-    waiting: Mutex<VecDeque<ObjectRef<DynamicObject>>>,
+    waiting: Mutex<Queue>,
     /// Requests admitted to start a run, by `namespace/name`, with when: counted as in
     /// flight until their step reports the run over, since the Job cache may not show
     /// their new Job yet. An entry older than [`LAUNCH_GRACE`] is left to the cache.
     launched: Mutex<HashMap<String, Instant>>,
+    /// The requests with a run in flight as last counted from the Job cache, and when:
+    /// counting goes through every cached Job, so it is redone only when a run ended or
+    /// after [`BUSY_TTL`].
+    busy: Mutex<Option<(Instant, HashSet<String>)>>,
     wake: UnboundedSender<ObjectRef<DynamicObject>>,
     progress: tokio::sync::Notify,
+}
+
+/// How long a count of the requests with a run in flight is reused.
+const BUSY_TTL: Duration = Duration::from_millis(500);
+
+/// The requests waiting for a slot, first come first served. Membership is the set; the
+/// order is a deque that may hold entries already removed (skipped when popped), so
+/// queueing and leaving are O(1) however many requests wait.
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<ObjectRef<DynamicObject>>,
+    members: HashSet<String>,
+}
+
+impl Queue {
+    fn push(&mut self, r: ObjectRef<DynamicObject>) {
+        if self.members.insert(key_of(&r)) {
+            self.order.push_back(r);
+        }
+    }
+
+    fn remove(&mut self, r: &ObjectRef<DynamicObject>) {
+        if self.members.remove(&key_of(r)) && self.members.is_empty() {
+            self.order.clear();
+        }
+    }
+
+    fn pop(&mut self) -> Option<ObjectRef<DynamicObject>> {
+        while let Some(r) = self.order.pop_front() {
+            if self.members.remove(&key_of(&r)) {
+                return Some(r);
+            }
+        }
+        None
+    }
 }
 
 /// How long an admitted request counts as in flight without its Job in the cache: far
@@ -67,8 +106,9 @@ impl FanOut {
         let f = FanOut {
             promise: promise.to_string(),
             gate: tokio::sync::Mutex::new(()),
-            waiting: Mutex::new(VecDeque::new()),
+            waiting: Mutex::new(Queue::default()),
             launched: Mutex::new(HashMap::new()),
+            busy: Mutex::new(None),
             wake,
             progress: tokio::sync::Notify::new(),
         };
@@ -92,10 +132,7 @@ impl FanOut {
         let guard = self.gate.lock().await;
         let others = self.in_flight(caches, wf, &me);
         if others >= limit {
-            let mut q = self.waiting.lock().expect("fan-out queue");
-            if !q.contains(&me) {
-                q.push_back(me);
-            }
+            self.waiting.lock().expect("fan-out queue").push(me);
             return Ok(Admission::Wait);
         }
         self.dequeue(&me);
@@ -111,15 +148,12 @@ impl FanOut {
     }
 
     fn dequeue(&self, me: &ObjectRef<DynamicObject>) {
-        self.waiting
-            .lock()
-            .expect("fan-out queue")
-            .retain(|r| r != me);
+        self.waiting.lock().expect("fan-out queue").remove(me);
     }
 
     /// A request's run ended (or it was not running): wakes the first queued request.
     pub fn release(&self) {
-        let next = self.waiting.lock().expect("fan-out queue").pop_front();
+        let next = self.waiting.lock().expect("fan-out queue").pop();
         if let Some(next) = next {
             let _ = self.wake.send(next);
         }
@@ -133,6 +167,7 @@ impl FanOut {
                 .lock()
                 .expect("fan-out launches")
                 .remove(&key_of(me));
+            *self.busy.lock().expect("fan-out count") = None;
             self.release();
         }
         self.progress_changed();
@@ -148,7 +183,17 @@ impl FanOut {
         me: &ObjectRef<DynamicObject>,
     ) -> usize {
         let mine = key_of(me);
-        let mut busy = cached_in_flight(&caches.jobs.state(), wf);
+        let mut busy = {
+            let mut last = self.busy.lock().expect("fan-out count");
+            match last.as_ref() {
+                Some((at, busy)) if at.elapsed() < BUSY_TTL => busy.clone(),
+                _ => {
+                    let busy = cached_in_flight(&caches.jobs.state(), wf);
+                    *last = Some((Instant::now(), busy.clone()));
+                    busy
+                }
+            }
+        };
         let mut launched = self.launched.lock().expect("fan-out launches");
         launched.retain(|_, at| at.elapsed() < LAUNCH_GRACE);
         busy.extend(launched.keys().cloned());
@@ -181,8 +226,7 @@ fn needs_new_run(caches: &RequestCaches, wf: &Workflow, rr: &DynamicObject) -> b
     if wf.pipelines.is_empty() {
         return false;
     }
-    let cached = caches.jobs.state();
-    let jobs = engine::workflow_jobs(wf, cached.iter().map(|j| j.as_ref()));
+    let jobs = caches.workflow_jobs(wf);
     if jobs
         .iter()
         .any(|j| engine::job_state(j) == JobState::Running)
@@ -206,16 +250,6 @@ fn run_of(job: &Job) -> u64 {
         .unwrap_or(0)
 }
 
-/// The request a configure Job belongs to: `namespace/name` from its annotations.
-fn request_key(job: &Job) -> Option<String> {
-    let a = job.annotations();
-    Some(format!(
-        "{}/{}",
-        a.get(annotations::JOB_RESOURCE_NAMESPACE)?,
-        a.get(annotations::JOB_RESOURCE_NAME)?
-    ))
-}
-
 /// The requests (`namespace/name`) whose latest configure Job among `jobs` is running,
 /// or succeeded in a pipeline that is not the workflow's last.
 fn cached_in_flight(jobs: &[Arc<Job>], wf: &Workflow) -> HashSet<String> {
@@ -230,7 +264,9 @@ fn cached_in_flight(jobs: &[Arc<Job>], wf: &Workflow) -> HashSet<String> {
     };
     let mut latest: HashMap<String, &Job> = HashMap::new();
     for j in jobs.iter().filter(|j| is_configure(j)) {
-        let Some(key) = request_key(j) else { continue };
+        let Some(key) = request_of_job(j) else {
+            continue;
+        };
         let order = |j: &Job| (run_of(j), position(j));
         if latest.get(&key).is_none_or(|l| order(l) < order(j)) {
             latest.insert(key, j);
@@ -294,7 +330,7 @@ pub fn count_progress(promise: &DynamicObject, caches: &RequestCaches) -> Value 
         if !last_pipeline || engine::job_state(j) != JobState::Succeeded {
             continue;
         }
-        if let (Some(key), Some(h)) = (request_key(j), j.labels().get(LABEL_HASH)) {
+        if let (Some(key), Some(h)) = (request_of_job(j), j.labels().get(LABEL_HASH)) {
             succeeded.entry(key).or_default().push(h.clone());
         }
     }

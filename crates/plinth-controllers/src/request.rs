@@ -61,7 +61,14 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     // status writes; those writes are no-ops once nothing changes, so they settle.
     let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
     let requests_store = controller.store();
-    let (controller, jobs) = watch_workflow_outputs(controller, &ctx.client, &promise_name, &ar);
+    let jobs_by_request = Arc::new(request_caches::JobIndex::default());
+    let (controller, jobs) = watch_workflow_outputs(
+        controller,
+        &ctx.client,
+        &promise_name,
+        &ar,
+        jobs_by_request.clone(),
+    );
     let (controller, bindings, revisions) =
         watch_versions(controller, &ctx.client, &promise_name, &ar);
     let (controller, promise) = watch_promise(controller, &ctx.client, &promise_name, &ar);
@@ -76,6 +83,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
             revisions,
             bindings,
             jobs,
+            jobs_by_request,
             requests: requests_store,
         },
     });
@@ -117,6 +125,7 @@ fn watch_workflow_outputs(
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
+    index: Arc<request_caches::JobIndex>,
 ) -> (Controller<DynamicObject>, Store<Job>) {
     let job_sel = format!(
         "{}={promise_name},kratix.io/workflow-type=resource",
@@ -132,8 +141,10 @@ fn watch_workflow_outputs(
         Api::<Job>::all(client.clone()),
         watcher::Config::default().labels(&job_sel),
     );
+    let cached = jobs.clone();
     let controller = controller
         .watches_stream(job_stream, move |job| {
+            index.observe(&cached, &job);
             let a = job.annotations();
             let name = a.get(annotations::JOB_RESOURCE_NAME)?;
             let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
@@ -263,8 +274,7 @@ impl RequestCtx {
     /// The workflow's Jobs as the Job cache holds them (finished Jobs only change by
     /// being pruned, so the re-run timer can read them there).
     fn cached_jobs(&self, wf: &Workflow) -> Vec<Job> {
-        let cached = self.caches.jobs.state();
-        engine::workflow_jobs(wf, cached.iter().map(|j| j.as_ref()))
+        self.caches.workflow_jobs(wf)
     }
 }
 

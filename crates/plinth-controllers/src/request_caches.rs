@@ -13,19 +13,21 @@
 //! in a store yet; readers that must not miss one (the fan-out's in-flight count) account
 //! for it themselves.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::Stream;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::Error;
 use crate::resourcebinding::{binding_resource, revision_resource};
 use crate::support::resources::promise_resource;
+use plinth_api::constants::annotations;
 
 /// The stores of one Promise's request controller.
 #[derive(Clone)]
@@ -39,6 +41,8 @@ pub struct RequestCaches {
     /// The resource workflow Jobs of the Promise's requests, without their spec and
     /// managed fields (labels, annotations and status are what is read).
     pub jobs: Store<Job>,
+    /// The cached Jobs by the request they run for.
+    pub jobs_by_request: Arc<JobIndex>,
     /// The Promise's resource requests (the controller's own store).
     pub requests: Store<DynamicObject>,
 }
@@ -128,6 +132,57 @@ pub fn reflect_versions(
     )
 }
 
+/// The Jobs of each request (`namespace/name`, from the Job's annotations), kept up to
+/// date by the Job watch ([`JobIndex::observe`]), so that a request's Jobs are found
+/// without going through every cached Job.
+#[derive(Default)]
+pub struct JobIndex {
+    by_request: Mutex<HashMap<String, HashSet<ObjectRef<Job>>>>,
+}
+
+impl JobIndex {
+    /// Records a Job the watch touched: added under its request while `store` holds it,
+    /// removed once it is gone.
+    pub fn observe(&self, store: &Store<Job>, job: &Job) {
+        let Some(key) = request_of_job(job) else {
+            return;
+        };
+        let r = ObjectRef::from_obj(job);
+        let present = store.get(&r).is_some();
+        let mut index = self.by_request.lock().expect("job index");
+        if present {
+            index.entry(key).or_default().insert(r);
+        } else if let Some(set) = index.get_mut(&key) {
+            set.remove(&r);
+            if set.is_empty() {
+                index.remove(&key);
+            }
+        }
+    }
+
+    /// The cached Jobs of request `key` (`namespace/name`), as `store` holds them now
+    /// (a Job the store no longer has is left out).
+    pub fn jobs_of(&self, store: &Store<Job>, key: &str) -> Vec<Arc<Job>> {
+        let index = self.by_request.lock().expect("job index");
+        index
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| store.get(r))
+            .collect()
+    }
+}
+
+/// `namespace/name` of the request a workflow Job runs for, from its annotations.
+pub fn request_of_job(job: &Job) -> Option<String> {
+    let a = job.annotations();
+    Some(format!(
+        "{}/{}",
+        a.get(annotations::JOB_RESOURCE_NAMESPACE)?,
+        a.get(annotations::JOB_RESOURCE_NAME)?
+    ))
+}
+
 impl RequestCaches {
     /// Waits until every store has its first full list, at most `timeout`.
     ///
@@ -148,6 +203,18 @@ impl RequestCaches {
                 "the request controller of Promise {promise} has not listed its Promise, revisions, bindings, Jobs and requests after {timeout:?}"
             ))
         })
+    }
+
+    /// The workflow's Jobs among the cached Jobs of its request, in the order of
+    /// [`crate::workflow::engine::list_jobs`].
+    pub fn workflow_jobs(&self, wf: &crate::workflow::Workflow) -> Vec<Job> {
+        let key = format!(
+            "{}/{}",
+            wf.subject.namespace.clone().unwrap_or_default(),
+            wf.subject.name
+        );
+        let jobs = self.jobs_by_request.jobs_of(&self.jobs, &key);
+        crate::workflow::engine::workflow_jobs(wf, jobs.iter().map(|j| j.as_ref()))
     }
 
     /// The cached Promise, if it exists.

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
+use kube::runtime::reflector::ObjectRef;
 use serde_json::{Map, Value, json};
 
 use crate::Error;
@@ -64,9 +65,9 @@ fn selector(promise: &str, request: &str) -> String {
     )
 }
 
-/// The request's binding, if any: from the controller's cache (`caches`), else (no
-/// cache, or none cached yet, so a binding is never created twice) listed through the
-/// API. More than one binding for a request is an error naming them.
+/// The request's binding, if any: from the controller's cache (`caches`) under the
+/// name Plinth gives it, else (no cache, not cached yet, so a binding is never created
+/// twice, or named by a user) listed through the API. More than one binding for a request is an error naming them.
 pub async fn find(
     ctx: &Context,
     promise: &str,
@@ -75,19 +76,19 @@ pub async fn find(
 ) -> Result<Option<DynamicObject>, Error> {
     let ns = rr.namespace().unwrap_or_default();
     let name_label = plinth_api::names::resource_name_label_value(&rr.name_any());
+    // The cache is looked up by the name Plinth gives a binding; one a user created
+    // under another name is found by the list below.
+    let name = plinth_api::names::resource_binding_name(&rr.name_any(), promise);
     let cached: Vec<DynamicObject> = caches
-        .map(|c| {
+        .and_then(|c| {
             c.bindings
-                .state()
-                .iter()
-                .filter(|b| {
-                    b.namespace().as_deref() == Some(ns.as_str())
-                        && b.labels().get(labels::PROMISE_NAME).map(String::as_str) == Some(promise)
-                        && b.labels().get(labels::RESOURCE_NAME) == Some(&name_label)
-                })
-                .map(|b| b.as_ref().clone())
-                .collect()
+                .get(&ObjectRef::new_with(&name, binding_resource()).within(&ns))
         })
+        .filter(|b| {
+            b.labels().get(labels::PROMISE_NAME).map(String::as_str) == Some(promise)
+                && b.labels().get(labels::RESOURCE_NAME) == Some(&name_label)
+        })
+        .map(|b| vec![b.as_ref().clone()])
         .unwrap_or_default();
     let mut found = if cached.is_empty() {
         let api: Api<DynamicObject> =
