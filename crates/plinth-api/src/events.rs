@@ -63,6 +63,26 @@ struct Seen {
     last: Timestamp,
 }
 
+/// The Events a recorder wrote within the aggregation window, by what makes a repeat.
+#[derive(Default)]
+struct SeenEvents {
+    entries: HashMap<Key, Seen>,
+    pruned: Option<Timestamp>,
+}
+
+impl SeenEvents {
+    /// Drops the entries older than `window`, at most once a minute: a pass goes through
+    /// every entry, and a busy recorder holds one per object it reported on.
+    fn prune(&mut self, now: Timestamp, window: k8s_openapi::jiff::SignedDuration) {
+        let minute = k8s_openapi::jiff::SignedDuration::from_secs(60);
+        if self.pruned.is_some_and(|t| t + minute > now) {
+            return;
+        }
+        self.entries.retain(|_, s| s.last + window > now);
+        self.pruned = Some(now);
+    }
+}
+
 /// Records Events from one component (`source.component`, e.g. `job-controller`,
 /// `kubelet`, `PromiseController`). Cheap to clone; clones share the aggregation cache.
 #[derive(Clone)]
@@ -70,7 +90,7 @@ pub struct EventRecorder {
     client: kube::Client,
     component: String,
     host: Option<String>,
-    seen: Arc<Mutex<HashMap<Key, Seen>>>,
+    seen: Arc<Mutex<SeenEvents>>,
     queue: Arc<OnceLock<tokio::sync::mpsc::UnboundedSender<Queued>>>,
 }
 
@@ -195,8 +215,11 @@ impl EventRecorder {
             k8s_openapi::jiff::SignedDuration::try_from(AGGREGATION_WINDOW).expect("window fits");
         let previous = {
             let mut seen = self.seen.lock().expect("event cache lock");
-            seen.retain(|_, s| s.last + window > now);
-            seen.get(&key).cloned()
+            seen.prune(now, window);
+            seen.entries
+                .get(&key)
+                .filter(|s| s.last + window > now)
+                .cloned()
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         if let Some(prev) = previous {
@@ -251,7 +274,7 @@ impl EventRecorder {
     }
 
     fn remember(&self, key: Key, event_name: String, count: i32, last: Timestamp) {
-        self.seen.lock().expect("event cache lock").insert(
+        self.seen.lock().expect("event cache lock").entries.insert(
             key,
             Seen {
                 event_name,

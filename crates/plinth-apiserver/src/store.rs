@@ -7,8 +7,9 @@
 //!   `synchronous=FULL` in WAL mode) and only then acknowledges the callers and publishes
 //!   the events to watchers (group commit).
 //! * Readers use their own connections from a small pool (WAL gives them snapshot isolation).
-//! * Compaction deletes revisions at or below a target; watches that start below it get a
-//!   410 `Expired`. Compaction is followed by `PRAGMA incremental_vacuum` and a WAL
+//! * Compaction deletes revisions at or below a target, except each live object's latest
+//!   one there (so lists at a revision above the target can be rebuilt); watches that
+//!   start below it get a 410 `Expired`. Compaction is followed by `PRAGMA incremental_vacuum` and a WAL
 //!   checkpoint so the data file stays bounded.
 //! * `resourceVersion`s come from `sqlite_sequence` (AUTOINCREMENT), so they never go
 //!   backwards, across restarts and after compaction.
@@ -1115,12 +1116,32 @@ fn compact(conn: &mut Connection, target: u64) -> Result<u64, StoreError> {
     if target <= cur {
         return Ok(cur);
     }
+    // Each object keeps its latest revision at or below the target (as etcd's compaction
+    // keeps each key's latest version), so a list at any revision above the compaction
+    // point can still tell how an object changed since looked then; an object whose
+    // latest revision there is its deletion keeps nothing.
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS compaction_keep (id INTEGER PRIMARY KEY);
+         DELETE FROM compaction_keep;",
+    )?;
+    conn.execute(
+        "INSERT INTO compaction_keep (id)
+         SELECT max(id) FROM events WHERE id<=?1 GROUP BY rkey, ns, name",
+        params![target as i64],
+    )?;
+    conn.execute(
+        "DELETE FROM compaction_keep WHERE id IN (SELECT id FROM events WHERE id<=?1 AND type=?2)",
+        params![target as i64, EventType::Deleted.code()],
+    )?;
     // Delete in slices so one compaction never holds the write lock for long.
     let mut from = cur;
     while from < target {
         let to = (from + 20_000).min(target);
         let tx = conn.transaction()?;
-        tx.execute("DELETE FROM events WHERE id<=?1", params![to as i64])?;
+        tx.execute(
+            "DELETE FROM events WHERE id<=?1 AND id NOT IN (SELECT id FROM compaction_keep)",
+            params![to as i64],
+        )?;
         tx.execute(
             "INSERT INTO meta (k, v) VALUES ('compacted', ?1) ON CONFLICT(k) DO UPDATE SET v=excluded.v",
             params![to as i64],

@@ -54,31 +54,40 @@ pub struct FanOut {
 /// How long a count of the requests with a run in flight is reused.
 const BUSY_TTL: Duration = Duration::from_millis(500);
 
-/// The requests waiting for a slot, first come first served. Membership is the set; the
-/// order is a deque that may hold entries already removed (skipped when popped), so
-/// queueing and leaving are O(1) however many requests wait.
+/// The requests waiting for a slot, first come first served (one that left and queued
+/// again goes to the back). Membership is a map; the order is a deque that may hold
+/// entries of requests that left (skipped when popped), so queueing and leaving are
+/// O(1) however many requests wait.
 #[derive(Default)]
 struct Queue {
-    order: VecDeque<ObjectRef<DynamicObject>>,
-    members: HashSet<String>,
+    order: VecDeque<(u64, ObjectRef<DynamicObject>)>,
+    /// `namespace/name` → the number its latest entry in `order` was queued with.
+    members: HashMap<String, u64>,
+    next: u64,
 }
 
 impl Queue {
     fn push(&mut self, r: ObjectRef<DynamicObject>) {
-        if self.members.insert(key_of(&r)) {
-            self.order.push_back(r);
+        let key = key_of(&r);
+        if self.members.contains_key(&key) {
+            return;
         }
+        self.next += 1;
+        self.members.insert(key, self.next);
+        self.order.push_back((self.next, r));
     }
 
     fn remove(&mut self, r: &ObjectRef<DynamicObject>) {
-        if self.members.remove(&key_of(r)) && self.members.is_empty() {
+        if self.members.remove(&key_of(r)).is_some() && self.members.is_empty() {
             self.order.clear();
         }
     }
 
     fn pop(&mut self) -> Option<ObjectRef<DynamicObject>> {
-        while let Some(r) = self.order.pop_front() {
-            if self.members.remove(&key_of(&r)) {
+        while let Some((n, r)) = self.order.pop_front() {
+            let key = key_of(&r);
+            if self.members.get(&key) == Some(&n) {
+                self.members.remove(&key);
                 return Some(r);
             }
         }
@@ -405,4 +414,43 @@ pub fn promise_catching_up(promise: &DynamicObject) -> bool {
         .as_i64()
         .unwrap_or(0);
     observed != 0 && promise.meta().generation.is_some_and(|g| g != observed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::resources::promise_resource;
+
+    fn r(name: &str) -> ObjectRef<DynamicObject> {
+        ObjectRef::new_with(name, promise_resource()).within("team")
+    }
+
+    #[test]
+    fn queue_keeps_arrival_order_and_skips_requests_that_left() {
+        let mut q = Queue::default();
+        for n in ["a", "b", "c", "a"] {
+            q.push(r(n));
+        }
+        q.remove(&r("b"));
+        q.push(r("d"));
+        q.push(r("b"));
+        let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|r| r.name).collect();
+        assert_eq!(order, ["a", "c", "d", "b"]);
+        assert!(q.pop().is_none());
+        assert!(q.order.is_empty() && q.members.is_empty());
+    }
+
+    #[test]
+    fn queue_forgets_stale_entries_once_empty() {
+        let mut q = Queue::default();
+        for i in 0..100 {
+            q.push(r(&format!("r{i}")));
+            q.remove(&r(&format!("r{i}")));
+        }
+        assert!(
+            q.order.is_empty(),
+            "leaving an empty queue clears its order"
+        );
+        assert!(q.pop().is_none());
+    }
 }

@@ -231,3 +231,51 @@ impl RequestCaches {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    fn job(name: &str, request: &str) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "team", "annotations": {
+                annotations::JOB_RESOURCE_NAMESPACE: "team",
+                annotations::JOB_RESOURCE_NAME: request,
+            }},
+        }))
+        .expect("job")
+    }
+
+    #[test]
+    fn job_index_follows_the_store_through_adds_and_deletes() {
+        let (store, mut writer) = reflector::store::<Job>();
+        let index = JobIndex::default();
+        for (n, req) in [("a-1", "a"), ("a-2", "a"), ("b-1", "b")] {
+            let j = job(n, req);
+            writer.apply_watcher_event(&Event::Apply(j.clone()));
+            index.observe(&store, &j);
+        }
+        let names = |key: &str| {
+            let mut v: Vec<String> = index
+                .jobs_of(&store, key)
+                .iter()
+                .map(|j| j.name_any())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names("team/a"), ["a-1", "a-2"]);
+        assert_eq!(names("team/b"), ["b-1"]);
+        assert!(names("team/c").is_empty());
+        // Deleted: gone from the store first (the reflector runs before the mapper).
+        let gone = job("a-1", "a");
+        writer.apply_watcher_event(&Event::Delete(gone.clone()));
+        index.observe(&store, &gone);
+        assert_eq!(names("team/a"), ["a-2"]);
+        // A Job the store dropped without a delete event (a re-list) is not returned.
+        writer.apply_watcher_event(&Event::Delete(job("b-1", "b")));
+        assert!(names("team/b").is_empty());
+    }
+}

@@ -104,14 +104,7 @@ where
     F: FnMut(&mut Value, &DynamicObject) -> bool,
 {
     let written = patch_status(api, name, |obj| {
-        let before = match obj.data.get("status") {
-            Some(s) if s.is_object() => s.clone(),
-            _ => json!({}),
-        };
-        let mut status = before.clone();
-        if !mutate(&mut status, obj) || status == before {
-            return None;
-        }
+        let (before, status) = mutated_status(obj, &mut mutate)?;
         let mut patch = merge_diff(&before, &status);
         if obj.data.get("status").is_some_and(|s| !s.is_object()) {
             // A non-object status is replaced whole.
@@ -125,6 +118,23 @@ where
             kube::core::Status::failure(&format!("{name} not found"), "NotFound").with_code(404),
         )))
     })
+}
+
+/// `obj`'s status (an empty object when absent or not an object) before and after
+/// `mutate`; `None` when `mutate` declines or changes nothing.
+fn mutated_status<F>(obj: &DynamicObject, mutate: &mut F) -> Option<(Value, Value)>
+where
+    F: FnMut(&mut Value, &DynamicObject) -> bool,
+{
+    let before = match obj.data.get("status") {
+        Some(s) if s.is_object() => s.clone(),
+        _ => json!({}),
+    };
+    let mut status = before.clone();
+    if !mutate(&mut status, obj) || status == before {
+        return None;
+    }
+    Some((before, status))
 }
 
 /// [`update_status`] that first applies `mutate` to `known`, a copy of the object the
@@ -141,12 +151,7 @@ pub async fn update_status_known<F>(
 where
     F: FnMut(&mut Value, &DynamicObject) -> bool,
 {
-    let before = match known.data.get("status") {
-        Some(s) if s.is_object() => s.clone(),
-        _ => json!({}),
-    };
-    let mut status = before.clone();
-    if !mutate(&mut status, known) || status == before {
+    if mutated_status(known, &mut mutate).is_none() {
         return Ok(known.clone());
     }
     let name = known.metadata.name.clone().unwrap_or_default();
