@@ -528,6 +528,9 @@ impl Store {
         after: u64,
     ) -> Result<Vec<(u64, EventType, ObjKey)>, StoreError> {
         self.read(move |c| {
+            // The revisions compaction keeps (each live object's latest) are not changes
+            // made after `after`.
+            let after = after.max(read_compacted(c)?);
             let mut stmt = c.prepare_cached(
                 "SELECT id, rkey, ns, name, type FROM events WHERE id>?1 ORDER BY id",
             )?;

@@ -94,9 +94,17 @@ impl Store {
     /// The storage could not be read, or a stored object is not JSON.
     pub async fn write_profile(&self, after: u64) -> Result<Vec<WriteKind>, StoreError> {
         self.read(move |c| {
+            // Revisions at or below the compaction point are only the ones compaction
+            // keeps (each live object's latest), not writes made after `after`.
+            let compacted: i64 = c.query_row(
+                "SELECT coalesce((SELECT v FROM meta WHERE k='compacted'), 0)",
+                [],
+                |r| r.get(0),
+            )?;
+            let after = (after as i64).max(compacted);
             let mut stmt =
                 c.prepare("SELECT rkey, ns, name, type, data FROM events WHERE id>?1 ORDER BY id")?;
-            let mut rows = stmt.query(params![after as i64])?;
+            let mut rows = stmt.query(params![after])?;
             let mut last: HashMap<(String, String, String), Value> = HashMap::new();
             let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
             while let Some(row) = rows.next()? {

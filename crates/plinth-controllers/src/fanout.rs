@@ -376,7 +376,7 @@ async fn write_progress(ctx: &Context, caches: &RequestCaches, promise: &str) ->
         return Ok(());
     };
     let progress = count_progress(&p, caches);
-    if progress.is_null() || p.data["status"]["resourceRequests"] == progress {
+    if progress.is_null() {
         return Ok(());
     }
     let promises: Api<DynamicObject> =

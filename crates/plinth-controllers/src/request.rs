@@ -140,11 +140,10 @@ fn watch_workflow_outputs(
     let (jobs, job_stream) = request_caches::reflect_jobs(
         Api::<Job>::all(client.clone()),
         watcher::Config::default().labels(&job_sel),
+        index,
     );
-    let cached = jobs.clone();
     let controller = controller
         .watches_stream(job_stream, move |job| {
-            index.observe(&cached, &job);
             let a = job.annotations();
             let name = a.get(annotations::JOB_RESOURCE_NAME)?;
             let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;

@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -72,6 +72,7 @@ pub fn reflect_dynamic(
 pub fn reflect_jobs(
     api: Api<Job>,
     config: watcher::Config,
+    index: Arc<JobIndex>,
 ) -> (
     Store<Job>,
     impl Stream<Item = Result<Job, watcher::Error>> + Send + 'static,
@@ -84,6 +85,7 @@ pub fn reflect_jobs(
             j.spec = None;
         })
         .reflect(writer)
+        .inspect_ok(move |ev| index.apply(ev))
         .touched_objects();
     (store, stream)
 }
@@ -133,38 +135,63 @@ pub fn reflect_versions(
 }
 
 /// The Jobs of each request (`namespace/name`, from the Job's annotations), kept up to
-/// date by the Job watch ([`JobIndex::observe`]), so that a request's Jobs are found
-/// without going through every cached Job.
+/// date from the same watch events as the Job store ([`JobIndex::apply`]), so that a
+/// request's Jobs are found without going through every cached Job.
 #[derive(Default)]
 pub struct JobIndex {
-    by_request: Mutex<HashMap<String, HashSet<ObjectRef<Job>>>>,
+    state: Mutex<IndexState>,
+}
+
+#[derive(Default)]
+struct IndexState {
+    by_request: HashMap<String, HashSet<ObjectRef<Job>>>,
+    /// Filled during a (re-)list and swapped in when it is complete, as the store does.
+    listing: Option<HashMap<String, HashSet<ObjectRef<Job>>>>,
+}
+
+fn add(map: &mut HashMap<String, HashSet<ObjectRef<Job>>>, job: &Job) {
+    if let Some(key) = request_of_job(job) {
+        map.entry(key).or_default().insert(ObjectRef::from_obj(job));
+    }
 }
 
 impl JobIndex {
-    /// Records a Job the watch touched: added under its request while `store` holds it,
-    /// removed once it is gone.
-    pub fn observe(&self, store: &Store<Job>, job: &Job) {
-        let Some(key) = request_of_job(job) else {
-            return;
-        };
-        let r = ObjectRef::from_obj(job);
-        let present = store.get(&r).is_some();
-        let mut index = self.by_request.lock().expect("job index");
-        if present {
-            index.entry(key).or_default().insert(r);
-        } else if let Some(set) = index.get_mut(&key) {
-            set.remove(&r);
-            if set.is_empty() {
-                index.remove(&key);
+    /// Applies one event of the Job watch: a list replaces the index when it is done,
+    /// an added or changed Job is indexed under its request, a deleted one is removed.
+    pub fn apply(&self, event: &watcher::Event<Job>) {
+        let mut st = self.state.lock().expect("job index");
+        match event {
+            watcher::Event::Init => st.listing = Some(HashMap::new()),
+            watcher::Event::InitApply(job) => {
+                if let Some(listing) = st.listing.as_mut() {
+                    add(listing, job);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listing) = st.listing.take() {
+                    st.by_request = listing;
+                }
+            }
+            watcher::Event::Apply(job) => add(&mut st.by_request, job),
+            watcher::Event::Delete(job) => {
+                let Some(key) = request_of_job(job) else {
+                    return;
+                };
+                if let Some(set) = st.by_request.get_mut(&key) {
+                    set.remove(&ObjectRef::from_obj(job));
+                    if set.is_empty() {
+                        st.by_request.remove(&key);
+                    }
+                }
             }
         }
     }
 
     /// The cached Jobs of request `key` (`namespace/name`), as `store` holds them now
-    /// (a Job the store no longer has is left out).
+    /// (a Job the store does not hold is left out).
     pub fn jobs_of(&self, store: &Store<Job>, key: &str) -> Vec<Arc<Job>> {
-        let index = self.by_request.lock().expect("job index");
-        index
+        let st = self.state.lock().expect("job index");
+        st.by_request
             .get(key)
             .into_iter()
             .flatten()
@@ -249,14 +276,19 @@ mod tests {
     }
 
     #[test]
-    fn job_index_follows_the_store_through_adds_and_deletes() {
+    fn job_index_follows_lists_adds_and_deletes_like_the_store() {
         let (store, mut writer) = reflector::store::<Job>();
         let index = JobIndex::default();
-        for (n, req) in [("a-1", "a"), ("a-2", "a"), ("b-1", "b")] {
-            let j = job(n, req);
-            writer.apply_watcher_event(&Event::Apply(j.clone()));
-            index.observe(&store, &j);
-        }
+        let mut feed = |ev: Event<Job>| {
+            writer.apply_watcher_event(&ev);
+            index.apply(&ev);
+        };
+        // A first list: nothing is visible until it is done, then all of it.
+        feed(Event::Init);
+        feed(Event::InitApply(job("a-1", "a")));
+        feed(Event::InitApply(job("b-1", "b")));
+        feed(Event::InitDone);
+        feed(Event::Apply(job("a-2", "a")));
         let names = |key: &str| {
             let mut v: Vec<String> = index
                 .jobs_of(&store, key)
@@ -269,13 +301,16 @@ mod tests {
         assert_eq!(names("team/a"), ["a-1", "a-2"]);
         assert_eq!(names("team/b"), ["b-1"]);
         assert!(names("team/c").is_empty());
-        // Deleted: gone from the store first (the reflector runs before the mapper).
-        let gone = job("a-1", "a");
-        writer.apply_watcher_event(&Event::Delete(gone.clone()));
-        index.observe(&store, &gone);
+        feed(Event::Delete(job("a-1", "a")));
         assert_eq!(names("team/a"), ["a-2"]);
-        // A Job the store dropped without a delete event (a re-list) is not returned.
-        writer.apply_watcher_event(&Event::Delete(job("b-1", "b")));
+        // A re-list after a watch gap: a Job deleted meanwhile is gone, one created
+        // meanwhile is there.
+        feed(Event::Init);
+        feed(Event::InitApply(job("a-2", "a")));
+        feed(Event::InitApply(job("c-1", "c")));
+        feed(Event::InitDone);
         assert!(names("team/b").is_empty());
+        assert_eq!(names("team/a"), ["a-2"]);
+        assert_eq!(names("team/c"), ["c-1"]);
     }
 }

@@ -189,8 +189,17 @@ async fn ensure_from(
     let labels = desired_labels(promise, rr, existing.as_ref());
     let resource_ref = json!({"name": rr.name_any(), "namespace": ns});
     let Some(binding) = existing else {
+        // A pinned binding keeps the version it starts with, so it is read from the API,
+        // not from a revision cache that may not have the newest revision yet.
+        let latest = if ctx.config().resource_binding_version_strategy == "pinned" {
+            latest_version_from_api(ctx, promise)
+                .await?
+                .unwrap_or_else(|| latest_version.to_string())
+        } else {
+            latest_version.to_string()
+        };
         let spec = json!({
-            "version": initial_version(ctx, rr, latest_version),
+            "version": initial_version(ctx, rr, &latest),
             "promiseRef": {"name": promise},
             "resourceRef": resource_ref,
         });
@@ -305,6 +314,16 @@ fn latest(revs: &[DynamicObject]) -> Option<&DynamicObject> {
 /// The Promise's latest revision, if it has one yet.
 pub fn latest_revision(caches: &RequestCaches) -> Option<BoundRevision> {
     latest(&revisions(caches)).map(bound)
+}
+
+/// The version of the Promise's latest revision as listed through the API now.
+async fn latest_version_from_api(ctx: &Context, promise: &str) -> Result<Option<String>, Error> {
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
+    let revs = api
+        .list(&ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME)))
+        .await?
+        .items;
+    Ok(latest(&revs).map(|r| bound(r).version))
 }
 
 /// The version of the Promise's latest revision, if it has one yet.

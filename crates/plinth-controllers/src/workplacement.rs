@@ -269,10 +269,15 @@ pub async fn run(ctx: Arc<Context>) {
         .watches_stream(dest_stream, move |dest: Destination| {
             let inputs = inputs_hash(&dest, ());
             let gone = dests.get(&ObjectRef::from_obj(&dest)).is_none();
-            let previous = seen
-                .lock()
-                .expect("destination inputs")
-                .insert(dest.name_any(), inputs);
+            let mut seen = seen.lock().expect("destination inputs");
+            // A Destination gone is forgotten, so one created again under its name
+            // wakes its placements even with the same spec.
+            let previous = if gone {
+                seen.remove(&dest.name_any())
+            } else {
+                seen.insert(dest.name_any(), inputs)
+            };
+            drop(seen);
             if gone || previous != Some(inputs) {
                 placements_on(&s1, &[dest.name_any()])
             } else {
