@@ -40,6 +40,37 @@ async fn set(api: &Api<ConfigMap>, name: &str, v: &str) -> ConfigMap {
     .unwrap()
 }
 
+/// The (name, value) pairs of `first` and of every page after it, each page asserted to
+/// be at the first page's revision.
+async fn all_pages(
+    api: &Api<ConfigMap>,
+    first: kube::core::ObjectList<ConfigMap>,
+    limit: u32,
+) -> Vec<(String, String)> {
+    let rv = first.metadata.resource_version.clone();
+    let pairs = |items: &[ConfigMap]| {
+        items
+            .iter()
+            .map(|c| (c.metadata.name.clone().unwrap(), value(c)))
+            .collect::<Vec<_>>()
+    };
+    let mut seen = pairs(&first.items);
+    let mut token = first.metadata.continue_.clone();
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = api
+            .list(&ListParams::default().limit(limit).continue_token(&t))
+            .await
+            .expect("a page at a revision above the compaction point is served");
+        assert_eq!(
+            page.metadata.resource_version, rv,
+            "every page at the first page's revision"
+        );
+        seen.extend(pairs(&page.items));
+        token = page.metadata.continue_;
+    }
+    seen
+}
+
 /// GETs a path through the client and returns (status code, JSON body).
 async fn raw_get(client: &kube::Client, path: &str) -> (u16, Value) {
     let req = http::Request::get(path)
@@ -60,12 +91,6 @@ async fn continue_pages_one_consistent_snapshot() {
     let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
     fill(&api, 25).await;
     let first = api.list(&ListParams::default().limit(10)).await.unwrap();
-    let rv = first.metadata.resource_version.clone();
-    let mut seen: Vec<(String, String)> = first
-        .items
-        .iter()
-        .map(|c| (c.metadata.name.clone().unwrap(), value(c)))
-        .collect();
     // Changes after the first page: none of them may show in the following pages.
     set(&api, "cm-15", "new").await;
     api.delete("cm-20", &DeleteParams::default()).await.unwrap();
@@ -77,26 +102,7 @@ async fn continue_pages_one_consistent_snapshot() {
         .unwrap();
     set(&api, "cm-21", "new").await;
     api.delete("cm-21", &DeleteParams::default()).await.unwrap();
-    let mut token = first.metadata.continue_.clone().unwrap();
-    loop {
-        let page = api
-            .list(&ListParams::default().limit(10).continue_token(&token))
-            .await
-            .unwrap();
-        assert_eq!(
-            page.metadata.resource_version, rv,
-            "every page at the first page's revision"
-        );
-        seen.extend(
-            page.items
-                .iter()
-                .map(|c| (c.metadata.name.clone().unwrap(), value(c))),
-        );
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => token = c,
-            _ => break,
-        }
-    }
+    let seen = all_pages(&api, first, 10).await;
     let want: Vec<(String, String)> = (0..25)
         .map(|i| (format!("cm-{i:02}"), "old".to_string()))
         .collect();
@@ -126,27 +132,7 @@ async fn pages_stay_consistent_over_objects_whose_history_was_compacted() {
     set(&api, "cm-07", "new").await;
     api.delete("cm-09", &DeleteParams::default()).await.unwrap();
     set(&api, "cm-11", "new").await;
-    let mut seen: Vec<(String, String)> = first
-        .items
-        .iter()
-        .map(|c| (c.metadata.name.clone().unwrap(), value(c)))
-        .collect();
-    let mut token = first.metadata.continue_.clone().unwrap();
-    loop {
-        let page = api
-            .list(&ListParams::default().limit(5).continue_token(&token))
-            .await
-            .expect("a page at a revision above the compaction point is served");
-        seen.extend(
-            page.items
-                .iter()
-                .map(|c| (c.metadata.name.clone().unwrap(), value(c))),
-        );
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => token = c,
-            _ => break,
-        }
-    }
+    let seen = all_pages(&api, first, 5).await;
     let mut want: Vec<(String, String)> = (0..10)
         .map(|i| (format!("cm-{i:02}"), "old".to_string()))
         .collect();
