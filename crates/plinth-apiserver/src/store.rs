@@ -371,6 +371,9 @@ impl Store {
     /// Lists objects of `rkey` (in namespace `ns` if given), ordered by (namespace, name),
     /// starting after `after`, returning at most `limit` objects that pass `filter`
     /// (0 = no limit). The snapshot's resourceVersion is returned with them.
+    ///
+    /// # Errors
+    /// The storage could not be read, or a stored object is not valid JSON.
     pub async fn list(
         &self,
         rkey: String,
@@ -379,23 +382,13 @@ impl Store {
         limit: usize,
         filter: Box<dyn Fn(&Value) -> bool + Send>,
     ) -> Result<ListResult, StoreError> {
-        let raw = self
-            .list_raw(
-                rkey,
-                ns,
-                after,
-                limit,
-                Box::new(move |s: &str| serde_json::from_str::<Value>(s).is_ok_and(|v| filter(&v))),
-            )
-            .await?;
+        // Each row is parsed once, and only the matching ones are kept.
+        let scan = move |data: &str| parse(data).map(|v| filter(&v).then_some(v));
+        let (items, rv, more_after) = self.scan(rkey, ns, after, limit, Vec::new(), scan).await?;
         Ok(ListResult {
-            items: raw
-                .items
-                .iter()
-                .map(|s| parse(s))
-                .collect::<Result<_, _>>()?,
-            rv: raw.rv,
-            more_after: raw.more_after,
+            items,
+            rv,
+            more_after,
         })
     }
 
@@ -426,6 +419,36 @@ impl Store {
         required: Vec<(String, String)>,
         filter: Box<dyn Fn(&str) -> bool + Send>,
     ) -> Result<RawListResult, StoreError> {
+        let scan = move |data: &str| Ok(filter(data).then(|| data.to_string()));
+        let (items, rv, more_after) = self.scan(rkey, ns, after, limit, required, scan).await?;
+        Ok(RawListResult {
+            items,
+            rv,
+            more_after,
+        })
+    }
+
+    /// The scan behind every list, in one read transaction: each stored object's JSON
+    /// text (borrowed from SQLite, so rows `keep` declines are never copied) goes to
+    /// `keep`, which returns what to list for it, or `None` to skip it. Stops after
+    /// `limit` kept rows (0 = no limit). Returns the kept values, the snapshot's
+    /// resourceVersion, and the key of the last kept row when more rows would be kept.
+    ///
+    /// # Errors
+    /// The storage could not be read, or `keep` failed.
+    pub async fn scan<T, F>(
+        &self,
+        rkey: String,
+        ns: Option<String>,
+        after: Option<(String, String)>,
+        limit: usize,
+        required: Vec<(String, String)>,
+        mut keep: F,
+    ) -> Result<(Vec<T>, u64, Option<(String, String)>), StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(&str) -> Result<Option<T>, StoreError> + Send + 'static,
+    {
         self.read(move |c| {
             let tx = c.transaction()?;
             let rv = read_head(&tx)?;
@@ -446,30 +469,23 @@ impl Store {
                 };
                 let mut last: Option<(String, String)> = None;
                 while let Some(row) = rows.next()? {
-                    // Borrowed from SQLite: only the matching rows are copied out, so a
-                    // selective list does not allocate every object of the resource.
                     let data = row
                         .get_ref(2)?
                         .as_str()
                         .map_err(|e| StoreError::Db(format!("stored object is not text: {e}")))?;
-                    if !filter(data) {
+                    let Some(item) = keep(data)? else {
                         continue;
-                    }
+                    };
                     if limit > 0 && items.len() == limit {
                         more_after = last.take();
                         break;
                     }
-                    let data = data.to_string();
                     last = Some((row.get(0)?, row.get(1)?));
-                    items.push(data);
+                    items.push(item);
                 }
             }
             tx.commit()?;
-            Ok(RawListResult {
-                items,
-                rv,
-                more_after,
-            })
+            Ok((items, rv, more_after))
         })
         .await
     }

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -59,7 +59,15 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let requests: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
     // Promises and requests advance one step per reconcile and are woken by their own
     // status writes; those writes are no-ops once nothing changes, so they settle.
-    let controller = Controller::new_with(requests, watcher::Config::default(), ar.clone());
+    // The store keeps requests without `managedFields`, which nothing here reads.
+    let writer = reflector::store::Writer::new(ar.clone());
+    let store = writer.as_reader();
+    let main = watcher(requests, watcher::Config::default())
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream_with(main, store, ar.clone());
     let requests_store = controller.store();
     let jobs_by_request = Arc::new(request_caches::JobIndex::default());
     let (controller, jobs) = watch_workflow_outputs(

@@ -35,7 +35,7 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, Pod, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
@@ -334,7 +334,13 @@ pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), Runne
     let _guard = AbortOnDrop(ctx.clone());
     let pod_watch = AbortTaskOnDrop(Some(tokio::spawn(crate::pods::watch_pods(ctx.clone()))));
     let jobs: Api<Job> = Api::all(client);
-    Controller::new(jobs, watcher::Config::default())
+    let (store, writer) = reflector::store::<Job>();
+    let main = watcher(jobs, watcher::Config::default())
+        .default_backoff()
+        .modify(slim)
+        .reflect(writer)
+        .applied_objects();
+    Controller::for_stream(main, store)
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|res| async move {
             if let Err(e) = res {
@@ -344,6 +350,18 @@ pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), Runne
         .await;
     drop(pod_watch);
     Ok(())
+}
+
+/// What the Job store keeps: no `managedFields` (half of a Job's size), and for a
+/// finished Job no Pod template either, since a finished Job is never run again. With
+/// every request's last Jobs kept, these are most of the runner's memory.
+fn slim(job: &mut Job) {
+    job.metadata.managed_fields = None;
+    if is_finished(job)
+        && let Some(spec) = job.spec.as_mut()
+    {
+        spec.template = Default::default();
+    }
 }
 
 fn error_policy(_job: Arc<Job>, err: &RunnerError, ctx: Arc<Ctx>) -> Action {
