@@ -502,6 +502,19 @@ pub fn record_update(info: &ResourceInfo, old: Option<&Value>, new: &mut Value, 
             return;
         }
     };
+    // A write that changes no tracked field (a status write, a resourceVersion-only
+    // change) leaves the ownership as it was. Most writes under load are such status
+    // writes, and building the field sets of a Pod or Job costs thousands of allocations.
+    if let Some(o) = old
+        && o.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        && tracked_equal(info, o, new)
+    {
+        let keep = o.pointer("/metadata/managedFields").cloned();
+        set_managed(new, keep);
+        return;
+    }
     let old_set = old.map(|o| w.fields(o)).unwrap_or_default();
     let new_set = w.fields(new);
     let changed: FieldSet = new_set
@@ -542,6 +555,32 @@ pub fn record_update(info: &ResourceInfo, old: Option<&Value>, new: &mut Value, 
         });
     }
     set_managed(new, Some(entries_json(list)));
+}
+
+/// Whether `a` and `b` hold the same values in every field ownership tracks (see
+/// `Walker::fields`): all top-level fields but `apiVersion`, `kind` and a status
+/// served by its own subresource, and the metadata labels, annotations, finalizers
+/// and owner references. Equal tracked values give equal field sets with no changed
+/// value, so the field sets need not be built.
+fn tracked_equal(info: &ResourceInfo, a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let tracked = |k: &str| {
+        !matches!(k, "apiVersion" | "kind" | "metadata")
+            && !(k == "status" && info.status_subresource)
+    };
+    let count = |m: &Map<String, Value>| m.keys().filter(|k| tracked(k)).count();
+    count(a) == count(b)
+        && a.iter()
+            .filter(|(k, _)| tracked(k))
+            .all(|(k, v)| b.get(k) == Some(v))
+        && ["labels", "annotations", "finalizers", "ownerReferences"]
+            .iter()
+            .all(|f| {
+                a.get("metadata").and_then(|m| m.get(*f))
+                    == b.get("metadata").and_then(|m| m.get(*f))
+            })
 }
 
 fn set_managed(obj: &mut Value, mf: Option<Value>) {
@@ -809,6 +848,52 @@ mod tests {
             out["metadata"]
                 .get("labels")
                 .is_none_or(|l| l == &json!({}))
+        );
+    }
+
+    #[test]
+    fn writes_that_change_no_tracked_field_keep_the_ownership() {
+        let info = deploy_like();
+        assert!(info.status_subresource);
+        let mut live = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "1"}, "resourceVersion": "1"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        record_update(&info, None, &mut live, &Owner::Update("creator".into()));
+        let created = live["metadata"]["managedFields"].clone();
+        assert_eq!(created[0]["manager"], "creator");
+
+        // A status write (and a new resourceVersion) leaves managedFields as they were.
+        let mut status = live.clone();
+        status["status"] = json!({"phase": "Running"});
+        status["metadata"]["resourceVersion"] = json!("2");
+        record_update(
+            &info,
+            Some(&live),
+            &mut status,
+            &Owner::Update("kubelet".into()),
+        );
+        assert_eq!(status["metadata"]["managedFields"], created);
+
+        // A label change is recorded for its writer, and taken from the creator.
+        let mut relabel = status.clone();
+        relabel["metadata"]["labels"]["a"] = json!("2");
+        record_update(
+            &info,
+            Some(&status),
+            &mut relabel,
+            &Owner::Update("labeller".into()),
+        );
+        let mf = relabel["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(mf.len(), 2, "{mf:?}");
+        assert_eq!(mf[1]["manager"], "labeller");
+        assert_eq!(
+            mf[1]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}})
+        );
+        assert!(
+            mf[0]["fieldsV1"]["f:metadata"]
+                .get("f:labels")
+                .is_none_or(|l| l.get("f:a").is_none())
         );
     }
 

@@ -152,6 +152,19 @@ pub struct ControllerConfig {
     /// the overall timeout of a PromiseRelease's HTTP fetch (its connect timeout is at
     /// most 10 s).
     pub network_timeout: Duration,
+    /// Reconciles one controller of per-request objects (requests, Works,
+    /// WorkPlacements) runs at a time; the rest wait in its queue. controller-runtime
+    /// calls this `MaxConcurrentReconciles` (Kratix leaves it at 1). Without a bound,
+    /// ten thousand requests applied at once start ten thousand reconciles, each holding
+    /// its copies and responses, which was the peak of `plinth up`'s memory.
+    pub max_concurrent_reconciles: u16,
+}
+
+impl ControllerConfig {
+    /// The kube-runtime controller settings these imply.
+    pub fn runtime(&self) -> kube::runtime::controller::Config {
+        kube::runtime::controller::Config::default().concurrency(self.max_concurrent_reconciles)
+    }
 }
 
 impl Default for ControllerConfig {
@@ -175,6 +188,7 @@ impl Default for ControllerConfig {
             data_dir: std::env::temp_dir().join("plinth-controllers"),
             git_batch_window: Duration::from_millis(200),
             network_timeout: Duration::from_secs(30),
+            max_concurrent_reconciles: 32,
         }
     }
 }

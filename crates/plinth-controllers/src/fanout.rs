@@ -44,8 +44,8 @@ pub struct FanOut {
     /// their new Job yet. An entry older than [`LAUNCH_GRACE`] is left to the cache.
     launched: Mutex<HashMap<String, Instant>>,
     /// The requests with a run in flight as last counted from the Job cache, and when:
-    /// counting goes through every cached Job, so it is redone only when a run ended or
-    /// after [`BUSY_TTL`].
+    /// counting goes through every cached Job, so it is redone only after [`BUSY_TTL`];
+    /// a request whose run ended leaves it at once.
     busy: Mutex<Option<(Instant, HashSet<String>)>>,
     wake: UnboundedSender<ObjectRef<DynamicObject>>,
     progress: tokio::sync::Notify,
@@ -176,7 +176,12 @@ impl FanOut {
                 .lock()
                 .expect("fan-out launches")
                 .remove(&key_of(me));
-            *self.busy.lock().expect("fan-out count") = None;
+            // Only this request leaves the last count: a recount goes through every
+            // cached Job, and runs end many times a second with thousands of requests.
+            // Others that ended meanwhile leave it at the next recount ([`BUSY_TTL`]).
+            if let Some((_, busy)) = self.busy.lock().expect("fan-out count").as_mut() {
+                busy.remove(&key_of(me));
+            }
             self.release();
         }
         self.progress_changed();

@@ -67,7 +67,8 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
         .modify(|o| o.managed_fields_mut().clear())
         .reflect(writer)
         .applied_objects();
-    let controller = Controller::for_stream_with(main, store, ar.clone());
+    let controller =
+        Controller::for_stream_with(main, store, ar.clone()).with_config(ctx.config().runtime());
     let requests_store = controller.store();
     let jobs_by_request = Arc::new(request_caches::JobIndex::default());
     let (controller, jobs) = watch_workflow_outputs(

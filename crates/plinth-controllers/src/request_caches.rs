@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -27,6 +27,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::Error;
 use crate::resourcebinding::{binding_resource, revision_resource};
 use crate::support::resources::promise_resource;
+use crate::workflow::engine;
 use plinth_api::constants::annotations;
 
 /// The stores of one Promise's request controller.
@@ -78,6 +79,7 @@ pub fn reflect_jobs(
     impl Stream<Item = Result<Job, watcher::Error>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store::<Job>();
+    let mut seen: HashMap<String, u64> = HashMap::new();
     let stream = watcher(api, config)
         .default_backoff()
         .modify(|j| {
@@ -86,8 +88,52 @@ pub fn reflect_jobs(
         })
         .reflect(writer)
         .inspect_ok(move |ev| index.apply(ev))
-        .touched_objects();
+        .filter_map(move |ev| {
+            let woken = changed_jobs(&mut seen, ev);
+            async move { woken }
+        });
     (store, stream)
+}
+
+/// The Job an event should wake its request with: one first seen, deleted, or changed
+/// in what a request reads of it ([`job_inputs`]). A running Job's status is written a
+/// few times (`active`, `ready`) before it ends, and none of those change the request.
+/// `seen` holds the last inputs of every Job; a re-list starts it afresh.
+fn changed_jobs(
+    seen: &mut HashMap<String, u64>,
+    ev: Result<watcher::Event<Job>, watcher::Error>,
+) -> Option<Result<Job, watcher::Error>> {
+    let key = |j: &Job| format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any());
+    match ev {
+        Ok(watcher::Event::Init) => {
+            seen.clear();
+            None
+        }
+        Ok(watcher::Event::InitDone) => None,
+        Ok(watcher::Event::Apply(j) | watcher::Event::InitApply(j)) => {
+            let inputs = job_inputs(&j);
+            (seen.insert(key(&j), inputs) != Some(inputs)).then_some(Ok(j))
+        }
+        Ok(watcher::Event::Delete(j)) => {
+            seen.remove(&key(&j));
+            Some(Ok(j))
+        }
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// What a request's reconcile reads of one of its Jobs: its state, when it finished,
+/// its failed attempts, labels, annotations and whether it is being deleted.
+fn job_inputs(job: &Job) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine::job_state(job).hash(&mut h);
+    engine::finished_at(job).map(|t| t.to_string()).hash(&mut h);
+    job.status.as_ref().and_then(|s| s.failed).hash(&mut h);
+    job.labels().hash(&mut h);
+    job.annotations().hash(&mut h);
+    job.metadata.deletion_timestamp.is_some().hash(&mut h);
+    h.finish()
 }
 
 /// The Promise's store and watch stream (`metadata.name=<promise>`).
@@ -273,6 +319,59 @@ mod tests {
             }},
         }))
         .expect("job")
+    }
+
+    #[test]
+    fn only_job_changes_a_request_reads_wake_it() {
+        let mut seen = HashMap::new();
+        let with_status = |status: serde_json::Value| {
+            let mut j = job("a-1", "a");
+            j.status = Some(serde_json::from_value(status).expect("status"));
+            j
+        };
+        let mut wakes = |ev: Event<Job>| {
+            changed_jobs(&mut seen, Ok(ev)).map(|r| r.expect("job").status.and_then(|s| s.active))
+        };
+        assert_eq!(wakes(Event::Init), None);
+        assert_eq!(
+            wakes(Event::InitApply(job("a-1", "a"))),
+            Some(None),
+            "first sight"
+        );
+        assert_eq!(wakes(Event::InitDone), None);
+        // Running with one, then with a ready Pod: the request reads neither.
+        assert_eq!(
+            wakes(Event::Apply(with_status(serde_json::json!({"active": 1})))),
+            None
+        );
+        assert_eq!(
+            wakes(Event::Apply(with_status(
+                serde_json::json!({"active": 1, "ready": 1})
+            ))),
+            None
+        );
+        // A failed attempt, then the end, then its completion time: each wakes it.
+        assert!(
+            wakes(Event::Apply(with_status(
+                serde_json::json!({"active": 1, "failed": 1})
+            )))
+            .is_some()
+        );
+        let done = serde_json::json!({"failed": 1, "succeeded": 1, "conditions": [
+            {"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}]});
+        assert!(wakes(Event::Apply(with_status(done.clone()))).is_some());
+        let mut timed = done.clone();
+        timed["completionTime"] = serde_json::json!("2026-12-01T10:00:01Z");
+        assert!(wakes(Event::Apply(with_status(timed.clone()))).is_some());
+        assert_eq!(
+            wakes(Event::Apply(with_status(timed.clone()))),
+            None,
+            "no change"
+        );
+        assert!(wakes(Event::Delete(with_status(timed.clone()))).is_some());
+        // After a re-list every Job wakes its request again.
+        assert_eq!(wakes(Event::Init), None);
+        assert!(wakes(Event::InitApply(with_status(timed))).is_some());
     }
 
     #[test]

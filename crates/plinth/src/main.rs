@@ -18,6 +18,13 @@ mod web;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc. A platform under load allocates and frees many
+/// short-lived JSON values on every thread; glibc spent about a quarter of `plinth up`'s
+/// CPU in malloc and free (`perf`, 1,000 requests) and kept freed memory mapped per
+/// thread arena. Numbers in BENCHMARKS.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Plinth runs Kratix Promises without a cluster: an embedded Kubernetes-compatible
 /// API server, the Kratix controllers, a local Job runner and Git/bucket state-store
 /// writers, all in one process. Point `kubectl` at the kubeconfig it writes.
@@ -85,25 +92,12 @@ enum Command {
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
 /// whatever `RUST_BACKTRACE` says) and the process exits with status 1.
 fn main() -> ExitCode {
-    limit_malloc_arenas();
     match run(parse_args()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{}", error_chain(&e));
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Caps glibc's malloc at two arenas before any thread starts. By default every thread
-/// that allocates may get an arena of its own (up to eight per core), and the freed
-/// memory of each stays mapped: with the runtime's worker and blocking threads that was
-/// about a quarter of `plinth up`'s resident memory under load (see BENCHMARKS.md).
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; called before other threads exist.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 

@@ -138,7 +138,8 @@ pub async fn run(ctx: Arc<Context>) {
 
     // Works: spec changes and deletion, never the scheduler's own status writes.
     let (work_store, work_trigger) = watch_inputs(works, |w: &Work| inputs_hash(w, ()));
-    let controller = Controller::for_stream(work_trigger, work_store.clone());
+    let controller = Controller::for_stream(work_trigger, work_store.clone())
+        .with_config(ctx.config().runtime());
     let state = Arc::new(WorkCtx {
         recorder: ctx.recorder(REPORTER),
         work_recorder: ctx.recorder(plinth_api::constants::events::WORK_CONTROLLER),

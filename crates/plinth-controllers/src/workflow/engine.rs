@@ -45,7 +45,7 @@ pub enum Progress {
 }
 
 /// Observed state of one Job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum JobState {
     /// Neither condition is set yet.
     Running,
