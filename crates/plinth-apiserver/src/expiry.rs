@@ -76,11 +76,11 @@ pub async fn expire_events(
             .is_some_and(|t| t < cutoff)
             .then_some(stamp.metadata))
     };
-    let (listed, _, _) = store
+    let listed = store
         .scan(events.clone(), None, None, 0, Vec::new(), expired)
         .await?;
     let mut deleted = 0;
-    for meta in listed {
+    for meta in listed.items {
         let op = WriteOp::Delete {
             key: ObjKey {
                 rkey: events.clone(),

@@ -179,27 +179,23 @@ enum Cmd {
 /// Sink the writer calls with every committed batch of events, in resourceVersion order.
 pub type EventSink = Arc<dyn Fn(&[Event]) + Send + Sync>;
 
-/// Result of a list.
+/// Result of a list: what it returns for each matching object, the snapshot's
+/// resourceVersion, and where to continue.
 #[derive(Debug)]
-pub struct ListResult {
+pub struct Listed<T> {
     /// Matching objects, ordered by (namespace, name).
-    pub items: Vec<Value>,
+    pub items: Vec<T>,
     /// resourceVersion of the snapshot the list was read at.
     pub rv: u64,
     /// Key of the last returned object when more objects match (for `continue`).
     pub more_after: Option<(String, String)>,
 }
 
+/// Result of [`Store::list`]: parsed objects.
+pub type ListResult = Listed<Value>;
+
 /// Result of [`Store::list_raw`]: stored JSON text.
-#[derive(Debug)]
-pub struct RawListResult {
-    /// Matching objects' JSON, ordered by (namespace, name).
-    pub items: Vec<String>,
-    /// resourceVersion of the snapshot the list was read at.
-    pub rv: u64,
-    /// Key of the last returned object when more objects match (for `continue`).
-    pub more_after: Option<(String, String)>,
-}
+pub type RawListResult = Listed<String>;
 
 /// The storage handle; cheap to clone.
 #[derive(Clone)]
@@ -384,12 +380,7 @@ impl Store {
     ) -> Result<ListResult, StoreError> {
         // Each row is parsed once, and only the matching ones are kept.
         let scan = move |data: &str| parse(data).map(|v| filter(&v).then_some(v));
-        let (items, rv, more_after) = self.scan(rkey, ns, after, limit, Vec::new(), scan).await?;
-        Ok(ListResult {
-            items,
-            rv,
-            more_after,
-        })
+        self.scan(rkey, ns, after, limit, Vec::new(), scan).await
     }
 
     /// Like [`Store::list`], returning the stored JSON text unparsed (the fast path for
@@ -420,19 +411,13 @@ impl Store {
         filter: Box<dyn Fn(&str) -> bool + Send>,
     ) -> Result<RawListResult, StoreError> {
         let scan = move |data: &str| Ok(filter(data).then(|| data.to_string()));
-        let (items, rv, more_after) = self.scan(rkey, ns, after, limit, required, scan).await?;
-        Ok(RawListResult {
-            items,
-            rv,
-            more_after,
-        })
+        self.scan(rkey, ns, after, limit, required, scan).await
     }
 
     /// The scan behind every list, in one read transaction: each stored object's JSON
     /// text (borrowed from SQLite, so rows `keep` declines are never copied) goes to
     /// `keep`, which returns what to list for it, or `None` to skip it. Stops after
-    /// `limit` kept rows (0 = no limit). Returns the kept values, the snapshot's
-    /// resourceVersion, and the key of the last kept row when more rows would be kept.
+    /// `limit` kept rows (0 = no limit); `more_after` is then the key of the last one.
     ///
     /// # Errors
     /// The storage could not be read, or `keep` failed.
@@ -444,7 +429,7 @@ impl Store {
         limit: usize,
         required: Vec<(String, String)>,
         mut keep: F,
-    ) -> Result<(Vec<T>, u64, Option<(String, String)>), StoreError>
+    ) -> Result<Listed<T>, StoreError>
     where
         T: Send + 'static,
         F: FnMut(&str) -> Result<Option<T>, StoreError> + Send + 'static,
@@ -485,7 +470,11 @@ impl Store {
                 }
             }
             tx.commit()?;
-            Ok((items, rv, more_after))
+            Ok(Listed {
+                items,
+                rv,
+                more_after,
+            })
         })
         .await
     }
