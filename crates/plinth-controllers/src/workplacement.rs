@@ -427,6 +427,9 @@ async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action
         .get(store_ref.kind.as_str(), &store_ref.name)
     else {
         tracing::debug!(workplacement = %p.what, store = %store_ref.name, "state store not ready");
+        if !deleting {
+            report_store_not_ready(&p, &wp, store_ref.kind.as_str(), &store_ref.name).await?;
+        }
         return Ok(Action::requeue(state.ctx.config().requeue_default));
     };
     if deleting {
@@ -478,6 +481,41 @@ async fn destination(
         .get_opt(name)
         .await
         .map_err(|e| Error::kube("reading the Destination of", &p.what, e))
+}
+
+/// Beyond Kratix, which waits silently: a placement not written yet whose Destination's
+/// state store is not ready says so (`WriteSucceeded=False/StateStoreNotReady`, and
+/// `Ready=False` with the same reason) instead of staying `Pending` with no reason. A
+/// placement already written keeps its conditions, since its files are in the store;
+/// the next successful write replaces these.
+async fn report_store_not_ready(
+    p: &Reconciling<'_>,
+    wp: &WorkPlacement,
+    kind: &str,
+    name: &str,
+) -> Result<(), Error> {
+    let conds = conditions_of(wp);
+    let write = get_condition(&conds, condition_types::WRITE_SUCCEEDED);
+    let message = format!(
+        "{kind}/{name} is not ready (see its Ready condition); the workloads are written once it is"
+    );
+    if write.is_some_and(|c| {
+        c.status == "True" || (c.reason == reasons::STATE_STORE_NOT_READY && c.message == message)
+    }) {
+        return Ok(());
+    }
+    write_conditions(&p.api, wp, None, |conds, g| {
+        set_condition(
+            conds,
+            condition_types::WRITE_SUCCEEDED,
+            false,
+            reasons::STATE_STORE_NOT_READY,
+            &message,
+            g,
+        )
+    })
+    .await?;
+    Ok(())
 }
 
 /// Deletion: removes what was written, then releases the finalizers; a failed removal
@@ -682,7 +720,8 @@ async fn report_write_failure(
 /// `(status, reason, message)`. This controller is `Ready`'s only writer (the scheduler
 /// owns `ScheduleSucceeded`, this controller `WriteSucceeded`), so no two code paths can
 /// disagree about it. `missing_destination` names the target Destination when it does
-/// not exist. Priority: Destination not found, misplaced, write failed, written, pending.
+/// not exist. Priority: Destination not found, misplaced, store not ready, write failed,
+/// written, pending.
 pub fn derived_ready(
     conds: &[Condition],
     missing_destination: Option<&str>,
@@ -700,6 +739,9 @@ pub fn derived_ready(
     match get_condition(conds, condition_types::WRITE_SUCCEEDED) {
         Some(c) if c.status == "True" => {
             (true, "WorkloadsWrittenToTargetDestination", "Ready".into())
+        }
+        Some(c) if c.status == "False" && c.reason == reasons::STATE_STORE_NOT_READY => {
+            (false, reasons::STATE_STORE_NOT_READY, c.message.clone())
         }
         Some(c) if c.status == "False" => {
             let reason = [

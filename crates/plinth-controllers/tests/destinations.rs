@@ -317,7 +317,7 @@ async fn missing_secret_is_reported_and_recovered_when_it_appears() {
     env.create_destination(json!({
         "apiVersion": "platform.kratix.io/v1alpha1",
         "kind": "Destination",
-        "metadata": {"name": "waiting"},
+        "metadata": {"name": "waiting", "labels": {"target": "waiting"}},
         "spec": {"path": "waiting", "stateStoreRef": {"kind": "GitStateStore", "name": "needs-creds"}},
     }))
     .await;
@@ -328,6 +328,33 @@ async fn missing_secret_is_reported_and_recovered_when_it_appears() {
                 c.1 == "StateStoreNotReady" && c.2 == "GitStateStore/needs-creds: not ready"
             })
         })
+    })
+    .await;
+
+    // A placement on it is not left Pending without a reason: it names the store.
+    env.create_work(
+        "default",
+        "waits-for-store",
+        "p",
+        "r1",
+        "resource",
+        &[(
+            ".",
+            vec![("promise", labels(&[("target", "waiting")]))],
+            vec![("cm.yaml", "kind: ConfigMap\n")],
+        )],
+    )
+    .await;
+    let expected = "GitStateStore/needs-creds is not ready (see its Ready condition); the workloads are written once it is";
+    wait_for("placement StateStoreNotReady", || async {
+        let Some(wp) = env.placements("default", "waits-for-store").await.pop() else {
+            return false;
+        };
+        let conds = wp.status.and_then(|s| s.conditions);
+        cond(&conds, "WriteSucceeded")
+            == Some(("False".into(), "StateStoreNotReady".into(), expected.into()))
+            && cond(&conds, "Ready")
+                == Some(("False".into(), "StateStoreNotReady".into(), expected.into()))
     })
     .await;
 
@@ -354,6 +381,13 @@ async fn missing_secret_is_reported_and_recovered_when_it_appears() {
     })
     .await;
     env.destination_ready("waiting").await;
+    // The placement is written without any other trigger.
+    let wp = env
+        .placements("default", "waits-for-store")
+        .await
+        .pop()
+        .unwrap();
+    env.placement_ready("default", &wp.name_any()).await;
 
     // A key removed from the Secret is named.
     secrets
