@@ -14,7 +14,7 @@
 //! * `resourceVersion`s come from `sqlite_sequence` (AUTOINCREMENT), so they never go
 //!   backwards, across restarts and after compaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -699,6 +699,10 @@ fn list_query(namespaced: bool, labelled: bool) -> &'static str {
 
 /// Of the labels a selector requires, the one the fewest objects of `rkey` (in `ns`)
 /// carry, by the label index; `None` when nothing is required.
+///
+/// Counts are capped, and the cap grows only while every label reaches it: a label that
+/// every object carries (the Promise name on each request's Job) costs at most the cap,
+/// not a scan of all of them, on every list.
 fn rarest_label(
     c: &Connection,
     rkey: &str,
@@ -708,23 +712,46 @@ fn rarest_label(
     if required.len() < 2 {
         return Ok(required.into_iter().next());
     }
-    let mut best: Option<(i64, (String, String))> = None;
-    for (k, v) in required {
-        let n: i64 = match ns {
-            Some(ns) => c
-                .prepare_cached(
-                    "SELECT count(*) FROM labels WHERE rkey=?1 AND k=?2 AND v=?3 AND ns=?4",
-                )?
-                .query_row(params![rkey, k, v, ns], |r| r.get(0))?,
-            None => c
-                .prepare_cached("SELECT count(*) FROM labels WHERE rkey=?1 AND k=?2 AND v=?3")?
-                .query_row(params![rkey, k, v], |r| r.get(0))?,
-        };
-        if best.as_ref().is_none_or(|(b, _)| n < *b) {
-            best = Some((n, (k, v)));
+    let mut cap: i64 = 64;
+    loop {
+        let mut best: Option<(i64, usize)> = None;
+        for (i, (k, v)) in required.iter().enumerate() {
+            let n = capped_label_count(c, rkey, ns, k, v, cap)?;
+            if best.is_none_or(|(b, _)| n < b) {
+                best = Some((n, i));
+            }
+        }
+        match best {
+            Some((n, i)) if n < cap || cap >= i64::MAX / 16 => {
+                return Ok(required.into_iter().nth(i));
+            }
+            _ => cap *= 16,
         }
     }
-    Ok(best.map(|(_, kv)| kv))
+}
+
+/// How many objects of `rkey` (in `ns`) carry label `k=v`, counting no further than `cap`.
+fn capped_label_count(
+    c: &Connection,
+    rkey: &str,
+    ns: Option<&str>,
+    k: &str,
+    v: &str,
+    cap: i64,
+) -> Result<i64, StoreError> {
+    Ok(match ns {
+        Some(ns) => c
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM labels
+                 WHERE rkey=?1 AND k=?2 AND v=?3 AND ns=?4 LIMIT ?5)",
+            )?
+            .query_row(params![rkey, k, v, ns, cap], |r| r.get(0))?,
+        None => c
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM labels WHERE rkey=?1 AND k=?2 AND v=?3 LIMIT ?4)",
+            )?
+            .query_row(params![rkey, k, v, cap], |r| r.get(0))?,
+    })
 }
 
 /// `metadata.labels` as (key, value) pairs; non-string values are not labels.
@@ -1008,41 +1035,61 @@ fn writer_loop(
     sink: EventSink,
     head: Arc<std::sync::atomic::AtomicU64>,
 ) {
-    const MAX_BATCH: usize = 1024;
-    let mut pending: Option<Cmd> = None;
+    let mut queued: VecDeque<Cmd> = VecDeque::new();
     loop {
-        let first = match pending.take() {
+        let first = match queued.pop_front() {
             Some(c) => c,
             None => match rx.recv() {
                 Ok(c) => c,
                 Err(_) => return,
             },
         };
+        // Compaction and maintenance run in steps; between two steps the writes that
+        // arrived meanwhile are committed, so a long compaction never stalls the API.
         match first {
             Cmd::Compact(target, reply) => {
-                let _ = reply.send(compact(&mut conn, target));
-                continue;
+                let mut serve = |conn: &mut Connection| {
+                    if let Some(batch) = next_batch(&rx, &mut queued) {
+                        run_batch(conn, batch, &sink, &head);
+                    }
+                };
+                let _ = reply.send(compact(&mut conn, target, &mut serve));
             }
             Cmd::Maintain(reply) => {
-                let _ = reply.send(maintain(&conn));
-                continue;
+                let mut serve = |conn: &mut Connection| {
+                    if let Some(batch) = next_batch(&rx, &mut queued) {
+                        run_batch(conn, batch, &sink, &head);
+                    }
+                };
+                let _ = reply.send(maintain(&mut conn, &mut serve));
             }
             Cmd::Write(op, reply) => {
-                let mut batch: Vec<(WriteOp, Reply)> = vec![(op, reply)];
-                while batch.len() < MAX_BATCH {
-                    match rx.try_recv() {
-                        Ok(Cmd::Write(op, reply)) => batch.push((op, reply)),
-                        Ok(other) => {
-                            pending = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
+                let mut batch = vec![(op, reply)];
+                if let Some(more) = next_batch(&rx, &mut queued) {
+                    batch.extend(more);
                 }
                 run_batch(&mut conn, batch, &sink, &head);
             }
         }
     }
+}
+
+/// The writes waiting in the channel, up to a batch; any other command met on the way
+/// is queued for later, in order.
+fn next_batch(
+    rx: &std::sync::mpsc::Receiver<Cmd>,
+    queued: &mut VecDeque<Cmd>,
+) -> Option<Vec<(WriteOp, Reply)>> {
+    const MAX_BATCH: usize = 1024;
+    let mut batch: Vec<(WriteOp, Reply)> = Vec::new();
+    while batch.len() < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(Cmd::Write(op, reply)) => batch.push((op, reply)),
+            Ok(other) => queued.push_back(other),
+            Err(_) => break,
+        }
+    }
+    (!batch.is_empty()).then_some(batch)
 }
 
 fn run_batch(
@@ -1117,7 +1164,15 @@ fn run_batch(
     }
 }
 
-fn compact(conn: &mut Connection, target: u64) -> Result<u64, StoreError> {
+/// Revisions deleted per compaction step, and free pages returned per vacuum step: each
+/// step is one short transaction, and writes are served between steps.
+const COMPACTION_STEP: usize = 2_000;
+
+fn compact(
+    conn: &mut Connection,
+    target: u64,
+    between: &mut dyn FnMut(&mut Connection),
+) -> Result<u64, StoreError> {
     let head = read_head(conn)?;
     let cur = read_compacted(conn)?;
     let target = target.min(head);
@@ -1127,10 +1182,12 @@ fn compact(conn: &mut Connection, target: u64) -> Result<u64, StoreError> {
     // Each object keeps its latest revision at or below the target (as etcd's compaction
     // keeps each key's latest version), so a list at any revision above the compaction
     // point can still tell how an object changed since looked then; an object whose
-    // latest revision there is its deletion keeps nothing.
+    // latest revision there is its deletion keeps nothing. What goes is listed once (in
+    // temporary tables, which take no lock on the database), then deleted in steps.
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS compaction_keep (id INTEGER PRIMARY KEY);
-         DELETE FROM compaction_keep;",
+         CREATE TEMP TABLE IF NOT EXISTS compaction_drop (id INTEGER PRIMARY KEY);
+         DELETE FROM compaction_keep; DELETE FROM compaction_drop;",
     )?;
     conn.execute(
         "INSERT INTO compaction_keep (id)
@@ -1141,33 +1198,68 @@ fn compact(conn: &mut Connection, target: u64) -> Result<u64, StoreError> {
         "DELETE FROM compaction_keep WHERE id IN (SELECT id FROM events WHERE id<=?1 AND type=?2)",
         params![target as i64, EventType::Deleted.code()],
     )?;
-    // Delete in slices so one compaction never holds the write lock for long.
-    let mut from = cur;
-    while from < target {
-        let to = (from + 20_000).min(target);
+    conn.execute(
+        "INSERT INTO compaction_drop (id)
+         SELECT id FROM events WHERE id<=?1 AND id NOT IN (SELECT id FROM compaction_keep)",
+        params![target as i64],
+    )?;
+    // Step by step in revision order; the compaction point advances with each step, so
+    // a watch from a revision already compacted gets its 410 at once.
+    let mut after: i64 = 0;
+    loop {
         let tx = conn.transaction()?;
-        tx.execute(
-            "DELETE FROM events WHERE id<=?1 AND id NOT IN (SELECT id FROM compaction_keep)",
-            params![to as i64],
+        let last: Option<i64> = tx.query_row(
+            "SELECT max(id) FROM (SELECT id FROM compaction_drop WHERE id>?1 ORDER BY id LIMIT ?2)",
+            params![after, COMPACTION_STEP as i64],
+            |r| r.get(0),
         )?;
+        let point = match last {
+            Some(last) => {
+                tx.execute(
+                    "DELETE FROM events WHERE id IN
+                     (SELECT id FROM compaction_drop WHERE id>?1 AND id<=?2)",
+                    params![after, last],
+                )?;
+                (last as u64).max(cur)
+            }
+            None => target,
+        };
         tx.execute(
             "INSERT INTO meta (k, v) VALUES ('compacted', ?1) ON CONFLICT(k) DO UPDATE SET v=excluded.v",
-            params![to as i64],
+            params![point as i64],
         )?;
         tx.commit()?;
-        from = to;
+        match last {
+            Some(last) => after = last,
+            None => break,
+        }
+        between(conn);
     }
-    maintain(conn)?;
+    conn.execute_batch("DELETE FROM compaction_keep; DELETE FROM compaction_drop;")?;
+    maintain(conn, between)?;
     Ok(target)
 }
 
-fn maintain(conn: &Connection) -> Result<(), StoreError> {
-    // The pragma frees one page per step: run it to the end (`execute_batch` steps once).
-    let mut vacuum = conn.prepare("PRAGMA incremental_vacuum")?;
-    let mut steps = vacuum.raw_query();
-    while steps.next()?.is_some() {}
-    drop(steps);
-    drop(vacuum);
+fn maintain(
+    conn: &mut Connection,
+    between: &mut dyn FnMut(&mut Connection),
+) -> Result<(), StoreError> {
+    // Free pages go back to the file system a step at a time, while each step frees some.
+    let mut before = i64::MAX;
+    loop {
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+        if free == 0 || free >= before {
+            break;
+        }
+        before = free;
+        // The pragma frees one page per row stepped: run it to the end.
+        let mut vacuum = conn.prepare(&format!("PRAGMA incremental_vacuum({COMPACTION_STEP})"))?;
+        let mut steps = vacuum.raw_query();
+        while steps.next()?.is_some() {}
+        drop(steps);
+        drop(vacuum);
+        between(conn);
+    }
     // A checkpoint that cannot finish (busy readers) is retried on the next tick.
     let _: (i64, i64, i64) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -1276,6 +1368,64 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_rarest_label_is_found_past_the_first_count_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let store = Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap();
+        // `all` on 300 objects, `most` on the first 200, `few` on 3: past the first cap
+        // (64) both common labels tie, so only a grown cap tells `most` from `all`.
+        for i in 0..300 {
+            let mut labels = json!({"all": "x"});
+            if i < 200 {
+                labels["most"] = json!("y");
+            }
+            if i < 3 {
+                labels["few"] = json!("z");
+            }
+            let name = format!("cm-{i}");
+            let obj = labelled(&name, labels);
+            store
+                .write(WriteOp::Create {
+                    key: key(&name),
+                    obj,
+                })
+                .await
+                .unwrap();
+        }
+        let conn = open_conn(&path).unwrap();
+        let rarest = |required: &[(&str, &str)]| {
+            let required = required
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            rarest_label(&conn, "/configmaps", Some("default"), required)
+                .unwrap()
+                .map(|(k, _)| k)
+        };
+        assert_eq!(
+            rarest(&[("all", "x"), ("few", "z"), ("most", "y")]).as_deref(),
+            Some("few")
+        );
+        assert_eq!(
+            rarest(&[("all", "x"), ("most", "y")]).as_deref(),
+            Some("most")
+        );
+        assert_eq!(
+            rarest(&[("most", "y"), ("all", "x")]).as_deref(),
+            Some("most")
+        );
+        assert_eq!(
+            rarest(&[("all", "x"), ("none", "n")]).as_deref(),
+            Some("none")
+        );
+        assert_eq!(rarest(&[]), None);
+        assert_eq!(
+            names(&store, &[("all", "x"), ("few", "z")], 0).await,
+            ["cm-0", "cm-1", "cm-2"]
+        );
+    }
+
+    #[tokio::test]
     async fn lists_by_label_read_the_label_index_through_writes_pages_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
@@ -1336,6 +1486,52 @@ mod tests {
         let store = Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap();
         assert_eq!(names(&store, &[("team", "a")], 0).await, ["cm-4", "cm-6"]);
         assert_eq!(names(&store, &[("app", "web")], 0).await.len(), 6);
+    }
+
+    #[test]
+    fn compaction_deletes_in_steps_and_serves_writes_between_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        drop(Store::open(&path, Arc::new(|_: &[Event]| {})).unwrap());
+        // One object written 3 steps and a bit over: every revision but its last goes.
+        let revisions = 3 * COMPACTION_STEP as i64 + 5;
+        let mut conn = open_conn(&path).unwrap();
+        {
+            let tx = conn.transaction().unwrap();
+            for id in 1..=revisions {
+                let kind = if id == 1 {
+                    EventType::Added
+                } else {
+                    EventType::Modified
+                };
+                tx.execute(
+                    "INSERT INTO events (id, rkey, ns, name, type, data) VALUES (?1,'/configmaps','default','a',?2,'{}')",
+                    params![id, kind.code()],
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let mut steps = Vec::new();
+        let target = compact(&mut conn, revisions as u64, &mut |c| {
+            steps.push(read_compacted(c).unwrap());
+        })
+        .unwrap();
+        assert_eq!(target, revisions as u64);
+        // Writes are served after each step but the last, and the compaction point moves
+        // forward with each step.
+        assert!(steps.len() >= 3, "{steps:?}");
+        assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+        assert_eq!(steps[0], COMPACTION_STEP as u64, "{steps:?}");
+        let left: Vec<i64> = conn
+            .prepare("SELECT id FROM events")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(left, [revisions]);
+        assert_eq!(read_compacted(&conn).unwrap(), revisions as u64);
     }
 
     #[tokio::test]

@@ -62,9 +62,7 @@ impl Watcher {
                 )
             }
         };
-        let mut s = serde_json::to_vec(&json!({"type": kind, "object": obj})).unwrap_or_default();
-        s.push(b'\n');
-        Bytes::from(s)
+        event_line(kind, &obj)
     }
 
     /// Sends one event if it is new and matches. Returns false when the client is gone.
@@ -98,8 +96,9 @@ impl Watcher {
                 == Some(self.info.api_version().as_str())
             && ev.object.get("kind").and_then(|k| k.as_str()) == Some(self.info.kind.as_str());
         let line = if stored_form {
+            // Serialized once for every watcher of the plain stored form, by reference.
             ev.line
-                .get_or_init(|| self.line(ev.kind.as_str(), (*ev.object).clone()))
+                .get_or_init(|| event_line(ev.kind.as_str(), &ev.object))
                 .clone()
         } else {
             let obj = present(&self.info, (*ev.object).clone());
@@ -124,6 +123,19 @@ impl Watcher {
         s.push(b'\n');
         self.out.send(Ok(Bytes::from(s))).await.is_ok()
     }
+}
+
+/// One line of a watch stream: `{"type": kind, "object": obj}` and a newline.
+fn event_line(kind: &str, obj: &Value) -> Bytes {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        object: &'a Value,
+    }
+    let mut s = serde_json::to_vec(&Line { kind, object: obj }).unwrap_or_default();
+    s.push(b'\n');
+    Bytes::from(s)
 }
 
 /// The annotation on the BOOKMARK that ends a watch list's initial events.

@@ -90,3 +90,23 @@ fn help_of_help_succeeds() {
     );
     assert!(stdout.contains("Usage: plinth"), "{stdout}");
 }
+
+#[test]
+fn up_help_says_where_the_kubeconfig_goes() {
+    let out = plinth(&["up", "--help"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("<data dir>/kubeconfig")
+            && stdout.contains("~/.local/share/plinth/kubeconfig")
+            && stdout.contains("Examples:"),
+        "{stdout}"
+    );
+    // `-h` is the short form: the examples stay, the long description does not.
+    let short = plinth(&["up", "-h"]);
+    let short = String::from_utf8_lossy(&short.stdout);
+    assert!(
+        short.contains("Examples:") && !short.contains("<data dir>/kubeconfig"),
+        "{short}"
+    );
+}

@@ -138,6 +138,37 @@ async fn plinth_status_shows_the_path_of_a_request() {
     let yaml: Value = serde_saphyr::from_str(&ok(&status(&p, &["-o", "yaml"]))).unwrap();
     assert_eq!(yaml, json, "YAML and JSON give the same tree");
 
+    // With no --kubeconfig and none elsewhere (no KUBECONFIG, no ~/.kube/config, not in a
+    // cluster), the kubeconfig `plinth up` wrote in its data dir is used; without one,
+    // the error names every place looked at.
+    let home = tempfile::tempdir().unwrap();
+    let bare = |data_dir: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_plinth"))
+            .args(["status", "gadget", "default/mine"])
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", home.path())
+            .env("PLINTH_DATA_DIR", data_dir)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("run plinth status")
+    };
+    let found = ok(&bare(&p.data));
+    assert!(
+        found.starts_with("Promise gadget  Available") && found.contains("Request default/mine"),
+        "the tree from the data dir's kubeconfig:\n{found}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let out = bare(empty.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no kubeconfig given and none found")
+            && err.contains(&empty.path().join("kubeconfig").display().to_string())
+            && err.contains("plinth up"),
+        "{err}"
+    );
+
     // Errors name what is missing.
     let out = status(&p, &["nope"]);
     assert!(!out.status.success());

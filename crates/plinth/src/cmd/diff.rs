@@ -21,7 +21,8 @@ plinth diff promise.yaml --kubeconfig ~/.local/share/plinth/kubeconfig --image-m
 pub struct DiffArgs {
     /// The updated Promise.
     promise: PathBuf,
-    /// Kubeconfig of the platform [default: KUBECONFIG, ~/.kube/config].
+    /// Kubeconfig of the platform [default: KUBECONFIG, ~/.kube/config, in-cluster, then the
+    /// kubeconfig of `plinth up` in its data dir].
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
     /// Image map for rendering [default: images.yaml next to the Promise file, when present].
@@ -35,7 +36,7 @@ pub struct DiffArgs {
 /// Runs `plinth diff`.
 pub async fn run(args: DiffArgs) -> anyhow::Result<()> {
     let promise = crate::cmd::render::read_promise(&args.promise)?;
-    let client = crate::cmd::operator::client(args.kubeconfig.as_deref()).await?;
+    let client = crate::cmd::operator::platform_client(args.kubeconfig.as_deref()).await?;
     let opts = PreviewOptions {
         image_map: args
             .image_map

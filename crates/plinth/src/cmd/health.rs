@@ -14,7 +14,8 @@ pub struct HealthArgs {
     pub promise: Option<String>,
     /// Only this request, as NAMESPACE/NAME (needs PROMISE).
     pub request: Option<String>,
-    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster).
+    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster, then
+    /// the kubeconfig of `plinth up` in its data dir).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 }
@@ -27,7 +28,7 @@ pub async fn run(args: HealthArgs) -> anyhow::Result<()> {
             format!("request {r:?}: expected NAMESPACE/NAME, e.g. default/my-request")
         })?),
     };
-    let client = super::operator::client(args.kubeconfig.as_deref()).await?;
+    let client = super::operator::platform_client(args.kubeconfig.as_deref()).await?;
     let rows =
         plinth_controllers::health::report::collect(&client, args.promise.as_deref(), request)
             .await?;

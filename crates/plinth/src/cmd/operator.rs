@@ -116,6 +116,42 @@ pub(crate) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Resu
     Client::try_from(config).context("building the Kubernetes client")
 }
 
+/// A client for the commands that read a platform (`status`, `health`, `diff`): the
+/// kubeconfig given, else the inferred configuration (KUBECONFIG, ~/.kube/config,
+/// in-cluster), else the kubeconfig a local `plinth up` writes in its data dir
+/// (`PLINTH_DATA_DIR` or the default one), so that these commands need no flag beside
+/// `plinth up`.
+///
+/// # Errors
+/// A kubeconfig that cannot be read or used; none found anywhere (the error names every
+/// place looked at).
+pub(crate) async fn platform_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> anyhow::Result<Client> {
+    if kubeconfig.is_some() {
+        return client(kubeconfig).await;
+    }
+    match Config::infer().await {
+        Ok(config) => Client::try_from(config).context("building the Kubernetes client"),
+        Err(inferred) => {
+            let data_dir = std::env::var_os("PLINTH_DATA_DIR")
+                .filter(|d| !d.is_empty())
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(crate::platform::default_data_dir);
+            let local = data_dir.join("kubeconfig");
+            if local.is_file() {
+                return client(Some(&local)).await;
+            }
+            anyhow::bail!(
+                "no kubeconfig given and none found: not in KUBECONFIG, ~/.kube/config or \
+                 in-cluster ({inferred}), and no {} (start the platform with `plinth up`, or \
+                 pass --kubeconfig)",
+                local.display()
+            )
+        }
+    }
+}
+
 /// Takes or renews the Lease. Returns false while another holder's Lease is still valid.
 /// Writes carry the Lease's resourceVersion, so two replicas can never both win.
 async fn try_acquire(

@@ -31,7 +31,8 @@ pub struct StatusArgs {
     pub promise: Option<String>,
     /// Only this request, as NAMESPACE/NAME (needs PROMISE).
     pub request: Option<String>,
-    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster).
+    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster, then
+    /// the kubeconfig of `plinth up` in its data dir).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Output format.
@@ -50,7 +51,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
             format!("request {r:?}: expected NAMESPACE/NAME, e.g. default/my-request")
         })?),
     };
-    let client = super::operator::client(args.kubeconfig.as_deref()).await?;
+    let client = super::operator::platform_client(args.kubeconfig.as_deref()).await?;
     let tty = std::io::stdout().is_terminal();
     // Colours only on a terminal, and not when NO_COLOR is set (no-color.org).
     let colour = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
