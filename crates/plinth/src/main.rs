@@ -50,6 +50,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the whole platform on this machine (API server, controllers, Job runner).
+    #[command(long_about = cmd::up::LONG_ABOUT, after_help = cmd::up::EXAMPLES)]
     Up(cmd::up::UpArgs),
     /// Run a Promise end to end in a temporary platform and show what it wrote.
     Quickstart(cmd::quickstart::QuickstartArgs),

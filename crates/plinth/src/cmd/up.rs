@@ -9,20 +9,22 @@ use crate::platform::{
     BOOTSTRAP_NAME, PLATFORM_DESTINATION, Platform, PlatformOptions, default_data_dir,
 };
 
-/// Arguments of `plinth up`.
-#[derive(clap::Args)]
-#[command(
-    long_about = "Runs the whole platform on this machine, in the foreground until Ctrl-C: an \
-embedded Kubernetes-compatible API server, the Kratix controllers, the pipeline Job runner and \
-the state store writers. A fresh data dir gets a local Git state store and the Destinations \
-`local` and `platform`. Once the API serves, the kubeconfig for kubectl is written to \
-<data dir>/kubeconfig (by default ~/.local/share/plinth/kubeconfig) and its path is printed; \
-`plinth status`, `plinth health` and `plinth diff` find it there on their own.",
-    after_help = "Examples:\n  plinth up\n  \
+/// `plinth up --help`'s description (on the subcommand, whose doc comment gives the short one).
+pub const LONG_ABOUT: &str = "Runs the whole platform on this machine, in the foreground until \
+Ctrl-C: an embedded Kubernetes-compatible API server, the Kratix controllers, the pipeline Job \
+runner and the state store writers. A fresh data dir gets a local Git state store and the \
+Destinations `local` and `platform`. Once the API serves, the kubeconfig for kubectl is written \
+to <data dir>/kubeconfig (by default ~/.local/share/plinth/kubeconfig) and its path is printed; \
+`plinth status`, `plinth health` and `plinth diff` find it there on their own.";
+
+/// `plinth up --help`'s examples.
+pub const EXAMPLES: &str = "Examples:\n  plinth up\n  \
 export KUBECONFIG=~/.local/share/plinth/kubeconfig; kubectl apply -f promise.yaml\n  \
 plinth up --data-dir ./platform --listen 127.0.0.1:0    # a second platform on a free port\n  \
-plinth up --no-controllers    # the API only; run `plinth operator` against it"
-)]
+plinth up --no-controllers    # the API only; run `plinth operator` against it";
+
+/// Arguments of `plinth up`.
+#[derive(clap::Args)]
 pub struct UpArgs {
     /// Where the database, CA, kubeconfig, pod logs and the local state store live
     /// [default: <user data dir>/plinth, e.g. ~/.local/share/plinth].
