@@ -24,6 +24,9 @@
 //!   The result depends only on the Work identity, the group id and the candidate set,
 //!   so re-reconciles and other replicas agree, groups spread evenly over equal
 //!   Destinations, and a new Destination only attracts groups that are not yet placed.
+//!   Candidates that are Ready are preferred: the choice is made among them when there
+//!   is one, so a group does not land on a Destination whose store cannot be written
+//!   ([`choose_for_resource`]).
 //!   Once a WorkPlacement exists it is never moved: when its Destination stops matching
 //!   it is marked misplaced instead.
 //! * A group with no candidate is **unscheduled**: the Work gets
@@ -35,7 +38,7 @@
 use std::collections::BTreeMap;
 
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::{labels, selector_source};
+use plinth_api::constants::{condition_types, labels, selector_source};
 use plinth_api::{Destination, Work, WorkloadGroup};
 use sha2::{Digest, Sha256};
 
@@ -86,6 +89,8 @@ pub struct DestinationFacts {
     pub strict_match_labels: bool,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// Its `Ready` condition is `True` (its state store takes writes).
+    pub ready: bool,
 }
 
 impl DestinationFacts {
@@ -96,6 +101,12 @@ impl DestinationFacts {
             labels: dest.labels().clone(),
             strict_match_labels: dest.spec.strict_match_labels(),
             deleting: dest.meta().deletion_timestamp.is_some(),
+            ready: dest
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .and_then(|c| c.iter().find(|c| c.type_ == condition_types::READY))
+                .is_some_and(|c| c.status == "True"),
         }
     }
 }
@@ -141,6 +152,26 @@ where
         .map(|d| (rendezvous_weight(work_namespace, work_name, group_id, d), d))
         .max_by(|(wa, da), (wb, db)| wa.cmp(wb).then_with(|| db.cmp(da)))
         .map(|(_, d)| d)
+}
+
+/// The Destination for a resource workload group that has none yet: the
+/// [`rendezvous_choice`] among the candidates that are Ready, or among all candidates
+/// when none is (its files are written once its store is). Kratix picks among all
+/// candidates, so a group could land on a Destination whose store does not exist and
+/// stay there, failing; preferring Ready ones avoids that without unscheduling anything.
+/// `None` when there are no candidates.
+pub fn choose_for_resource<'a>(
+    work_namespace: &str,
+    work_name: &str,
+    group_id: &str,
+    candidates: &[&'a DestinationFacts],
+) -> Option<&'a str> {
+    let any_ready = candidates.iter().any(|d| d.ready);
+    let pool = candidates
+        .iter()
+        .filter(|d| d.ready || !any_ready)
+        .map(|d| d.name.as_str());
+    rendezvous_choice(work_namespace, work_name, group_id, pool)
 }
 
 /// The rendezvous weight of Destination `dest` for a group: the first 8 bytes
@@ -202,6 +233,7 @@ mod tests {
             labels: labels(l),
             strict_match_labels: strict,
             deleting: false,
+            ready: true,
         }
     }
 
@@ -316,6 +348,34 @@ mod tests {
             .max()
             .unwrap();
         assert_eq!(rendezvous_weight("ns", "w", "g", first), max);
+    }
+
+    #[test]
+    fn resource_groups_prefer_ready_destinations() {
+        let mut facts: Vec<DestinationFacts> = ["d1", "d2", "d3"]
+            .iter()
+            .map(|n| dest(n, &[], false))
+            .collect();
+        // With every candidate Ready, the plain rendezvous choice.
+        let refs: Vec<&DestinationFacts> = facts.iter().collect();
+        let names = ["d1", "d2", "d3"];
+        let plain = rendezvous_choice("ns", "w", "g", names.iter().copied()).unwrap();
+        assert_eq!(choose_for_resource("ns", "w", "g", &refs), Some(plain));
+        // The winner not Ready: the best of the Ready ones.
+        for f in &mut facts {
+            f.ready = f.name != plain;
+        }
+        let refs: Vec<&DestinationFacts> = facts.iter().collect();
+        let others: Vec<&str> = names.iter().copied().filter(|n| *n != plain).collect();
+        let runner_up = rendezvous_choice("ns", "w", "g", others.iter().copied()).unwrap();
+        assert_eq!(choose_for_resource("ns", "w", "g", &refs), Some(runner_up));
+        // None Ready: still placed, among all of them.
+        for f in &mut facts {
+            f.ready = false;
+        }
+        let refs: Vec<&DestinationFacts> = facts.iter().collect();
+        assert_eq!(choose_for_resource("ns", "w", "g", &refs), Some(plain));
+        assert_eq!(choose_for_resource("ns", "w", "g", &[]), None);
     }
 
     #[test]

@@ -453,8 +453,9 @@ async fn bucket_source_applies_good_records_and_rejects_bad_ones() {
     env.wait_state("default", "a", "unhealthy").await;
 }
 
-/// A Git branch as a health store: records committed by a Destination are applied, a
-/// new commit is picked up on the manual trigger.
+/// A Git branch as a health store: before anything is written (no branch yet) the source
+/// is Ready with no records, records committed by a Destination are applied, a new commit
+/// is picked up on the manual trigger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     corpus_absent,
@@ -465,6 +466,31 @@ async fn git_source_applies_committed_records() {
     env.create_request("default", "a").await;
     let bare = env.dir.path().join("health.git");
     plinth_statestore::git::init_bare(&bare, "main").unwrap();
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": "git-1"},
+        "spec": {"git": {"url": format!("file://{}", bare.display()), "branch": "main"},
+                 "path": "worker-1", "pollInterval": "10s"},
+    }))
+    .await;
+    // Nothing written yet: an empty store, not a failing one (a failing poll would back
+    // off, and the first record would wait for the backoff).
+    let hs = env.poll_now("git-1", "0").await;
+    let status = hs.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", plinth_api::constants::health::POLLED),
+        "{ready:?}"
+    );
+    assert_eq!(status.records, Some(0));
+
     let work = env.dir.path().join("work");
     git(
         env.dir.path(),
@@ -479,14 +505,7 @@ async fn git_source_applies_committed_records() {
     git(&work, &["add", "-A"]);
     git(&work, &["commit", "-qm", "health"]);
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
-    env.create_source(json!({
-        "apiVersion": "platform.syntasso.io/v1alpha1",
-        "kind": "HealthSource",
-        "metadata": {"name": "git-1"},
-        "spec": {"git": {"url": format!("file://{}", bare.display()), "branch": "main"},
-                 "path": "worker-1", "pollInterval": "10s"},
-    }))
-    .await;
+    env.poll_now("git-1", "1").await;
     env.wait_state("default", "a", "healthy").await;
     std::fs::write(
         work.join("worker-1/a.yaml"),
@@ -495,7 +514,7 @@ async fn git_source_applies_committed_records() {
     .unwrap();
     git(&work, &["commit", "-qam", "unhealthy"]);
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
-    let hs = env.poll_now("git-1", "1").await;
+    let hs = env.poll_now("git-1", "2").await;
     assert_eq!(hs.status.unwrap().records, Some(1));
     env.wait_state("default", "a", "unhealthy").await;
 }

@@ -37,7 +37,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use sha2::{Digest, Sha256};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::config::RunnerConfig;
@@ -273,7 +273,7 @@ pub(crate) struct Ctx {
     running: Mutex<HashMap<String, Running>>,
     pub(crate) slots: Semaphore,
     /// Pod uid → the stop channel of its run (see [`crate::pods`]).
-    pub(crate) stops: Mutex<HashMap<String, watch::Sender<Option<Duration>>>>,
+    pub(crate) stops: Mutex<HashMap<String, crate::pods::StopHandle>>,
     /// Events of the Job controller (`job-controller`).
     pub(crate) jobs_events: EventRecorder,
     /// Events of the kubelet (`kubelet`, host = node name).
@@ -961,7 +961,7 @@ async fn run_attempt(
     deadline: Option<tokio::time::Instant>,
 ) -> Result<PodStatus, RunnerError> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let stop = ctx.register_stop(&uid);
+    let stop = ctx.register_stop(pod);
     let result = crate::pods::execute(ctx, pods, pod, deadline, stop, 0, None).await;
     ctx.unregister_stop(&uid);
     result

@@ -1764,6 +1764,36 @@ fn spawn_logged(
     Ok((child, copier))
 }
 
+/// How often a stopping container's process tree is looked at again for processes that
+/// have not had `SIGTERM` yet (a sandbox that was still starting).
+const TERMINATE_RECHECK: Duration = Duration::from_millis(100);
+
+/// Sends `SIGTERM` to the container's processes, again to any that appear, until the
+/// child exits (its status) or `grace` is over (`None`).
+async fn terminate_within(
+    child: &mut tokio::process::Child,
+    pid: Option<u32>,
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
+    let deadline = tokio::time::Instant::now() + grace;
+    let mut signalled = std::collections::HashSet::new();
+    loop {
+        if let Some(pid) = pid {
+            crate::procs::terminate(pid, &mut signalled);
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        let wait = TERMINATE_RECHECK.min(deadline - now);
+        match tokio::time::timeout(wait, child.wait()).await {
+            Ok(Ok(s)) => return Some(s),
+            Ok(Err(_)) => return None,
+            Err(_) => {}
+        }
+    }
+}
+
 /// Stops a running container as the kubelet does; returns its exit code.
 async fn stop_process(
     backend: &dyn ContainerBackend,
@@ -1780,13 +1810,7 @@ async fn stop_process(
             .status()
             .await;
     }
-    if let Some(pid) = pid {
-        crate::procs::terminate(pid);
-    }
-    let status = match tokio::time::timeout(grace, child.wait()).await {
-        Ok(Ok(s)) => Some(s),
-        _ => None,
-    };
+    let status = terminate_within(child, pid, grace).await;
     if let Some(pid) = pid {
         // Whatever is left of the tree, and the process group, now.
         crate::procs::kill_tree(pid);
@@ -1931,5 +1955,66 @@ mod tests {
             mode: None,
         }];
         assert!(materialise(dir.path(), "v", &entries, Some(&escape), 0o644, false).is_err());
+    }
+
+    /// A stop that comes while the sandbox is still starting (only `bwrap` processes
+    /// yet) neither kills the outer `bwrap` (which would orphan the inner one and the
+    /// container it then starts) nor misses the container process that appears next.
+    #[tokio::test]
+    async fn a_stop_while_the_sandbox_starts_reaches_the_container() {
+        let dir = tempfile::tempdir().unwrap();
+        // A stand-in sandbox: an outer and an inner process named `bwrap` (a shell under
+        // that name), the inner one in its own session as bubblewrap's is, turning into
+        // the container's process after a moment.
+        let fake = dir.path().join("bwrap");
+        std::os::unix::fs::symlink("/bin/sh", &fake).unwrap();
+        let secs = format!("{}", 100_000 + std::process::id());
+        // Only shell builtins before the exec: no other process shows up meanwhile.
+        let inner = format!("i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; exec sleep {secs}");
+        let outer = format!("setsid {} -c '{inner}' & wait", fake.display());
+        let mut child = tokio::process::Command::new(&fake)
+            .args(["-c", &outer])
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Stop while only the two `bwrap` processes exist.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while pid
+            .map(crate::procs::descendants)
+            .unwrap_or_default()
+            .is_empty()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the inner process never started"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let status = terminate_within(&mut child, pid, Duration::from_secs(5)).await;
+        let container_left = || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|p| crate::procs::alive(*p))
+                .any(|p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&secs))
+                })
+        };
+        let left = container_left();
+        if left {
+            // Do not leave it behind whatever the outcome.
+            let _ = std::process::Command::new("pkill")
+                .args(["-f", &secs])
+                .status();
+        }
+        assert!(
+            status.is_some(),
+            "the sandbox did not exit within the grace period"
+        );
+        assert!(!left, "the container process outlived its stopped sandbox");
     }
 }

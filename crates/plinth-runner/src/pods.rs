@@ -2,7 +2,9 @@
 //! * one watch over all Pods: a deleted Pod (or one with `deletionTimestamp`) has its
 //!   containers stopped (TERM, `terminationGracePeriodSeconds` (default 30 s), KILL) and
 //!   its log directory removed; its private directory goes when its run ends; after
-//!   each full list, files of Pods deleted while nobody watched go too ([`crate::sweep`]);
+//!   each full list (the first, or a relist after the watch was lost), Pods deleted while
+//!   nobody watched are stopped (no Delete event comes for them) and their files go
+//!   ([`crate::sweep`]);
 //! * standalone Pods (no controlling Job) run with `restartPolicy` honoured: `Never` runs
 //!   once, `OnFailure` runs again after a failure, `Always` (the default) runs again
 //!   after every exit; restarts wait `retry_backoff` doubling up to `max_retry_backoff`
@@ -12,7 +14,7 @@
 //!   `Pulled`, `Created`, `Started`, or a warning `Failed` (with the image-pull reason and
 //!   what to do about it), `BackOff` before a restart.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,17 +79,28 @@ pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let mut stream = watcher(api, watcher::Config::default()).boxed();
     // Pods of the full list being received; swept against when it is complete.
-    let mut listed: std::collections::HashSet<(String, String)> = Default::default();
+    let mut listed: HashSet<(String, String)> = Default::default();
+    let mut listed_uids: HashSet<String> = Default::default();
+    // Pods running when the (re)list began: those missing from it were deleted while
+    // nobody watched, and no Delete event will come for them.
+    let mut running_at_list: HashSet<String> = Default::default();
     while let Some(ev) = stream.next().await {
         if let Ok(watcher::Event::InitApply(pod)) = &ev {
             listed.insert((
                 pod.metadata.namespace.clone().unwrap_or_default(),
                 pod.metadata.name.clone().unwrap_or_default(),
             ));
+            listed_uids.extend(pod.metadata.uid.clone());
         }
         match ev {
-            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::Init) => {
+                listed.clear();
+                listed_uids.clear();
+                running_at_list = ctx.running_pods();
+            }
             Ok(watcher::Event::InitDone) => {
+                let gone = running_at_list.difference(&listed_uids);
+                ctx.stop_unlisted(gone);
                 let live = std::mem::take(&mut listed);
                 let config = ctx.config.clone();
                 let removed = tokio::task::spawn_blocking(move || {
@@ -122,11 +135,23 @@ pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
     }
 }
 
+/// How to stop a running Pod: its stop channel and the grace period its spec asks for
+/// (used when the Pod is gone before its deletion was seen).
+pub(crate) struct StopHandle {
+    tx: watch::Sender<Option<Duration>>,
+    grace: Duration,
+}
+
 impl Ctx {
-    /// A stop channel for the Pod with `uid` (see [`RunOptions::stop`]).
-    pub(crate) fn register_stop(&self, uid: &str) -> watch::Receiver<Option<Duration>> {
+    /// A stop channel for the running `pod` (see [`RunOptions::stop`]), keyed by uid.
+    pub(crate) fn register_stop(&self, pod: &Pod) -> watch::Receiver<Option<Duration>> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
         let (tx, rx) = watch::channel(None);
-        self.stops.lock().expect("lock").insert(uid.to_string(), tx);
+        let grace = grace_period(pod);
+        self.stops
+            .lock()
+            .expect("lock")
+            .insert(uid, StopHandle { tx, grace });
         rx
     }
 
@@ -136,8 +161,24 @@ impl Ctx {
 
     fn stop_pod(&self, pod: &Pod) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if let Some(tx) = self.stops.lock().expect("lock").get(&uid) {
-            tx.send_replace(Some(grace_period(pod)));
+        if let Some(h) = self.stops.lock().expect("lock").get(&uid) {
+            h.tx.send_replace(Some(grace_period(pod)));
+        }
+    }
+
+    /// The uids of the Pods running now.
+    fn running_pods(&self) -> HashSet<String> {
+        self.stops.lock().expect("lock").keys().cloned().collect()
+    }
+
+    /// Stops the running Pods with these uids, which a full list no longer has.
+    fn stop_unlisted<'a>(&self, uids: impl Iterator<Item = &'a String>) {
+        let stops = self.stops.lock().expect("lock");
+        for uid in uids {
+            if let Some(h) = stops.get(uid) {
+                tracing::info!(uid = %uid, "stopping a Pod deleted while the Pod watch was down");
+                h.tx.send_replace(Some(h.grace));
+            }
         }
     }
 }
@@ -149,7 +190,7 @@ fn start_standalone(ctx: &Arc<Ctx>, pod: Pod) {
     if ctx.stops.lock().expect("lock").contains_key(&uid) {
         return;
     }
-    let stop = ctx.register_stop(&uid);
+    let stop = ctx.register_stop(&pod);
     let ctx = ctx.clone();
     tokio::spawn(async move {
         let name = pod.metadata.name.clone().unwrap_or_default();

@@ -3,7 +3,7 @@
 //! exit, then `SIGKILL` for whatever is left. The tree is found through `/proc` (parent
 //! pids), so processes in a sandbox's own session or pid namespace are reached too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
@@ -56,29 +56,38 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
-/// Sends `SIGTERM` to the container's processes. The sandbox's own `bwrap` processes are
-/// skipped (they kill everything at once when they die); they exit when the container's
-/// processes have. When the tree has no other process (a host process), `root` gets it.
-pub fn terminate(root: u32) {
-    let tree: Vec<u32> = descendants(root)
+/// Sends `SIGTERM` to the container's processes that `signalled` does not hold yet, and
+/// adds them to it. Call it again while waiting: a sandbox that is still starting has no
+/// container process yet, and the one it starts next must get the signal too.
+///
+/// The sandbox's own `bwrap` processes are never sent `SIGTERM`: they exit when the
+/// container's processes have, and an outer `bwrap` that dies first would leave the
+/// sandbox running without a parent. `root` itself gets it when it is not `bwrap` (a
+/// process on the host, or an engine's client that forwards signals).
+pub fn terminate(root: u32, signalled: &mut HashSet<u32>) {
+    let mut targets: Vec<u32> = descendants(root)
         .into_iter()
         .filter(|(_, comm)| comm != "bwrap")
         .map(|(p, _)| p)
         .collect();
-    if tree.is_empty() {
-        let _ = kill(Pid::from_raw(root as i32), Signal::SIGTERM);
+    if stat_fields(root).is_some_and(|(comm, _)| comm != "bwrap") {
+        targets.push(root);
     }
-    for p in tree {
-        let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+    for p in targets {
+        if signalled.insert(p) {
+            let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+        }
     }
 }
 
-/// Sends `SIGKILL` to `root`, its process group and every descendant.
+/// Sends `SIGKILL` to every descendant of `root`, then to `root` and its process group.
+/// Descendants go first: a sandbox's inner `bwrap` is the init of its pid namespace, and
+/// killing it takes every process in the sandbox with it, whether or not the outer one
+/// is still there to be its parent.
 pub fn kill_tree(root: u32) {
-    let tree = descendants(root);
-    let _ = killpg(Pid::from_raw(root as i32), Signal::SIGKILL);
-    let _ = kill(Pid::from_raw(root as i32), Signal::SIGKILL);
-    for (p, _) in tree {
+    for (p, _) in descendants(root) {
         let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
     }
+    let _ = killpg(Pid::from_raw(root as i32), Signal::SIGKILL);
+    let _ = kill(Pid::from_raw(root as i32), Signal::SIGKILL);
 }

@@ -6,7 +6,8 @@
 //! * [`ObjectReader`] — S3-compatible buckets, Azure Blob Storage, Google Cloud Storage and
 //!   local directories (`object_store`). Change detection: one listing, compared by ETag.
 //! * [`GitReader`] — a Git branch (same auth as the Git writer). Change detection: the
-//!   fetched branch tip; per file, the blob id.
+//!   fetched branch tip; per file, the blob id. A branch nobody has written yet is an
+//!   empty store.
 //!
 //! Readers never write: a credential that can only read is enough.
 
@@ -55,8 +56,10 @@ pub trait RecordReader: Send + Sync {
     /// Lists every object under the prefix. When `since` is the version of the previous
     /// listing and the store has provably not changed, [`Listing::Unchanged`].
     ///
+    /// A Git branch that does not exist yet lists as empty: the first write creates it.
+    ///
     /// # Errors
-    /// Transport, authentication and missing-bucket/branch errors as [`StoreError`].
+    /// Transport, authentication and missing-bucket errors as [`StoreError`].
     fn list<'a>(&'a self, since: Option<&'a str>) -> BoxFuture<'a, Result<Listing, StoreError>>;
 
     /// Reads one object by key (as listed); `Ok(None)` when it no longer exists.
@@ -186,6 +189,9 @@ impl RecordReader for ObjectReader {
     }
 }
 
+/// The listing version of a Git branch that does not exist yet (no commit id looks so).
+const NO_BRANCH_VERSION: &str = "no-branch";
+
 /// Reader for a Git branch: fetches (shallow over the network) into its own work
 /// directory and reads blobs from the fetched tip. Needs only fetch rights.
 pub struct GitReader {
@@ -215,9 +221,24 @@ impl RecordReader for GitReader {
     fn list<'a>(&'a self, since: Option<&'a str>) -> BoxFuture<'a, Result<Listing, StoreError>> {
         Box::pin(async move {
             // A `since` from another reader (or before a restart) has no blob map yet.
-            let since = since.filter(|_| !self.blobs.lock().expect("blobs").is_empty());
-            let Some(snap) = self.handle.snapshot_ids("", since).await? else {
-                return Ok(Listing::Unchanged);
+            let known = since.filter(|_| !self.blobs.lock().expect("blobs").is_empty());
+            let snap = match self.handle.snapshot_ids("", known).await {
+                Ok(Some(snap)) => snap,
+                Ok(None) => return Ok(Listing::Unchanged),
+                // The first write creates the branch (as the Git writer does), so until a
+                // Destination writes there is nothing to read: an empty store, not a
+                // failure to back off from.
+                Err(StoreError::BranchMissing { .. }) => {
+                    self.blobs.lock().expect("blobs").clear();
+                    if since == Some(NO_BRANCH_VERSION) {
+                        return Ok(Listing::Unchanged);
+                    }
+                    return Ok(Listing::Changed {
+                        version: NO_BRANCH_VERSION.into(),
+                        objects: Vec::new(),
+                    });
+                }
+                Err(e) => return Err(e),
             };
             let objects: Vec<ListedObject> = snap
                 .files

@@ -38,7 +38,7 @@ use serde_json::json;
 use crate::Error;
 use crate::context::Context;
 use crate::scheduler::{
-    DestinationFacts, destination_matches, group_selector, is_dry_run, rendezvous_choice,
+    DestinationFacts, choose_for_resource, destination_matches, group_selector, is_dry_run,
 };
 use crate::support::{
     EventRecorder, EventType, condition_is_false, condition_is_true, describe, edit_finalizers,
@@ -361,10 +361,12 @@ async fn delete(state: &WorkCtx, w: &Reconciling<'_>) -> Result<Action, Error> {
 
 /// Where a group's WorkPlacements go: (destination, existing placement) pairs, and
 /// whether the group is unscheduled. Existing placements stay; a resource group without
-/// one gets the rendezvous choice; a dependency group gets every candidate it lacks.
+/// one gets the scheduler's choice (a Ready candidate first); a dependency group gets
+/// every candidate it lacks.
 fn plan_group<'a>(
     w: &Reconciling<'_>,
     group: &WorkloadGroup,
+    matching: &[&DestinationFacts],
     candidates: &BTreeSet<&str>,
     in_group: &[&'a WorkPlacement],
 ) -> (Vec<(String, Option<&'a WorkPlacement>)>, bool) {
@@ -376,7 +378,7 @@ fn plan_group<'a>(
         if !in_group.is_empty() {
             return (targets, false);
         }
-        return match rendezvous_choice(&w.ns, &w.name, &group.id, candidates.iter().copied()) {
+        return match choose_for_resource(&w.ns, &w.name, &group.id, matching) {
             Some(d) => (vec![(d.to_string(), None)], false),
             None => (targets, true),
         };
@@ -402,16 +404,16 @@ async fn place_group(
 ) -> GroupOutcome {
     let resolved = group_selector(w.work, group);
     let dry_run = is_dry_run(w.work);
-    let candidates: BTreeSet<&str> = destinations
+    let matching: Vec<&DestinationFacts> = destinations
         .iter()
         .filter(|d| destination_matches(d, &resolved, dry_run))
-        .map(|d| d.name.as_str())
         .collect();
+    let candidates: BTreeSet<&str> = matching.iter().map(|d| d.name.as_str()).collect();
     let in_group: Vec<&WorkPlacement> = existing
         .iter()
         .filter(|wp| wp.labels().get(labels::WORKLOAD_GROUP_ID) == Some(&group.id))
         .collect();
-    let (targets, unscheduled) = plan_group(w, group, &candidates, &in_group);
+    let (targets, unscheduled) = plan_group(w, group, &matching, &candidates, &in_group);
     let mut outcome = GroupOutcome {
         unscheduled,
         ..Default::default()

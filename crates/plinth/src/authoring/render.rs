@@ -23,7 +23,7 @@ use kube::{Client, ResourceExt};
 use plinth_api::constants::{condition_types, labels, reasons};
 use plinth_api::{Destination, Work, WorkPlacement};
 use plinth_controllers::scheduler::{
-    DestinationFacts, destination_matches, rendezvous_choice, resolve_selectors,
+    DestinationFacts, choose_for_resource, destination_matches, resolve_selectors,
 };
 use plinth_controllers::workplacement::{Target, resolve_target};
 use serde_json::{Value, json};
@@ -701,17 +701,17 @@ fn place(works: &[Work], destinations: &[Destination]) -> anyhow::Result<Rendere
                     s.match_labels.as_ref().unwrap_or(&empty),
                 )
             }));
-            let matching: Vec<String> = facts
+            let candidates: Vec<&DestinationFacts> = facts
                 .iter()
                 .filter(|d| destination_matches(d, &selectors, false))
-                .map(|d| d.name.clone())
                 .collect();
+            let matching: Vec<String> = candidates.iter().map(|d| d.name.clone()).collect();
             let scheduled: Vec<String> = if is_resource {
-                rendezvous_choice(
+                choose_for_resource(
                     &work.namespace().unwrap_or_default(),
                     &work.name_any(),
                     &group.id,
-                    matching.iter().map(String::as_str),
+                    &candidates,
                 )
                 .map(|d| vec![d.to_string()])
                 .unwrap_or_default()
