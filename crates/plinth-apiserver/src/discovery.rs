@@ -127,6 +127,35 @@ pub(crate) async fn openapi_index(State(app): State<AppRef>) -> Response {
     json_ok(crate::openapi::v3_index(&app.registry.all()))
 }
 
+/// `/openapi/v2`: an OpenAPI 2.0 document with no definitions, as protobuf when asked
+/// for (kubectl asks only for that) and JSON otherwise.
+///
+/// Every served kind is described by `/openapi/v3`. kubectl reads `/openapi/v2` only for
+/// an object whose group/version v3 does not list, i.e. a kind that does not exist;
+/// finding no definition there, it skips client-side validation and reports the kind as
+/// unknown ("no matches for kind ... ensure CRDs are installed first"), as it does
+/// against a Kubernetes API server. Without this document it failed on the download.
+pub(crate) async fn openapi_v2(headers: http::HeaderMap) -> Response {
+    let wants_proto = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.contains(crate::openapi::V2_PROTOBUF_ACCEPT)
+                || v.contains(crate::openapi::V2_PROTOBUF_CONTENT_TYPE)
+        });
+    if wants_proto {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, crate::openapi::V2_PROTOBUF_CONTENT_TYPE)],
+            crate::openapi::v2_empty_protobuf(),
+        )
+            .into_response()
+    } else {
+        json_ok(crate::openapi::v2_empty_json())
+    }
+}
+
 pub(crate) async fn openapi_core(State(app): State<AppRef>) -> Response {
     crate::openapi::v3_group_version(&app.registry.all(), "", "v1")
         .map(json_ok)

@@ -31,6 +31,43 @@ const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions
 const PATCH: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch";
 const WATCH_EVENT: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent";
 
+/// The media subtype kubectl asks for an OpenAPI v2 document in protobuf with (gnostic's
+/// `openapi.v2.Document`); the `@` is not valid in a Content-Type, so the answer is
+/// labelled [`V2_PROTOBUF_CONTENT_TYPE`], as the Kubernetes API server does.
+pub(crate) const V2_PROTOBUF_ACCEPT: &str = "com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The media type an OpenAPI v2 protobuf answer is labelled with.
+pub(crate) const V2_PROTOBUF_CONTENT_TYPE: &str =
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+const V2_TITLE: &str = "Kubernetes";
+const V2_VERSION: &str = "v1.33.0+plinth";
+
+/// The OpenAPI v2 document without definitions (see `/openapi/v2` in the discovery
+/// module), as JSON.
+pub(crate) fn v2_empty_json() -> Value {
+    json!({"swagger": "2.0", "info": {"title": V2_TITLE, "version": V2_VERSION}, "paths": {}})
+}
+
+/// The same document as a protobuf `openapi.v2.Document`: `swagger` (field 1),
+/// `info` (field 2: `title` 1, `version` 2) and an empty `paths` (field 8).
+pub(crate) fn v2_empty_protobuf() -> Vec<u8> {
+    /// A length-delimited field (wire type 2); every length here is under 128 bytes,
+    /// so it is a single varint byte.
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        let len = u8::try_from(bytes.len()).expect("short field");
+        assert!(len < 0x80, "short field");
+        let mut out = vec![(number << 3) | 2, len];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let info = [
+        field(1, V2_TITLE.as_bytes()),
+        field(2, V2_VERSION.as_bytes()),
+    ]
+    .concat();
+    [field(1, b"2.0"), field(2, &info), field(8, &[])].concat()
+}
+
 /// Bumped whenever the document layout changes, so clients' hash-keyed caches refresh.
 const LAYOUT_VERSION: &str = "plinth-openapi-v3-1";
 

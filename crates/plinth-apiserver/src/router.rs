@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::app::{AppRef, RequestContext, json_response, not_found_path, respond_objects, truthy};
 use crate::discovery::{
     api_group, api_groups, api_versions, core_resources, group_resources, healthz, openapi_core,
-    openapi_group, openapi_index, readyz, version,
+    openapi_group, openapi_index, openapi_v2, readyz, version,
 };
 use crate::error::ApiError;
 use crate::registry::Registry;
@@ -28,6 +28,7 @@ pub(crate) fn routes(app: AppRef) -> axum::Router {
         .route("/apis", get(api_groups))
         .route("/apis/{group}", get(api_group))
         .route("/apis/{group}/{version}", get(group_resources))
+        .route("/openapi/v2", get(openapi_v2))
         .route("/openapi/v3", get(openapi_index))
         .route("/openapi/v3/api/v1", get(openapi_core))
         .route("/openapi/v3/apis/{group}/{version}", get(openapi_group))

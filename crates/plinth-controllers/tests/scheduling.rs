@@ -21,6 +21,53 @@ fn dest_json(name: &str, labels: serde_json::Value, path: &str) -> serde_json::V
     })
 }
 
+/// A resource group is not placed on a Destination whose state store does not exist
+/// while a Ready one matches: without the preference, the rendezvous choice would send
+/// about half of these Works there, to fail for as long as the store is missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_groups_go_to_ready_destinations_first() {
+    let env = start().await;
+    env.git_store("default").await;
+    env.create_destination(dest_json("good", json!({"env": "dev"}), "good"))
+        .await;
+    env.destination_ready("good").await;
+    let mut broken = dest_json("broken", json!({"env": "dev"}), "broken");
+    broken["spec"]["stateStoreRef"]["name"] = "missing".into();
+    env.create_destination(broken).await;
+
+    let works: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+    let on_broken = works
+        .iter()
+        .filter(|w| rendezvous_choice("team-a", w, GROUP, ["good", "broken"]) == Some("broken"))
+        .count();
+    assert!(
+        on_broken > 0,
+        "the test needs Works that would go to broken"
+    );
+    for w in &works {
+        let sel = vec![("promise", labels(&[("env", "dev")]))];
+        env.create_work(
+            "team-a",
+            w,
+            "widget",
+            w,
+            "configure",
+            &[(".", sel, vec![("a.yaml", "a: 1\n")])],
+        )
+        .await;
+    }
+    for w in &works {
+        env.work_condition("team-a", w, "Ready", "True", "AllWorkplacementsScheduled")
+            .await;
+        let wps = env.placements("team-a", w).await;
+        let targets: Vec<_> = wps
+            .iter()
+            .map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(targets, ["good"], "Work {w}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unscheduled_resource_work_is_placed_when_a_matching_destination_appears() {
     let env = start().await;

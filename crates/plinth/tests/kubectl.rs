@@ -456,6 +456,18 @@ fn kubectl_apply_rejects_schema_violations_with_field_causes() {
     let err = p.kubectl_fails(&["get", "widget", "w1", "-n", "default"]);
     assert!(err.contains("not found"), "{err}");
 
+    // A kind nobody installed is named as such (kubectl reads /openapi/v2 for a group
+    // that /openapi/v3 does not list, then asks discovery).
+    let unknown = p.write(
+        "unknown-kind.yaml",
+        "apiVersion: nowhere.plinth.dev/v1\nkind: Gizmo\nmetadata: {name: g1, namespace: default}\nspec: {}\n",
+    );
+    let err = p.kubectl_fails(&["apply", "-f", &unknown]);
+    assert!(
+        err.contains(r#"no matches for kind "Gizmo" in version "nowhere.plinth.dev/v1""#),
+        "{err}"
+    );
+
     // A CRD that is not structural is rejected with the field path.
     let bad_crd = p.write(
         "bad-crd.yaml",
