@@ -147,7 +147,10 @@ pub(crate) async fn openapi_v2(headers: http::HeaderMap) -> Response {
     if wants_proto {
         (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, crate::openapi::V2_PROTOBUF_CONTENT_TYPE)],
+            [(
+                header::CONTENT_TYPE,
+                crate::openapi::V2_PROTOBUF_CONTENT_TYPE,
+            )],
             crate::openapi::v2_empty_protobuf(),
         )
             .into_response()

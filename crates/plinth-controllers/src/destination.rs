@@ -145,7 +145,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn error_policy(dest: Arc<Destination>, err: &Error, state: Arc<DestState>) -> Action {
-    tracing::warn!(destination = %describe(dest.as_ref()), error = %err, "destination reconcile failed");
+    log_reconcile_failure!(err, "destination reconcile", destination = %describe(dest.as_ref()));
     Action::requeue(state.ctx.config().requeue_default)
 }
 

@@ -99,7 +99,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn error_policy(d: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(dryrun = %d.name_any(), error = %err, "DryRun reconcile failed");
+    log_reconcile_failure!(err, "DryRun reconcile", dryrun = %d.name_any());
     Action::requeue(ctx.config().requeue_default)
 }
 

@@ -14,6 +14,20 @@
 //! [`Context`].
 #![deny(missing_docs)]
 
+/// Logs a failed reconcile with the object's fields: at DEBUG when it lost a write race
+/// (409 Conflict: the object changed since it was read, and the retry that follows is
+/// routine), at WARN otherwise. `$what` names the reconcile ("Promise reconcile").
+macro_rules! log_reconcile_failure {
+    ($err:expr, $what:literal, $($fields:tt)+) => {{
+        let err: &$crate::Error = $err;
+        if err.is_conflict() {
+            tracing::debug!($($fields)+, error = %err, concat!($what, " lost a write race; retrying"));
+        } else {
+            tracing::warn!($($fields)+, error = %err, concat!($what, " failed"));
+        }
+    }};
+}
+
 pub mod announce;
 pub mod apply;
 pub mod config;
@@ -130,6 +144,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// True for a write that lost a race: the API's 409 Conflict, or an object that kept
+    /// changing under a read-modify-write.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            Error::Kube(e) | Error::Api { source: e, .. } => support::is_conflict(e),
+            Error::Conflict(_) => true,
+            _ => false,
+        }
+    }
+
     /// Wraps a client error with what was being done to which object.
     pub fn kube(action: &'static str, object: impl Into<String>, source: kube::Error) -> Self {
         Error::Api {
@@ -137,5 +161,25 @@ impl Error {
             object: object.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("x", reason).with_code(code),
+        ))
+    }
+
+    #[test]
+    fn only_lost_write_races_are_conflicts() {
+        assert!(Error::kube("updating", "Work a/b", api(409, "Conflict")).is_conflict());
+        assert!(Error::Kube(api(409, "Conflict")).is_conflict());
+        assert!(Error::Conflict("Promise p".into()).is_conflict());
+        assert!(!Error::kube("updating", "Work a/b", api(404, "NotFound")).is_conflict());
+        assert!(!Error::NotFound("Destination d".into()).is_conflict());
     }
 }

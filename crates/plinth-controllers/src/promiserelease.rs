@@ -51,7 +51,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(promise_release = %pr.name_any(), error = %err, "PromiseRelease reconcile failed");
+    log_reconcile_failure!(err, "PromiseRelease reconcile", promise_release = %pr.name_any());
     Action::requeue(ctx.config().requeue_default)
 }
 

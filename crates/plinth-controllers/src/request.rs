@@ -238,7 +238,7 @@ fn all_requests(store: &Store<DynamicObject>, ar: &ApiResource) -> Vec<ObjectRef
 }
 
 fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> Action {
-    tracing::warn!(promise = %rctx.promise, request = %rr.name_any(), namespace = %rr.namespace().unwrap_or_default(), error = %err, "resource request reconcile failed");
+    log_reconcile_failure!(err, "resource request reconcile", promise = %rctx.promise, request = %rr.name_any(), namespace = %rr.namespace().unwrap_or_default());
     Action::requeue(rctx.ctx.config().requeue_default)
 }
 

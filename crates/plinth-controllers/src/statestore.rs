@@ -426,7 +426,7 @@ async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<
 }
 
 fn error_policy<K: StateStoreObject>(obj: Arc<K>, err: &Error, state: Arc<StoreState>) -> Action {
-    tracing::warn!(store = %describe(obj.as_ref()), error = %err, "state store reconcile failed");
+    log_reconcile_failure!(err, "state store reconcile", store = %describe(obj.as_ref()));
     Action::requeue(state.ctx.config().requeue_default)
 }
 

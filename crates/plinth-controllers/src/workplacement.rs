@@ -356,7 +356,7 @@ fn destinations_of_store(
 }
 
 fn error_policy(wp: Arc<WorkPlacement>, err: &Error, state: Arc<WpState>) -> Action {
-    tracing::warn!(workplacement = %describe(wp.as_ref()), error = %err, "workplacement reconcile failed");
+    log_reconcile_failure!(err, "workplacement reconcile", workplacement = %describe(wp.as_ref()));
     Action::requeue(state.ctx.config().requeue_default)
 }
 

@@ -126,7 +126,7 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
 }
 
 fn error_policy(rec: Arc<HealthRecord>, err: &Error, rc: Arc<RecordCtx>) -> Action {
-    tracing::warn!(record = %rec.name_any(), namespace = ?rec.namespace(), error = %err, "health record reconcile failed");
+    log_reconcile_failure!(err, "health record reconcile", record = %rec.name_any(), namespace = ?rec.namespace());
     Action::requeue(rc.ctx.config().requeue_default)
 }
 

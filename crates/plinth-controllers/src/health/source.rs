@@ -111,7 +111,7 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
 }
 
 fn error_policy(hs: Arc<HealthSource>, err: &crate::Error, s: Arc<SourceCtx>) -> Action {
-    tracing::warn!(source = %hs.name_any(), error = %err, "health source reconcile failed");
+    log_reconcile_failure!(err, "health source reconcile", source = %hs.name_any());
     Action::requeue(s.ctx.config().requeue_default)
 }
 

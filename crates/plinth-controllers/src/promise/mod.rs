@@ -137,7 +137,7 @@ fn requirers(store: &Store<DynamicObject>, name: &str) -> Vec<ObjectRef<DynamicO
 }
 
 fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    tracing::warn!(promise = %promise.name_any(), error = %err, "Promise reconcile failed");
+    log_reconcile_failure!(err, "Promise reconcile", promise = %promise.name_any());
     Action::requeue(ctx.config().requeue_default)
 }
 

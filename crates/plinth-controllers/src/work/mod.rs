@@ -207,7 +207,7 @@ fn works_affected_by_destination(
 }
 
 fn error_policy(work: Arc<Work>, err: &Error, state: Arc<WorkCtx>) -> Action {
-    tracing::warn!(work = %describe(work.as_ref()), error = %err, "scheduling failed");
+    log_reconcile_failure!(err, "scheduling", work = %describe(work.as_ref()));
     Action::requeue(state.ctx.config().requeue_default)
 }
 
