@@ -169,6 +169,22 @@ async fn plinth_status_shows_the_path_of_a_request() {
         "{err}"
     );
 
+    // A KUBECONFIG naming a missing file is the user's choice gone wrong: said so, with
+    // no fallback to the data dir's kubeconfig.
+    let out = Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .args(["status", "gadget", "default/mine"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("PLINTH_DATA_DIR", &p.data)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run plinth status");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KUBECONFIG=/nonexistent/kubeconfig: /nonexistent/kubeconfig does not exist"),
+        "{err}"
+    );
+
     // Errors name what is missing.
     let out = status(&p, &["nope"]);
     assert!(!out.status.success());

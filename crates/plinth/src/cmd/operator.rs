@@ -117,39 +117,58 @@ pub(crate) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Resu
 }
 
 /// A client for the commands that read a platform (`status`, `health`, `diff`): the
-/// kubeconfig given, else the inferred configuration (KUBECONFIG, ~/.kube/config,
-/// in-cluster), else the kubeconfig a local `plinth up` writes in its data dir
-/// (`PLINTH_DATA_DIR` or the default one), so that these commands need no flag beside
-/// `plinth up`.
+/// kubeconfig given, else the usual places in kubectl's order (KUBECONFIG, then
+/// ~/.kube/config, then in-cluster), else the kubeconfig a local `plinth up` writes in
+/// its data dir (`PLINTH_DATA_DIR` or the default one), so that these commands need no
+/// flag beside `plinth up`. A place that exists but cannot be used is an error, not a
+/// reason to try the next one: a KUBECONFIG naming a missing file says so.
 ///
 /// # Errors
-/// A kubeconfig that cannot be read or used; none found anywhere (the error names every
-/// place looked at).
+/// A kubeconfig that cannot be read or used (naming it); none found anywhere (the error
+/// names every place looked at).
 pub(crate) async fn platform_client(
     kubeconfig: Option<&std::path::Path>,
 ) -> anyhow::Result<Client> {
     if kubeconfig.is_some() {
         return client(kubeconfig).await;
     }
-    match Config::infer().await {
-        Ok(config) => Client::try_from(config).context("building the Kubernetes client"),
-        Err(inferred) => {
-            let data_dir = std::env::var_os("PLINTH_DATA_DIR")
-                .filter(|d| !d.is_empty())
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(crate::platform::default_data_dir);
-            let local = data_dir.join("kubeconfig");
-            if local.is_file() {
-                return client(Some(&local)).await;
-            }
-            anyhow::bail!(
-                "no kubeconfig given and none found: not in KUBECONFIG, ~/.kube/config or \
-                 in-cluster ({inferred}), and no {} (start the platform with `plinth up`, or \
-                 pass --kubeconfig)",
-                local.display()
-            )
+    if let Some(list) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        let what = format!("KUBECONFIG={}", list.to_string_lossy());
+        if let Some(missing) = std::env::split_paths(&list).find(|p| !p.exists()) {
+            anyhow::bail!("{what}: {} does not exist", missing.display());
         }
+        let kc = kube::config::Kubeconfig::from_env()
+            .with_context(|| format!("reading {what}"))?
+            .with_context(|| format!("{what} names no kubeconfig"))?;
+        let config = Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .with_context(|| format!("using {what}"))?;
+        return Client::try_from(config).context("building the Kubernetes client");
     }
+    let home_config = std::env::var_os("HOME")
+        .map(|h| std::path::PathBuf::from(h).join(".kube/config"))
+        .filter(|p| p.exists());
+    if let Some(path) = home_config {
+        return client(Some(&path)).await;
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        let config = Config::incluster().context("using the in-cluster configuration")?;
+        return Client::try_from(config).context("building the Kubernetes client");
+    }
+    let data_dir = std::env::var_os("PLINTH_DATA_DIR")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(crate::platform::default_data_dir);
+    let local = data_dir.join("kubeconfig");
+    if local.is_file() {
+        return client(Some(&local)).await;
+    }
+    anyhow::bail!(
+        "no kubeconfig given and none found: KUBECONFIG is not set, there is no \
+         ~/.kube/config, this is not a Kubernetes Pod (KUBERNETES_SERVICE_HOST is not set), \
+         and there is no {} (start the platform with `plinth up`, or pass --kubeconfig)",
+        local.display()
+    )
 }
 
 /// Takes or renews the Lease. Returns false while another holder's Lease is still valid.
