@@ -229,3 +229,35 @@ async fn a_failing_pipeline_says_why_in_the_requests_condition() {
          preparing\nboom: database unreachable"
     );
 }
+
+/// The README's kubectl walk-through: the example Promise and request in `examples/`
+/// apply unchanged on `plinth up`, and the request is Reconciled with its files written
+/// to the bootstrap Destination `local`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_example_reconciles_on_plinth_up() {
+    if !have_kubectl() {
+        return;
+    }
+    let p = Plinth::up(&[]).await;
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/webapp");
+    let file = |name: &str| examples.join(name).to_string_lossy().into_owned();
+    p.kubectl(&["apply", "-f", &file("promise.yaml")]);
+    wait_until(90, "the WebApp API", || async {
+        p.kubectl_raw(&["get", "webapps", "-A"]).status.success()
+    })
+    .await;
+    p.kubectl(&["apply", "-f", &file("request.yaml")]);
+    let reconciled = r#"jsonpath={.status.conditions[?(@.type=="Reconciled")].status}"#;
+    wait_until(120, "WebApp default/hello Reconciled", || async {
+        let out = p.kubectl_raw(&["get", "webapp", "hello", "-n", "default", "-o", reconciled]);
+        String::from_utf8_lossy(&out.stdout) == "True"
+    })
+    .await;
+    let files = repo_files(&p.repo(), "main");
+    assert!(
+        files
+            .iter()
+            .any(|f| f.contains("resources/default/webapp/hello/render/")),
+        "{files:?}"
+    );
+}

@@ -18,8 +18,9 @@ use crate::cmd::worker::{Worker, WorkerArgs};
 use crate::platform::{BOOTSTRAP_NAME, PLATFORM_DESTINATION, Platform, PlatformOptions};
 use crate::progress::Progress;
 
-const PROMISE_YAML: &str = include_str!("quickstart/promise.yaml");
-const REQUEST_YAML: &str = include_str!("quickstart/request.yaml");
+// The sample users apply by hand too (README "Using it with kubectl").
+const PROMISE_YAML: &str = include_str!("../../../../examples/webapp/promise.yaml");
+const REQUEST_YAML: &str = include_str!("../../../../examples/webapp/request.yaml");
 
 /// Arguments of `plinth quickstart`.
 #[derive(clap::Args)]
