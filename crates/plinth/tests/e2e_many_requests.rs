@@ -12,7 +12,7 @@ use support::*;
 
 fn sample(file: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/cmd/quickstart")
+        .join("../../examples/webapp")
         .join(file);
     serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
