@@ -228,7 +228,10 @@ async fn serve_https(
     if let Some(ExtraRoutes(extra)) = &config.extra_routes {
         net = extra.clone().merge(net);
     }
-    let task = tokio::spawn(serve_tls(listener, tls, net));
+    let task = serve_on_own_runtime(listener, tls, net).map_err(|source| Error::Listen {
+        addr: local,
+        source,
+    })?;
     let path = app.data_dir.join("kubeconfig");
     write_kubeconfig(&path, local, &files.ca_pem, app.tokens.admin_token())?;
     Ok((local, path, task))
@@ -479,6 +482,51 @@ async fn maintenance_loop(store: Store, every: Duration) {
             tracing::warn!("checkpoint/vacuum failed (retried next interval): {e}");
         }
     }
+}
+
+/// Worker threads of the runtime that serves HTTPS (at most this many, and no more than
+/// the machine has cores).
+const HTTPS_WORKERS: usize = 2;
+
+/// Serves HTTPS on a runtime of its own, so kubectl, pipelines and remote watchers are
+/// answered while the controllers keep the caller's runtime busy: both share the store,
+/// not a scheduler queue. The returned task (on the caller's runtime) stands for the
+/// server: aborting or dropping it stops the listener and every connection.
+///
+/// # Errors
+/// The runtime or its thread cannot be created, or the listener cannot be moved to it.
+fn serve_on_own_runtime(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: axum::Router,
+) -> std::io::Result<JoinHandle<()>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(HTTPS_WORKERS);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("plinth-https")
+        .enable_all()
+        .build()?;
+    // A socket belongs to the runtime that registered it: hand it over as a std socket.
+    let listener = listener.into_std()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("plinth-https-main".into())
+        .spawn(move || {
+            runtime.spawn(async move {
+                match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => serve_tls(l, tls, router).await,
+                    Err(e) => tracing::error!("HTTPS listener: {e}"),
+                }
+            });
+            // Dropping the runtime when the stand-in task ends closes every connection.
+            let _ = runtime.block_on(stopped);
+        })?;
+    Ok(tokio::spawn(async move {
+        let _stop = stop;
+        std::future::pending::<()>().await
+    }))
 }
 
 async fn serve_tls(

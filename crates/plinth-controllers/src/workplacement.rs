@@ -497,7 +497,7 @@ async fn report_store_not_ready(
     let conds = conditions_of(wp);
     let write = get_condition(&conds, condition_types::WRITE_SUCCEEDED);
     let message = format!(
-        "{kind}/{name} is not ready (see its Ready condition); the workloads are written once it is"
+        "{kind}/{name} does not exist or is not ready (the Destination's Ready condition says which); the workloads are written once it is"
     );
     if write.is_some_and(|c| {
         c.status == "True" || (c.reason == reasons::STATE_STORE_NOT_READY && c.message == message)

@@ -345,7 +345,7 @@ async fn missing_secret_is_reported_and_recovered_when_it_appears() {
         )],
     )
     .await;
-    let expected = "GitStateStore/needs-creds is not ready (see its Ready condition); the workloads are written once it is";
+    let expected = "GitStateStore/needs-creds does not exist or is not ready (the Destination's Ready condition says which); the workloads are written once it is";
     wait_for("placement StateStoreNotReady", || async {
         let Some(wp) = env.placements("default", "waits-for-store").await.pop() else {
             return false;

@@ -465,7 +465,11 @@ async fn git_source_applies_committed_records() {
     let env = start().await;
     env.create_request("default", "a").await;
     let bare = env.dir.path().join("health.git");
-    plinth_statestore::git::init_bare(&bare, "main").unwrap();
+    // No commit at all (as `git init` leaves it): the branch does not exist yet.
+    git(
+        env.dir.path(),
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
     env.create_source(json!({
         "apiVersion": "platform.syntasso.io/v1alpha1",
         "kind": "HealthSource",
@@ -487,6 +491,11 @@ async fn git_source_applies_committed_records() {
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
         ("True", plinth_api::constants::health::POLLED),
+        "{ready:?}"
+    );
+    // ... and says so, so that a misspelt branch shows.
+    assert!(
+        ready.message.contains("the branch does not exist yet"),
         "{ready:?}"
     );
     assert_eq!(status.records, Some(0));
@@ -516,6 +525,31 @@ async fn git_source_applies_committed_records() {
     git(&work, &["push", "-q", "origin", "HEAD:main"]);
     let hs = env.poll_now("git-1", "2").await;
     assert_eq!(hs.status.unwrap().records, Some(1));
+    env.wait_state("default", "a", "unhealthy").await;
+
+    // The branch removed behind the source: its record stays, and the source says why.
+    git(
+        env.dir.path(),
+        &[
+            "--git-dir",
+            bare.to_str().unwrap(),
+            "update-ref",
+            "-d",
+            "refs/heads/main",
+        ],
+    );
+    let hs = env.poll_now("git-1", "3").await;
+    let ready = hs
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready condition");
+    assert_eq!(ready.status, "False", "{ready:?}");
+    assert!(ready.message.contains("no longer exists"), "{ready:?}");
+    assert!(env.records("default").get("a-git").await.is_ok());
     env.wait_state("default", "a", "unhealthy").await;
 }
 

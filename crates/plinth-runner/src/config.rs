@@ -68,7 +68,8 @@ pub struct RunnerConfig {
     pub adapter_image: String,
     /// Optional YAML file mapping images to local commands (see [`crate::image::ImageMap`]).
     pub image_map: Option<PathBuf>,
-    /// How many Jobs run a Pod at the same time (at least 1).
+    /// How many Jobs run a Pod at the same time (at least 1). Standalone Pods (no
+    /// controlling Job) are not counted.
     pub max_parallel_jobs: usize,
     /// Isolation of container processes.
     pub sandbox: SandboxMode,

@@ -1203,6 +1203,11 @@ async fn run_mains(run: &Attempt<'_>, mains: &[Prepared], tracker: &mut Tracker)
     for (_, p, _) in mains {
         tracker.set_state(false, &p.name, running_state());
     }
+    // No readiness probes run here, so a Pod whose containers all run is Ready (what the
+    // kubelet reports for such a Pod, and what `kubectl wait --for=condition=Ready` needs).
+    tracker.set_condition("ContainersReady", true);
+    tracker.set_condition("Ready", true);
+    tracker.publish();
     let runs = mains.iter().map(|(_, p, backend)| {
         let io = run.io(&p.name);
         async move { (p.name.clone(), run_process(backend.as_ref(), p, io).await) }

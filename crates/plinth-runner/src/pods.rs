@@ -5,7 +5,9 @@
 //!   each full list (the first, or a relist after the watch was lost), Pods deleted while
 //!   nobody watched are stopped (no Delete event comes for them) and their files go
 //!   ([`crate::sweep`]);
-//! * standalone Pods (no controlling Job) run with `restartPolicy` honoured: `Never` runs
+//! * standalone Pods (no controlling Job) run at once, outside the Job runner's
+//!   `max_parallel_jobs` slots (those bound pipeline Jobs; a Pod that runs for ever must
+//!   not hold pipelines up), with `restartPolicy` honoured: `Never` runs
 //!   once, `OnFailure` runs again after a failure, `Always` (the default) runs again
 //!   after every exit; restarts wait `retry_backoff` doubling up to `max_retry_backoff`
 //!   (by default 10 s up to 6 min, close to the kubelet's CrashLoopBackOff), with
@@ -227,7 +229,8 @@ async fn run_standalone(
     let mut restarts = 0;
     let mut last: Option<PodStatus> = None;
     loop {
-        let permit = ctx.slots.acquire().await.expect("semaphore never closed");
+        // No Job slot: `max_parallel_jobs` bounds pipeline Jobs, and a long-running Pod
+        // (`kubectl run` of a server or a debug shell) must not hold pipelines up.
         if stopped(&stop) {
             return Ok(());
         }
@@ -246,7 +249,6 @@ async fn run_standalone(
             last.as_ref(),
         )
         .await?;
-        drop(permit);
         if stopped(&stop) {
             return Ok(());
         }

@@ -679,6 +679,19 @@ async fn standalone_pods_run_with_their_restart_policy() {
         )
         .await;
     wait_running(&p, "team-a", "sleepy").await;
+    // Its containers run, so it is Ready (`kubectl wait --for=condition=Ready` relies on it).
+    let ready = |o: Option<&Pod>| {
+        o.and_then(|p| p.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        await_condition(api.clone(), "sleepy", ready),
+    )
+    .await
+    .expect("a running Pod is Ready")
+    .unwrap();
     wait_processes(&tag).await;
     api.delete("sleepy", &Default::default()).await.unwrap();
     // The grace period is 3 s; allow for a loaded machine.
@@ -1096,5 +1109,36 @@ async fn parallel_limit_bounds_concurrent_pods() {
             w[0].1 <= w[1].0,
             "pods overlapped with max_parallel_jobs = 1: {spans:?}"
         );
+    }
+
+    // A standalone Pod that runs for ever does not take the only slot: Jobs still run.
+    let tag = format!("slot-holder-{}", std::process::id());
+    let _: Pod = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "server"}, "spec": {"terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", format!("sleep 100000; echo {tag}")]}]}}),
+        )
+        .await;
+    wait_running(&p, "team-a", "server").await;
+    let _: Job = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "beside-a-server"}, "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", "true"]}]}}}}),
+        )
+        .await;
+    p.wait_job("team-a", "beside-a-server", "Complete").await;
+    Api::<Pod>::namespaced(p.client(), "team-a")
+        .delete("server", &Default::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !processes_with(&tag).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server Pod's processes still run"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -6,8 +6,8 @@
 //! * [`ObjectReader`] — S3-compatible buckets, Azure Blob Storage, Google Cloud Storage and
 //!   local directories (`object_store`). Change detection: one listing, compared by ETag.
 //! * [`GitReader`] — a Git branch (same auth as the Git writer). Change detection: the
-//!   fetched branch tip; per file, the blob id. A branch nobody has written yet is an
-//!   empty store.
+//!   fetched branch tip; per file, the blob id. A branch that does not exist is
+//!   [`Listing::Absent`], not an error.
 //!
 //! Readers never write: a credential that can only read is enough.
 
@@ -38,6 +38,10 @@ pub struct ListedObject {
 pub enum Listing {
     /// The store is as it was at the `since` version: nothing to read.
     Unchanged,
+    /// The Git branch does not exist: nothing has been written to it yet (the first
+    /// write creates it), or it was removed. The reader cannot tell which; the caller
+    /// knows whether it ever read anything there.
+    Absent,
     /// The store's current content.
     Changed {
         /// A version for the whole listing; pass it back as `since` next time.
@@ -56,7 +60,7 @@ pub trait RecordReader: Send + Sync {
     /// Lists every object under the prefix. When `since` is the version of the previous
     /// listing and the store has provably not changed, [`Listing::Unchanged`].
     ///
-    /// A Git branch that does not exist yet lists as empty: the first write creates it.
+    /// A Git branch that does not exist is [`Listing::Absent`].
     ///
     /// # Errors
     /// Transport, authentication and missing-bucket errors as [`StoreError`].
@@ -189,9 +193,6 @@ impl RecordReader for ObjectReader {
     }
 }
 
-/// The listing version of a Git branch that does not exist yet (no commit id looks so).
-const NO_BRANCH_VERSION: &str = "no-branch";
-
 /// Reader for a Git branch: fetches (shallow over the network) into its own work
 /// directory and reads blobs from the fetched tip. Needs only fetch rights.
 pub struct GitReader {
@@ -221,22 +222,15 @@ impl RecordReader for GitReader {
     fn list<'a>(&'a self, since: Option<&'a str>) -> BoxFuture<'a, Result<Listing, StoreError>> {
         Box::pin(async move {
             // A `since` from another reader (or before a restart) has no blob map yet.
-            let known = since.filter(|_| !self.blobs.lock().expect("blobs").is_empty());
-            let snap = match self.handle.snapshot_ids("", known).await {
+            let since = since.filter(|_| !self.blobs.lock().expect("blobs").is_empty());
+            let snap = match self.handle.snapshot_ids("", since).await {
                 Ok(Some(snap)) => snap,
                 Ok(None) => return Ok(Listing::Unchanged),
-                // The first write creates the branch (as the Git writer does), so until a
-                // Destination writes there is nothing to read: an empty store, not a
-                // failure to back off from.
+                // The first write creates the branch (as the Git writer does): not a
+                // transport failure, and the caller decides what it means.
                 Err(StoreError::BranchMissing { .. }) => {
                     self.blobs.lock().expect("blobs").clear();
-                    if since == Some(NO_BRANCH_VERSION) {
-                        return Ok(Listing::Unchanged);
-                    }
-                    return Ok(Listing::Changed {
-                        version: NO_BRANCH_VERSION.into(),
-                        objects: Vec::new(),
-                    });
+                    return Ok(Listing::Absent);
                 }
                 Err(e) => return Err(e),
             };

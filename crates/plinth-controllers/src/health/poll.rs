@@ -63,7 +63,12 @@ pub struct PollOutcome {
     pub reads: usize,
     /// `(key, reason, conflict)` for rejections not reported before.
     pub new_rejections: Vec<(String, String, bool)>,
+    /// What the Ready message adds about the store (a branch not created yet).
+    pub note: Option<&'static str>,
 }
+
+/// The Ready message's note for a Git branch that does not exist and never held records.
+pub const BRANCH_ABSENT_NOTE: &str = "the branch does not exist yet: no Destination has written a record there (check the branch name if one should have)";
 
 enum Handled {
     Applied(String, String),
@@ -102,6 +107,20 @@ pub(crate) async fn poll(
             state.listing_version = Some(version);
             state.objects = objects;
             out.changed = true;
+        }
+        // Never read anything there: nothing written yet, an empty store (the message
+        // says so, so a misspelt branch is visible).
+        Listing::Absent if state.objects.is_empty() => {
+            out.note = Some(BRANCH_ABSENT_NOTE);
+        }
+        // It held records: more likely removed by mistake than meant to drop every
+        // record, so nothing is removed and the source reports it.
+        Listing::Absent => {
+            return Err(format!(
+                "the branch no longer exists; the {} records read from it are kept until it \
+                 is back or this HealthSource is deleted",
+                state.applied.len()
+            ));
         }
     }
     let todo = work_list(s, state);

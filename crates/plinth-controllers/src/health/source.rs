@@ -417,7 +417,13 @@ async fn write_status(
     let now = s.clock.now();
     let generation = hs.metadata.generation;
     let (ok, reason, message, outcome) = match result {
-        Ok(o) => (true, names::POLLED, format!("Polled {}", o.target), Some(o)),
+        Ok(o) => {
+            let message = match o.note {
+                Some(note) => format!("Polled {}: {note}", o.target),
+                None => format!("Polled {}", o.target),
+            };
+            (true, names::POLLED, message, Some(o))
+        }
         Err(NotReady(r, m)) => (false, r, m, None),
     };
     patch_status(&api, &hs.name_any(), |cur| {

@@ -69,7 +69,7 @@ pub struct UpArgs {
     pub container_log_max_files: u16,
 
     /// Pipeline Jobs the embedded runner runs at the same time (each runs one Pod; the
-    /// rest wait in creation order).
+    /// rest wait in creation order). Standalone Pods (`kubectl run`) are not counted.
     #[arg(long, default_value_t = plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS, value_parser = parse_parallel_jobs)]
     pub max_parallel_jobs: usize,
 
