@@ -1142,3 +1142,41 @@ async fn parallel_limit_bounds_concurrent_pods() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// `kubectl delete pod --grace-period=N` (DeleteOptions `gracePeriodSeconds`) sets how
+/// long the containers get, over the Pod's own `terminationGracePeriodSeconds`: a
+/// container that ignores SIGTERM is killed after 1 s, not the Pod's 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grace_period_given_at_deletion_overrides_the_pods() {
+    let Some(p) = Platform::start("a_grace_period_given_at_deletion_overrides_the_pods").await
+    else {
+        return;
+    };
+    p.namespace("team-a").await;
+    let tag = format!("ignores-term-{}", std::process::id());
+    // An ignored signal stays ignored across exec, so `sleep` ignores SIGTERM too.
+    let script = format!("trap '' TERM; sleep 100000; echo {tag}");
+    let _: Pod = p
+        .create(
+            "team-a",
+            json!({"metadata": {"name": "stubborn"}, "spec": {"terminationGracePeriodSeconds": 30,
+                "containers": [{"name": "c", "image": "busybox", "command": ["sh", "-c", script]}]}}),
+        )
+        .await;
+    wait_running(&p, "team-a", "stubborn").await;
+    wait_processes(&tag).await;
+    let api: Api<Pod> = Api::namespaced(p.client(), "team-a");
+    let params = kube::api::DeleteParams {
+        grace_period_seconds: Some(1),
+        ..Default::default()
+    };
+    api.delete("stubborn", &params).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !processes_with(&tag).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Pod's processes outlived the 1 s grace period given at deletion"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

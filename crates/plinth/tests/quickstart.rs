@@ -46,7 +46,7 @@ fn quickstart_runs_the_main_job_and_prints_the_written_files() {
     );
     // The worker's agent applied the files: kubectl get deploy,svc -A on the worker.
     let listing = stdout
-        .split_once("get deploy,svc -A\n")
+        .split_once("get deploy,svc -A)\n")
         .map(|(_, l)| l)
         .unwrap_or_else(|| panic!("no worker listing in:\n{stdout}"));
     assert!(

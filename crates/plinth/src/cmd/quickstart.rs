@@ -436,7 +436,7 @@ fn print_results(
 }
 
 /// Waits until the worker's agent applied the sample's Deployment and Service, then
-/// prints them as `kubectl get deploy,svc -A` would list them.
+/// lists them with the kubectl command that shows them.
 async fn show_in_worker(
     worker: &Worker,
     progress: &Progress,
@@ -473,7 +473,7 @@ async fn show_in_worker(
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     progress.clear();
-    println!("\n$ kubectl --kubeconfig {kc} get deploy,svc -A");
+    println!("\nIn worker {WORKER} (kubectl --kubeconfig {kc} get deploy,svc -A)");
     println!("{:<12} {:<32} DETAIL", "NAMESPACE", "NAME");
     for d in deployments.list(&ListParams::default()).await?.items {
         let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
