@@ -479,6 +479,16 @@ async fn wait_events(
     }
 }
 
+/// Waits until no process has `marker` in its command line (10 s at most, for a loaded
+/// machine); `what` says what failed.
+async fn wait_processes_gone(marker: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !processes_with(marker).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn wait_running(p: &Platform, ns: &str, pod: &str) {
     let api: Api<Pod> = Api::namespaced(p.client(), ns);
     let running = |o: Option<&Pod>| {
@@ -695,14 +705,8 @@ async fn standalone_pods_run_with_their_restart_policy() {
     wait_processes(&tag).await;
     api.delete("sleepy", &Default::default()).await.unwrap();
     // The grace period is 3 s; allow for a loaded machine.
+    wait_processes_gone(&tag, "the deleted Pod's processes still run").await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !processes_with(&tag).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the deleted Pod's processes still run"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     // Its files go once the deletion is seen, which may come just after the processes end.
     let dir = p.config.pod_dir("team-a", "sleepy");
     while dir.exists() {
@@ -1133,14 +1137,7 @@ async fn parallel_limit_bounds_concurrent_pods() {
         .delete("server", &Default::default())
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !processes_with(&tag).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the server Pod's processes still run"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_processes_gone(&tag, "the server Pod's processes still run").await;
 }
 
 /// `kubectl delete pod --grace-period=N` (DeleteOptions `gracePeriodSeconds`) sets how
@@ -1171,12 +1168,9 @@ async fn a_grace_period_given_at_deletion_overrides_the_pods() {
         ..Default::default()
     };
     api.delete("stubborn", &params).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !processes_with(&tag).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Pod's processes outlived the 1 s grace period given at deletion"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_processes_gone(
+        &tag,
+        "the Pod's processes outlived the 1 s grace period given at deletion",
+    )
+    .await;
 }
