@@ -549,104 +549,150 @@ fn patch_content(info: &ResourceInfo) -> Value {
     Value::Object(m)
 }
 
+/// The paths of one resource, as the Kubernetes API server publishes them: the
+/// collection, the object (and its status), and for namespaced kinds the list across
+/// all namespaces.
 fn add_paths(paths: &mut Map<String, Value>, info: &ResourceInfo, item: &str, list: &str) {
-    let prefix = if info.group.is_empty() {
-        format!("/api/{}", info.version)
-    } else {
-        format!("/apis/{}/{}", info.group, info.version)
-    };
-    let tag = if info.group.is_empty() {
-        format!("core_{}", info.version)
-    } else {
-        format!(
-            "{}_{}",
-            info.group.split('.').next().unwrap_or(&info.group),
-            info.version
-        )
-    };
-    let ns_word = if info.namespaced { "Namespaced" } else { "" };
-    let op = Op {
-        info,
-        tag,
-        id_base: format!(
-            "{}{}{ns_word}{}",
-            camel(&info.group),
-            camel(&info.version),
-            camel(&info.kind)
-        ),
-    };
-    let collection = if info.namespaced {
-        format!("{prefix}/namespaces/{{namespace}}/{}", info.plural)
-    } else {
-        format!("{prefix}/{}", info.plural)
-    };
-    let mut scope_params = vec![];
-    if info.namespaced {
-        scope_params.push(path_param(
-            "namespace",
-            "object name and auth scope, such as for teams and projects",
-        ));
+    let r = ResourcePaths::new(info, item, list);
+    paths.insert(r.collection.clone(), r.collection_path());
+    let mut object_paths = vec![(format!("{}/{{name}}", r.collection), "")];
+    if info.status_subresource {
+        object_paths.push((format!("{}/{{name}}/status", r.collection), "Status"));
     }
-    let pretty = query_param(
-        "pretty",
-        "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget).",
-        "string",
-    );
-    let item_ref = reference(item);
-    let body = |schema: Value| json!({"content": {"*/*": {"schema": schema}}, "required": true});
-
-    // Collection: list, create, deletecollection.
-    let mut coll = Map::new();
-    coll.insert(
-        "get".into(),
-        op.operation(
-            "list",
-            "list",
-            "",
-            json!({"description": format!("list or watch objects of kind {}", info.kind),
-                   "parameters": list_params(),
-                   "responses": {"200": ok_response(reference(list))}}),
-        ),
-    );
-    coll.insert(
-        "post".into(),
-        op.operation(
-            "post",
-            "create",
-            "",
-            json!({"description": format!("create a {}", info.kind),
-                   "parameters": write_params(false),
-                   "requestBody": body(item_ref.clone()),
-                   "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())},
-                                 "202": {"description": "Accepted", "content": json_content(item_ref.clone())}}}),
-        ),
-    );
-    coll.insert(
-        "delete".into(),
-        op.operation(
-            "deletecollection",
-            "deleteCollection",
-            "",
-            json!({"description": format!("delete collection of {}", info.kind),
-                   "parameters": list_params(),
-                   "requestBody": {"content": {"*/*": {"schema": reference(DELETE_OPTIONS)}}},
-                   "responses": {"200": ok_response(reference(STATUS))}}),
-        ),
-    );
-    let mut pp = scope_params.clone();
-    pp.push(pretty.clone());
-    coll.insert("parameters".into(), Value::Array(pp));
-    paths.insert(collection.clone(), Value::Object(coll));
-
-    // Object: read, replace, patch, delete.
-    let object_paths: Vec<(String, &str)> = {
-        let mut v = vec![(format!("{collection}/{{name}}"), "")];
-        if info.status_subresource {
-            v.push((format!("{collection}/{{name}}/status"), "Status"));
-        }
-        v
-    };
     for (path, suffix) in object_paths {
+        paths.insert(path, r.object_path(suffix));
+    }
+    if info.namespaced {
+        paths.insert(r.all_namespaces.clone(), r.all_namespaces_path());
+    }
+}
+
+/// What every path of one resource shares.
+struct ResourcePaths<'a> {
+    info: &'a ResourceInfo,
+    op: Op<'a>,
+    /// `.../namespaces/{namespace}/<plural>` or `.../<plural>`.
+    collection: String,
+    /// `.../<plural>` (the list across namespaces of a namespaced kind).
+    all_namespaces: String,
+    item_ref: Value,
+    list_ref: Value,
+    /// The `namespace` path parameter of a namespaced kind.
+    scope_params: Vec<Value>,
+    pretty: Value,
+}
+
+impl<'a> ResourcePaths<'a> {
+    fn new(info: &'a ResourceInfo, item: &str, list: &str) -> Self {
+        let prefix = if info.group.is_empty() {
+            format!("/api/{}", info.version)
+        } else {
+            format!("/apis/{}/{}", info.group, info.version)
+        };
+        let tag = if info.group.is_empty() {
+            format!("core_{}", info.version)
+        } else {
+            format!(
+                "{}_{}",
+                info.group.split('.').next().unwrap_or(&info.group),
+                info.version
+            )
+        };
+        let ns_word = if info.namespaced { "Namespaced" } else { "" };
+        let op = Op {
+            info,
+            tag,
+            id_base: format!(
+                "{}{}{ns_word}{}",
+                camel(&info.group),
+                camel(&info.version),
+                camel(&info.kind)
+            ),
+        };
+        let all_namespaces = format!("{prefix}/{}", info.plural);
+        let collection = if info.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", info.plural)
+        } else {
+            all_namespaces.clone()
+        };
+        let mut scope_params = vec![];
+        if info.namespaced {
+            scope_params.push(path_param(
+                "namespace",
+                "object name and auth scope, such as for teams and projects",
+            ));
+        }
+        let pretty = query_param(
+            "pretty",
+            "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget).",
+            "string",
+        );
+        ResourcePaths {
+            info,
+            op,
+            collection,
+            all_namespaces,
+            item_ref: reference(item),
+            list_ref: reference(list),
+            scope_params,
+            pretty,
+        }
+    }
+
+    fn body(schema: Value) -> Value {
+        json!({"content": {"*/*": {"schema": schema}}, "required": true})
+    }
+
+    /// The collection: list, create, deletecollection.
+    fn collection_path(&self) -> Value {
+        let (info, op, item_ref) = (self.info, &self.op, &self.item_ref);
+        let mut coll = Map::new();
+        coll.insert(
+            "get".into(),
+            op.operation(
+                "list",
+                "list",
+                "",
+                json!({"description": format!("list or watch objects of kind {}", info.kind),
+                       "parameters": list_params(),
+                       "responses": {"200": ok_response(self.list_ref.clone())}}),
+            ),
+        );
+        coll.insert(
+            "post".into(),
+            op.operation(
+                "post",
+                "create",
+                "",
+                json!({"description": format!("create a {}", info.kind),
+                       "parameters": write_params(false),
+                       "requestBody": Self::body(item_ref.clone()),
+                       "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())},
+                                     "202": {"description": "Accepted", "content": json_content(item_ref.clone())}}}),
+            ),
+        );
+        coll.insert(
+            "delete".into(),
+            op.operation(
+                "deletecollection",
+                "deleteCollection",
+                "",
+                json!({"description": format!("delete collection of {}", info.kind),
+                       "parameters": list_params(),
+                       "requestBody": {"content": {"*/*": {"schema": reference(DELETE_OPTIONS)}}},
+                       "responses": {"200": ok_response(reference(STATUS))}}),
+            ),
+        );
+        let mut pp = self.scope_params.clone();
+        pp.push(self.pretty.clone());
+        coll.insert("parameters".into(), Value::Array(pp));
+        Value::Object(coll)
+    }
+
+    /// The object (`suffix` "") or its status (`suffix` "Status"): read, replace, patch,
+    /// and delete for the object itself.
+    fn object_path(&self, suffix: &str) -> Value {
+        let (info, op, item_ref) = (self.info, &self.op, &self.item_ref);
         let what = if suffix.is_empty() {
             format!("the specified {}", info.kind)
         } else {
@@ -670,7 +716,7 @@ fn add_paths(paths: &mut Map<String, Value>, info: &ResourceInfo, item: &str, li
                 suffix,
                 json!({"description": format!("replace {what}"),
                        "parameters": write_params(false),
-                       "requestBody": body(item_ref.clone()),
+                       "requestBody": Self::body(item_ref.clone()),
                        "responses": {"200": ok_response(item_ref.clone()), "201": {"description": "Created", "content": json_content(item_ref.clone())}}}),
             ),
         );
@@ -705,30 +751,29 @@ fn add_paths(paths: &mut Map<String, Value>, info: &ResourceInfo, item: &str, li
             );
         }
         let mut pp = vec![path_param("name", &format!("name of the {}", info.kind))];
-        pp.extend(scope_params.clone());
-        pp.push(pretty.clone());
+        pp.extend(self.scope_params.clone());
+        pp.push(self.pretty.clone());
         obj.insert("parameters".into(), Value::Array(pp));
-        paths.insert(path, Value::Object(obj));
+        Value::Object(obj)
     }
 
-    // Namespaced kinds can also be listed across all namespaces.
-    if info.namespaced {
-        let all = format!("{prefix}/{}", info.plural);
+    /// A namespaced kind listed across all namespaces.
+    fn all_namespaces_path(&self) -> Value {
         let mut m = Map::new();
         m.insert(
             "get".into(),
-            op.operation(
+            self.op.operation(
                 "list",
                 "list",
                 "ForAllNamespaces",
-                json!({"description": format!("list or watch objects of kind {}", info.kind),
-                       "responses": {"200": ok_response(reference(list))}}),
+                json!({"description": format!("list or watch objects of kind {}", self.info.kind),
+                       "responses": {"200": ok_response(self.list_ref.clone())}}),
             ),
         );
         let mut pp = list_params();
-        pp.push(pretty);
+        pp.push(self.pretty.clone());
         m.insert("parameters".into(), Value::Array(pp));
-        paths.insert(all, Value::Object(m));
+        Value::Object(m)
     }
 }
 
