@@ -20,6 +20,7 @@
 
 pub mod constants;
 pub mod crds;
+pub mod decode;
 pub mod duration;
 mod error;
 pub mod events;
@@ -30,6 +31,7 @@ pub mod names;
 pub mod paths;
 pub mod pipeline;
 mod schema;
+pub mod security;
 
 pub use error::ApiError;
 pub use kinds::*;

@@ -247,16 +247,29 @@ impl Pipeline {
                 "apiVersion {api_version:?} kind {kind:?} (expected {API_VERSION} Pipeline)"
             )));
         }
-        let pipeline: Pipeline =
-            serde_json::from_value(raw.clone()).map_err(|e| err(e.to_string()))?;
-        // k8s-openapi types ignore unknown fields; Kratix decodes strictly, so compare the
-        // input with what was understood and name the first field that was dropped.
-        let understood = serde_json::to_value(&pipeline).map_err(|e| err(e.to_string()))?;
-        if let Some(path) = first_dropped_field(raw, &understood, "") {
-            return Err(err(format!("unknown field {path:?}")));
-        }
+        let pipeline = Self::decode(raw).map_err(|e| err(e.to_string()))?;
         if pipeline.metadata.name.is_empty() {
             return Err(err("metadata.name is empty".into()));
+        }
+        Ok(pipeline)
+    }
+
+    /// Decodes one raw entry as the controllers read it: strict types and no unknown
+    /// field. The error names the field below the entry (`spec.containers[0].command`).
+    /// Does not check apiVersion, kind or name (see [`Pipeline::parse_at`]).
+    pub fn decode(raw: &Value) -> Result<Pipeline, crate::decode::FieldError> {
+        let pipeline: Pipeline = crate::decode::typed(raw)?;
+        // k8s-openapi types ignore unknown fields; Kratix decodes strictly, so compare the
+        // input with what was understood and name the first field that was dropped.
+        let understood = serde_json::to_value(&pipeline).map_err(|e| crate::decode::FieldError {
+            field: String::new(),
+            message: e.to_string(),
+        })?;
+        if let Some(path) = first_dropped_field(raw, &understood, "") {
+            return Err(crate::decode::FieldError {
+                field: path,
+                message: "unknown field".into(),
+            });
         }
         Ok(pipeline)
     }
@@ -370,6 +383,19 @@ mod tests {
         v["spec"]["containers"][0]["imagePullPolicyy"] = json!("Always");
         let msg = Pipeline::parse(&v).unwrap_err().to_string();
         assert!(msg.contains("spec.containers[0].imagePullPolicyy"), "{msg}");
+    }
+
+    #[test]
+    fn a_wrong_type_names_its_field() {
+        let mut v = sample();
+        v["spec"]["containers"][0]["command"] = json!("echo hi");
+        let e = Pipeline::decode(&v).unwrap_err();
+        assert_eq!(e.field, "spec.containers[0].command");
+        assert!(e.message.contains("expected a sequence"), "{e}");
+        let msg = Pipeline::parse_at(&v, "spec.workflows.resource.configure[0]")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("spec.containers[0].command: invalid type"), "{msg}");
     }
 
     #[test]

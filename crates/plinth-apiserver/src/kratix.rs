@@ -151,6 +151,13 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
             }
         }
     }
+    // The Promise controller reads `spec` typed; refuse what it could not read.
+    if !spec.is_null()
+        && let Err(e) = plinth_api::decode::typed::<plinth_api::PromiseSpec>(&spec)
+        && !causes.iter().any(|c| c.field.starts_with(&e.field_under("spec")))
+    {
+        causes.push(cause(&e.field_under("spec"), "FieldValueInvalid", format!("Invalid value: {}", e.message)));
+    }
     causes.extend(promise_interval_causes(obj, &spec, old));
     let api = promise_api(&spec);
     if let Some(api) = api {
@@ -211,7 +218,17 @@ fn pipeline_list_causes(promise: &str, wtype: &str, action: &str, list: &[Value]
                 "Required value: a pipeline needs at least one container",
             ));
         }
-        causes.extend(pipeline_pod_causes(p, &field, action));
+        let pod = pipeline_pod_causes(p, &field, action);
+        // Then decode it exactly as the controllers will, so a wrong type
+        // (`command: "echo hi"`) is refused here with its path instead of failing every
+        // reconcile; a field the Pod checks already named is not reported twice.
+        if let Err(e) = plinth_api::Pipeline::decode(p) {
+            let at = e.field_under(&field);
+            if !pod.iter().any(|c| c.field.starts_with(&at)) {
+                causes.push(cause(&at, "FieldValueInvalid", format!("Invalid value: {}", e.message)));
+            }
+        }
+        causes.extend(pod);
     }
     causes
 }
@@ -483,6 +500,23 @@ mod tests {
 
     fn pipe(name: &str) -> Value {
         json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline", "metadata": {"name": name}, "spec": {"containers": [{"name": "a", "image": "busybox"}]}})
+    }
+
+    #[test]
+    fn pipelines_and_spec_are_decoded_as_the_controllers_read_them() {
+        let mut p = pipe("a");
+        p["spec"]["containers"][0]["command"] = json!("echo hi");
+        let err = validate("Promise", &promise(json!([p])), None, &[], &none).unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+        assert_eq!(
+            err[0].field,
+            "spec.workflows.resource.configure[0].spec.containers[0].command"
+        );
+        assert!(err[0].message.contains("expected a sequence"), "{err:?}");
+        let mut obj = promise(json!([pipe("a")]));
+        obj["spec"]["destinationSelectors"] = json!([{"matchLabels": "env=dev"}]);
+        let err = validate("Promise", &obj, None, &[], &none).unwrap_err();
+        assert_eq!(err[0].field, "spec.destinationSelectors[0].matchLabels", "{err:?}");
     }
 
     #[test]

@@ -168,6 +168,39 @@ async fn pipeline_containers_are_validated_like_pod_containers() {
     assert!(!out.status.success(), "nothing stored");
 }
 
+const STRING_COMMAND: &str = r#"
+apiVersion: platform.kratix.io/v1alpha1
+kind: Promise
+metadata:
+  name: stringcmd
+spec:
+  workflows:
+    resource:
+      configure:
+      - apiVersion: platform.kratix.io/v1alpha1
+        kind: Pipeline
+        metadata:
+          name: instance
+        spec:
+          containers:
+          - name: hello
+            image: busybox
+            command: "echo hi"
+"#;
+
+/// A pipeline is decoded at admission exactly as the workflow engine reads it, so a
+/// value of the wrong type is refused with its path instead of failing every request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pipeline_field_of_the_wrong_type_is_refused_with_its_path() {
+    let p = plinth_or_skip!();
+    let f = write(&p, "stringcmd.yaml", STRING_COMMAND);
+    let err = kubectl_fails(&p, &["apply", "--validate=false", "-f", &f]);
+    let want = "spec.workflows.resource.configure[0].spec.containers[0].command: Invalid value: invalid type: string \"echo hi\", expected a sequence";
+    assert!(err.contains(want), "missing {want:?} in {err}");
+    let out = p.kubectl_raw(&["get", "promise", "stringcmd"]);
+    assert!(!out.status.success(), "nothing stored");
+}
+
 const INTRUDER: &str = r#"
 apiVersion: platform.kratix.io/v1alpha1
 kind: Promise

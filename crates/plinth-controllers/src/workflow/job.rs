@@ -59,6 +59,13 @@ impl PipelineDef {
                 message: "a pipeline needs at least one container".into(),
             });
         }
+        // Admission decodes the same way; this catches a Promise stored before it did.
+        if let Err(e) = plinth_api::Pipeline::decode(raw) {
+            return Err(Error::InvalidPipeline {
+                field: e.field_under(&field),
+                message: e.message,
+            });
+        }
         Ok(PipelineDef {
             name,
             raw: raw.clone(),
