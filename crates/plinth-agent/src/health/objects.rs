@@ -178,19 +178,6 @@ fn permission_objects(
     out
 }
 
-/// The hardened context of the agent's own containers: admitted by restricted Pod
-/// Security and by policy engines without exceptions.
-pub fn injected_security_context() -> Value {
-    json!({
-        "allowPrivilegeEscalation": false,
-        "capabilities": {"drop": ["ALL"]},
-        "privileged": false,
-        "readOnlyRootFilesystem": true,
-        "runAsNonRoot": true,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    })
-}
-
 /// The variables every container of the check sees.
 fn check_env(hd: &HealthDefinition, pipeline: &str) -> Vec<Value> {
     let id = definition_id(hd);
@@ -229,7 +216,7 @@ fn cronjob(
             "env": env,
             "volumeMounts": mounts,
             "imagePullPolicy": "IfNotPresent",
-            "securityContext": injected_security_context(),
+            "securityContext": plinth_api::security::injected_container(None),
         })
     };
     let mut reader_env =
@@ -273,6 +260,7 @@ fn cronjob(
     let mut pod = json!({
         "serviceAccountName": sa,
         "restartPolicy": "Never",
+        "securityContext": plinth_api::security::health_pod(),
         "initContainers": init,
         "containers": [creator],
         "volumes": volumes,
@@ -368,7 +356,11 @@ mod tests {
             assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
             assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
         }
-        // The user's container keeps what the Promise says.
+        assert_eq!(pod["containers"][0]["securityContext"], plinth_api::security::injected_container(None));
+        // The Pod defaults to non-root with the runtime's seccomp profile...
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        // ...and the user's container keeps what the Promise says, overriding it.
         assert_eq!(
             pod["initContainers"][1]["securityContext"],
             json!({"runAsUser": 0})

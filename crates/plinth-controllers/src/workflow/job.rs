@@ -293,7 +293,7 @@ fn adapter(
         "env": env,
         "volumeMounts": mounts,
         "imagePullPolicy": config.default_image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into()),
-        "securityContext": injected_security_context(config),
+        "securityContext": plinth_api::security::injected_container(config.default_security_context.as_ref()),
         "resources": default_resources(config),
     })
 }
@@ -468,25 +468,6 @@ fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
         env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
     }
     env
-}
-
-/// The hardened context of Kratix's own containers, over the configured default
-/// context: beyond Kratix, a cluster policy that demands settings of every container
-/// (e.g. `runAsUser`) is met by Plinth's containers too.
-fn injected_security_context(config: &ControllerConfig) -> Value {
-    let mut sc = config
-        .default_security_context
-        .clone()
-        .unwrap_or_else(|| json!({}));
-    if !sc.is_object() {
-        sc = json!({});
-    }
-    sc["allowPrivilegeEscalation"] = json!(false);
-    sc["capabilities"] = json!({"drop": ["ALL"]});
-    sc["runAsNonRoot"] = json!(true);
-    sc["seccompProfile"] = json!({"type": "RuntimeDefault"});
-    sc["privileged"] = json!(false);
-    sc
 }
 
 /// Kratix's default resources of its own containers, replaced wholesale by `workflows.defaultContainerResources`.
@@ -770,6 +751,25 @@ mod tests {
             is_last(&build_job(&wf, &defs, 1, 1, &config)),
             Some(json!("true"))
         );
+    }
+
+    #[test]
+    fn injected_containers_use_the_shared_pipeline_security_defaults() {
+        let (wf, defs) = workflow(WorkflowAction::Configure, &["first"]);
+        let config = ControllerConfig {
+            default_security_context: Some(json!({"runAsUser": 1000})),
+            ..ControllerConfig::default()
+        };
+        let job = build_job(&wf, &defs, 0, 1, &config);
+        let pod = &job["spec"]["template"]["spec"];
+        let expected = plinth_api::security::injected_container(Some(&json!({"runAsUser": 1000})));
+        assert_eq!(expected["readOnlyRootFilesystem"], true);
+        for c in [&pod["initContainers"][0], &pod["initContainers"][2], &pod["containers"][0]] {
+            assert_eq!(c["securityContext"], expected, "{}", c["name"]);
+        }
+        // The user's container gets the cluster default only; Kratix sets no Pod context.
+        assert_eq!(pod["initContainers"][1]["securityContext"], json!({"runAsUser": 1000}));
+        assert!(pod.get("securityContext").is_none());
     }
 
     #[test]
