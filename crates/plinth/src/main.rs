@@ -11,6 +11,7 @@ mod logging;
 mod metrics_server;
 mod platform;
 mod progress;
+mod redact;
 mod signal;
 mod status;
 mod web;
@@ -91,13 +92,20 @@ enum Command {
 }
 
 /// Runs the command; an error is printed as its chain of causes (never a backtrace,
-/// whatever `RUST_BACKTRACE` says) and the process exits with status 1.
+/// whatever `RUST_BACKTRACE` says) and the process exits with status 1, or 2 for
+/// `plinth diff`, whose 1 means "there are differences" (as for `kubectl diff`).
 fn main() -> ExitCode {
-    match run(parse_args()) {
-        Ok(()) => ExitCode::SUCCESS,
+    let cli = parse_args();
+    let error_code = if matches!(cli.command, Command::Diff(_)) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    };
+    match run(cli) {
+        Ok(code) => code,
         Err(e) => {
             eprintln!("{}", error_chain(&e));
-            ExitCode::FAILURE
+            error_code
         }
     }
 }
@@ -134,7 +142,7 @@ fn parse_args() -> Cli {
     Cli::parse_from(args)
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Commands whose output is piped (`plinth manifests all | head`) end quietly when the
     // reader goes away, like other Unix tools; the long-running ones keep Rust's default.
     if matches!(
@@ -179,7 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        match cli.command {
+        let done = match cli.command {
             Command::Up(args) => cmd::up::run(args).await,
             Command::Quickstart(args) => cmd::quickstart::run(args).await,
             Command::Operator(args) => cmd::operator::run(args).await,
@@ -195,8 +203,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Add(args) => cmd::add::run(args),
             Command::Build(args) => cmd::build::run(args),
             Command::Test(args) => cmd::test::run(args).await,
-            Command::Diff(args) => cmd::diff::run(args).await,
-        }
+            Command::Diff(args) => return cmd::diff::run(args).await,
+        };
+        done.map(|()| ExitCode::SUCCESS)
     })
 }
 

@@ -113,12 +113,14 @@ pub fn yaml_diff(expected: &str, actual: &str, label: &str) -> Option<String> {
     )
 }
 
-/// [`yaml_diff`] with the headers `--- old` and `+++ new` as given.
+/// [`yaml_diff`] with the headers `--- old` and `+++ new` as given. Equality is judged on
+/// the real values; the diff shows Secret values only as markers ([`crate::redact`]).
 pub fn labelled_diff(old_text: &str, new_text: &str, old: &str, new: &str) -> Option<String> {
     let (e, a) = (canonical(old_text), canonical(new_text));
     if e == a {
         return None;
     }
+    let (e, a) = (crate::redact::documents(&e), crate::redact::documents(&a));
     Some(
         similar::TextDiff::from_lines(&e, &a)
             .unified_diff()
@@ -144,6 +146,20 @@ mod tests {
         let d = yaml_diff("a: 1\nb: 2\n", "b: 2\na: 3\n", "f.yaml").expect("differs");
         assert!(d.contains("--- expected/f.yaml"), "{d}");
         assert!(d.contains("-a: 1") && d.contains("+a: 3"), "{d}");
+    }
+
+    #[test]
+    fn diffs_show_secret_values_as_markers_only() {
+        let secret = |v: &str| format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\nstringData:\n  password: {v}\n");
+        let d = yaml_diff(&secret("old-value"), &secret("new-value"), "s.yaml").expect("differs");
+        assert!(!d.contains("old-value") && !d.contains("new-value"), "{d}");
+        let (m_old, m_new) = (
+            crate::redact::marker(b"old-value"),
+            crate::redact::marker(b"new-value"),
+        );
+        assert!(d.contains(&format!("-  password: {m_old}")), "{d}");
+        assert!(d.contains(&format!("+  password: {m_new}")), "{d}");
+        assert_eq!(yaml_diff(&secret("same"), &secret("same"), "s.yaml"), None);
     }
 
     #[test]

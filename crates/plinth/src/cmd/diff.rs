@@ -2,6 +2,7 @@
 //! platform, before anything is applied.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::authoring::preview::{PreviewOptions, preview};
@@ -14,7 +15,8 @@ use crate::authoring::render::PlainLines;
 change to the Promise's spec, which of its requests would re-run their configure workflow, \
 and how each one's outputs would change (the request rendered with the new Promise on this \
 machine, as `plinth render` does, compared with the Works it has now). Nothing is written \
-to the platform.",
+to the platform.\n\nExit status, as for `kubectl diff`: 0 when applying the file changes nothing, \
+1 when it changes something (the Promise's spec, so requests re-run), 2 or more on an error.",
     after_help = "Examples:\n  plinth diff promise.yaml\n  \
 plinth diff promise.yaml --kubeconfig ~/.local/share/plinth/kubeconfig --image-map images.yaml"
 )]
@@ -33,8 +35,9 @@ pub struct DiffArgs {
     timeout: u64,
 }
 
-/// Runs `plinth diff`.
-pub async fn run(args: DiffArgs) -> anyhow::Result<()> {
+/// Runs `plinth diff`: exit status 0 when applying changes nothing, 1 when it changes
+/// something (an error is 2, set by the caller).
+pub async fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let promise = crate::cmd::render::read_promise(&args.promise)?;
     let client = crate::cmd::operator::platform_client(args.kubeconfig.as_deref()).await?;
     let opts = PreviewOptions {
@@ -50,11 +53,11 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<()> {
             "Promise {} is not installed: applying it installs it; no request re-runs.",
             p.promise
         );
-        return Ok(());
+        return Ok(ExitCode::from(1));
     }
     let Some(spec_diff) = &p.spec_diff else {
         println!("Promise {} is unchanged: no request re-runs.", p.promise);
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     };
     println!("Promise {} spec changes:\n{spec_diff}", p.promise);
     println!(
@@ -78,5 +81,5 @@ pub async fn run(args: DiffArgs) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(ExitCode::from(1))
 }

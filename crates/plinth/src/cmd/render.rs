@@ -148,8 +148,9 @@ pub fn report(r: &Rendered) -> String {
             " (matches, but the request is scheduled to another Destination)"
         };
         out.push_str(&format!("--- {}: {}{note}\n", f.destination, f.path));
-        out.push_str(&f.content);
-        if !f.content.ends_with('\n') {
+        let content = crate::redact::documents(&f.content);
+        out.push_str(&content);
+        if !content.ends_with('\n') {
             out.push('\n');
         }
     }

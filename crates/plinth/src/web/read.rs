@@ -92,15 +92,26 @@ pub async fn files(
         let dir = format!("{root}/resources/{}/{promise}/{}/", r.namespace, r.name);
         for o in objects.iter().filter(|o| o.key.starts_with(&dir)) {
             let bytes = reader.get(&o.key).await?.unwrap_or_default();
-            let mut text =
-                String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_FILE)]).into_owned();
-            if bytes.len() > MAX_FILE {
-                text.push_str("\n… (cut)");
-            }
-            out.push((dest.to_string(), o.key.clone(), text));
+            out.push((dest.to_string(), o.key.clone(), shown(&bytes)));
         }
     }
     Ok((version, out))
+}
+
+/// A file as the page shows it: Secret values redacted (before cutting, so a cut never
+/// hides a Secret from the parser), then cut at [`MAX_FILE`] bytes.
+fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut text = crate::redact::documents(&text).into_owned();
+    if text.len() > MAX_FILE {
+        let mut end = MAX_FILE;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("\n… (cut)");
+    }
+    text
 }
 
 async fn reader(
@@ -220,6 +231,18 @@ pub fn objects(p: &PlacementNode) -> Vec<String> {
 mod tests {
     use super::*;
     use plinth_pipeline::work_creator::encode_content;
+
+    #[test]
+    fn shown_files_have_no_secret_values_even_when_cut() {
+        let big = "x".repeat(MAX_FILE);
+        let text = format!(
+            "kind: Secret\nmetadata: {{name: s}}\nstringData:\n  password: plain-value\n  pad: {big}\n"
+        );
+        let out = shown(text.as_bytes());
+        assert!(!out.contains("plain-value"), "{}", &out[..200]);
+        assert!(out.contains("password: <redacted sha256:"), "{}", &out[..200]);
+        assert!(out.len() < MAX_FILE + 64, "{}", out.len());
+    }
 
     #[test]
     fn objects_are_read_from_encoded_contents() {
