@@ -11,8 +11,86 @@ pub(super) const ROOTS: &[(&str, &str, &[F])] = &[
     ("v1", "ServiceAccount", API_CORE_V1_SERVICEACCOUNT),
     ("v1", "Pod", API_CORE_V1_POD),
     ("v1", "Event", API_CORE_V1_EVENT),
+    ("v1", "Service", API_CORE_V1_SERVICE),
+    ("v1", "Endpoints", API_CORE_V1_ENDPOINTS),
+    (
+        "v1",
+        "PersistentVolumeClaim",
+        API_CORE_V1_PERSISTENTVOLUMECLAIM,
+    ),
+    ("v1", "PersistentVolume", API_CORE_V1_PERSISTENTVOLUME),
+    ("v1", "LimitRange", API_CORE_V1_LIMITRANGE),
+    ("v1", "ResourceQuota", API_CORE_V1_RESOURCEQUOTA),
+    ("v1", "PodTemplate", API_CORE_V1_PODTEMPLATE),
+    (
+        "v1",
+        "ReplicationController",
+        API_CORE_V1_REPLICATIONCONTROLLER,
+    ),
     ("events.k8s.io/v1", "Event", API_EVENTS_V1_EVENT),
+    ("apps/v1", "Deployment", API_APPS_V1_DEPLOYMENT),
+    ("apps/v1", "StatefulSet", API_APPS_V1_STATEFULSET),
+    ("apps/v1", "DaemonSet", API_APPS_V1_DAEMONSET),
+    ("apps/v1", "ReplicaSet", API_APPS_V1_REPLICASET),
+    (
+        "apps/v1",
+        "ControllerRevision",
+        API_APPS_V1_CONTROLLERREVISION,
+    ),
     ("batch/v1", "Job", API_BATCH_V1_JOB),
+    ("batch/v1", "CronJob", API_BATCH_V1_CRONJOB),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALER,
+    ),
+    (
+        "policy/v1",
+        "PodDisruptionBudget",
+        API_POLICY_V1_PODDISRUPTIONBUDGET,
+    ),
+    ("networking.k8s.io/v1", "Ingress", API_NETWORKING_V1_INGRESS),
+    (
+        "networking.k8s.io/v1",
+        "IngressClass",
+        API_NETWORKING_V1_INGRESSCLASS,
+    ),
+    (
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        API_NETWORKING_V1_NETWORKPOLICY,
+    ),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        API_DISCOVERY_V1_ENDPOINTSLICE,
+    ),
+    (
+        "storage.k8s.io/v1",
+        "StorageClass",
+        API_STORAGE_V1_STORAGECLASS,
+    ),
+    ("storage.k8s.io/v1", "CSIDriver", API_STORAGE_V1_CSIDRIVER),
+    (
+        "storage.k8s.io/v1",
+        "VolumeAttachment",
+        API_STORAGE_V1_VOLUMEATTACHMENT,
+    ),
+    (
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        API_SCHEDULING_V1_PRIORITYCLASS,
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        API_ADMISSIONREGISTRATION_V1_VALIDATINGWEBHOOKCONFIGURATION,
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        API_ADMISSIONREGISTRATION_V1_MUTATINGWEBHOOKCONFIGURATION,
+    ),
     ("rbac.authorization.k8s.io/v1", "Role", API_RBAC_V1_ROLE),
     (
         "rbac.authorization.k8s.io/v1",
@@ -52,90 +130,579 @@ pub(super) const ROOTS: &[(&str, &str, &[F])] = &[
     ),
 ];
 
+/// `apimachinery/pkg/apis/meta/v1` `Condition`.
+pub(super) const APIMACHINERY_PKG_APIS_META_V1_CONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "observedGeneration", Ty::Int, false),
+    (4, "lastTransitionTime", Ty::Time, false),
+    (5, "reason", Ty::Str, false),
+    (6, "message", Ty::Str, false),
+];
+
 /// `apimachinery/pkg/apis/meta/v1` `FieldSelectorRequirement`.
 pub(super) const APIMACHINERY_PKG_APIS_META_V1_FIELDSELECTORREQUIREMENT: &[F] = &[
-    (1, "key", Ty::Str),
-    (2, "operator", Ty::Str),
-    (3, "values", Ty::Rep(&Ty::Str)),
+    (1, "key", Ty::Str, false),
+    (2, "operator", Ty::Str, false),
+    (3, "values", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `apimachinery/pkg/apis/meta/v1` `LabelSelector`.
 pub(super) const APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR: &[F] = &[
-    (1, "matchLabels", Ty::Map(&Ty::Str)),
+    (1, "matchLabels", Ty::Map(&Ty::Str), false),
     (
         2,
         "matchExpressions",
         Ty::Rep(&Ty::Msg(
             APIMACHINERY_PKG_APIS_META_V1_LABELSELECTORREQUIREMENT,
         )),
+        false,
     ),
 ];
 
 /// `apimachinery/pkg/apis/meta/v1` `LabelSelectorRequirement`.
 pub(super) const APIMACHINERY_PKG_APIS_META_V1_LABELSELECTORREQUIREMENT: &[F] = &[
-    (1, "key", Ty::Str),
-    (2, "operator", Ty::Str),
-    (3, "values", Ty::Rep(&Ty::Str)),
+    (1, "key", Ty::Str, false),
+    (2, "operator", Ty::Str, false),
+    (3, "values", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `apimachinery/pkg/apis/meta/v1` `ManagedFieldsEntry`.
 pub(super) const APIMACHINERY_PKG_APIS_META_V1_MANAGEDFIELDSENTRY: &[F] = &[
-    (1, "manager", Ty::Str),
-    (2, "operation", Ty::Str),
-    (3, "apiVersion", Ty::Str),
-    (4, "time", Ty::Time),
-    (6, "fieldsType", Ty::Str),
-    (7, "fieldsV1", Ty::Raw),
-    (8, "subresource", Ty::Str),
+    (1, "manager", Ty::Str, false),
+    (2, "operation", Ty::Str, false),
+    (3, "apiVersion", Ty::Str, false),
+    (4, "time", Ty::Time, false),
+    (6, "fieldsType", Ty::Str, false),
+    (7, "fieldsV1", Ty::Raw, false),
+    (8, "subresource", Ty::Str, false),
 ];
 
 /// `apimachinery/pkg/apis/meta/v1` `ObjectMeta`.
 pub(super) const APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "generateName", Ty::Str),
-    (3, "namespace", Ty::Str),
-    (4, "selfLink", Ty::Str),
-    (5, "uid", Ty::Str),
-    (6, "resourceVersion", Ty::Str),
-    (7, "generation", Ty::Int),
-    (8, "creationTimestamp", Ty::Time),
-    (9, "deletionTimestamp", Ty::Time),
-    (10, "deletionGracePeriodSeconds", Ty::Int),
-    (11, "labels", Ty::Map(&Ty::Str)),
-    (12, "annotations", Ty::Map(&Ty::Str)),
+    (1, "name", Ty::Str, false),
+    (2, "generateName", Ty::Str, false),
+    (3, "namespace", Ty::Str, false),
+    (4, "selfLink", Ty::Str, false),
+    (5, "uid", Ty::Str, false),
+    (6, "resourceVersion", Ty::Str, false),
+    (7, "generation", Ty::Int, false),
+    (8, "creationTimestamp", Ty::Time, false),
+    (9, "deletionTimestamp", Ty::Time, false),
+    (10, "deletionGracePeriodSeconds", Ty::Int, false),
+    (11, "labels", Ty::Map(&Ty::Str), false),
+    (12, "annotations", Ty::Map(&Ty::Str), false),
     (
         13,
         "ownerReferences",
         Ty::Rep(&Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OWNERREFERENCE)),
+        false,
     ),
-    (14, "finalizers", Ty::Rep(&Ty::Str)),
+    (14, "finalizers", Ty::Rep(&Ty::Str), false),
     (
         17,
         "managedFields",
         Ty::Rep(&Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_MANAGEDFIELDSENTRY)),
+        false,
     ),
 ];
 
 /// `apimachinery/pkg/apis/meta/v1` `OwnerReference`.
 pub(super) const APIMACHINERY_PKG_APIS_META_V1_OWNERREFERENCE: &[F] = &[
-    (5, "apiVersion", Ty::Str),
-    (1, "kind", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "uid", Ty::Str),
-    (6, "controller", Ty::Bool),
-    (7, "blockOwnerDeletion", Ty::Bool),
+    (5, "apiVersion", Ty::Str, false),
+    (1, "kind", Ty::Str, false),
+    (3, "name", Ty::Str, false),
+    (4, "uid", Ty::Str, false),
+    (6, "controller", Ty::Bool, false),
+    (7, "blockOwnerDeletion", Ty::Bool, false),
+];
+
+/// `api/admissionregistration/v1` `MatchCondition`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_MATCHCONDITION: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "expression", Ty::Str, false),
+];
+
+/// `api/admissionregistration/v1` `MutatingWebhook`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_MUTATINGWEBHOOK: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "clientConfig",
+        Ty::Msg(API_ADMISSIONREGISTRATION_V1_WEBHOOKCLIENTCONFIG),
+        false,
+    ),
+    (
+        3,
+        "rules",
+        Ty::Rep(&Ty::Msg(API_ADMISSIONREGISTRATION_V1_RULEWITHOPERATIONS)),
+        false,
+    ),
+    (4, "failurePolicy", Ty::Str, false),
+    (9, "matchPolicy", Ty::Str, false),
+    (
+        5,
+        "namespaceSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (
+        11,
+        "objectSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (6, "sideEffects", Ty::Str, false),
+    (7, "timeoutSeconds", Ty::Int, false),
+    (8, "admissionReviewVersions", Ty::Rep(&Ty::Str), false),
+    (10, "reinvocationPolicy", Ty::Str, false),
+    (
+        12,
+        "matchConditions",
+        Ty::Rep(&Ty::Msg(API_ADMISSIONREGISTRATION_V1_MATCHCONDITION)),
+        false,
+    ),
+];
+
+/// `api/admissionregistration/v1` `MutatingWebhookConfiguration`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_MUTATINGWEBHOOKCONFIGURATION: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "webhooks",
+        Ty::Rep(&Ty::Msg(API_ADMISSIONREGISTRATION_V1_MUTATINGWEBHOOK)),
+        false,
+    ),
+];
+
+/// `api/admissionregistration/v1` `Rule`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_RULE: &[F] = &[
+    (1, "apiGroups", Ty::Rep(&Ty::Str), false),
+    (2, "apiVersions", Ty::Rep(&Ty::Str), false),
+    (3, "resources", Ty::Rep(&Ty::Str), false),
+    (4, "scope", Ty::Str, false),
+];
+
+/// `api/admissionregistration/v1` `RuleWithOperations`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_RULEWITHOPERATIONS: &[F] = &[
+    (1, "operations", Ty::Rep(&Ty::Str), false),
+    (2, "rule", Ty::Msg(API_ADMISSIONREGISTRATION_V1_RULE), false),
+];
+
+/// `api/admissionregistration/v1` `ServiceReference`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_SERVICEREFERENCE: &[F] = &[
+    (1, "namespace", Ty::Str, false),
+    (2, "name", Ty::Str, false),
+    (3, "path", Ty::Str, false),
+    (4, "port", Ty::Int, false),
+];
+
+/// `api/admissionregistration/v1` `ValidatingWebhook`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_VALIDATINGWEBHOOK: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "clientConfig",
+        Ty::Msg(API_ADMISSIONREGISTRATION_V1_WEBHOOKCLIENTCONFIG),
+        false,
+    ),
+    (
+        3,
+        "rules",
+        Ty::Rep(&Ty::Msg(API_ADMISSIONREGISTRATION_V1_RULEWITHOPERATIONS)),
+        false,
+    ),
+    (4, "failurePolicy", Ty::Str, false),
+    (9, "matchPolicy", Ty::Str, false),
+    (
+        5,
+        "namespaceSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (
+        10,
+        "objectSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (6, "sideEffects", Ty::Str, false),
+    (7, "timeoutSeconds", Ty::Int, false),
+    (8, "admissionReviewVersions", Ty::Rep(&Ty::Str), false),
+    (
+        11,
+        "matchConditions",
+        Ty::Rep(&Ty::Msg(API_ADMISSIONREGISTRATION_V1_MATCHCONDITION)),
+        false,
+    ),
+];
+
+/// `api/admissionregistration/v1` `ValidatingWebhookConfiguration`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_VALIDATINGWEBHOOKCONFIGURATION: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "webhooks",
+        Ty::Rep(&Ty::Msg(API_ADMISSIONREGISTRATION_V1_VALIDATINGWEBHOOK)),
+        false,
+    ),
+];
+
+/// `api/admissionregistration/v1` `WebhookClientConfig`.
+pub(super) const API_ADMISSIONREGISTRATION_V1_WEBHOOKCLIENTCONFIG: &[F] = &[
+    (3, "url", Ty::Str, false),
+    (
+        1,
+        "service",
+        Ty::Msg(API_ADMISSIONREGISTRATION_V1_SERVICEREFERENCE),
+        false,
+    ),
+    (2, "caBundle", Ty::Bytes, false),
+];
+
+/// `api/apps/v1` `ControllerRevision`.
+pub(super) const API_APPS_V1_CONTROLLERREVISION: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "data", Ty::Raw, false),
+    (3, "revision", Ty::Int, true),
+];
+
+/// `api/apps/v1` `DaemonSet`.
+pub(super) const API_APPS_V1_DAEMONSET: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_APPS_V1_DAEMONSETSPEC), false),
+    (3, "status", Ty::Msg(API_APPS_V1_DAEMONSETSTATUS), false),
+];
+
+/// `api/apps/v1` `DaemonSetCondition`.
+pub(super) const API_APPS_V1_DAEMONSETCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastTransitionTime", Ty::Time, false),
+    (4, "reason", Ty::Str, false),
+    (5, "message", Ty::Str, false),
+];
+
+/// `api/apps/v1` `DaemonSetSpec`.
+pub(super) const API_APPS_V1_DAEMONSETSPEC: &[F] = &[
+    (
+        1,
+        "selector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (2, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
+    (
+        3,
+        "updateStrategy",
+        Ty::Msg(API_APPS_V1_DAEMONSETUPDATESTRATEGY),
+        false,
+    ),
+    (4, "minReadySeconds", Ty::Int, false),
+    (6, "revisionHistoryLimit", Ty::Int, false),
+];
+
+/// `api/apps/v1` `DaemonSetStatus`.
+pub(super) const API_APPS_V1_DAEMONSETSTATUS: &[F] = &[
+    (1, "currentNumberScheduled", Ty::Int, true),
+    (2, "numberMisscheduled", Ty::Int, true),
+    (3, "desiredNumberScheduled", Ty::Int, true),
+    (4, "numberReady", Ty::Int, true),
+    (5, "observedGeneration", Ty::Int, false),
+    (6, "updatedNumberScheduled", Ty::Int, false),
+    (7, "numberAvailable", Ty::Int, false),
+    (8, "numberUnavailable", Ty::Int, false),
+    (9, "collisionCount", Ty::Int, false),
+    (
+        10,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_APPS_V1_DAEMONSETCONDITION)),
+        false,
+    ),
+];
+
+/// `api/apps/v1` `DaemonSetUpdateStrategy`.
+pub(super) const API_APPS_V1_DAEMONSETUPDATESTRATEGY: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (
+        2,
+        "rollingUpdate",
+        Ty::Msg(API_APPS_V1_ROLLINGUPDATEDAEMONSET),
+        false,
+    ),
+];
+
+/// `api/apps/v1` `Deployment`.
+pub(super) const API_APPS_V1_DEPLOYMENT: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_APPS_V1_DEPLOYMENTSPEC), false),
+    (3, "status", Ty::Msg(API_APPS_V1_DEPLOYMENTSTATUS), false),
+];
+
+/// `api/apps/v1` `DeploymentCondition`.
+pub(super) const API_APPS_V1_DEPLOYMENTCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (6, "lastUpdateTime", Ty::Time, false),
+    (7, "lastTransitionTime", Ty::Time, false),
+    (4, "reason", Ty::Str, false),
+    (5, "message", Ty::Str, false),
+];
+
+/// `api/apps/v1` `DeploymentSpec`.
+pub(super) const API_APPS_V1_DEPLOYMENTSPEC: &[F] = &[
+    (1, "replicas", Ty::Int, false),
+    (
+        2,
+        "selector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (3, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
+    (
+        4,
+        "strategy",
+        Ty::Msg(API_APPS_V1_DEPLOYMENTSTRATEGY),
+        false,
+    ),
+    (5, "minReadySeconds", Ty::Int, false),
+    (6, "revisionHistoryLimit", Ty::Int, false),
+    (7, "paused", Ty::Bool, false),
+    (9, "progressDeadlineSeconds", Ty::Int, false),
+];
+
+/// `api/apps/v1` `DeploymentStatus`.
+pub(super) const API_APPS_V1_DEPLOYMENTSTATUS: &[F] = &[
+    (1, "observedGeneration", Ty::Int, false),
+    (2, "replicas", Ty::Int, false),
+    (3, "updatedReplicas", Ty::Int, false),
+    (7, "readyReplicas", Ty::Int, false),
+    (4, "availableReplicas", Ty::Int, false),
+    (5, "unavailableReplicas", Ty::Int, false),
+    (9, "terminatingReplicas", Ty::Int, false),
+    (
+        6,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_APPS_V1_DEPLOYMENTCONDITION)),
+        false,
+    ),
+    (8, "collisionCount", Ty::Int, false),
+];
+
+/// `api/apps/v1` `DeploymentStrategy`.
+pub(super) const API_APPS_V1_DEPLOYMENTSTRATEGY: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (
+        2,
+        "rollingUpdate",
+        Ty::Msg(API_APPS_V1_ROLLINGUPDATEDEPLOYMENT),
+        false,
+    ),
+];
+
+/// `api/apps/v1` `ReplicaSet`.
+pub(super) const API_APPS_V1_REPLICASET: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_APPS_V1_REPLICASETSPEC), false),
+    (3, "status", Ty::Msg(API_APPS_V1_REPLICASETSTATUS), false),
+];
+
+/// `api/apps/v1` `ReplicaSetCondition`.
+pub(super) const API_APPS_V1_REPLICASETCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastTransitionTime", Ty::Time, false),
+    (4, "reason", Ty::Str, false),
+    (5, "message", Ty::Str, false),
+];
+
+/// `api/apps/v1` `ReplicaSetSpec`.
+pub(super) const API_APPS_V1_REPLICASETSPEC: &[F] = &[
+    (1, "replicas", Ty::Int, false),
+    (4, "minReadySeconds", Ty::Int, false),
+    (
+        2,
+        "selector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (3, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
+];
+
+/// `api/apps/v1` `ReplicaSetStatus`.
+pub(super) const API_APPS_V1_REPLICASETSTATUS: &[F] = &[
+    (1, "replicas", Ty::Int, true),
+    (2, "fullyLabeledReplicas", Ty::Int, false),
+    (4, "readyReplicas", Ty::Int, false),
+    (5, "availableReplicas", Ty::Int, false),
+    (7, "terminatingReplicas", Ty::Int, false),
+    (3, "observedGeneration", Ty::Int, false),
+    (
+        6,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_APPS_V1_REPLICASETCONDITION)),
+        false,
+    ),
+];
+
+/// `api/apps/v1` `RollingUpdateDaemonSet`.
+pub(super) const API_APPS_V1_ROLLINGUPDATEDAEMONSET: &[F] = &[
+    (1, "maxUnavailable", Ty::IntOrString, false),
+    (2, "maxSurge", Ty::IntOrString, false),
+];
+
+/// `api/apps/v1` `RollingUpdateDeployment`.
+pub(super) const API_APPS_V1_ROLLINGUPDATEDEPLOYMENT: &[F] = &[
+    (1, "maxUnavailable", Ty::IntOrString, false),
+    (2, "maxSurge", Ty::IntOrString, false),
+];
+
+/// `api/apps/v1` `RollingUpdateStatefulSetStrategy`.
+pub(super) const API_APPS_V1_ROLLINGUPDATESTATEFULSETSTRATEGY: &[F] = &[
+    (1, "partition", Ty::Int, false),
+    (2, "maxUnavailable", Ty::IntOrString, false),
+];
+
+/// `api/apps/v1` `StatefulSet`.
+pub(super) const API_APPS_V1_STATEFULSET: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_APPS_V1_STATEFULSETSPEC), false),
+    (3, "status", Ty::Msg(API_APPS_V1_STATEFULSETSTATUS), false),
+];
+
+/// `api/apps/v1` `StatefulSetCondition`.
+pub(super) const API_APPS_V1_STATEFULSETCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastTransitionTime", Ty::Time, false),
+    (4, "reason", Ty::Str, false),
+    (5, "message", Ty::Str, false),
+];
+
+/// `api/apps/v1` `StatefulSetOrdinals`.
+pub(super) const API_APPS_V1_STATEFULSETORDINALS: &[F] = &[(1, "start", Ty::Int, false)];
+
+/// `api/apps/v1` `StatefulSetPersistentVolumeClaimRetentionPolicy`.
+pub(super) const API_APPS_V1_STATEFULSETPERSISTENTVOLUMECLAIMRETENTIONPOLICY: &[F] = &[
+    (1, "whenDeleted", Ty::Str, false),
+    (2, "whenScaled", Ty::Str, false),
+];
+
+/// `api/apps/v1` `StatefulSetSpec`.
+pub(super) const API_APPS_V1_STATEFULSETSPEC: &[F] = &[
+    (1, "replicas", Ty::Int, false),
+    (
+        2,
+        "selector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (3, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
+    (
+        4,
+        "volumeClaimTemplates",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIM)),
+        false,
+    ),
+    (5, "serviceName", Ty::Str, false),
+    (6, "podManagementPolicy", Ty::Str, false),
+    (
+        7,
+        "updateStrategy",
+        Ty::Msg(API_APPS_V1_STATEFULSETUPDATESTRATEGY),
+        false,
+    ),
+    (8, "revisionHistoryLimit", Ty::Int, false),
+    (9, "minReadySeconds", Ty::Int, false),
+    (
+        10,
+        "persistentVolumeClaimRetentionPolicy",
+        Ty::Msg(API_APPS_V1_STATEFULSETPERSISTENTVOLUMECLAIMRETENTIONPOLICY),
+        false,
+    ),
+    (
+        11,
+        "ordinals",
+        Ty::Msg(API_APPS_V1_STATEFULSETORDINALS),
+        false,
+    ),
+];
+
+/// `api/apps/v1` `StatefulSetStatus`.
+pub(super) const API_APPS_V1_STATEFULSETSTATUS: &[F] = &[
+    (1, "observedGeneration", Ty::Int, false),
+    (2, "replicas", Ty::Int, true),
+    (3, "readyReplicas", Ty::Int, false),
+    (4, "currentReplicas", Ty::Int, false),
+    (5, "updatedReplicas", Ty::Int, false),
+    (6, "currentRevision", Ty::Str, false),
+    (7, "updateRevision", Ty::Str, false),
+    (9, "collisionCount", Ty::Int, false),
+    (
+        10,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_APPS_V1_STATEFULSETCONDITION)),
+        false,
+    ),
+    (11, "availableReplicas", Ty::Int, false),
+];
+
+/// `api/apps/v1` `StatefulSetUpdateStrategy`.
+pub(super) const API_APPS_V1_STATEFULSETUPDATESTRATEGY: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (
+        2,
+        "rollingUpdate",
+        Ty::Msg(API_APPS_V1_ROLLINGUPDATESTATEFULSETSTRATEGY),
+        false,
+    ),
 ];
 
 /// `api/authentication/v1` `BoundObjectReference`.
 pub(super) const API_AUTHENTICATION_V1_BOUNDOBJECTREFERENCE: &[F] = &[
-    (1, "kind", Ty::Str),
-    (2, "apiVersion", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "uId", Ty::Str),
+    (1, "kind", Ty::Str, false),
+    (2, "apiVersion", Ty::Str, false),
+    (3, "name", Ty::Str, false),
+    (4, "uId", Ty::Str, false),
 ];
 
 /// `api/authentication/v1` `ExtraValue`.
-pub(super) const API_AUTHENTICATION_V1_EXTRAVALUE: &[F] = &[(1, "items", Ty::Rep(&Ty::Str))];
+pub(super) const API_AUTHENTICATION_V1_EXTRAVALUE: &[F] = &[(1, "items", Ty::Rep(&Ty::Str), false)];
 
 /// `api/authentication/v1` `SelfSubjectReview`.
 pub(super) const API_AUTHENTICATION_V1_SELFSUBJECTREVIEW: &[F] = &[
@@ -143,17 +710,23 @@ pub(super) const API_AUTHENTICATION_V1_SELFSUBJECTREVIEW: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
     (
         2,
         "status",
         Ty::Msg(API_AUTHENTICATION_V1_SELFSUBJECTREVIEWSTATUS),
+        false,
     ),
 ];
 
 /// `api/authentication/v1` `SelfSubjectReviewStatus`.
-pub(super) const API_AUTHENTICATION_V1_SELFSUBJECTREVIEWSTATUS: &[F] =
-    &[(1, "userInfo", Ty::Msg(API_AUTHENTICATION_V1_USERINFO))];
+pub(super) const API_AUTHENTICATION_V1_SELFSUBJECTREVIEWSTATUS: &[F] = &[(
+    1,
+    "userInfo",
+    Ty::Msg(API_AUTHENTICATION_V1_USERINFO),
+    false,
+)];
 
 /// `api/authentication/v1` `TokenRequest`.
 pub(super) const API_AUTHENTICATION_V1_TOKENREQUEST: &[F] = &[
@@ -161,103 +734,118 @@ pub(super) const API_AUTHENTICATION_V1_TOKENREQUEST: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_AUTHENTICATION_V1_TOKENREQUESTSPEC)),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_AUTHENTICATION_V1_TOKENREQUESTSPEC),
+        false,
+    ),
     (
         3,
         "status",
         Ty::Msg(API_AUTHENTICATION_V1_TOKENREQUESTSTATUS),
+        false,
     ),
 ];
 
 /// `api/authentication/v1` `TokenRequestSpec`.
 pub(super) const API_AUTHENTICATION_V1_TOKENREQUESTSPEC: &[F] = &[
-    (1, "audiences", Ty::Rep(&Ty::Str)),
-    (4, "expirationSeconds", Ty::Int),
+    (1, "audiences", Ty::Rep(&Ty::Str), false),
+    (4, "expirationSeconds", Ty::Int, false),
     (
         3,
         "boundObjectRef",
         Ty::Msg(API_AUTHENTICATION_V1_BOUNDOBJECTREFERENCE),
+        false,
     ),
 ];
 
 /// `api/authentication/v1` `TokenRequestStatus`.
-pub(super) const API_AUTHENTICATION_V1_TOKENREQUESTSTATUS: &[F] =
-    &[(1, "token", Ty::Str), (2, "expirationTimestamp", Ty::Time)];
+pub(super) const API_AUTHENTICATION_V1_TOKENREQUESTSTATUS: &[F] = &[
+    (1, "token", Ty::Str, false),
+    (2, "expirationTimestamp", Ty::Time, false),
+];
 
 /// `api/authentication/v1` `UserInfo`.
 pub(super) const API_AUTHENTICATION_V1_USERINFO: &[F] = &[
-    (1, "username", Ty::Str),
-    (2, "uid", Ty::Str),
-    (3, "groups", Ty::Rep(&Ty::Str)),
+    (1, "username", Ty::Str, false),
+    (2, "uid", Ty::Str, false),
+    (3, "groups", Ty::Rep(&Ty::Str), false),
     (
         4,
         "extra",
         Ty::Map(&Ty::Msg(API_AUTHENTICATION_V1_EXTRAVALUE)),
+        false,
     ),
 ];
 
 /// `api/authorization/v1` `FieldSelectorAttributes`.
 pub(super) const API_AUTHORIZATION_V1_FIELDSELECTORATTRIBUTES: &[F] = &[
-    (1, "rawSelector", Ty::Str),
+    (1, "rawSelector", Ty::Str, false),
     (
         2,
         "requirements",
         Ty::Rep(&Ty::Msg(
             APIMACHINERY_PKG_APIS_META_V1_FIELDSELECTORREQUIREMENT,
         )),
+        false,
     ),
 ];
 
 /// `api/authorization/v1` `LabelSelectorAttributes`.
 pub(super) const API_AUTHORIZATION_V1_LABELSELECTORATTRIBUTES: &[F] = &[
-    (1, "rawSelector", Ty::Str),
+    (1, "rawSelector", Ty::Str, false),
     (
         2,
         "requirements",
         Ty::Rep(&Ty::Msg(
             APIMACHINERY_PKG_APIS_META_V1_LABELSELECTORREQUIREMENT,
         )),
+        false,
     ),
 ];
 
 /// `api/authorization/v1` `NonResourceAttributes`.
 pub(super) const API_AUTHORIZATION_V1_NONRESOURCEATTRIBUTES: &[F] =
-    &[(1, "path", Ty::Str), (2, "verb", Ty::Str)];
+    &[(1, "path", Ty::Str, false), (2, "verb", Ty::Str, false)];
 
 /// `api/authorization/v1` `NonResourceRule`.
 pub(super) const API_AUTHORIZATION_V1_NONRESOURCERULE: &[F] = &[
-    (1, "verbs", Ty::Rep(&Ty::Str)),
-    (2, "nonResourceUrLs", Ty::Rep(&Ty::Str)),
+    (1, "verbs", Ty::Rep(&Ty::Str), false),
+    (2, "nonResourceUrLs", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/authorization/v1` `ResourceAttributes`.
 pub(super) const API_AUTHORIZATION_V1_RESOURCEATTRIBUTES: &[F] = &[
-    (1, "namespace", Ty::Str),
-    (2, "verb", Ty::Str),
-    (3, "group", Ty::Str),
-    (4, "version", Ty::Str),
-    (5, "resource", Ty::Str),
-    (6, "subresource", Ty::Str),
-    (7, "name", Ty::Str),
+    (1, "namespace", Ty::Str, false),
+    (2, "verb", Ty::Str, false),
+    (3, "group", Ty::Str, false),
+    (4, "version", Ty::Str, false),
+    (5, "resource", Ty::Str, false),
+    (6, "subresource", Ty::Str, false),
+    (7, "name", Ty::Str, false),
     (
         8,
         "fieldSelector",
         Ty::Msg(API_AUTHORIZATION_V1_FIELDSELECTORATTRIBUTES),
+        false,
     ),
     (
         9,
         "labelSelector",
         Ty::Msg(API_AUTHORIZATION_V1_LABELSELECTORATTRIBUTES),
+        false,
     ),
 ];
 
 /// `api/authorization/v1` `ResourceRule`.
 pub(super) const API_AUTHORIZATION_V1_RESOURCERULE: &[F] = &[
-    (1, "verbs", Ty::Rep(&Ty::Str)),
-    (2, "apiGroups", Ty::Rep(&Ty::Str)),
-    (3, "resources", Ty::Rep(&Ty::Str)),
-    (4, "resourceNames", Ty::Rep(&Ty::Str)),
+    (1, "verbs", Ty::Rep(&Ty::Str), false),
+    (2, "apiGroups", Ty::Rep(&Ty::Str), false),
+    (3, "resources", Ty::Rep(&Ty::Str), false),
+    (4, "resourceNames", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/authorization/v1` `SelfSubjectAccessReview`.
@@ -266,16 +854,19 @@ pub(super) const API_AUTHORIZATION_V1_SELFSUBJECTACCESSREVIEW: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
     (
         2,
         "spec",
         Ty::Msg(API_AUTHORIZATION_V1_SELFSUBJECTACCESSREVIEWSPEC),
+        false,
     ),
     (
         3,
         "status",
         Ty::Msg(API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSTATUS),
+        false,
     ),
 ];
 
@@ -285,11 +876,13 @@ pub(super) const API_AUTHORIZATION_V1_SELFSUBJECTACCESSREVIEWSPEC: &[F] = &[
         1,
         "resourceAttributes",
         Ty::Msg(API_AUTHORIZATION_V1_RESOURCEATTRIBUTES),
+        false,
     ),
     (
         2,
         "nonResourceAttributes",
         Ty::Msg(API_AUTHORIZATION_V1_NONRESOURCEATTRIBUTES),
+        false,
     ),
 ];
 
@@ -299,29 +892,32 @@ pub(super) const API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEW: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
     (
         2,
         "spec",
         Ty::Msg(API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEWSPEC),
+        false,
     ),
     (
         3,
         "status",
         Ty::Msg(API_AUTHORIZATION_V1_SUBJECTRULESREVIEWSTATUS),
+        false,
     ),
 ];
 
 /// `api/authorization/v1` `SelfSubjectRulesReviewSpec`.
 pub(super) const API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEWSPEC: &[F] =
-    &[(1, "namespace", Ty::Str)];
+    &[(1, "namespace", Ty::Str, false)];
 
 /// `api/authorization/v1` `SubjectAccessReviewStatus`.
 pub(super) const API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSTATUS: &[F] = &[
-    (1, "allowed", Ty::Bool),
-    (4, "denied", Ty::Bool),
-    (2, "reason", Ty::Str),
-    (3, "evaluationError", Ty::Str),
+    (1, "allowed", Ty::Bool, true),
+    (4, "denied", Ty::Bool, false),
+    (2, "reason", Ty::Str, false),
+    (3, "evaluationError", Ty::Str, false),
 ];
 
 /// `api/authorization/v1` `SubjectRulesReviewStatus`.
@@ -330,14 +926,402 @@ pub(super) const API_AUTHORIZATION_V1_SUBJECTRULESREVIEWSTATUS: &[F] = &[
         1,
         "resourceRules",
         Ty::Rep(&Ty::Msg(API_AUTHORIZATION_V1_RESOURCERULE)),
+        false,
     ),
     (
         2,
         "nonResourceRules",
         Ty::Rep(&Ty::Msg(API_AUTHORIZATION_V1_NONRESOURCERULE)),
+        false,
     ),
-    (3, "incomplete", Ty::Bool),
-    (4, "evaluationError", Ty::Str),
+    (3, "incomplete", Ty::Bool, true),
+    (4, "evaluationError", Ty::Str, false),
+];
+
+/// `api/autoscaling/v2` `ContainerResourceMetricSource`.
+pub(super) const API_AUTOSCALING_V2_CONTAINERRESOURCEMETRICSOURCE: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "target", Ty::Msg(API_AUTOSCALING_V2_METRICTARGET), false),
+    (3, "container", Ty::Str, false),
+];
+
+/// `api/autoscaling/v2` `ContainerResourceMetricStatus`.
+pub(super) const API_AUTOSCALING_V2_CONTAINERRESOURCEMETRICSTATUS: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "current",
+        Ty::Msg(API_AUTOSCALING_V2_METRICVALUESTATUS),
+        false,
+    ),
+    (3, "container", Ty::Str, false),
+];
+
+/// `api/autoscaling/v2` `CrossVersionObjectReference`.
+pub(super) const API_AUTOSCALING_V2_CROSSVERSIONOBJECTREFERENCE: &[F] = &[
+    (1, "kind", Ty::Str, false),
+    (2, "name", Ty::Str, false),
+    (3, "apiVersion", Ty::Str, false),
+];
+
+/// `api/autoscaling/v2` `ExternalMetricSource`.
+pub(super) const API_AUTOSCALING_V2_EXTERNALMETRICSOURCE: &[F] = &[
+    (
+        1,
+        "metric",
+        Ty::Msg(API_AUTOSCALING_V2_METRICIDENTIFIER),
+        false,
+    ),
+    (2, "target", Ty::Msg(API_AUTOSCALING_V2_METRICTARGET), false),
+];
+
+/// `api/autoscaling/v2` `ExternalMetricStatus`.
+pub(super) const API_AUTOSCALING_V2_EXTERNALMETRICSTATUS: &[F] = &[
+    (
+        1,
+        "metric",
+        Ty::Msg(API_AUTOSCALING_V2_METRICIDENTIFIER),
+        false,
+    ),
+    (
+        2,
+        "current",
+        Ty::Msg(API_AUTOSCALING_V2_METRICVALUESTATUS),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `HorizontalPodAutoscaler`.
+pub(super) const API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALER: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERSTATUS),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `HorizontalPodAutoscalerBehavior`.
+pub(super) const API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERBEHAVIOR: &[F] = &[
+    (
+        1,
+        "scaleUp",
+        Ty::Msg(API_AUTOSCALING_V2_HPASCALINGRULES),
+        false,
+    ),
+    (
+        2,
+        "scaleDown",
+        Ty::Msg(API_AUTOSCALING_V2_HPASCALINGRULES),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `HorizontalPodAutoscalerCondition`.
+pub(super) const API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastTransitionTime", Ty::Time, false),
+    (4, "reason", Ty::Str, false),
+    (5, "message", Ty::Str, false),
+];
+
+/// `api/autoscaling/v2` `HorizontalPodAutoscalerSpec`.
+pub(super) const API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERSPEC: &[F] = &[
+    (
+        1,
+        "scaleTargetRef",
+        Ty::Msg(API_AUTOSCALING_V2_CROSSVERSIONOBJECTREFERENCE),
+        false,
+    ),
+    (2, "minReplicas", Ty::Int, false),
+    (3, "maxReplicas", Ty::Int, true),
+    (
+        4,
+        "metrics",
+        Ty::Rep(&Ty::Msg(API_AUTOSCALING_V2_METRICSPEC)),
+        false,
+    ),
+    (
+        5,
+        "behavior",
+        Ty::Msg(API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERBEHAVIOR),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `HorizontalPodAutoscalerStatus`.
+pub(super) const API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERSTATUS: &[F] = &[
+    (1, "observedGeneration", Ty::Int, false),
+    (2, "lastScaleTime", Ty::Time, false),
+    (3, "currentReplicas", Ty::Int, false),
+    (4, "desiredReplicas", Ty::Int, true),
+    (
+        5,
+        "currentMetrics",
+        Ty::Rep(&Ty::Msg(API_AUTOSCALING_V2_METRICSTATUS)),
+        false,
+    ),
+    (
+        6,
+        "conditions",
+        Ty::Rep(&Ty::Msg(
+            API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALERCONDITION,
+        )),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `HpaScalingPolicy`.
+pub(super) const API_AUTOSCALING_V2_HPASCALINGPOLICY: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "value", Ty::Int, true),
+    (3, "periodSeconds", Ty::Int, true),
+];
+
+/// `api/autoscaling/v2` `HpaScalingRules`.
+pub(super) const API_AUTOSCALING_V2_HPASCALINGRULES: &[F] = &[
+    (3, "stabilizationWindowSeconds", Ty::Int, false),
+    (1, "selectPolicy", Ty::Str, false),
+    (
+        2,
+        "policies",
+        Ty::Rep(&Ty::Msg(API_AUTOSCALING_V2_HPASCALINGPOLICY)),
+        false,
+    ),
+    (4, "tolerance", Ty::Quantity, false),
+];
+
+/// `api/autoscaling/v2` `MetricIdentifier`.
+pub(super) const API_AUTOSCALING_V2_METRICIDENTIFIER: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "selector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `MetricSpec`.
+pub(super) const API_AUTOSCALING_V2_METRICSPEC: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (
+        2,
+        "object",
+        Ty::Msg(API_AUTOSCALING_V2_OBJECTMETRICSOURCE),
+        false,
+    ),
+    (
+        3,
+        "pods",
+        Ty::Msg(API_AUTOSCALING_V2_PODSMETRICSOURCE),
+        false,
+    ),
+    (
+        4,
+        "resource",
+        Ty::Msg(API_AUTOSCALING_V2_RESOURCEMETRICSOURCE),
+        false,
+    ),
+    (
+        7,
+        "containerResource",
+        Ty::Msg(API_AUTOSCALING_V2_CONTAINERRESOURCEMETRICSOURCE),
+        false,
+    ),
+    (
+        5,
+        "external",
+        Ty::Msg(API_AUTOSCALING_V2_EXTERNALMETRICSOURCE),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `MetricStatus`.
+pub(super) const API_AUTOSCALING_V2_METRICSTATUS: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (
+        2,
+        "object",
+        Ty::Msg(API_AUTOSCALING_V2_OBJECTMETRICSTATUS),
+        false,
+    ),
+    (
+        3,
+        "pods",
+        Ty::Msg(API_AUTOSCALING_V2_PODSMETRICSTATUS),
+        false,
+    ),
+    (
+        4,
+        "resource",
+        Ty::Msg(API_AUTOSCALING_V2_RESOURCEMETRICSTATUS),
+        false,
+    ),
+    (
+        7,
+        "containerResource",
+        Ty::Msg(API_AUTOSCALING_V2_CONTAINERRESOURCEMETRICSTATUS),
+        false,
+    ),
+    (
+        5,
+        "external",
+        Ty::Msg(API_AUTOSCALING_V2_EXTERNALMETRICSTATUS),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `MetricTarget`.
+pub(super) const API_AUTOSCALING_V2_METRICTARGET: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "value", Ty::Quantity, false),
+    (3, "averageValue", Ty::Quantity, false),
+    (4, "averageUtilization", Ty::Int, false),
+];
+
+/// `api/autoscaling/v2` `MetricValueStatus`.
+pub(super) const API_AUTOSCALING_V2_METRICVALUESTATUS: &[F] = &[
+    (1, "value", Ty::Quantity, false),
+    (2, "averageValue", Ty::Quantity, false),
+    (3, "averageUtilization", Ty::Int, false),
+];
+
+/// `api/autoscaling/v2` `ObjectMetricSource`.
+pub(super) const API_AUTOSCALING_V2_OBJECTMETRICSOURCE: &[F] = &[
+    (
+        1,
+        "describedObject",
+        Ty::Msg(API_AUTOSCALING_V2_CROSSVERSIONOBJECTREFERENCE),
+        false,
+    ),
+    (2, "target", Ty::Msg(API_AUTOSCALING_V2_METRICTARGET), false),
+    (
+        3,
+        "metric",
+        Ty::Msg(API_AUTOSCALING_V2_METRICIDENTIFIER),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `ObjectMetricStatus`.
+pub(super) const API_AUTOSCALING_V2_OBJECTMETRICSTATUS: &[F] = &[
+    (
+        1,
+        "metric",
+        Ty::Msg(API_AUTOSCALING_V2_METRICIDENTIFIER),
+        false,
+    ),
+    (
+        2,
+        "current",
+        Ty::Msg(API_AUTOSCALING_V2_METRICVALUESTATUS),
+        false,
+    ),
+    (
+        3,
+        "describedObject",
+        Ty::Msg(API_AUTOSCALING_V2_CROSSVERSIONOBJECTREFERENCE),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `PodsMetricSource`.
+pub(super) const API_AUTOSCALING_V2_PODSMETRICSOURCE: &[F] = &[
+    (
+        1,
+        "metric",
+        Ty::Msg(API_AUTOSCALING_V2_METRICIDENTIFIER),
+        false,
+    ),
+    (2, "target", Ty::Msg(API_AUTOSCALING_V2_METRICTARGET), false),
+];
+
+/// `api/autoscaling/v2` `PodsMetricStatus`.
+pub(super) const API_AUTOSCALING_V2_PODSMETRICSTATUS: &[F] = &[
+    (
+        1,
+        "metric",
+        Ty::Msg(API_AUTOSCALING_V2_METRICIDENTIFIER),
+        false,
+    ),
+    (
+        2,
+        "current",
+        Ty::Msg(API_AUTOSCALING_V2_METRICVALUESTATUS),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v2` `ResourceMetricSource`.
+pub(super) const API_AUTOSCALING_V2_RESOURCEMETRICSOURCE: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "target", Ty::Msg(API_AUTOSCALING_V2_METRICTARGET), false),
+];
+
+/// `api/autoscaling/v2` `ResourceMetricStatus`.
+pub(super) const API_AUTOSCALING_V2_RESOURCEMETRICSTATUS: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "current",
+        Ty::Msg(API_AUTOSCALING_V2_METRICVALUESTATUS),
+        false,
+    ),
+];
+
+/// `api/batch/v1` `CronJob`.
+pub(super) const API_BATCH_V1_CRONJOB: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_BATCH_V1_CRONJOBSPEC), false),
+    (3, "status", Ty::Msg(API_BATCH_V1_CRONJOBSTATUS), false),
+];
+
+/// `api/batch/v1` `CronJobSpec`.
+pub(super) const API_BATCH_V1_CRONJOBSPEC: &[F] = &[
+    (1, "schedule", Ty::Str, false),
+    (8, "timeZone", Ty::Str, false),
+    (2, "startingDeadlineSeconds", Ty::Int, false),
+    (3, "concurrencyPolicy", Ty::Str, false),
+    (4, "suspend", Ty::Bool, false),
+    (
+        5,
+        "jobTemplate",
+        Ty::Msg(API_BATCH_V1_JOBTEMPLATESPEC),
+        false,
+    ),
+    (6, "successfulJobsHistoryLimit", Ty::Int, false),
+    (7, "failedJobsHistoryLimit", Ty::Int, false),
+];
+
+/// `api/batch/v1` `CronJobStatus`.
+pub(super) const API_BATCH_V1_CRONJOBSTATUS: &[F] = &[
+    (
+        1,
+        "active",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_OBJECTREFERENCE)),
+        false,
+    ),
+    (4, "lastScheduleTime", Ty::Time, false),
+    (5, "lastSuccessfulTime", Ty::Time, false),
 ];
 
 /// `api/batch/v1` `Job`.
@@ -346,47 +1330,55 @@ pub(super) const API_BATCH_V1_JOB: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_BATCH_V1_JOBSPEC)),
-    (3, "status", Ty::Msg(API_BATCH_V1_JOBSTATUS)),
+    (2, "spec", Ty::Msg(API_BATCH_V1_JOBSPEC), false),
+    (3, "status", Ty::Msg(API_BATCH_V1_JOBSTATUS), false),
 ];
 
 /// `api/batch/v1` `JobCondition`.
 pub(super) const API_BATCH_V1_JOBCONDITION: &[F] = &[
-    (1, "type", Ty::Str),
-    (2, "status", Ty::Str),
-    (3, "lastProbeTime", Ty::Time),
-    (4, "lastTransitionTime", Ty::Time),
-    (5, "reason", Ty::Str),
-    (6, "message", Ty::Str),
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastProbeTime", Ty::Time, false),
+    (4, "lastTransitionTime", Ty::Time, false),
+    (5, "reason", Ty::Str, false),
+    (6, "message", Ty::Str, false),
 ];
 
 /// `api/batch/v1` `JobSpec`.
 pub(super) const API_BATCH_V1_JOBSPEC: &[F] = &[
-    (1, "parallelism", Ty::Int),
-    (2, "completions", Ty::Int),
-    (3, "activeDeadlineSeconds", Ty::Int),
+    (1, "parallelism", Ty::Int, false),
+    (2, "completions", Ty::Int, false),
+    (3, "activeDeadlineSeconds", Ty::Int, false),
     (
         11,
         "podFailurePolicy",
         Ty::Msg(API_BATCH_V1_PODFAILUREPOLICY),
+        false,
     ),
-    (16, "successPolicy", Ty::Msg(API_BATCH_V1_SUCCESSPOLICY)),
-    (7, "backoffLimit", Ty::Int),
-    (12, "backoffLimitPerIndex", Ty::Int),
-    (13, "maxFailedIndexes", Ty::Int),
+    (
+        16,
+        "successPolicy",
+        Ty::Msg(API_BATCH_V1_SUCCESSPOLICY),
+        false,
+    ),
+    (7, "backoffLimit", Ty::Int, false),
+    (12, "backoffLimitPerIndex", Ty::Int, false),
+    (13, "maxFailedIndexes", Ty::Int, false),
     (
         4,
         "selector",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
     ),
-    (5, "manualSelector", Ty::Bool),
-    (6, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC)),
-    (8, "ttlSecondsAfterFinished", Ty::Int),
-    (9, "completionMode", Ty::Str),
-    (10, "suspend", Ty::Bool),
-    (14, "podReplacementPolicy", Ty::Str),
-    (15, "managedBy", Ty::Str),
+    (5, "manualSelector", Ty::Bool, false),
+    (6, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
+    (8, "ttlSecondsAfterFinished", Ty::Int, false),
+    (9, "completionMode", Ty::Str, false),
+    (10, "suspend", Ty::Bool, false),
+    (14, "podReplacementPolicy", Ty::Str, false),
+    (15, "managedBy", Ty::Str, false),
 ];
 
 /// `api/batch/v1` `JobStatus`.
@@ -395,21 +1387,34 @@ pub(super) const API_BATCH_V1_JOBSTATUS: &[F] = &[
         1,
         "conditions",
         Ty::Rep(&Ty::Msg(API_BATCH_V1_JOBCONDITION)),
+        false,
     ),
-    (2, "startTime", Ty::Time),
-    (3, "completionTime", Ty::Time),
-    (4, "active", Ty::Int),
-    (5, "succeeded", Ty::Int),
-    (6, "failed", Ty::Int),
-    (11, "terminating", Ty::Int),
-    (7, "completedIndexes", Ty::Str),
-    (10, "failedIndexes", Ty::Str),
+    (2, "startTime", Ty::Time, false),
+    (3, "completionTime", Ty::Time, false),
+    (4, "active", Ty::Int, false),
+    (5, "succeeded", Ty::Int, false),
+    (6, "failed", Ty::Int, false),
+    (11, "terminating", Ty::Int, false),
+    (7, "completedIndexes", Ty::Str, false),
+    (10, "failedIndexes", Ty::Str, false),
     (
         8,
         "uncountedTerminatedPods",
         Ty::Msg(API_BATCH_V1_UNCOUNTEDTERMINATEDPODS),
+        false,
     ),
-    (9, "ready", Ty::Int),
+    (9, "ready", Ty::Int, false),
+];
+
+/// `api/batch/v1` `JobTemplateSpec`.
+pub(super) const API_BATCH_V1_JOBTEMPLATESPEC: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_BATCH_V1_JOBSPEC), false),
 ];
 
 /// `api/batch/v1` `PodFailurePolicy`.
@@ -417,26 +1422,28 @@ pub(super) const API_BATCH_V1_PODFAILUREPOLICY: &[F] = &[(
     1,
     "rules",
     Ty::Rep(&Ty::Msg(API_BATCH_V1_PODFAILUREPOLICYRULE)),
+    false,
 )];
 
 /// `api/batch/v1` `PodFailurePolicyOnExitCodesRequirement`.
 pub(super) const API_BATCH_V1_PODFAILUREPOLICYONEXITCODESREQUIREMENT: &[F] = &[
-    (1, "containerName", Ty::Str),
-    (2, "operator", Ty::Str),
-    (3, "values", Ty::Rep(&Ty::Int)),
+    (1, "containerName", Ty::Str, false),
+    (2, "operator", Ty::Str, false),
+    (3, "values", Ty::Rep(&Ty::Int), false),
 ];
 
 /// `api/batch/v1` `PodFailurePolicyOnPodConditionsPattern`.
 pub(super) const API_BATCH_V1_PODFAILUREPOLICYONPODCONDITIONSPATTERN: &[F] =
-    &[(1, "type", Ty::Str), (2, "status", Ty::Str)];
+    &[(1, "type", Ty::Str, false), (2, "status", Ty::Str, false)];
 
 /// `api/batch/v1` `PodFailurePolicyRule`.
 pub(super) const API_BATCH_V1_PODFAILUREPOLICYRULE: &[F] = &[
-    (1, "action", Ty::Str),
+    (1, "action", Ty::Str, false),
     (
         2,
         "onExitCodes",
         Ty::Msg(API_BATCH_V1_PODFAILUREPOLICYONEXITCODESREQUIREMENT),
+        false,
     ),
     (
         3,
@@ -444,6 +1451,7 @@ pub(super) const API_BATCH_V1_PODFAILUREPOLICYRULE: &[F] = &[
         Ty::Rep(&Ty::Msg(
             API_BATCH_V1_PODFAILUREPOLICYONPODCONDITIONSPATTERN,
         )),
+        false,
     ),
 ];
 
@@ -452,18 +1460,19 @@ pub(super) const API_BATCH_V1_SUCCESSPOLICY: &[F] = &[(
     1,
     "rules",
     Ty::Rep(&Ty::Msg(API_BATCH_V1_SUCCESSPOLICYRULE)),
+    false,
 )];
 
 /// `api/batch/v1` `SuccessPolicyRule`.
 pub(super) const API_BATCH_V1_SUCCESSPOLICYRULE: &[F] = &[
-    (1, "succeededIndexes", Ty::Str),
-    (2, "succeededCount", Ty::Int),
+    (1, "succeededIndexes", Ty::Str, false),
+    (2, "succeededCount", Ty::Int, false),
 ];
 
 /// `api/batch/v1` `UncountedTerminatedPods`.
 pub(super) const API_BATCH_V1_UNCOUNTEDTERMINATEDPODS: &[F] = &[
-    (1, "succeeded", Ty::Rep(&Ty::Str)),
-    (2, "failed", Ty::Rep(&Ty::Str)),
+    (1, "succeeded", Ty::Rep(&Ty::Str), false),
+    (2, "failed", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/coordination/v1` `Lease`.
@@ -472,92 +1481,140 @@ pub(super) const API_COORDINATION_V1_LEASE: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_COORDINATION_V1_LEASESPEC)),
+    (2, "spec", Ty::Msg(API_COORDINATION_V1_LEASESPEC), false),
 ];
 
 /// `api/coordination/v1` `LeaseSpec`.
 pub(super) const API_COORDINATION_V1_LEASESPEC: &[F] = &[
-    (1, "holderIdentity", Ty::Str),
-    (2, "leaseDurationSeconds", Ty::Int),
-    (3, "acquireTime", Ty::Time),
-    (4, "renewTime", Ty::Time),
-    (5, "leaseTransitions", Ty::Int),
-    (6, "strategy", Ty::Str),
-    (7, "preferredHolder", Ty::Str),
+    (1, "holderIdentity", Ty::Str, false),
+    (2, "leaseDurationSeconds", Ty::Int, false),
+    (3, "acquireTime", Ty::Time, false),
+    (4, "renewTime", Ty::Time, false),
+    (5, "leaseTransitions", Ty::Int, false),
+    (6, "strategy", Ty::Str, false),
+    (7, "preferredHolder", Ty::Str, false),
 ];
 
 /// `api/core/v1` `Affinity`.
 pub(super) const API_CORE_V1_AFFINITY: &[F] = &[
-    (1, "nodeAffinity", Ty::Msg(API_CORE_V1_NODEAFFINITY)),
-    (2, "podAffinity", Ty::Msg(API_CORE_V1_PODAFFINITY)),
-    (3, "podAntiAffinity", Ty::Msg(API_CORE_V1_PODANTIAFFINITY)),
+    (1, "nodeAffinity", Ty::Msg(API_CORE_V1_NODEAFFINITY), false),
+    (2, "podAffinity", Ty::Msg(API_CORE_V1_PODAFFINITY), false),
+    (
+        3,
+        "podAntiAffinity",
+        Ty::Msg(API_CORE_V1_PODANTIAFFINITY),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `AppArmorProfile`.
-pub(super) const API_CORE_V1_APPARMORPROFILE: &[F] =
-    &[(1, "type", Ty::Str), (2, "localhostProfile", Ty::Str)];
+pub(super) const API_CORE_V1_APPARMORPROFILE: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "localhostProfile", Ty::Str, false),
+];
 
 /// `api/core/v1` `AwsElasticBlockStoreVolumeSource`.
 pub(super) const API_CORE_V1_AWSELASTICBLOCKSTOREVOLUMESOURCE: &[F] = &[
-    (1, "volumeID", Ty::Str),
-    (2, "fsType", Ty::Str),
-    (3, "partition", Ty::Int),
-    (4, "readOnly", Ty::Bool),
+    (1, "volumeID", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "partition", Ty::Int, false),
+    (4, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `AzureDiskVolumeSource`.
 pub(super) const API_CORE_V1_AZUREDISKVOLUMESOURCE: &[F] = &[
-    (1, "diskName", Ty::Str),
-    (2, "diskURI", Ty::Str),
-    (3, "cachingMode", Ty::Str),
-    (4, "fsType", Ty::Str),
-    (5, "readOnly", Ty::Bool),
-    (6, "kind", Ty::Str),
+    (1, "diskName", Ty::Str, false),
+    (2, "diskURI", Ty::Str, false),
+    (3, "cachingMode", Ty::Str, false),
+    (4, "fsType", Ty::Str, false),
+    (5, "readOnly", Ty::Bool, false),
+    (6, "kind", Ty::Str, false),
+];
+
+/// `api/core/v1` `AzureFilePersistentVolumeSource`.
+pub(super) const API_CORE_V1_AZUREFILEPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "secretName", Ty::Str, false),
+    (2, "shareName", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (4, "secretNamespace", Ty::Str, false),
 ];
 
 /// `api/core/v1` `AzureFileVolumeSource`.
 pub(super) const API_CORE_V1_AZUREFILEVOLUMESOURCE: &[F] = &[
-    (1, "secretName", Ty::Str),
-    (2, "shareName", Ty::Str),
-    (3, "readOnly", Ty::Bool),
+    (1, "secretName", Ty::Str, false),
+    (2, "shareName", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `Capabilities`.
 pub(super) const API_CORE_V1_CAPABILITIES: &[F] = &[
-    (1, "add", Ty::Rep(&Ty::Str)),
-    (2, "drop", Ty::Rep(&Ty::Str)),
+    (1, "add", Ty::Rep(&Ty::Str), false),
+    (2, "drop", Ty::Rep(&Ty::Str), false),
+];
+
+/// `api/core/v1` `CephFsPersistentVolumeSource`.
+pub(super) const API_CORE_V1_CEPHFSPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "monitors", Ty::Rep(&Ty::Str), false),
+    (2, "path", Ty::Str, false),
+    (3, "user", Ty::Str, false),
+    (4, "secretFile", Ty::Str, false),
+    (5, "secretRef", Ty::Msg(API_CORE_V1_SECRETREFERENCE), false),
+    (6, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `CephFsVolumeSource`.
 pub(super) const API_CORE_V1_CEPHFSVOLUMESOURCE: &[F] = &[
-    (1, "monitors", Ty::Rep(&Ty::Str)),
-    (2, "path", Ty::Str),
-    (3, "user", Ty::Str),
-    (4, "secretFile", Ty::Str),
-    (5, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
-    (6, "readOnly", Ty::Bool),
+    (1, "monitors", Ty::Rep(&Ty::Str), false),
+    (2, "path", Ty::Str, false),
+    (3, "user", Ty::Str, false),
+    (4, "secretFile", Ty::Str, false),
+    (
+        5,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
+    (6, "readOnly", Ty::Bool, false),
+];
+
+/// `api/core/v1` `CinderPersistentVolumeSource`.
+pub(super) const API_CORE_V1_CINDERPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "volumeID", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (4, "secretRef", Ty::Msg(API_CORE_V1_SECRETREFERENCE), false),
 ];
 
 /// `api/core/v1` `CinderVolumeSource`.
 pub(super) const API_CORE_V1_CINDERVOLUMESOURCE: &[F] = &[
-    (1, "volumeID", Ty::Str),
-    (2, "fsType", Ty::Str),
-    (3, "readOnly", Ty::Bool),
-    (4, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
+    (1, "volumeID", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (
+        4,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
 ];
+
+/// `api/core/v1` `ClientIpConfig`.
+pub(super) const API_CORE_V1_CLIENTIPCONFIG: &[F] = &[(1, "timeoutSeconds", Ty::Int, false)];
 
 /// `api/core/v1` `ClusterTrustBundleProjection`.
 pub(super) const API_CORE_V1_CLUSTERTRUSTBUNDLEPROJECTION: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "signerName", Ty::Str),
+    (1, "name", Ty::Str, false),
+    (2, "signerName", Ty::Str, false),
     (
         3,
         "labelSelector",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
     ),
-    (5, "optional", Ty::Bool),
-    (4, "path", Ty::Str),
+    (5, "optional", Ty::Bool, false),
+    (4, "path", Ty::Str, false),
 ];
 
 /// `api/core/v1` `ConfigMap`.
@@ -566,10 +1623,11 @@ pub(super) const API_CORE_V1_CONFIGMAP: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (4, "immutable", Ty::Bool),
-    (2, "data", Ty::Map(&Ty::Str)),
-    (3, "binaryData", Ty::Map(&Ty::Bytes)),
+    (4, "immutable", Ty::Bool, false),
+    (2, "data", Ty::Map(&Ty::Str), false),
+    (3, "binaryData", Ty::Map(&Ty::Bytes), false),
 ];
 
 /// `api/core/v1` `ConfigMapEnvSource`.
@@ -578,8 +1636,9 @@ pub(super) const API_CORE_V1_CONFIGMAPENVSOURCE: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "optional", Ty::Bool),
+    (2, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `ConfigMapKeySelector`.
@@ -588,9 +1647,10 @@ pub(super) const API_CORE_V1_CONFIGMAPKEYSELECTOR: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "key", Ty::Str),
-    (3, "optional", Ty::Bool),
+    (2, "key", Ty::Str, false),
+    (3, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `ConfigMapProjection`.
@@ -599,9 +1659,10 @@ pub(super) const API_CORE_V1_CONFIGMAPPROJECTION: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH))),
-    (4, "optional", Ty::Bool),
+    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH)), false),
+    (4, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `ConfigMapVolumeSource`.
@@ -610,161 +1671,251 @@ pub(super) const API_CORE_V1_CONFIGMAPVOLUMESOURCE: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH))),
-    (3, "defaultMode", Ty::Int),
-    (4, "optional", Ty::Bool),
+    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH)), false),
+    (3, "defaultMode", Ty::Int, false),
+    (4, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `Container`.
 pub(super) const API_CORE_V1_CONTAINER: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "image", Ty::Str),
-    (3, "command", Ty::Rep(&Ty::Str)),
-    (4, "args", Ty::Rep(&Ty::Str)),
-    (5, "workingDir", Ty::Str),
-    (6, "ports", Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERPORT))),
-    (19, "envFrom", Ty::Rep(&Ty::Msg(API_CORE_V1_ENVFROMSOURCE))),
-    (7, "env", Ty::Rep(&Ty::Msg(API_CORE_V1_ENVVAR))),
-    (8, "resources", Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS)),
+    (1, "name", Ty::Str, false),
+    (2, "image", Ty::Str, false),
+    (3, "command", Ty::Rep(&Ty::Str), false),
+    (4, "args", Ty::Rep(&Ty::Str), false),
+    (5, "workingDir", Ty::Str, false),
+    (
+        6,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERPORT)),
+        false,
+    ),
+    (
+        19,
+        "envFrom",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ENVFROMSOURCE)),
+        false,
+    ),
+    (7, "env", Ty::Rep(&Ty::Msg(API_CORE_V1_ENVVAR)), false),
+    (
+        8,
+        "resources",
+        Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS),
+        false,
+    ),
     (
         23,
         "resizePolicy",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERRESIZEPOLICY)),
+        false,
     ),
-    (24, "restartPolicy", Ty::Str),
+    (24, "restartPolicy", Ty::Str, false),
     (
         25,
         "restartPolicyRules",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERRESTARTRULE)),
+        false,
     ),
     (
         9,
         "volumeMounts",
         Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUMEMOUNT)),
+        false,
     ),
     (
         21,
         "volumeDevices",
         Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUMEDEVICE)),
+        false,
     ),
-    (10, "livenessProbe", Ty::Msg(API_CORE_V1_PROBE)),
-    (11, "readinessProbe", Ty::Msg(API_CORE_V1_PROBE)),
-    (22, "startupProbe", Ty::Msg(API_CORE_V1_PROBE)),
-    (12, "lifecycle", Ty::Msg(API_CORE_V1_LIFECYCLE)),
-    (13, "terminationMessagePath", Ty::Str),
-    (20, "terminationMessagePolicy", Ty::Str),
-    (14, "imagePullPolicy", Ty::Str),
-    (15, "securityContext", Ty::Msg(API_CORE_V1_SECURITYCONTEXT)),
-    (16, "stdin", Ty::Bool),
-    (17, "stdinOnce", Ty::Bool),
-    (18, "tty", Ty::Bool),
+    (10, "livenessProbe", Ty::Msg(API_CORE_V1_PROBE), false),
+    (11, "readinessProbe", Ty::Msg(API_CORE_V1_PROBE), false),
+    (22, "startupProbe", Ty::Msg(API_CORE_V1_PROBE), false),
+    (12, "lifecycle", Ty::Msg(API_CORE_V1_LIFECYCLE), false),
+    (13, "terminationMessagePath", Ty::Str, false),
+    (20, "terminationMessagePolicy", Ty::Str, false),
+    (14, "imagePullPolicy", Ty::Str, false),
+    (
+        15,
+        "securityContext",
+        Ty::Msg(API_CORE_V1_SECURITYCONTEXT),
+        false,
+    ),
+    (16, "stdin", Ty::Bool, false),
+    (17, "stdinOnce", Ty::Bool, false),
+    (18, "tty", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `ContainerExtendedResourceRequest`.
 pub(super) const API_CORE_V1_CONTAINEREXTENDEDRESOURCEREQUEST: &[F] = &[
-    (1, "containerName", Ty::Str),
-    (2, "resourceName", Ty::Str),
-    (3, "requestName", Ty::Str),
+    (1, "containerName", Ty::Str, false),
+    (2, "resourceName", Ty::Str, false),
+    (3, "requestName", Ty::Str, false),
 ];
 
 /// `api/core/v1` `ContainerPort`.
 pub(super) const API_CORE_V1_CONTAINERPORT: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "hostPort", Ty::Int),
-    (3, "containerPort", Ty::Int),
-    (4, "protocol", Ty::Str),
-    (5, "hostIP", Ty::Str),
+    (1, "name", Ty::Str, false),
+    (2, "hostPort", Ty::Int, false),
+    (3, "containerPort", Ty::Int, true),
+    (4, "protocol", Ty::Str, false),
+    (5, "hostIP", Ty::Str, false),
 ];
 
 /// `api/core/v1` `ContainerResizePolicy`.
-pub(super) const API_CORE_V1_CONTAINERRESIZEPOLICY: &[F] =
-    &[(1, "resourceName", Ty::Str), (2, "restartPolicy", Ty::Str)];
+pub(super) const API_CORE_V1_CONTAINERRESIZEPOLICY: &[F] = &[
+    (1, "resourceName", Ty::Str, false),
+    (2, "restartPolicy", Ty::Str, false),
+];
 
 /// `api/core/v1` `ContainerRestartRule`.
 pub(super) const API_CORE_V1_CONTAINERRESTARTRULE: &[F] = &[
-    (1, "action", Ty::Str),
+    (1, "action", Ty::Str, false),
     (
         2,
         "exitCodes",
         Ty::Msg(API_CORE_V1_CONTAINERRESTARTRULEONEXITCODES),
+        false,
     ),
 ];
 
 /// `api/core/v1` `ContainerRestartRuleOnExitCodes`.
-pub(super) const API_CORE_V1_CONTAINERRESTARTRULEONEXITCODES: &[F] =
-    &[(1, "operator", Ty::Str), (2, "values", Ty::Rep(&Ty::Int))];
+pub(super) const API_CORE_V1_CONTAINERRESTARTRULEONEXITCODES: &[F] = &[
+    (1, "operator", Ty::Str, false),
+    (2, "values", Ty::Rep(&Ty::Int), false),
+];
 
 /// `api/core/v1` `ContainerState`.
 pub(super) const API_CORE_V1_CONTAINERSTATE: &[F] = &[
-    (1, "waiting", Ty::Msg(API_CORE_V1_CONTAINERSTATEWAITING)),
-    (2, "running", Ty::Msg(API_CORE_V1_CONTAINERSTATERUNNING)),
+    (
+        1,
+        "waiting",
+        Ty::Msg(API_CORE_V1_CONTAINERSTATEWAITING),
+        false,
+    ),
+    (
+        2,
+        "running",
+        Ty::Msg(API_CORE_V1_CONTAINERSTATERUNNING),
+        false,
+    ),
     (
         3,
         "terminated",
         Ty::Msg(API_CORE_V1_CONTAINERSTATETERMINATED),
+        false,
     ),
 ];
 
 /// `api/core/v1` `ContainerStateRunning`.
-pub(super) const API_CORE_V1_CONTAINERSTATERUNNING: &[F] = &[(1, "startedAt", Ty::Time)];
+pub(super) const API_CORE_V1_CONTAINERSTATERUNNING: &[F] = &[(1, "startedAt", Ty::Time, false)];
 
 /// `api/core/v1` `ContainerStateTerminated`.
 pub(super) const API_CORE_V1_CONTAINERSTATETERMINATED: &[F] = &[
-    (1, "exitCode", Ty::Int),
-    (2, "signal", Ty::Int),
-    (3, "reason", Ty::Str),
-    (4, "message", Ty::Str),
-    (5, "startedAt", Ty::Time),
-    (6, "finishedAt", Ty::Time),
-    (7, "containerID", Ty::Str),
+    (1, "exitCode", Ty::Int, true),
+    (2, "signal", Ty::Int, false),
+    (3, "reason", Ty::Str, false),
+    (4, "message", Ty::Str, false),
+    (5, "startedAt", Ty::Time, false),
+    (6, "finishedAt", Ty::Time, false),
+    (7, "containerID", Ty::Str, false),
 ];
 
 /// `api/core/v1` `ContainerStateWaiting`.
-pub(super) const API_CORE_V1_CONTAINERSTATEWAITING: &[F] =
-    &[(1, "reason", Ty::Str), (2, "message", Ty::Str)];
+pub(super) const API_CORE_V1_CONTAINERSTATEWAITING: &[F] = &[
+    (1, "reason", Ty::Str, false),
+    (2, "message", Ty::Str, false),
+];
 
 /// `api/core/v1` `ContainerStatus`.
 pub(super) const API_CORE_V1_CONTAINERSTATUS: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "state", Ty::Msg(API_CORE_V1_CONTAINERSTATE)),
-    (3, "lastState", Ty::Msg(API_CORE_V1_CONTAINERSTATE)),
-    (4, "ready", Ty::Bool),
-    (5, "restartCount", Ty::Int),
-    (6, "image", Ty::Str),
-    (7, "imageID", Ty::Str),
-    (8, "containerID", Ty::Str),
-    (9, "started", Ty::Bool),
-    (10, "allocatedResources", Ty::Map(&Ty::Quantity)),
-    (11, "resources", Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS)),
+    (1, "name", Ty::Str, false),
+    (2, "state", Ty::Msg(API_CORE_V1_CONTAINERSTATE), false),
+    (3, "lastState", Ty::Msg(API_CORE_V1_CONTAINERSTATE), false),
+    (4, "ready", Ty::Bool, true),
+    (5, "restartCount", Ty::Int, true),
+    (6, "image", Ty::Str, false),
+    (7, "imageID", Ty::Str, false),
+    (8, "containerID", Ty::Str, false),
+    (9, "started", Ty::Bool, false),
+    (10, "allocatedResources", Ty::Map(&Ty::Quantity), false),
+    (
+        11,
+        "resources",
+        Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS),
+        false,
+    ),
     (
         12,
         "volumeMounts",
         Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUMEMOUNTSTATUS)),
+        false,
     ),
-    (13, "user", Ty::Msg(API_CORE_V1_CONTAINERUSER)),
+    (13, "user", Ty::Msg(API_CORE_V1_CONTAINERUSER), false),
     (
         14,
         "allocatedResourcesStatus",
         Ty::Rep(&Ty::Msg(API_CORE_V1_RESOURCESTATUS)),
+        false,
     ),
-    (15, "stopSignal", Ty::Str),
+    (15, "stopSignal", Ty::Str, false),
 ];
 
 /// `api/core/v1` `ContainerUser`.
 pub(super) const API_CORE_V1_CONTAINERUSER: &[F] =
-    &[(1, "linux", Ty::Msg(API_CORE_V1_LINUXCONTAINERUSER))];
+    &[(1, "linux", Ty::Msg(API_CORE_V1_LINUXCONTAINERUSER), false)];
+
+/// `api/core/v1` `CSIPersistentVolumeSource`.
+pub(super) const API_CORE_V1_CSIPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "driver", Ty::Str, false),
+    (2, "volumeHandle", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (4, "fsType", Ty::Str, false),
+    (5, "volumeAttributes", Ty::Map(&Ty::Str), false),
+    (
+        6,
+        "controllerPublishSecretRef",
+        Ty::Msg(API_CORE_V1_SECRETREFERENCE),
+        false,
+    ),
+    (
+        7,
+        "nodeStageSecretRef",
+        Ty::Msg(API_CORE_V1_SECRETREFERENCE),
+        false,
+    ),
+    (
+        8,
+        "nodePublishSecretRef",
+        Ty::Msg(API_CORE_V1_SECRETREFERENCE),
+        false,
+    ),
+    (
+        9,
+        "controllerExpandSecretRef",
+        Ty::Msg(API_CORE_V1_SECRETREFERENCE),
+        false,
+    ),
+    (
+        10,
+        "nodeExpandSecretRef",
+        Ty::Msg(API_CORE_V1_SECRETREFERENCE),
+        false,
+    ),
+];
 
 /// `api/core/v1` `CSIVolumeSource`.
 pub(super) const API_CORE_V1_CSIVOLUMESOURCE: &[F] = &[
-    (1, "driver", Ty::Str),
-    (2, "readOnly", Ty::Bool),
-    (3, "fsType", Ty::Str),
-    (4, "volumeAttributes", Ty::Map(&Ty::Str)),
+    (1, "driver", Ty::Str, false),
+    (2, "readOnly", Ty::Bool, false),
+    (3, "fsType", Ty::Str, false),
+    (4, "volumeAttributes", Ty::Map(&Ty::Str), false),
     (
         5,
         "nodePublishSecretRef",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
 ];
 
@@ -773,18 +1924,25 @@ pub(super) const API_CORE_V1_DOWNWARDAPIPROJECTION: &[F] = &[(
     1,
     "items",
     Ty::Rep(&Ty::Msg(API_CORE_V1_DOWNWARDAPIVOLUMEFILE)),
+    false,
 )];
 
 /// `api/core/v1` `DownwardAPIVolumeFile`.
 pub(super) const API_CORE_V1_DOWNWARDAPIVOLUMEFILE: &[F] = &[
-    (1, "path", Ty::Str),
-    (2, "fieldRef", Ty::Msg(API_CORE_V1_OBJECTFIELDSELECTOR)),
+    (1, "path", Ty::Str, false),
+    (
+        2,
+        "fieldRef",
+        Ty::Msg(API_CORE_V1_OBJECTFIELDSELECTOR),
+        false,
+    ),
     (
         3,
         "resourceFieldRef",
         Ty::Msg(API_CORE_V1_RESOURCEFIELDSELECTOR),
+        false,
     ),
-    (4, "mode", Ty::Int),
+    (4, "mode", Ty::Int, false),
 ];
 
 /// `api/core/v1` `DownwardAPIVolumeSource`.
@@ -793,43 +1951,117 @@ pub(super) const API_CORE_V1_DOWNWARDAPIVOLUMESOURCE: &[F] = &[
         1,
         "items",
         Ty::Rep(&Ty::Msg(API_CORE_V1_DOWNWARDAPIVOLUMEFILE)),
+        false,
     ),
-    (2, "defaultMode", Ty::Int),
+    (2, "defaultMode", Ty::Int, false),
 ];
 
 /// `api/core/v1` `EmptyDirVolumeSource`.
-pub(super) const API_CORE_V1_EMPTYDIRVOLUMESOURCE: &[F] =
-    &[(1, "medium", Ty::Str), (2, "sizeLimit", Ty::Quantity)];
+pub(super) const API_CORE_V1_EMPTYDIRVOLUMESOURCE: &[F] = &[
+    (1, "medium", Ty::Str, false),
+    (2, "sizeLimit", Ty::Quantity, false),
+];
+
+/// `api/core/v1` `EndpointAddress`.
+pub(super) const API_CORE_V1_ENDPOINTADDRESS: &[F] = &[
+    (1, "ip", Ty::Str, false),
+    (3, "hostname", Ty::Str, false),
+    (4, "nodeName", Ty::Str, false),
+    (2, "targetRef", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+];
+
+/// `api/core/v1` `EndpointPort`.
+pub(super) const API_CORE_V1_ENDPOINTPORT: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "port", Ty::Int, true),
+    (3, "protocol", Ty::Str, false),
+    (4, "appProtocol", Ty::Str, false),
+];
+
+/// `api/core/v1` `Endpoints`.
+pub(super) const API_CORE_V1_ENDPOINTS: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "subsets",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ENDPOINTSUBSET)),
+        false,
+    ),
+];
+
+/// `api/core/v1` `EndpointSubset`.
+pub(super) const API_CORE_V1_ENDPOINTSUBSET: &[F] = &[
+    (
+        1,
+        "addresses",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ENDPOINTADDRESS)),
+        false,
+    ),
+    (
+        2,
+        "notReadyAddresses",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ENDPOINTADDRESS)),
+        false,
+    ),
+    (
+        3,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ENDPOINTPORT)),
+        false,
+    ),
+];
 
 /// `api/core/v1` `EnvFromSource`.
 pub(super) const API_CORE_V1_ENVFROMSOURCE: &[F] = &[
-    (1, "prefix", Ty::Str),
-    (2, "configMapRef", Ty::Msg(API_CORE_V1_CONFIGMAPENVSOURCE)),
-    (3, "secretRef", Ty::Msg(API_CORE_V1_SECRETENVSOURCE)),
+    (1, "prefix", Ty::Str, false),
+    (
+        2,
+        "configMapRef",
+        Ty::Msg(API_CORE_V1_CONFIGMAPENVSOURCE),
+        false,
+    ),
+    (3, "secretRef", Ty::Msg(API_CORE_V1_SECRETENVSOURCE), false),
 ];
 
 /// `api/core/v1` `EnvVar`.
 pub(super) const API_CORE_V1_ENVVAR: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "value", Ty::Str),
-    (3, "valueFrom", Ty::Msg(API_CORE_V1_ENVVARSOURCE)),
+    (1, "name", Ty::Str, false),
+    (2, "value", Ty::Str, false),
+    (3, "valueFrom", Ty::Msg(API_CORE_V1_ENVVARSOURCE), false),
 ];
 
 /// `api/core/v1` `EnvVarSource`.
 pub(super) const API_CORE_V1_ENVVARSOURCE: &[F] = &[
-    (1, "fieldRef", Ty::Msg(API_CORE_V1_OBJECTFIELDSELECTOR)),
+    (
+        1,
+        "fieldRef",
+        Ty::Msg(API_CORE_V1_OBJECTFIELDSELECTOR),
+        false,
+    ),
     (
         2,
         "resourceFieldRef",
         Ty::Msg(API_CORE_V1_RESOURCEFIELDSELECTOR),
+        false,
     ),
     (
         3,
         "configMapKeyRef",
         Ty::Msg(API_CORE_V1_CONFIGMAPKEYSELECTOR),
+        false,
     ),
-    (4, "secretKeyRef", Ty::Msg(API_CORE_V1_SECRETKEYSELECTOR)),
-    (5, "fileKeyRef", Ty::Msg(API_CORE_V1_FILEKEYSELECTOR)),
+    (
+        4,
+        "secretKeyRef",
+        Ty::Msg(API_CORE_V1_SECRETKEYSELECTOR),
+        false,
+    ),
+    (5, "fileKeyRef", Ty::Msg(API_CORE_V1_FILEKEYSELECTOR), false),
 ];
 
 /// `api/core/v1` `EphemeralContainer`.
@@ -838,53 +2070,78 @@ pub(super) const API_CORE_V1_EPHEMERALCONTAINER: &[F] = &[
         1,
         "ephemeralContainerCommon",
         Ty::Msg(API_CORE_V1_EPHEMERALCONTAINERCOMMON),
+        false,
     ),
-    (2, "targetContainerName", Ty::Str),
+    (2, "targetContainerName", Ty::Str, false),
 ];
 
 /// `api/core/v1` `EphemeralContainerCommon`.
 pub(super) const API_CORE_V1_EPHEMERALCONTAINERCOMMON: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "image", Ty::Str),
-    (3, "command", Ty::Rep(&Ty::Str)),
-    (4, "args", Ty::Rep(&Ty::Str)),
-    (5, "workingDir", Ty::Str),
-    (6, "ports", Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERPORT))),
-    (19, "envFrom", Ty::Rep(&Ty::Msg(API_CORE_V1_ENVFROMSOURCE))),
-    (7, "env", Ty::Rep(&Ty::Msg(API_CORE_V1_ENVVAR))),
-    (8, "resources", Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS)),
+    (1, "name", Ty::Str, false),
+    (2, "image", Ty::Str, false),
+    (3, "command", Ty::Rep(&Ty::Str), false),
+    (4, "args", Ty::Rep(&Ty::Str), false),
+    (5, "workingDir", Ty::Str, false),
+    (
+        6,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERPORT)),
+        false,
+    ),
+    (
+        19,
+        "envFrom",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ENVFROMSOURCE)),
+        false,
+    ),
+    (7, "env", Ty::Rep(&Ty::Msg(API_CORE_V1_ENVVAR)), false),
+    (
+        8,
+        "resources",
+        Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS),
+        false,
+    ),
     (
         23,
         "resizePolicy",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERRESIZEPOLICY)),
+        false,
     ),
-    (24, "restartPolicy", Ty::Str),
+    (24, "restartPolicy", Ty::Str, false),
     (
         25,
         "restartPolicyRules",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERRESTARTRULE)),
+        false,
     ),
     (
         9,
         "volumeMounts",
         Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUMEMOUNT)),
+        false,
     ),
     (
         21,
         "volumeDevices",
         Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUMEDEVICE)),
+        false,
     ),
-    (10, "livenessProbe", Ty::Msg(API_CORE_V1_PROBE)),
-    (11, "readinessProbe", Ty::Msg(API_CORE_V1_PROBE)),
-    (22, "startupProbe", Ty::Msg(API_CORE_V1_PROBE)),
-    (12, "lifecycle", Ty::Msg(API_CORE_V1_LIFECYCLE)),
-    (13, "terminationMessagePath", Ty::Str),
-    (20, "terminationMessagePolicy", Ty::Str),
-    (14, "imagePullPolicy", Ty::Str),
-    (15, "securityContext", Ty::Msg(API_CORE_V1_SECURITYCONTEXT)),
-    (16, "stdin", Ty::Bool),
-    (17, "stdinOnce", Ty::Bool),
-    (18, "tty", Ty::Bool),
+    (10, "livenessProbe", Ty::Msg(API_CORE_V1_PROBE), false),
+    (11, "readinessProbe", Ty::Msg(API_CORE_V1_PROBE), false),
+    (22, "startupProbe", Ty::Msg(API_CORE_V1_PROBE), false),
+    (12, "lifecycle", Ty::Msg(API_CORE_V1_LIFECYCLE), false),
+    (13, "terminationMessagePath", Ty::Str, false),
+    (20, "terminationMessagePolicy", Ty::Str, false),
+    (14, "imagePullPolicy", Ty::Str, false),
+    (
+        15,
+        "securityContext",
+        Ty::Msg(API_CORE_V1_SECURITYCONTEXT),
+        false,
+    ),
+    (16, "stdin", Ty::Bool, false),
+    (17, "stdinOnce", Ty::Bool, false),
+    (18, "tty", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `EphemeralVolumeSource`.
@@ -892,6 +2149,7 @@ pub(super) const API_CORE_V1_EPHEMERALVOLUMESOURCE: &[F] = &[(
     1,
     "volumeClaimTemplate",
     Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMTEMPLATE),
+    false,
 )];
 
 /// `api/core/v1` `Event`.
@@ -900,161 +2158,282 @@ pub(super) const API_CORE_V1_EVENT: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "involvedObject", Ty::Msg(API_CORE_V1_OBJECTREFERENCE)),
-    (3, "reason", Ty::Str),
-    (4, "message", Ty::Str),
-    (5, "source", Ty::Msg(API_CORE_V1_EVENTSOURCE)),
-    (6, "firstTimestamp", Ty::Time),
-    (7, "lastTimestamp", Ty::Time),
-    (8, "count", Ty::Int),
-    (9, "type", Ty::Str),
-    (10, "eventTime", Ty::Time),
-    (11, "series", Ty::Msg(API_CORE_V1_EVENTSERIES)),
-    (12, "action", Ty::Str),
-    (13, "related", Ty::Msg(API_CORE_V1_OBJECTREFERENCE)),
-    (14, "reportingComponent", Ty::Str),
-    (15, "reportingInstance", Ty::Str),
+    (
+        2,
+        "involvedObject",
+        Ty::Msg(API_CORE_V1_OBJECTREFERENCE),
+        false,
+    ),
+    (3, "reason", Ty::Str, false),
+    (4, "message", Ty::Str, false),
+    (5, "source", Ty::Msg(API_CORE_V1_EVENTSOURCE), false),
+    (6, "firstTimestamp", Ty::Time, false),
+    (7, "lastTimestamp", Ty::Time, false),
+    (8, "count", Ty::Int, false),
+    (9, "type", Ty::Str, false),
+    (10, "eventTime", Ty::Time, false),
+    (11, "series", Ty::Msg(API_CORE_V1_EVENTSERIES), false),
+    (12, "action", Ty::Str, false),
+    (13, "related", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+    (14, "reportingComponent", Ty::Str, false),
+    (15, "reportingInstance", Ty::Str, false),
 ];
 
 /// `api/core/v1` `EventSeries`.
-pub(super) const API_CORE_V1_EVENTSERIES: &[F] =
-    &[(1, "count", Ty::Int), (2, "lastObservedTime", Ty::Time)];
+pub(super) const API_CORE_V1_EVENTSERIES: &[F] = &[
+    (1, "count", Ty::Int, false),
+    (2, "lastObservedTime", Ty::Time, false),
+];
 
 /// `api/core/v1` `EventSource`.
-pub(super) const API_CORE_V1_EVENTSOURCE: &[F] = &[(1, "component", Ty::Str), (2, "host", Ty::Str)];
+pub(super) const API_CORE_V1_EVENTSOURCE: &[F] = &[
+    (1, "component", Ty::Str, false),
+    (2, "host", Ty::Str, false),
+];
 
 /// `api/core/v1` `ExecAction`.
-pub(super) const API_CORE_V1_EXECACTION: &[F] = &[(1, "command", Ty::Rep(&Ty::Str))];
+pub(super) const API_CORE_V1_EXECACTION: &[F] = &[(1, "command", Ty::Rep(&Ty::Str), false)];
 
 /// `api/core/v1` `FcVolumeSource`.
 pub(super) const API_CORE_V1_FCVOLUMESOURCE: &[F] = &[
-    (1, "targetWwNs", Ty::Rep(&Ty::Str)),
-    (2, "lun", Ty::Int),
-    (3, "fsType", Ty::Str),
-    (4, "readOnly", Ty::Bool),
-    (5, "wwids", Ty::Rep(&Ty::Str)),
+    (1, "targetWwNs", Ty::Rep(&Ty::Str), false),
+    (2, "lun", Ty::Int, false),
+    (3, "fsType", Ty::Str, false),
+    (4, "readOnly", Ty::Bool, false),
+    (5, "wwids", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `FileKeySelector`.
 pub(super) const API_CORE_V1_FILEKEYSELECTOR: &[F] = &[
-    (1, "volumeName", Ty::Str),
-    (2, "path", Ty::Str),
-    (3, "key", Ty::Str),
-    (4, "optional", Ty::Bool),
+    (1, "volumeName", Ty::Str, false),
+    (2, "path", Ty::Str, false),
+    (3, "key", Ty::Str, false),
+    (4, "optional", Ty::Bool, false),
+];
+
+/// `api/core/v1` `FlexPersistentVolumeSource`.
+pub(super) const API_CORE_V1_FLEXPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "driver", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "secretRef", Ty::Msg(API_CORE_V1_SECRETREFERENCE), false),
+    (4, "readOnly", Ty::Bool, false),
+    (5, "options", Ty::Map(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `FlexVolumeSource`.
 pub(super) const API_CORE_V1_FLEXVOLUMESOURCE: &[F] = &[
-    (1, "driver", Ty::Str),
-    (2, "fsType", Ty::Str),
-    (3, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
-    (4, "readOnly", Ty::Bool),
-    (5, "options", Ty::Map(&Ty::Str)),
+    (1, "driver", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (
+        3,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
+    (4, "readOnly", Ty::Bool, false),
+    (5, "options", Ty::Map(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `FlockerVolumeSource`.
-pub(super) const API_CORE_V1_FLOCKERVOLUMESOURCE: &[F] =
-    &[(1, "datasetName", Ty::Str), (2, "datasetUUID", Ty::Str)];
+pub(super) const API_CORE_V1_FLOCKERVOLUMESOURCE: &[F] = &[
+    (1, "datasetName", Ty::Str, false),
+    (2, "datasetUUID", Ty::Str, false),
+];
 
 /// `api/core/v1` `GcePersistentDiskVolumeSource`.
 pub(super) const API_CORE_V1_GCEPERSISTENTDISKVOLUMESOURCE: &[F] = &[
-    (1, "pdName", Ty::Str),
-    (2, "fsType", Ty::Str),
-    (3, "partition", Ty::Int),
-    (4, "readOnly", Ty::Bool),
+    (1, "pdName", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "partition", Ty::Int, false),
+    (4, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `GitRepoVolumeSource`.
 pub(super) const API_CORE_V1_GITREPOVOLUMESOURCE: &[F] = &[
-    (1, "repository", Ty::Str),
-    (2, "revision", Ty::Str),
-    (3, "directory", Ty::Str),
+    (1, "repository", Ty::Str, false),
+    (2, "revision", Ty::Str, false),
+    (3, "directory", Ty::Str, false),
+];
+
+/// `api/core/v1` `GlusterfsPersistentVolumeSource`.
+pub(super) const API_CORE_V1_GLUSTERFSPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "endpoints", Ty::Str, false),
+    (2, "path", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (4, "endpointsNamespace", Ty::Str, false),
 ];
 
 /// `api/core/v1` `GlusterfsVolumeSource`.
 pub(super) const API_CORE_V1_GLUSTERFSVOLUMESOURCE: &[F] = &[
-    (1, "endpoints", Ty::Str),
-    (2, "path", Ty::Str),
-    (3, "readOnly", Ty::Bool),
+    (1, "endpoints", Ty::Str, false),
+    (2, "path", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `GrpcAction`.
-pub(super) const API_CORE_V1_GRPCACTION: &[F] = &[(1, "port", Ty::Int), (2, "service", Ty::Str)];
+pub(super) const API_CORE_V1_GRPCACTION: &[F] =
+    &[(1, "port", Ty::Int, true), (2, "service", Ty::Str, false)];
 
 /// `api/core/v1` `HostAlias`.
-pub(super) const API_CORE_V1_HOSTALIAS: &[F] =
-    &[(1, "ip", Ty::Str), (2, "hostnames", Ty::Rep(&Ty::Str))];
+pub(super) const API_CORE_V1_HOSTALIAS: &[F] = &[
+    (1, "ip", Ty::Str, false),
+    (2, "hostnames", Ty::Rep(&Ty::Str), false),
+];
 
 /// `api/core/v1` `HostIp`.
-pub(super) const API_CORE_V1_HOSTIP: &[F] = &[(1, "ip", Ty::Str)];
+pub(super) const API_CORE_V1_HOSTIP: &[F] = &[(1, "ip", Ty::Str, false)];
 
 /// `api/core/v1` `HostPathVolumeSource`.
 pub(super) const API_CORE_V1_HOSTPATHVOLUMESOURCE: &[F] =
-    &[(1, "path", Ty::Str), (2, "type", Ty::Str)];
+    &[(1, "path", Ty::Str, false), (2, "type", Ty::Str, false)];
 
 /// `api/core/v1` `HttpGetAction`.
 pub(super) const API_CORE_V1_HTTPGETACTION: &[F] = &[
-    (1, "path", Ty::Str),
-    (2, "port", Ty::IntOrString),
-    (3, "host", Ty::Str),
-    (4, "scheme", Ty::Str),
-    (5, "httpHeaders", Ty::Rep(&Ty::Msg(API_CORE_V1_HTTPHEADER))),
+    (1, "path", Ty::Str, false),
+    (2, "port", Ty::IntOrString, false),
+    (3, "host", Ty::Str, false),
+    (4, "scheme", Ty::Str, false),
+    (
+        5,
+        "httpHeaders",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_HTTPHEADER)),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `HttpHeader`.
-pub(super) const API_CORE_V1_HTTPHEADER: &[F] = &[(1, "name", Ty::Str), (2, "value", Ty::Str)];
+pub(super) const API_CORE_V1_HTTPHEADER: &[F] =
+    &[(1, "name", Ty::Str, false), (2, "value", Ty::Str, false)];
 
 /// `api/core/v1` `ImageVolumeSource`.
-pub(super) const API_CORE_V1_IMAGEVOLUMESOURCE: &[F] =
-    &[(1, "reference", Ty::Str), (2, "pullPolicy", Ty::Str)];
+pub(super) const API_CORE_V1_IMAGEVOLUMESOURCE: &[F] = &[
+    (1, "reference", Ty::Str, false),
+    (2, "pullPolicy", Ty::Str, false),
+];
+
+/// `api/core/v1` `IscsiPersistentVolumeSource`.
+pub(super) const API_CORE_V1_ISCSIPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "targetPortal", Ty::Str, false),
+    (2, "iqn", Ty::Str, false),
+    (3, "lun", Ty::Int, true),
+    (4, "iscsiInterface", Ty::Str, false),
+    (5, "fsType", Ty::Str, false),
+    (6, "readOnly", Ty::Bool, false),
+    (7, "portals", Ty::Rep(&Ty::Str), false),
+    (8, "chapAuthDiscovery", Ty::Bool, false),
+    (11, "chapAuthSession", Ty::Bool, false),
+    (10, "secretRef", Ty::Msg(API_CORE_V1_SECRETREFERENCE), false),
+    (12, "initiatorName", Ty::Str, false),
+];
 
 /// `api/core/v1` `IscsiVolumeSource`.
 pub(super) const API_CORE_V1_ISCSIVOLUMESOURCE: &[F] = &[
-    (1, "targetPortal", Ty::Str),
-    (2, "iqn", Ty::Str),
-    (3, "lun", Ty::Int),
-    (4, "iscsiInterface", Ty::Str),
-    (5, "fsType", Ty::Str),
-    (6, "readOnly", Ty::Bool),
-    (7, "portals", Ty::Rep(&Ty::Str)),
-    (8, "chapAuthDiscovery", Ty::Bool),
-    (11, "chapAuthSession", Ty::Bool),
-    (10, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
-    (12, "initiatorName", Ty::Str),
+    (1, "targetPortal", Ty::Str, false),
+    (2, "iqn", Ty::Str, false),
+    (3, "lun", Ty::Int, true),
+    (4, "iscsiInterface", Ty::Str, false),
+    (5, "fsType", Ty::Str, false),
+    (6, "readOnly", Ty::Bool, false),
+    (7, "portals", Ty::Rep(&Ty::Str), false),
+    (8, "chapAuthDiscovery", Ty::Bool, false),
+    (11, "chapAuthSession", Ty::Bool, false),
+    (
+        10,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
+    (12, "initiatorName", Ty::Str, false),
 ];
 
 /// `api/core/v1` `KeyToPath`.
 pub(super) const API_CORE_V1_KEYTOPATH: &[F] = &[
-    (1, "key", Ty::Str),
-    (2, "path", Ty::Str),
-    (3, "mode", Ty::Int),
+    (1, "key", Ty::Str, false),
+    (2, "path", Ty::Str, false),
+    (3, "mode", Ty::Int, false),
 ];
 
 /// `api/core/v1` `Lifecycle`.
 pub(super) const API_CORE_V1_LIFECYCLE: &[F] = &[
-    (1, "postStart", Ty::Msg(API_CORE_V1_LIFECYCLEHANDLER)),
-    (2, "preStop", Ty::Msg(API_CORE_V1_LIFECYCLEHANDLER)),
-    (3, "stopSignal", Ty::Str),
+    (1, "postStart", Ty::Msg(API_CORE_V1_LIFECYCLEHANDLER), false),
+    (2, "preStop", Ty::Msg(API_CORE_V1_LIFECYCLEHANDLER), false),
+    (3, "stopSignal", Ty::Str, false),
 ];
 
 /// `api/core/v1` `LifecycleHandler`.
 pub(super) const API_CORE_V1_LIFECYCLEHANDLER: &[F] = &[
-    (1, "exec", Ty::Msg(API_CORE_V1_EXECACTION)),
-    (2, "httpGet", Ty::Msg(API_CORE_V1_HTTPGETACTION)),
-    (3, "tcpSocket", Ty::Msg(API_CORE_V1_TCPSOCKETACTION)),
-    (4, "sleep", Ty::Msg(API_CORE_V1_SLEEPACTION)),
+    (1, "exec", Ty::Msg(API_CORE_V1_EXECACTION), false),
+    (2, "httpGet", Ty::Msg(API_CORE_V1_HTTPGETACTION), false),
+    (3, "tcpSocket", Ty::Msg(API_CORE_V1_TCPSOCKETACTION), false),
+    (4, "sleep", Ty::Msg(API_CORE_V1_SLEEPACTION), false),
 ];
+
+/// `api/core/v1` `LimitRange`.
+pub(super) const API_CORE_V1_LIMITRANGE: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_CORE_V1_LIMITRANGESPEC), false),
+];
+
+/// `api/core/v1` `LimitRangeItem`.
+pub(super) const API_CORE_V1_LIMITRANGEITEM: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "max", Ty::Map(&Ty::Quantity), false),
+    (3, "min", Ty::Map(&Ty::Quantity), false),
+    (4, "default", Ty::Map(&Ty::Quantity), false),
+    (5, "defaultRequest", Ty::Map(&Ty::Quantity), false),
+    (6, "maxLimitRequestRatio", Ty::Map(&Ty::Quantity), false),
+];
+
+/// `api/core/v1` `LimitRangeSpec`.
+pub(super) const API_CORE_V1_LIMITRANGESPEC: &[F] = &[(
+    1,
+    "limits",
+    Ty::Rep(&Ty::Msg(API_CORE_V1_LIMITRANGEITEM)),
+    false,
+)];
 
 /// `api/core/v1` `LinuxContainerUser`.
 pub(super) const API_CORE_V1_LINUXCONTAINERUSER: &[F] = &[
-    (1, "uid", Ty::Int),
-    (2, "gid", Ty::Int),
-    (3, "supplementalGroups", Ty::Rep(&Ty::Int)),
+    (1, "uid", Ty::Int, true),
+    (2, "gid", Ty::Int, true),
+    (3, "supplementalGroups", Ty::Rep(&Ty::Int), false),
 ];
 
+/// `api/core/v1` `LoadBalancerIngress`.
+pub(super) const API_CORE_V1_LOADBALANCERINGRESS: &[F] = &[
+    (1, "ip", Ty::Str, false),
+    (2, "hostname", Ty::Str, false),
+    (3, "ipMode", Ty::Str, false),
+    (4, "ports", Ty::Rep(&Ty::Msg(API_CORE_V1_PORTSTATUS)), false),
+];
+
+/// `api/core/v1` `LoadBalancerStatus`.
+pub(super) const API_CORE_V1_LOADBALANCERSTATUS: &[F] = &[(
+    1,
+    "ingress",
+    Ty::Rep(&Ty::Msg(API_CORE_V1_LOADBALANCERINGRESS)),
+    false,
+)];
+
 /// `api/core/v1` `LocalObjectReference`.
-pub(super) const API_CORE_V1_LOCALOBJECTREFERENCE: &[F] = &[(1, "name", Ty::Str)];
+pub(super) const API_CORE_V1_LOCALOBJECTREFERENCE: &[F] = &[(1, "name", Ty::Str, false)];
+
+/// `api/core/v1` `LocalVolumeSource`.
+pub(super) const API_CORE_V1_LOCALVOLUMESOURCE: &[F] =
+    &[(1, "path", Ty::Str, false), (2, "fsType", Ty::Str, false)];
+
+/// `api/core/v1` `ModifyVolumeStatus`.
+pub(super) const API_CORE_V1_MODIFYVOLUMESTATUS: &[F] = &[
+    (1, "targetVolumeAttributesClassName", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+];
 
 /// `api/core/v1` `Namespace`.
 pub(super) const API_CORE_V1_NAMESPACE: &[F] = &[
@@ -1062,38 +2441,40 @@ pub(super) const API_CORE_V1_NAMESPACE: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_CORE_V1_NAMESPACESPEC)),
-    (3, "status", Ty::Msg(API_CORE_V1_NAMESPACESTATUS)),
+    (2, "spec", Ty::Msg(API_CORE_V1_NAMESPACESPEC), false),
+    (3, "status", Ty::Msg(API_CORE_V1_NAMESPACESTATUS), false),
 ];
 
 /// `api/core/v1` `NamespaceCondition`.
 pub(super) const API_CORE_V1_NAMESPACECONDITION: &[F] = &[
-    (1, "type", Ty::Str),
-    (2, "status", Ty::Str),
-    (4, "lastTransitionTime", Ty::Time),
-    (5, "reason", Ty::Str),
-    (6, "message", Ty::Str),
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (4, "lastTransitionTime", Ty::Time, false),
+    (5, "reason", Ty::Str, false),
+    (6, "message", Ty::Str, false),
 ];
 
 /// `api/core/v1` `NamespaceSpec`.
-pub(super) const API_CORE_V1_NAMESPACESPEC: &[F] = &[(1, "finalizers", Ty::Rep(&Ty::Str))];
+pub(super) const API_CORE_V1_NAMESPACESPEC: &[F] = &[(1, "finalizers", Ty::Rep(&Ty::Str), false)];
 
 /// `api/core/v1` `NamespaceStatus`.
 pub(super) const API_CORE_V1_NAMESPACESTATUS: &[F] = &[
-    (1, "phase", Ty::Str),
+    (1, "phase", Ty::Str, false),
     (
         2,
         "conditions",
         Ty::Rep(&Ty::Msg(API_CORE_V1_NAMESPACECONDITION)),
+        false,
     ),
 ];
 
 /// `api/core/v1` `NfsVolumeSource`.
 pub(super) const API_CORE_V1_NFSVOLUMESOURCE: &[F] = &[
-    (1, "server", Ty::Str),
-    (2, "path", Ty::Str),
-    (3, "readOnly", Ty::Bool),
+    (1, "server", Ty::Str, false),
+    (2, "path", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `NodeAffinity`.
@@ -1102,11 +2483,13 @@ pub(super) const API_CORE_V1_NODEAFFINITY: &[F] = &[
         1,
         "requiredDuringSchedulingIgnoredDuringExecution",
         Ty::Msg(API_CORE_V1_NODESELECTOR),
+        false,
     ),
     (
         2,
         "preferredDuringSchedulingIgnoredDuringExecution",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PREFERREDSCHEDULINGTERM)),
+        false,
     ),
 ];
 
@@ -1115,13 +2498,14 @@ pub(super) const API_CORE_V1_NODESELECTOR: &[F] = &[(
     1,
     "nodeSelectorTerms",
     Ty::Rep(&Ty::Msg(API_CORE_V1_NODESELECTORTERM)),
+    false,
 )];
 
 /// `api/core/v1` `NodeSelectorRequirement`.
 pub(super) const API_CORE_V1_NODESELECTORREQUIREMENT: &[F] = &[
-    (1, "key", Ty::Str),
-    (2, "operator", Ty::Str),
-    (3, "values", Ty::Rep(&Ty::Str)),
+    (1, "key", Ty::Str, false),
+    (2, "operator", Ty::Str, false),
+    (3, "values", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `NodeSelectorTerm`.
@@ -1130,56 +2514,135 @@ pub(super) const API_CORE_V1_NODESELECTORTERM: &[F] = &[
         1,
         "matchExpressions",
         Ty::Rep(&Ty::Msg(API_CORE_V1_NODESELECTORREQUIREMENT)),
+        false,
     ),
     (
         2,
         "matchFields",
         Ty::Rep(&Ty::Msg(API_CORE_V1_NODESELECTORREQUIREMENT)),
+        false,
     ),
 ];
 
 /// `api/core/v1` `ObjectFieldSelector`.
-pub(super) const API_CORE_V1_OBJECTFIELDSELECTOR: &[F] =
-    &[(1, "apiVersion", Ty::Str), (2, "fieldPath", Ty::Str)];
+pub(super) const API_CORE_V1_OBJECTFIELDSELECTOR: &[F] = &[
+    (1, "apiVersion", Ty::Str, false),
+    (2, "fieldPath", Ty::Str, false),
+];
 
 /// `api/core/v1` `ObjectReference`.
 pub(super) const API_CORE_V1_OBJECTREFERENCE: &[F] = &[
-    (1, "kind", Ty::Str),
-    (2, "namespace", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "uid", Ty::Str),
-    (5, "apiVersion", Ty::Str),
-    (6, "resourceVersion", Ty::Str),
-    (7, "fieldPath", Ty::Str),
+    (1, "kind", Ty::Str, false),
+    (2, "namespace", Ty::Str, false),
+    (3, "name", Ty::Str, false),
+    (4, "uid", Ty::Str, false),
+    (5, "apiVersion", Ty::Str, false),
+    (6, "resourceVersion", Ty::Str, false),
+    (7, "fieldPath", Ty::Str, false),
+];
+
+/// `api/core/v1` `PersistentVolume`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUME: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_CORE_V1_PERSISTENTVOLUMESPEC), false),
+    (
+        3,
+        "status",
+        Ty::Msg(API_CORE_V1_PERSISTENTVOLUMESTATUS),
+        false,
+    ),
+];
+
+/// `api/core/v1` `PersistentVolumeClaim`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIM: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMSTATUS),
+        false,
+    ),
+];
+
+/// `api/core/v1` `PersistentVolumeClaimCondition`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIMCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastProbeTime", Ty::Time, false),
+    (4, "lastTransitionTime", Ty::Time, false),
+    (5, "reason", Ty::Str, false),
+    (6, "message", Ty::Str, false),
 ];
 
 /// `api/core/v1` `PersistentVolumeClaimSpec`.
 pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIMSPEC: &[F] = &[
-    (1, "accessModes", Ty::Rep(&Ty::Str)),
+    (1, "accessModes", Ty::Rep(&Ty::Str), false),
     (
         4,
         "selector",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
     ),
     (
         2,
         "resources",
         Ty::Msg(API_CORE_V1_VOLUMERESOURCEREQUIREMENTS),
+        false,
     ),
-    (3, "volumeName", Ty::Str),
-    (5, "storageClassName", Ty::Str),
-    (6, "volumeMode", Ty::Str),
+    (3, "volumeName", Ty::Str, false),
+    (5, "storageClassName", Ty::Str, false),
+    (6, "volumeMode", Ty::Str, false),
     (
         7,
         "dataSource",
         Ty::Msg(API_CORE_V1_TYPEDLOCALOBJECTREFERENCE),
+        false,
     ),
     (
         8,
         "dataSourceRef",
         Ty::Msg(API_CORE_V1_TYPEDOBJECTREFERENCE),
+        false,
     ),
-    (9, "volumeAttributesClassName", Ty::Str),
+    (9, "volumeAttributesClassName", Ty::Str, false),
+];
+
+/// `api/core/v1` `PersistentVolumeClaimStatus`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIMSTATUS: &[F] = &[
+    (1, "phase", Ty::Str, false),
+    (2, "accessModes", Ty::Rep(&Ty::Str), false),
+    (3, "capacity", Ty::Map(&Ty::Quantity), false),
+    (
+        4,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMCONDITION)),
+        false,
+    ),
+    (5, "allocatedResources", Ty::Map(&Ty::Quantity), false),
+    (7, "allocatedResourceStatuses", Ty::Map(&Ty::Str), false),
+    (8, "currentVolumeAttributesClassName", Ty::Str, false),
+    (
+        9,
+        "modifyVolumeStatus",
+        Ty::Msg(API_CORE_V1_MODIFYVOLUMESTATUS),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `PersistentVolumeClaimTemplate`.
@@ -1188,17 +2651,178 @@ pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIMTEMPLATE: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMSPEC)),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMSPEC),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `PersistentVolumeClaimVolumeSource`.
-pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIMVOLUMESOURCE: &[F] =
-    &[(1, "claimName", Ty::Str), (2, "readOnly", Ty::Bool)];
+pub(super) const API_CORE_V1_PERSISTENTVOLUMECLAIMVOLUMESOURCE: &[F] = &[
+    (1, "claimName", Ty::Str, false),
+    (2, "readOnly", Ty::Bool, false),
+];
+
+/// `api/core/v1` `PersistentVolumeSource`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUMESOURCE: &[F] = &[
+    (
+        1,
+        "gcePersistentDisk",
+        Ty::Msg(API_CORE_V1_GCEPERSISTENTDISKVOLUMESOURCE),
+        false,
+    ),
+    (
+        2,
+        "awsElasticBlockStore",
+        Ty::Msg(API_CORE_V1_AWSELASTICBLOCKSTOREVOLUMESOURCE),
+        false,
+    ),
+    (
+        3,
+        "hostPath",
+        Ty::Msg(API_CORE_V1_HOSTPATHVOLUMESOURCE),
+        false,
+    ),
+    (
+        4,
+        "glusterfs",
+        Ty::Msg(API_CORE_V1_GLUSTERFSPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (5, "nfs", Ty::Msg(API_CORE_V1_NFSVOLUMESOURCE), false),
+    (
+        6,
+        "rbd",
+        Ty::Msg(API_CORE_V1_RBDPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (
+        7,
+        "iscsi",
+        Ty::Msg(API_CORE_V1_ISCSIPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (
+        8,
+        "cinder",
+        Ty::Msg(API_CORE_V1_CINDERPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (
+        9,
+        "cephfs",
+        Ty::Msg(API_CORE_V1_CEPHFSPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (10, "fc", Ty::Msg(API_CORE_V1_FCVOLUMESOURCE), false),
+    (
+        11,
+        "flocker",
+        Ty::Msg(API_CORE_V1_FLOCKERVOLUMESOURCE),
+        false,
+    ),
+    (
+        12,
+        "flexVolume",
+        Ty::Msg(API_CORE_V1_FLEXPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (
+        13,
+        "azureFile",
+        Ty::Msg(API_CORE_V1_AZUREFILEPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (
+        14,
+        "vsphereVolume",
+        Ty::Msg(API_CORE_V1_VSPHEREVIRTUALDISKVOLUMESOURCE),
+        false,
+    ),
+    (
+        15,
+        "quobyte",
+        Ty::Msg(API_CORE_V1_QUOBYTEVOLUMESOURCE),
+        false,
+    ),
+    (
+        16,
+        "azureDisk",
+        Ty::Msg(API_CORE_V1_AZUREDISKVOLUMESOURCE),
+        false,
+    ),
+    (
+        17,
+        "photonPersistentDisk",
+        Ty::Msg(API_CORE_V1_PHOTONPERSISTENTDISKVOLUMESOURCE),
+        false,
+    ),
+    (
+        18,
+        "portworxVolume",
+        Ty::Msg(API_CORE_V1_PORTWORXVOLUMESOURCE),
+        false,
+    ),
+    (
+        19,
+        "scaleIo",
+        Ty::Msg(API_CORE_V1_SCALEIOPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (20, "local", Ty::Msg(API_CORE_V1_LOCALVOLUMESOURCE), false),
+    (
+        21,
+        "storageos",
+        Ty::Msg(API_CORE_V1_STORAGEOSPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (
+        22,
+        "csi",
+        Ty::Msg(API_CORE_V1_CSIPERSISTENTVOLUMESOURCE),
+        false,
+    ),
+];
+
+/// `api/core/v1` `PersistentVolumeSpec`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUMESPEC: &[F] = &[
+    (1, "capacity", Ty::Map(&Ty::Quantity), false),
+    (
+        2,
+        "persistentVolumeSource",
+        Ty::Msg(API_CORE_V1_PERSISTENTVOLUMESOURCE),
+        false,
+    ),
+    (3, "accessModes", Ty::Rep(&Ty::Str), false),
+    (4, "claimRef", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+    (5, "persistentVolumeReclaimPolicy", Ty::Str, false),
+    (6, "storageClassName", Ty::Str, false),
+    (7, "mountOptions", Ty::Rep(&Ty::Str), false),
+    (8, "volumeMode", Ty::Str, false),
+    (
+        9,
+        "nodeAffinity",
+        Ty::Msg(API_CORE_V1_VOLUMENODEAFFINITY),
+        false,
+    ),
+    (10, "volumeAttributesClassName", Ty::Str, false),
+];
+
+/// `api/core/v1` `PersistentVolumeStatus`.
+pub(super) const API_CORE_V1_PERSISTENTVOLUMESTATUS: &[F] = &[
+    (1, "phase", Ty::Str, false),
+    (2, "message", Ty::Str, false),
+    (3, "reason", Ty::Str, false),
+    (4, "lastPhaseTransitionTime", Ty::Time, false),
+];
 
 /// `api/core/v1` `PhotonPersistentDiskVolumeSource`.
 pub(super) const API_CORE_V1_PHOTONPERSISTENTDISKVOLUMESOURCE: &[F] =
-    &[(1, "pdID", Ty::Str), (2, "fsType", Ty::Str)];
+    &[(1, "pdID", Ty::Str, false), (2, "fsType", Ty::Str, false)];
 
 /// `api/core/v1` `Pod`.
 pub(super) const API_CORE_V1_POD: &[F] = &[
@@ -1206,9 +2830,10 @@ pub(super) const API_CORE_V1_POD: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_CORE_V1_PODSPEC)),
-    (3, "status", Ty::Msg(API_CORE_V1_PODSTATUS)),
+    (2, "spec", Ty::Msg(API_CORE_V1_PODSPEC), false),
+    (3, "status", Ty::Msg(API_CORE_V1_PODSTATUS), false),
 ];
 
 /// `api/core/v1` `PodAffinity`.
@@ -1217,11 +2842,13 @@ pub(super) const API_CORE_V1_PODAFFINITY: &[F] = &[
         1,
         "requiredDuringSchedulingIgnoredDuringExecution",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODAFFINITYTERM)),
+        false,
     ),
     (
         2,
         "preferredDuringSchedulingIgnoredDuringExecution",
         Ty::Rep(&Ty::Msg(API_CORE_V1_WEIGHTEDPODAFFINITYTERM)),
+        false,
     ),
 ];
 
@@ -1231,16 +2858,18 @@ pub(super) const API_CORE_V1_PODAFFINITYTERM: &[F] = &[
         1,
         "labelSelector",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
     ),
-    (2, "namespaces", Ty::Rep(&Ty::Str)),
-    (3, "topologyKey", Ty::Str),
+    (2, "namespaces", Ty::Rep(&Ty::Str), false),
+    (3, "topologyKey", Ty::Str, false),
     (
         4,
         "namespaceSelector",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
     ),
-    (5, "matchLabelKeys", Ty::Rep(&Ty::Str)),
-    (6, "mismatchLabelKeys", Ty::Rep(&Ty::Str)),
+    (5, "matchLabelKeys", Ty::Rep(&Ty::Str), false),
+    (6, "mismatchLabelKeys", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `PodAntiAffinity`.
@@ -1249,50 +2878,53 @@ pub(super) const API_CORE_V1_PODANTIAFFINITY: &[F] = &[
         1,
         "requiredDuringSchedulingIgnoredDuringExecution",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODAFFINITYTERM)),
+        false,
     ),
     (
         2,
         "preferredDuringSchedulingIgnoredDuringExecution",
         Ty::Rep(&Ty::Msg(API_CORE_V1_WEIGHTEDPODAFFINITYTERM)),
+        false,
     ),
 ];
 
 /// `api/core/v1` `PodCertificateProjection`.
 pub(super) const API_CORE_V1_PODCERTIFICATEPROJECTION: &[F] = &[
-    (1, "signerName", Ty::Str),
-    (2, "keyType", Ty::Str),
-    (3, "maxExpirationSeconds", Ty::Int),
-    (4, "credentialBundlePath", Ty::Str),
-    (5, "keyPath", Ty::Str),
-    (6, "certificateChainPath", Ty::Str),
-    (7, "userAnnotations", Ty::Map(&Ty::Str)),
+    (1, "signerName", Ty::Str, false),
+    (2, "keyType", Ty::Str, false),
+    (3, "maxExpirationSeconds", Ty::Int, false),
+    (4, "credentialBundlePath", Ty::Str, false),
+    (5, "keyPath", Ty::Str, false),
+    (6, "certificateChainPath", Ty::Str, false),
+    (7, "userAnnotations", Ty::Map(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `PodCondition`.
 pub(super) const API_CORE_V1_PODCONDITION: &[F] = &[
-    (1, "type", Ty::Str),
-    (7, "observedGeneration", Ty::Int),
-    (2, "status", Ty::Str),
-    (3, "lastProbeTime", Ty::Time),
-    (4, "lastTransitionTime", Ty::Time),
-    (5, "reason", Ty::Str),
-    (6, "message", Ty::Str),
+    (1, "type", Ty::Str, false),
+    (7, "observedGeneration", Ty::Int, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastProbeTime", Ty::Time, false),
+    (4, "lastTransitionTime", Ty::Time, false),
+    (5, "reason", Ty::Str, false),
+    (6, "message", Ty::Str, false),
 ];
 
 /// `api/core/v1` `PodDnsConfig`.
 pub(super) const API_CORE_V1_PODDNSCONFIG: &[F] = &[
-    (1, "nameservers", Ty::Rep(&Ty::Str)),
-    (2, "searches", Ty::Rep(&Ty::Str)),
+    (1, "nameservers", Ty::Rep(&Ty::Str), false),
+    (2, "searches", Ty::Rep(&Ty::Str), false),
     (
         3,
         "options",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODDNSCONFIGOPTION)),
+        false,
     ),
 ];
 
 /// `api/core/v1` `PodDnsConfigOption`.
 pub(super) const API_CORE_V1_PODDNSCONFIGOPTION: &[F] =
-    &[(1, "name", Ty::Str), (2, "value", Ty::Str)];
+    &[(1, "name", Ty::Str, false), (2, "value", Ty::Str, false)];
 
 /// `api/core/v1` `PodExtendedResourceClaimStatus`.
 pub(super) const API_CORE_V1_PODEXTENDEDRESOURCECLAIMSTATUS: &[F] = &[
@@ -1300,174 +2932,252 @@ pub(super) const API_CORE_V1_PODEXTENDEDRESOURCECLAIMSTATUS: &[F] = &[
         1,
         "requestMappings",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINEREXTENDEDRESOURCEREQUEST)),
+        false,
     ),
-    (2, "resourceClaimName", Ty::Str),
+    (2, "resourceClaimName", Ty::Str, false),
 ];
 
 /// `api/core/v1` `PodIp`.
-pub(super) const API_CORE_V1_PODIP: &[F] = &[(1, "ip", Ty::Str)];
+pub(super) const API_CORE_V1_PODIP: &[F] = &[(1, "ip", Ty::Str, false)];
 
 /// `api/core/v1` `PodOs`.
-pub(super) const API_CORE_V1_PODOS: &[F] = &[(1, "name", Ty::Str)];
+pub(super) const API_CORE_V1_PODOS: &[F] = &[(1, "name", Ty::Str, false)];
 
 /// `api/core/v1` `PodReadinessGate`.
-pub(super) const API_CORE_V1_PODREADINESSGATE: &[F] = &[(1, "conditionType", Ty::Str)];
+pub(super) const API_CORE_V1_PODREADINESSGATE: &[F] = &[(1, "conditionType", Ty::Str, false)];
 
 /// `api/core/v1` `PodResourceClaim`.
 pub(super) const API_CORE_V1_PODRESOURCECLAIM: &[F] = &[
-    (1, "name", Ty::Str),
-    (3, "resourceClaimName", Ty::Str),
-    (4, "resourceClaimTemplateName", Ty::Str),
+    (1, "name", Ty::Str, false),
+    (3, "resourceClaimName", Ty::Str, false),
+    (4, "resourceClaimTemplateName", Ty::Str, false),
 ];
 
 /// `api/core/v1` `PodResourceClaimStatus`.
-pub(super) const API_CORE_V1_PODRESOURCECLAIMSTATUS: &[F] =
-    &[(1, "name", Ty::Str), (2, "resourceClaimName", Ty::Str)];
+pub(super) const API_CORE_V1_PODRESOURCECLAIMSTATUS: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "resourceClaimName", Ty::Str, false),
+];
 
 /// `api/core/v1` `PodSchedulingGate`.
-pub(super) const API_CORE_V1_PODSCHEDULINGGATE: &[F] = &[(1, "name", Ty::Str)];
+pub(super) const API_CORE_V1_PODSCHEDULINGGATE: &[F] = &[(1, "name", Ty::Str, false)];
 
 /// `api/core/v1` `PodSecurityContext`.
 pub(super) const API_CORE_V1_PODSECURITYCONTEXT: &[F] = &[
-    (1, "seLinuxOptions", Ty::Msg(API_CORE_V1_SELINUXOPTIONS)),
+    (
+        1,
+        "seLinuxOptions",
+        Ty::Msg(API_CORE_V1_SELINUXOPTIONS),
+        false,
+    ),
     (
         8,
         "windowsOptions",
         Ty::Msg(API_CORE_V1_WINDOWSSECURITYCONTEXTOPTIONS),
+        false,
     ),
-    (2, "runAsUser", Ty::Int),
-    (6, "runAsGroup", Ty::Int),
-    (3, "runAsNonRoot", Ty::Bool),
-    (4, "supplementalGroups", Ty::Rep(&Ty::Int)),
-    (12, "supplementalGroupsPolicy", Ty::Str),
-    (5, "fsGroup", Ty::Int),
-    (7, "sysctls", Ty::Rep(&Ty::Msg(API_CORE_V1_SYSCTL))),
-    (9, "fsGroupChangePolicy", Ty::Str),
-    (10, "seccompProfile", Ty::Msg(API_CORE_V1_SECCOMPPROFILE)),
-    (11, "appArmorProfile", Ty::Msg(API_CORE_V1_APPARMORPROFILE)),
-    (13, "seLinuxChangePolicy", Ty::Str),
+    (2, "runAsUser", Ty::Int, false),
+    (6, "runAsGroup", Ty::Int, false),
+    (3, "runAsNonRoot", Ty::Bool, false),
+    (4, "supplementalGroups", Ty::Rep(&Ty::Int), false),
+    (12, "supplementalGroupsPolicy", Ty::Str, false),
+    (5, "fsGroup", Ty::Int, false),
+    (7, "sysctls", Ty::Rep(&Ty::Msg(API_CORE_V1_SYSCTL)), false),
+    (9, "fsGroupChangePolicy", Ty::Str, false),
+    (
+        10,
+        "seccompProfile",
+        Ty::Msg(API_CORE_V1_SECCOMPPROFILE),
+        false,
+    ),
+    (
+        11,
+        "appArmorProfile",
+        Ty::Msg(API_CORE_V1_APPARMORPROFILE),
+        false,
+    ),
+    (13, "seLinuxChangePolicy", Ty::Str, false),
 ];
 
 /// `api/core/v1` `PodSpec`.
 pub(super) const API_CORE_V1_PODSPEC: &[F] = &[
-    (1, "volumes", Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUME))),
+    (1, "volumes", Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUME)), false),
     (
         20,
         "initContainers",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINER)),
+        false,
     ),
-    (2, "containers", Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINER))),
+    (
+        2,
+        "containers",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINER)),
+        false,
+    ),
     (
         34,
         "ephemeralContainers",
         Ty::Rep(&Ty::Msg(API_CORE_V1_EPHEMERALCONTAINER)),
+        false,
     ),
-    (3, "restartPolicy", Ty::Str),
-    (4, "terminationGracePeriodSeconds", Ty::Int),
-    (5, "activeDeadlineSeconds", Ty::Int),
-    (6, "dnsPolicy", Ty::Str),
-    (7, "nodeSelector", Ty::Map(&Ty::Str)),
-    (8, "serviceAccountName", Ty::Str),
-    (9, "serviceAccount", Ty::Str),
-    (21, "automountServiceAccountToken", Ty::Bool),
-    (10, "nodeName", Ty::Str),
-    (11, "hostNetwork", Ty::Bool),
-    (12, "hostPID", Ty::Bool),
-    (13, "hostIPC", Ty::Bool),
-    (27, "shareProcessNamespace", Ty::Bool),
+    (3, "restartPolicy", Ty::Str, false),
+    (4, "terminationGracePeriodSeconds", Ty::Int, false),
+    (5, "activeDeadlineSeconds", Ty::Int, false),
+    (6, "dnsPolicy", Ty::Str, false),
+    (7, "nodeSelector", Ty::Map(&Ty::Str), false),
+    (8, "serviceAccountName", Ty::Str, false),
+    (9, "serviceAccount", Ty::Str, false),
+    (21, "automountServiceAccountToken", Ty::Bool, false),
+    (10, "nodeName", Ty::Str, false),
+    (11, "hostNetwork", Ty::Bool, false),
+    (12, "hostPID", Ty::Bool, false),
+    (13, "hostIPC", Ty::Bool, false),
+    (27, "shareProcessNamespace", Ty::Bool, false),
     (
         14,
         "securityContext",
         Ty::Msg(API_CORE_V1_PODSECURITYCONTEXT),
+        false,
     ),
     (
         15,
         "imagePullSecrets",
         Ty::Rep(&Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
+        false,
     ),
-    (16, "hostname", Ty::Str),
-    (17, "subdomain", Ty::Str),
-    (18, "affinity", Ty::Msg(API_CORE_V1_AFFINITY)),
-    (19, "schedulerName", Ty::Str),
-    (22, "tolerations", Ty::Rep(&Ty::Msg(API_CORE_V1_TOLERATION))),
-    (23, "hostAliases", Ty::Rep(&Ty::Msg(API_CORE_V1_HOSTALIAS))),
-    (24, "priorityClassName", Ty::Str),
-    (25, "priority", Ty::Int),
-    (26, "dnsConfig", Ty::Msg(API_CORE_V1_PODDNSCONFIG)),
+    (16, "hostname", Ty::Str, false),
+    (17, "subdomain", Ty::Str, false),
+    (18, "affinity", Ty::Msg(API_CORE_V1_AFFINITY), false),
+    (19, "schedulerName", Ty::Str, false),
+    (
+        22,
+        "tolerations",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_TOLERATION)),
+        false,
+    ),
+    (
+        23,
+        "hostAliases",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_HOSTALIAS)),
+        false,
+    ),
+    (24, "priorityClassName", Ty::Str, false),
+    (25, "priority", Ty::Int, false),
+    (26, "dnsConfig", Ty::Msg(API_CORE_V1_PODDNSCONFIG), false),
     (
         28,
         "readinessGates",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODREADINESSGATE)),
+        false,
     ),
-    (29, "runtimeClassName", Ty::Str),
-    (30, "enableServiceLinks", Ty::Bool),
-    (31, "preemptionPolicy", Ty::Str),
-    (32, "overhead", Ty::Map(&Ty::Quantity)),
+    (29, "runtimeClassName", Ty::Str, false),
+    (30, "enableServiceLinks", Ty::Bool, false),
+    (31, "preemptionPolicy", Ty::Str, false),
+    (32, "overhead", Ty::Map(&Ty::Quantity), false),
     (
         33,
         "topologySpreadConstraints",
         Ty::Rep(&Ty::Msg(API_CORE_V1_TOPOLOGYSPREADCONSTRAINT)),
+        false,
     ),
-    (35, "setHostnameAsFQDN", Ty::Bool),
-    (36, "os", Ty::Msg(API_CORE_V1_PODOS)),
-    (37, "hostUsers", Ty::Bool),
+    (35, "setHostnameAsFQDN", Ty::Bool, false),
+    (36, "os", Ty::Msg(API_CORE_V1_PODOS), false),
+    (37, "hostUsers", Ty::Bool, false),
     (
         38,
         "schedulingGates",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODSCHEDULINGGATE)),
+        false,
     ),
     (
         39,
         "resourceClaims",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODRESOURCECLAIM)),
+        false,
     ),
-    (40, "resources", Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS)),
-    (41, "hostnameOverride", Ty::Str),
-    (42, "workloadRef", Ty::Msg(API_CORE_V1_WORKLOADREFERENCE)),
+    (
+        40,
+        "resources",
+        Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS),
+        false,
+    ),
+    (41, "hostnameOverride", Ty::Str, false),
+    (
+        42,
+        "workloadRef",
+        Ty::Msg(API_CORE_V1_WORKLOADREFERENCE),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `PodStatus`.
 pub(super) const API_CORE_V1_PODSTATUS: &[F] = &[
-    (17, "observedGeneration", Ty::Int),
-    (1, "phase", Ty::Str),
-    (2, "conditions", Ty::Rep(&Ty::Msg(API_CORE_V1_PODCONDITION))),
-    (3, "message", Ty::Str),
-    (4, "reason", Ty::Str),
-    (11, "nominatedNodeName", Ty::Str),
-    (5, "hostIP", Ty::Str),
-    (16, "hostIPs", Ty::Rep(&Ty::Msg(API_CORE_V1_HOSTIP))),
-    (6, "podIP", Ty::Str),
-    (12, "podIPs", Ty::Rep(&Ty::Msg(API_CORE_V1_PODIP))),
-    (7, "startTime", Ty::Time),
+    (17, "observedGeneration", Ty::Int, false),
+    (1, "phase", Ty::Str, false),
+    (
+        2,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_PODCONDITION)),
+        false,
+    ),
+    (3, "message", Ty::Str, false),
+    (4, "reason", Ty::Str, false),
+    (11, "nominatedNodeName", Ty::Str, false),
+    (5, "hostIP", Ty::Str, false),
+    (16, "hostIPs", Ty::Rep(&Ty::Msg(API_CORE_V1_HOSTIP)), false),
+    (6, "podIP", Ty::Str, false),
+    (12, "podIPs", Ty::Rep(&Ty::Msg(API_CORE_V1_PODIP)), false),
+    (7, "startTime", Ty::Time, false),
     (
         10,
         "initContainerStatuses",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERSTATUS)),
+        false,
     ),
     (
         8,
         "containerStatuses",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERSTATUS)),
+        false,
     ),
-    (9, "qosClass", Ty::Str),
+    (9, "qosClass", Ty::Str, false),
     (
         13,
         "ephemeralContainerStatuses",
         Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERSTATUS)),
+        false,
     ),
-    (14, "resize", Ty::Str),
+    (14, "resize", Ty::Str, false),
     (
         15,
         "resourceClaimStatuses",
         Ty::Rep(&Ty::Msg(API_CORE_V1_PODRESOURCECLAIMSTATUS)),
+        false,
     ),
     (
         18,
         "extendedResourceClaimStatus",
         Ty::Msg(API_CORE_V1_PODEXTENDEDRESOURCECLAIMSTATUS),
+        false,
     ),
-    (19, "allocatedResources", Ty::Map(&Ty::Quantity)),
-    (20, "resources", Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS)),
+    (19, "allocatedResources", Ty::Map(&Ty::Quantity), false),
+    (
+        20,
+        "resources",
+        Ty::Msg(API_CORE_V1_RESOURCEREQUIREMENTS),
+        false,
+    ),
+];
+
+/// `api/core/v1` `PodTemplate`.
+pub(super) const API_CORE_V1_PODTEMPLATE: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
 ];
 
 /// `api/core/v1` `PodTemplateSpec`.
@@ -1476,40 +3186,53 @@ pub(super) const API_CORE_V1_PODTEMPLATESPEC: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "spec", Ty::Msg(API_CORE_V1_PODSPEC)),
+    (2, "spec", Ty::Msg(API_CORE_V1_PODSPEC), false),
+];
+
+/// `api/core/v1` `PortStatus`.
+pub(super) const API_CORE_V1_PORTSTATUS: &[F] = &[
+    (1, "port", Ty::Int, true),
+    (2, "protocol", Ty::Str, false),
+    (3, "error", Ty::Str, false),
 ];
 
 /// `api/core/v1` `PortworxVolumeSource`.
 pub(super) const API_CORE_V1_PORTWORXVOLUMESOURCE: &[F] = &[
-    (1, "volumeID", Ty::Str),
-    (2, "fsType", Ty::Str),
-    (3, "readOnly", Ty::Bool),
+    (1, "volumeID", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `PreferredSchedulingTerm`.
 pub(super) const API_CORE_V1_PREFERREDSCHEDULINGTERM: &[F] = &[
-    (1, "weight", Ty::Int),
-    (2, "preference", Ty::Msg(API_CORE_V1_NODESELECTORTERM)),
+    (1, "weight", Ty::Int, true),
+    (
+        2,
+        "preference",
+        Ty::Msg(API_CORE_V1_NODESELECTORTERM),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `Probe`.
 pub(super) const API_CORE_V1_PROBE: &[F] = &[
-    (1, "handler", Ty::Msg(API_CORE_V1_PROBEHANDLER)),
-    (2, "initialDelaySeconds", Ty::Int),
-    (3, "timeoutSeconds", Ty::Int),
-    (4, "periodSeconds", Ty::Int),
-    (5, "successThreshold", Ty::Int),
-    (6, "failureThreshold", Ty::Int),
-    (7, "terminationGracePeriodSeconds", Ty::Int),
+    (1, "handler", Ty::Msg(API_CORE_V1_PROBEHANDLER), false),
+    (2, "initialDelaySeconds", Ty::Int, false),
+    (3, "timeoutSeconds", Ty::Int, false),
+    (4, "periodSeconds", Ty::Int, false),
+    (5, "successThreshold", Ty::Int, false),
+    (6, "failureThreshold", Ty::Int, false),
+    (7, "terminationGracePeriodSeconds", Ty::Int, false),
 ];
 
 /// `api/core/v1` `ProbeHandler`.
 pub(super) const API_CORE_V1_PROBEHANDLER: &[F] = &[
-    (1, "exec", Ty::Msg(API_CORE_V1_EXECACTION)),
-    (2, "httpGet", Ty::Msg(API_CORE_V1_HTTPGETACTION)),
-    (3, "tcpSocket", Ty::Msg(API_CORE_V1_TCPSOCKETACTION)),
-    (4, "grpc", Ty::Msg(API_CORE_V1_GRPCACTION)),
+    (1, "exec", Ty::Msg(API_CORE_V1_EXECACTION), false),
+    (2, "httpGet", Ty::Msg(API_CORE_V1_HTTPGETACTION), false),
+    (3, "tcpSocket", Ty::Msg(API_CORE_V1_TCPSOCKETACTION), false),
+    (4, "grpc", Ty::Msg(API_CORE_V1_GRPCACTION), false),
 ];
 
 /// `api/core/v1` `ProjectedVolumeSource`.
@@ -1518,80 +3241,227 @@ pub(super) const API_CORE_V1_PROJECTEDVOLUMESOURCE: &[F] = &[
         1,
         "sources",
         Ty::Rep(&Ty::Msg(API_CORE_V1_VOLUMEPROJECTION)),
+        false,
     ),
-    (2, "defaultMode", Ty::Int),
+    (2, "defaultMode", Ty::Int, false),
 ];
 
 /// `api/core/v1` `QuobyteVolumeSource`.
 pub(super) const API_CORE_V1_QUOBYTEVOLUMESOURCE: &[F] = &[
-    (1, "registry", Ty::Str),
-    (2, "volume", Ty::Str),
-    (3, "readOnly", Ty::Bool),
-    (4, "user", Ty::Str),
-    (5, "group", Ty::Str),
-    (6, "tenant", Ty::Str),
+    (1, "registry", Ty::Str, false),
+    (2, "volume", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (4, "user", Ty::Str, false),
+    (5, "group", Ty::Str, false),
+    (6, "tenant", Ty::Str, false),
+];
+
+/// `api/core/v1` `RbdPersistentVolumeSource`.
+pub(super) const API_CORE_V1_RBDPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "monitors", Ty::Rep(&Ty::Str), false),
+    (2, "image", Ty::Str, false),
+    (3, "fsType", Ty::Str, false),
+    (4, "pool", Ty::Str, false),
+    (5, "user", Ty::Str, false),
+    (6, "keyring", Ty::Str, false),
+    (7, "secretRef", Ty::Msg(API_CORE_V1_SECRETREFERENCE), false),
+    (8, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `RbdVolumeSource`.
 pub(super) const API_CORE_V1_RBDVOLUMESOURCE: &[F] = &[
-    (1, "monitors", Ty::Rep(&Ty::Str)),
-    (2, "image", Ty::Str),
-    (3, "fsType", Ty::Str),
-    (4, "pool", Ty::Str),
-    (5, "user", Ty::Str),
-    (6, "keyring", Ty::Str),
-    (7, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
-    (8, "readOnly", Ty::Bool),
+    (1, "monitors", Ty::Rep(&Ty::Str), false),
+    (2, "image", Ty::Str, false),
+    (3, "fsType", Ty::Str, false),
+    (4, "pool", Ty::Str, false),
+    (5, "user", Ty::Str, false),
+    (6, "keyring", Ty::Str, false),
+    (
+        7,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
+    (8, "readOnly", Ty::Bool, false),
+];
+
+/// `api/core/v1` `ReplicationController`.
+pub(super) const API_CORE_V1_REPLICATIONCONTROLLER: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_CORE_V1_REPLICATIONCONTROLLERSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_CORE_V1_REPLICATIONCONTROLLERSTATUS),
+        false,
+    ),
+];
+
+/// `api/core/v1` `ReplicationControllerCondition`.
+pub(super) const API_CORE_V1_REPLICATIONCONTROLLERCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastTransitionTime", Ty::Time, false),
+    (4, "reason", Ty::Str, false),
+    (5, "message", Ty::Str, false),
+];
+
+/// `api/core/v1` `ReplicationControllerSpec`.
+pub(super) const API_CORE_V1_REPLICATIONCONTROLLERSPEC: &[F] = &[
+    (1, "replicas", Ty::Int, false),
+    (4, "minReadySeconds", Ty::Int, false),
+    (2, "selector", Ty::Map(&Ty::Str), false),
+    (3, "template", Ty::Msg(API_CORE_V1_PODTEMPLATESPEC), false),
+];
+
+/// `api/core/v1` `ReplicationControllerStatus`.
+pub(super) const API_CORE_V1_REPLICATIONCONTROLLERSTATUS: &[F] = &[
+    (1, "replicas", Ty::Int, true),
+    (2, "fullyLabeledReplicas", Ty::Int, false),
+    (4, "readyReplicas", Ty::Int, false),
+    (5, "availableReplicas", Ty::Int, false),
+    (3, "observedGeneration", Ty::Int, false),
+    (
+        6,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_REPLICATIONCONTROLLERCONDITION)),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `ResourceClaim`.
-pub(super) const API_CORE_V1_RESOURCECLAIM: &[F] = &[(1, "name", Ty::Str), (2, "request", Ty::Str)];
+pub(super) const API_CORE_V1_RESOURCECLAIM: &[F] =
+    &[(1, "name", Ty::Str, false), (2, "request", Ty::Str, false)];
 
 /// `api/core/v1` `ResourceFieldSelector`.
 pub(super) const API_CORE_V1_RESOURCEFIELDSELECTOR: &[F] = &[
-    (1, "containerName", Ty::Str),
-    (2, "resource", Ty::Str),
-    (3, "divisor", Ty::Quantity),
+    (1, "containerName", Ty::Str, false),
+    (2, "resource", Ty::Str, false),
+    (3, "divisor", Ty::Quantity, false),
 ];
 
 /// `api/core/v1` `ResourceHealth`.
-pub(super) const API_CORE_V1_RESOURCEHEALTH: &[F] =
-    &[(1, "resourceID", Ty::Str), (2, "health", Ty::Str)];
+pub(super) const API_CORE_V1_RESOURCEHEALTH: &[F] = &[
+    (1, "resourceID", Ty::Str, false),
+    (2, "health", Ty::Str, false),
+];
+
+/// `api/core/v1` `ResourceQuota`.
+pub(super) const API_CORE_V1_RESOURCEQUOTA: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_CORE_V1_RESOURCEQUOTASPEC), false),
+    (3, "status", Ty::Msg(API_CORE_V1_RESOURCEQUOTASTATUS), false),
+];
+
+/// `api/core/v1` `ResourceQuotaSpec`.
+pub(super) const API_CORE_V1_RESOURCEQUOTASPEC: &[F] = &[
+    (1, "hard", Ty::Map(&Ty::Quantity), false),
+    (2, "scopes", Ty::Rep(&Ty::Str), false),
+    (
+        3,
+        "scopeSelector",
+        Ty::Msg(API_CORE_V1_SCOPESELECTOR),
+        false,
+    ),
+];
+
+/// `api/core/v1` `ResourceQuotaStatus`.
+pub(super) const API_CORE_V1_RESOURCEQUOTASTATUS: &[F] = &[
+    (1, "hard", Ty::Map(&Ty::Quantity), false),
+    (2, "used", Ty::Map(&Ty::Quantity), false),
+];
 
 /// `api/core/v1` `ResourceRequirements`.
 pub(super) const API_CORE_V1_RESOURCEREQUIREMENTS: &[F] = &[
-    (1, "limits", Ty::Map(&Ty::Quantity)),
-    (2, "requests", Ty::Map(&Ty::Quantity)),
-    (3, "claims", Ty::Rep(&Ty::Msg(API_CORE_V1_RESOURCECLAIM))),
+    (1, "limits", Ty::Map(&Ty::Quantity), false),
+    (2, "requests", Ty::Map(&Ty::Quantity), false),
+    (
+        3,
+        "claims",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_RESOURCECLAIM)),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `ResourceStatus`.
 pub(super) const API_CORE_V1_RESOURCESTATUS: &[F] = &[
-    (1, "name", Ty::Str),
+    (1, "name", Ty::Str, false),
     (
         2,
         "resources",
         Ty::Rep(&Ty::Msg(API_CORE_V1_RESOURCEHEALTH)),
+        false,
     ),
+];
+
+/// `api/core/v1` `ScaleIoPersistentVolumeSource`.
+pub(super) const API_CORE_V1_SCALEIOPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "gateway", Ty::Str, false),
+    (2, "system", Ty::Str, false),
+    (3, "secretRef", Ty::Msg(API_CORE_V1_SECRETREFERENCE), false),
+    (4, "sslEnabled", Ty::Bool, false),
+    (5, "protectionDomain", Ty::Str, false),
+    (6, "storagePool", Ty::Str, false),
+    (7, "storageMode", Ty::Str, false),
+    (8, "volumeName", Ty::Str, false),
+    (9, "fsType", Ty::Str, false),
+    (10, "readOnly", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `ScaleIoVolumeSource`.
 pub(super) const API_CORE_V1_SCALEIOVOLUMESOURCE: &[F] = &[
-    (1, "gateway", Ty::Str),
-    (2, "system", Ty::Str),
-    (3, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
-    (4, "sslEnabled", Ty::Bool),
-    (5, "protectionDomain", Ty::Str),
-    (6, "storagePool", Ty::Str),
-    (7, "storageMode", Ty::Str),
-    (8, "volumeName", Ty::Str),
-    (9, "fsType", Ty::Str),
-    (10, "readOnly", Ty::Bool),
+    (1, "gateway", Ty::Str, false),
+    (2, "system", Ty::Str, false),
+    (
+        3,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
+    (4, "sslEnabled", Ty::Bool, false),
+    (5, "protectionDomain", Ty::Str, false),
+    (6, "storagePool", Ty::Str, false),
+    (7, "storageMode", Ty::Str, false),
+    (8, "volumeName", Ty::Str, false),
+    (9, "fsType", Ty::Str, false),
+    (10, "readOnly", Ty::Bool, false),
 ];
 
+/// `api/core/v1` `ScopedResourceSelectorRequirement`.
+pub(super) const API_CORE_V1_SCOPEDRESOURCESELECTORREQUIREMENT: &[F] = &[
+    (1, "scopeName", Ty::Str, false),
+    (2, "operator", Ty::Str, false),
+    (3, "values", Ty::Rep(&Ty::Str), false),
+];
+
+/// `api/core/v1` `ScopeSelector`.
+pub(super) const API_CORE_V1_SCOPESELECTOR: &[F] = &[(
+    1,
+    "matchExpressions",
+    Ty::Rep(&Ty::Msg(API_CORE_V1_SCOPEDRESOURCESELECTORREQUIREMENT)),
+    false,
+)];
+
 /// `api/core/v1` `SeccompProfile`.
-pub(super) const API_CORE_V1_SECCOMPPROFILE: &[F] =
-    &[(1, "type", Ty::Str), (2, "localhostProfile", Ty::Str)];
+pub(super) const API_CORE_V1_SECCOMPPROFILE: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "localhostProfile", Ty::Str, false),
+];
 
 /// `api/core/v1` `Secret`.
 pub(super) const API_CORE_V1_SECRET: &[F] = &[
@@ -1599,11 +3469,12 @@ pub(super) const API_CORE_V1_SECRET: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (5, "immutable", Ty::Bool),
-    (2, "data", Ty::Map(&Ty::Bytes)),
-    (4, "stringData", Ty::Map(&Ty::Str)),
-    (3, "type", Ty::Str),
+    (5, "immutable", Ty::Bool, false),
+    (2, "data", Ty::Map(&Ty::Bytes), false),
+    (4, "stringData", Ty::Map(&Ty::Str), false),
+    (3, "type", Ty::Str, false),
 ];
 
 /// `api/core/v1` `SecretEnvSource`.
@@ -1612,8 +3483,9 @@ pub(super) const API_CORE_V1_SECRETENVSOURCE: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "optional", Ty::Bool),
+    (2, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `SecretKeySelector`.
@@ -1622,9 +3494,10 @@ pub(super) const API_CORE_V1_SECRETKEYSELECTOR: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "key", Ty::Str),
-    (3, "optional", Ty::Bool),
+    (2, "key", Ty::Str, false),
+    (3, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `SecretProjection`.
@@ -1633,45 +3506,80 @@ pub(super) const API_CORE_V1_SECRETPROJECTION: &[F] = &[
         1,
         "localObjectReference",
         Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
     ),
-    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH))),
-    (4, "optional", Ty::Bool),
+    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH)), false),
+    (4, "optional", Ty::Bool, false),
+];
+
+/// `api/core/v1` `SecretReference`.
+pub(super) const API_CORE_V1_SECRETREFERENCE: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "namespace", Ty::Str, false),
 ];
 
 /// `api/core/v1` `SecretVolumeSource`.
 pub(super) const API_CORE_V1_SECRETVOLUMESOURCE: &[F] = &[
-    (1, "secretName", Ty::Str),
-    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH))),
-    (3, "defaultMode", Ty::Int),
-    (4, "optional", Ty::Bool),
+    (1, "secretName", Ty::Str, false),
+    (2, "items", Ty::Rep(&Ty::Msg(API_CORE_V1_KEYTOPATH)), false),
+    (3, "defaultMode", Ty::Int, false),
+    (4, "optional", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `SecurityContext`.
 pub(super) const API_CORE_V1_SECURITYCONTEXT: &[F] = &[
-    (1, "capabilities", Ty::Msg(API_CORE_V1_CAPABILITIES)),
-    (2, "privileged", Ty::Bool),
-    (3, "seLinuxOptions", Ty::Msg(API_CORE_V1_SELINUXOPTIONS)),
+    (1, "capabilities", Ty::Msg(API_CORE_V1_CAPABILITIES), false),
+    (2, "privileged", Ty::Bool, false),
+    (
+        3,
+        "seLinuxOptions",
+        Ty::Msg(API_CORE_V1_SELINUXOPTIONS),
+        false,
+    ),
     (
         10,
         "windowsOptions",
         Ty::Msg(API_CORE_V1_WINDOWSSECURITYCONTEXTOPTIONS),
+        false,
     ),
-    (4, "runAsUser", Ty::Int),
-    (8, "runAsGroup", Ty::Int),
-    (5, "runAsNonRoot", Ty::Bool),
-    (6, "readOnlyRootFilesystem", Ty::Bool),
-    (7, "allowPrivilegeEscalation", Ty::Bool),
-    (9, "procMount", Ty::Str),
-    (11, "seccompProfile", Ty::Msg(API_CORE_V1_SECCOMPPROFILE)),
-    (12, "appArmorProfile", Ty::Msg(API_CORE_V1_APPARMORPROFILE)),
+    (4, "runAsUser", Ty::Int, false),
+    (8, "runAsGroup", Ty::Int, false),
+    (5, "runAsNonRoot", Ty::Bool, false),
+    (6, "readOnlyRootFilesystem", Ty::Bool, false),
+    (7, "allowPrivilegeEscalation", Ty::Bool, false),
+    (9, "procMount", Ty::Str, false),
+    (
+        11,
+        "seccompProfile",
+        Ty::Msg(API_CORE_V1_SECCOMPPROFILE),
+        false,
+    ),
+    (
+        12,
+        "appArmorProfile",
+        Ty::Msg(API_CORE_V1_APPARMORPROFILE),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `SeLinuxOptions`.
 pub(super) const API_CORE_V1_SELINUXOPTIONS: &[F] = &[
-    (1, "user", Ty::Str),
-    (2, "role", Ty::Str),
-    (3, "type", Ty::Str),
-    (4, "level", Ty::Str),
+    (1, "user", Ty::Str, false),
+    (2, "role", Ty::Str, false),
+    (3, "type", Ty::Str, false),
+    (4, "level", Ty::Str, false),
+];
+
+/// `api/core/v1` `Service`.
+pub(super) const API_CORE_V1_SERVICE: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_CORE_V1_SERVICESPEC), false),
+    (3, "status", Ty::Msg(API_CORE_V1_SERVICESTATUS), false),
 ];
 
 /// `api/core/v1` `ServiceAccount`.
@@ -1680,229 +3588,510 @@ pub(super) const API_CORE_V1_SERVICEACCOUNT: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "secrets", Ty::Rep(&Ty::Msg(API_CORE_V1_OBJECTREFERENCE))),
+    (
+        2,
+        "secrets",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_OBJECTREFERENCE)),
+        false,
+    ),
     (
         3,
         "imagePullSecrets",
         Ty::Rep(&Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
+        false,
     ),
-    (4, "automountServiceAccountToken", Ty::Bool),
+    (4, "automountServiceAccountToken", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `ServiceAccountTokenProjection`.
 pub(super) const API_CORE_V1_SERVICEACCOUNTTOKENPROJECTION: &[F] = &[
-    (1, "audience", Ty::Str),
-    (2, "expirationSeconds", Ty::Int),
-    (3, "path", Ty::Str),
+    (1, "audience", Ty::Str, false),
+    (2, "expirationSeconds", Ty::Int, false),
+    (3, "path", Ty::Str, false),
 ];
 
+/// `api/core/v1` `ServicePort`.
+pub(super) const API_CORE_V1_SERVICEPORT: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "protocol", Ty::Str, false),
+    (6, "appProtocol", Ty::Str, false),
+    (3, "port", Ty::Int, true),
+    (4, "targetPort", Ty::IntOrString, false),
+    (5, "nodePort", Ty::Int, false),
+];
+
+/// `api/core/v1` `ServiceSpec`.
+pub(super) const API_CORE_V1_SERVICESPEC: &[F] = &[
+    (
+        1,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_SERVICEPORT)),
+        false,
+    ),
+    (2, "selector", Ty::Map(&Ty::Str), false),
+    (3, "clusterIP", Ty::Str, false),
+    (18, "clusterIPs", Ty::Rep(&Ty::Str), false),
+    (4, "type", Ty::Str, false),
+    (5, "externalIPs", Ty::Rep(&Ty::Str), false),
+    (7, "sessionAffinity", Ty::Str, false),
+    (8, "loadBalancerIP", Ty::Str, false),
+    (9, "loadBalancerSourceRanges", Ty::Rep(&Ty::Str), false),
+    (10, "externalName", Ty::Str, false),
+    (11, "externalTrafficPolicy", Ty::Str, false),
+    (12, "healthCheckNodePort", Ty::Int, false),
+    (13, "publishNotReadyAddresses", Ty::Bool, false),
+    (
+        14,
+        "sessionAffinityConfig",
+        Ty::Msg(API_CORE_V1_SESSIONAFFINITYCONFIG),
+        false,
+    ),
+    (19, "ipFamilies", Ty::Rep(&Ty::Str), false),
+    (17, "ipFamilyPolicy", Ty::Str, false),
+    (20, "allocateLoadBalancerNodePorts", Ty::Bool, false),
+    (21, "loadBalancerClass", Ty::Str, false),
+    (22, "internalTrafficPolicy", Ty::Str, false),
+    (23, "trafficDistribution", Ty::Str, false),
+];
+
+/// `api/core/v1` `ServiceStatus`.
+pub(super) const API_CORE_V1_SERVICESTATUS: &[F] = &[
+    (
+        1,
+        "loadBalancer",
+        Ty::Msg(API_CORE_V1_LOADBALANCERSTATUS),
+        false,
+    ),
+    (
+        2,
+        "conditions",
+        Ty::Rep(&Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_CONDITION)),
+        false,
+    ),
+];
+
+/// `api/core/v1` `SessionAffinityConfig`.
+pub(super) const API_CORE_V1_SESSIONAFFINITYCONFIG: &[F] =
+    &[(1, "clientIP", Ty::Msg(API_CORE_V1_CLIENTIPCONFIG), false)];
+
 /// `api/core/v1` `SleepAction`.
-pub(super) const API_CORE_V1_SLEEPACTION: &[F] = &[(1, "seconds", Ty::Int)];
+pub(super) const API_CORE_V1_SLEEPACTION: &[F] = &[(1, "seconds", Ty::Int, true)];
+
+/// `api/core/v1` `StorageOsPersistentVolumeSource`.
+pub(super) const API_CORE_V1_STORAGEOSPERSISTENTVOLUMESOURCE: &[F] = &[
+    (1, "volumeName", Ty::Str, false),
+    (2, "volumeNamespace", Ty::Str, false),
+    (3, "fsType", Ty::Str, false),
+    (4, "readOnly", Ty::Bool, false),
+    (5, "secretRef", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+];
 
 /// `api/core/v1` `StorageOsVolumeSource`.
 pub(super) const API_CORE_V1_STORAGEOSVOLUMESOURCE: &[F] = &[
-    (1, "volumeName", Ty::Str),
-    (2, "volumeNamespace", Ty::Str),
-    (3, "fsType", Ty::Str),
-    (4, "readOnly", Ty::Bool),
-    (5, "secretRef", Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE)),
+    (1, "volumeName", Ty::Str, false),
+    (2, "volumeNamespace", Ty::Str, false),
+    (3, "fsType", Ty::Str, false),
+    (4, "readOnly", Ty::Bool, false),
+    (
+        5,
+        "secretRef",
+        Ty::Msg(API_CORE_V1_LOCALOBJECTREFERENCE),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `Sysctl`.
-pub(super) const API_CORE_V1_SYSCTL: &[F] = &[(1, "name", Ty::Str), (2, "value", Ty::Str)];
+pub(super) const API_CORE_V1_SYSCTL: &[F] =
+    &[(1, "name", Ty::Str, false), (2, "value", Ty::Str, false)];
 
 /// `api/core/v1` `TcpSocketAction`.
-pub(super) const API_CORE_V1_TCPSOCKETACTION: &[F] =
-    &[(1, "port", Ty::IntOrString), (2, "host", Ty::Str)];
+pub(super) const API_CORE_V1_TCPSOCKETACTION: &[F] = &[
+    (1, "port", Ty::IntOrString, false),
+    (2, "host", Ty::Str, false),
+];
 
 /// `api/core/v1` `Toleration`.
 pub(super) const API_CORE_V1_TOLERATION: &[F] = &[
-    (1, "key", Ty::Str),
-    (2, "operator", Ty::Str),
-    (3, "value", Ty::Str),
-    (4, "effect", Ty::Str),
-    (5, "tolerationSeconds", Ty::Int),
+    (1, "key", Ty::Str, false),
+    (2, "operator", Ty::Str, false),
+    (3, "value", Ty::Str, false),
+    (4, "effect", Ty::Str, false),
+    (5, "tolerationSeconds", Ty::Int, false),
 ];
+
+/// `api/core/v1` `TopologySelectorLabelRequirement`.
+pub(super) const API_CORE_V1_TOPOLOGYSELECTORLABELREQUIREMENT: &[F] = &[
+    (1, "key", Ty::Str, false),
+    (2, "values", Ty::Rep(&Ty::Str), false),
+];
+
+/// `api/core/v1` `TopologySelectorTerm`.
+pub(super) const API_CORE_V1_TOPOLOGYSELECTORTERM: &[F] = &[(
+    1,
+    "matchLabelExpressions",
+    Ty::Rep(&Ty::Msg(API_CORE_V1_TOPOLOGYSELECTORLABELREQUIREMENT)),
+    false,
+)];
 
 /// `api/core/v1` `TopologySpreadConstraint`.
 pub(super) const API_CORE_V1_TOPOLOGYSPREADCONSTRAINT: &[F] = &[
-    (1, "maxSkew", Ty::Int),
-    (2, "topologyKey", Ty::Str),
-    (3, "whenUnsatisfiable", Ty::Str),
+    (1, "maxSkew", Ty::Int, true),
+    (2, "topologyKey", Ty::Str, false),
+    (3, "whenUnsatisfiable", Ty::Str, false),
     (
         4,
         "labelSelector",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
     ),
-    (5, "minDomains", Ty::Int),
-    (6, "nodeAffinityPolicy", Ty::Str),
-    (7, "nodeTaintsPolicy", Ty::Str),
-    (8, "matchLabelKeys", Ty::Rep(&Ty::Str)),
+    (5, "minDomains", Ty::Int, false),
+    (6, "nodeAffinityPolicy", Ty::Str, false),
+    (7, "nodeTaintsPolicy", Ty::Str, false),
+    (8, "matchLabelKeys", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/core/v1` `TypedLocalObjectReference`.
 pub(super) const API_CORE_V1_TYPEDLOCALOBJECTREFERENCE: &[F] = &[
-    (1, "apiGroup", Ty::Str),
-    (2, "kind", Ty::Str),
-    (3, "name", Ty::Str),
+    (1, "apiGroup", Ty::Str, false),
+    (2, "kind", Ty::Str, false),
+    (3, "name", Ty::Str, false),
 ];
 
 /// `api/core/v1` `TypedObjectReference`.
 pub(super) const API_CORE_V1_TYPEDOBJECTREFERENCE: &[F] = &[
-    (1, "apiGroup", Ty::Str),
-    (2, "kind", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "namespace", Ty::Str),
+    (1, "apiGroup", Ty::Str, false),
+    (2, "kind", Ty::Str, false),
+    (3, "name", Ty::Str, false),
+    (4, "namespace", Ty::Str, false),
 ];
 
 /// `api/core/v1` `Volume`.
 pub(super) const API_CORE_V1_VOLUME: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "volumeSource", Ty::Msg(API_CORE_V1_VOLUMESOURCE)),
+    (1, "name", Ty::Str, false),
+    (2, "volumeSource", Ty::Msg(API_CORE_V1_VOLUMESOURCE), false),
 ];
 
 /// `api/core/v1` `VolumeDevice`.
-pub(super) const API_CORE_V1_VOLUMEDEVICE: &[F] =
-    &[(1, "name", Ty::Str), (2, "devicePath", Ty::Str)];
+pub(super) const API_CORE_V1_VOLUMEDEVICE: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "devicePath", Ty::Str, false),
+];
 
 /// `api/core/v1` `VolumeMount`.
 pub(super) const API_CORE_V1_VOLUMEMOUNT: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "readOnly", Ty::Bool),
-    (7, "recursiveReadOnly", Ty::Str),
-    (3, "mountPath", Ty::Str),
-    (4, "subPath", Ty::Str),
-    (5, "mountPropagation", Ty::Str),
-    (6, "subPathExpr", Ty::Str),
+    (1, "name", Ty::Str, false),
+    (2, "readOnly", Ty::Bool, false),
+    (7, "recursiveReadOnly", Ty::Str, false),
+    (3, "mountPath", Ty::Str, false),
+    (4, "subPath", Ty::Str, false),
+    (5, "mountPropagation", Ty::Str, false),
+    (6, "subPathExpr", Ty::Str, false),
 ];
 
 /// `api/core/v1` `VolumeMountStatus`.
 pub(super) const API_CORE_V1_VOLUMEMOUNTSTATUS: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "mountPath", Ty::Str),
-    (3, "readOnly", Ty::Bool),
-    (4, "recursiveReadOnly", Ty::Str),
+    (1, "name", Ty::Str, false),
+    (2, "mountPath", Ty::Str, false),
+    (3, "readOnly", Ty::Bool, false),
+    (4, "recursiveReadOnly", Ty::Str, false),
 ];
+
+/// `api/core/v1` `VolumeNodeAffinity`.
+pub(super) const API_CORE_V1_VOLUMENODEAFFINITY: &[F] =
+    &[(1, "required", Ty::Msg(API_CORE_V1_NODESELECTOR), false)];
 
 /// `api/core/v1` `VolumeProjection`.
 pub(super) const API_CORE_V1_VOLUMEPROJECTION: &[F] = &[
-    (1, "secret", Ty::Msg(API_CORE_V1_SECRETPROJECTION)),
-    (2, "downwardAPI", Ty::Msg(API_CORE_V1_DOWNWARDAPIPROJECTION)),
-    (3, "configMap", Ty::Msg(API_CORE_V1_CONFIGMAPPROJECTION)),
+    (1, "secret", Ty::Msg(API_CORE_V1_SECRETPROJECTION), false),
+    (
+        2,
+        "downwardAPI",
+        Ty::Msg(API_CORE_V1_DOWNWARDAPIPROJECTION),
+        false,
+    ),
+    (
+        3,
+        "configMap",
+        Ty::Msg(API_CORE_V1_CONFIGMAPPROJECTION),
+        false,
+    ),
     (
         4,
         "serviceAccountToken",
         Ty::Msg(API_CORE_V1_SERVICEACCOUNTTOKENPROJECTION),
+        false,
     ),
     (
         5,
         "clusterTrustBundle",
         Ty::Msg(API_CORE_V1_CLUSTERTRUSTBUNDLEPROJECTION),
+        false,
     ),
     (
         6,
         "podCertificate",
         Ty::Msg(API_CORE_V1_PODCERTIFICATEPROJECTION),
+        false,
     ),
 ];
 
 /// `api/core/v1` `VolumeResourceRequirements`.
 pub(super) const API_CORE_V1_VOLUMERESOURCEREQUIREMENTS: &[F] = &[
-    (1, "limits", Ty::Map(&Ty::Quantity)),
-    (2, "requests", Ty::Map(&Ty::Quantity)),
+    (1, "limits", Ty::Map(&Ty::Quantity), false),
+    (2, "requests", Ty::Map(&Ty::Quantity), false),
 ];
 
 /// `api/core/v1` `VolumeSource`.
 pub(super) const API_CORE_V1_VOLUMESOURCE: &[F] = &[
-    (1, "hostPath", Ty::Msg(API_CORE_V1_HOSTPATHVOLUMESOURCE)),
-    (2, "emptyDir", Ty::Msg(API_CORE_V1_EMPTYDIRVOLUMESOURCE)),
+    (
+        1,
+        "hostPath",
+        Ty::Msg(API_CORE_V1_HOSTPATHVOLUMESOURCE),
+        false,
+    ),
+    (
+        2,
+        "emptyDir",
+        Ty::Msg(API_CORE_V1_EMPTYDIRVOLUMESOURCE),
+        false,
+    ),
     (
         3,
         "gcePersistentDisk",
         Ty::Msg(API_CORE_V1_GCEPERSISTENTDISKVOLUMESOURCE),
+        false,
     ),
     (
         4,
         "awsElasticBlockStore",
         Ty::Msg(API_CORE_V1_AWSELASTICBLOCKSTOREVOLUMESOURCE),
+        false,
     ),
-    (5, "gitRepo", Ty::Msg(API_CORE_V1_GITREPOVOLUMESOURCE)),
-    (6, "secret", Ty::Msg(API_CORE_V1_SECRETVOLUMESOURCE)),
-    (7, "nfs", Ty::Msg(API_CORE_V1_NFSVOLUMESOURCE)),
-    (8, "iscsi", Ty::Msg(API_CORE_V1_ISCSIVOLUMESOURCE)),
-    (9, "glusterfs", Ty::Msg(API_CORE_V1_GLUSTERFSVOLUMESOURCE)),
+    (
+        5,
+        "gitRepo",
+        Ty::Msg(API_CORE_V1_GITREPOVOLUMESOURCE),
+        false,
+    ),
+    (6, "secret", Ty::Msg(API_CORE_V1_SECRETVOLUMESOURCE), false),
+    (7, "nfs", Ty::Msg(API_CORE_V1_NFSVOLUMESOURCE), false),
+    (8, "iscsi", Ty::Msg(API_CORE_V1_ISCSIVOLUMESOURCE), false),
+    (
+        9,
+        "glusterfs",
+        Ty::Msg(API_CORE_V1_GLUSTERFSVOLUMESOURCE),
+        false,
+    ),
     (
         10,
         "persistentVolumeClaim",
         Ty::Msg(API_CORE_V1_PERSISTENTVOLUMECLAIMVOLUMESOURCE),
+        false,
     ),
-    (11, "rbd", Ty::Msg(API_CORE_V1_RBDVOLUMESOURCE)),
-    (12, "flexVolume", Ty::Msg(API_CORE_V1_FLEXVOLUMESOURCE)),
-    (13, "cinder", Ty::Msg(API_CORE_V1_CINDERVOLUMESOURCE)),
-    (14, "cephfs", Ty::Msg(API_CORE_V1_CEPHFSVOLUMESOURCE)),
-    (15, "flocker", Ty::Msg(API_CORE_V1_FLOCKERVOLUMESOURCE)),
+    (11, "rbd", Ty::Msg(API_CORE_V1_RBDVOLUMESOURCE), false),
+    (
+        12,
+        "flexVolume",
+        Ty::Msg(API_CORE_V1_FLEXVOLUMESOURCE),
+        false,
+    ),
+    (13, "cinder", Ty::Msg(API_CORE_V1_CINDERVOLUMESOURCE), false),
+    (14, "cephfs", Ty::Msg(API_CORE_V1_CEPHFSVOLUMESOURCE), false),
+    (
+        15,
+        "flocker",
+        Ty::Msg(API_CORE_V1_FLOCKERVOLUMESOURCE),
+        false,
+    ),
     (
         16,
         "downwardApi",
         Ty::Msg(API_CORE_V1_DOWNWARDAPIVOLUMESOURCE),
+        false,
     ),
-    (17, "fc", Ty::Msg(API_CORE_V1_FCVOLUMESOURCE)),
-    (18, "azureFile", Ty::Msg(API_CORE_V1_AZUREFILEVOLUMESOURCE)),
-    (19, "configMap", Ty::Msg(API_CORE_V1_CONFIGMAPVOLUMESOURCE)),
+    (17, "fc", Ty::Msg(API_CORE_V1_FCVOLUMESOURCE), false),
+    (
+        18,
+        "azureFile",
+        Ty::Msg(API_CORE_V1_AZUREFILEVOLUMESOURCE),
+        false,
+    ),
+    (
+        19,
+        "configMap",
+        Ty::Msg(API_CORE_V1_CONFIGMAPVOLUMESOURCE),
+        false,
+    ),
     (
         20,
         "vsphereVolume",
         Ty::Msg(API_CORE_V1_VSPHEREVIRTUALDISKVOLUMESOURCE),
+        false,
     ),
-    (21, "quobyte", Ty::Msg(API_CORE_V1_QUOBYTEVOLUMESOURCE)),
-    (22, "azureDisk", Ty::Msg(API_CORE_V1_AZUREDISKVOLUMESOURCE)),
+    (
+        21,
+        "quobyte",
+        Ty::Msg(API_CORE_V1_QUOBYTEVOLUMESOURCE),
+        false,
+    ),
+    (
+        22,
+        "azureDisk",
+        Ty::Msg(API_CORE_V1_AZUREDISKVOLUMESOURCE),
+        false,
+    ),
     (
         23,
         "photonPersistentDisk",
         Ty::Msg(API_CORE_V1_PHOTONPERSISTENTDISKVOLUMESOURCE),
+        false,
     ),
-    (26, "projected", Ty::Msg(API_CORE_V1_PROJECTEDVOLUMESOURCE)),
+    (
+        26,
+        "projected",
+        Ty::Msg(API_CORE_V1_PROJECTEDVOLUMESOURCE),
+        false,
+    ),
     (
         24,
         "portworxVolume",
         Ty::Msg(API_CORE_V1_PORTWORXVOLUMESOURCE),
+        false,
     ),
-    (25, "scaleIo", Ty::Msg(API_CORE_V1_SCALEIOVOLUMESOURCE)),
-    (27, "storageos", Ty::Msg(API_CORE_V1_STORAGEOSVOLUMESOURCE)),
-    (28, "csi", Ty::Msg(API_CORE_V1_CSIVOLUMESOURCE)),
-    (29, "ephemeral", Ty::Msg(API_CORE_V1_EPHEMERALVOLUMESOURCE)),
-    (30, "image", Ty::Msg(API_CORE_V1_IMAGEVOLUMESOURCE)),
+    (
+        25,
+        "scaleIo",
+        Ty::Msg(API_CORE_V1_SCALEIOVOLUMESOURCE),
+        false,
+    ),
+    (
+        27,
+        "storageos",
+        Ty::Msg(API_CORE_V1_STORAGEOSVOLUMESOURCE),
+        false,
+    ),
+    (28, "csi", Ty::Msg(API_CORE_V1_CSIVOLUMESOURCE), false),
+    (
+        29,
+        "ephemeral",
+        Ty::Msg(API_CORE_V1_EPHEMERALVOLUMESOURCE),
+        false,
+    ),
+    (30, "image", Ty::Msg(API_CORE_V1_IMAGEVOLUMESOURCE), false),
 ];
 
 /// `api/core/v1` `VsphereVirtualDiskVolumeSource`.
 pub(super) const API_CORE_V1_VSPHEREVIRTUALDISKVOLUMESOURCE: &[F] = &[
-    (1, "volumePath", Ty::Str),
-    (2, "fsType", Ty::Str),
-    (3, "storagePolicyName", Ty::Str),
-    (4, "storagePolicyID", Ty::Str),
+    (1, "volumePath", Ty::Str, false),
+    (2, "fsType", Ty::Str, false),
+    (3, "storagePolicyName", Ty::Str, false),
+    (4, "storagePolicyID", Ty::Str, false),
 ];
 
 /// `api/core/v1` `WeightedPodAffinityTerm`.
 pub(super) const API_CORE_V1_WEIGHTEDPODAFFINITYTERM: &[F] = &[
-    (1, "weight", Ty::Int),
-    (2, "podAffinityTerm", Ty::Msg(API_CORE_V1_PODAFFINITYTERM)),
+    (1, "weight", Ty::Int, true),
+    (
+        2,
+        "podAffinityTerm",
+        Ty::Msg(API_CORE_V1_PODAFFINITYTERM),
+        false,
+    ),
 ];
 
 /// `api/core/v1` `WindowsSecurityContextOptions`.
 pub(super) const API_CORE_V1_WINDOWSSECURITYCONTEXTOPTIONS: &[F] = &[
-    (1, "gmsaCredentialSpecName", Ty::Str),
-    (2, "gmsaCredentialSpec", Ty::Str),
-    (3, "runAsUserName", Ty::Str),
-    (4, "hostProcess", Ty::Bool),
+    (1, "gmsaCredentialSpecName", Ty::Str, false),
+    (2, "gmsaCredentialSpec", Ty::Str, false),
+    (3, "runAsUserName", Ty::Str, false),
+    (4, "hostProcess", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `WorkloadReference`.
 pub(super) const API_CORE_V1_WORKLOADREFERENCE: &[F] = &[
-    (1, "name", Ty::Str),
-    (2, "podGroup", Ty::Str),
-    (3, "podGroupReplicaKey", Ty::Str),
+    (1, "name", Ty::Str, false),
+    (2, "podGroup", Ty::Str, false),
+    (3, "podGroupReplicaKey", Ty::Str, false),
 ];
+
+/// `api/discovery/v1` `Endpoint`.
+pub(super) const API_DISCOVERY_V1_ENDPOINT: &[F] = &[
+    (1, "addresses", Ty::Rep(&Ty::Str), false),
+    (
+        2,
+        "conditions",
+        Ty::Msg(API_DISCOVERY_V1_ENDPOINTCONDITIONS),
+        false,
+    ),
+    (3, "hostname", Ty::Str, false),
+    (4, "targetRef", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+    (5, "deprecatedTopology", Ty::Map(&Ty::Str), false),
+    (6, "nodeName", Ty::Str, false),
+    (7, "zone", Ty::Str, false),
+    (8, "hints", Ty::Msg(API_DISCOVERY_V1_ENDPOINTHINTS), false),
+];
+
+/// `api/discovery/v1` `EndpointConditions`.
+pub(super) const API_DISCOVERY_V1_ENDPOINTCONDITIONS: &[F] = &[
+    (1, "ready", Ty::Bool, false),
+    (2, "serving", Ty::Bool, false),
+    (3, "terminating", Ty::Bool, false),
+];
+
+/// `api/discovery/v1` `EndpointHints`.
+pub(super) const API_DISCOVERY_V1_ENDPOINTHINTS: &[F] = &[
+    (
+        1,
+        "forZones",
+        Ty::Rep(&Ty::Msg(API_DISCOVERY_V1_FORZONE)),
+        false,
+    ),
+    (
+        2,
+        "forNodes",
+        Ty::Rep(&Ty::Msg(API_DISCOVERY_V1_FORNODE)),
+        false,
+    ),
+];
+
+/// `api/discovery/v1` `EndpointPort`.
+pub(super) const API_DISCOVERY_V1_ENDPOINTPORT: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "protocol", Ty::Str, false),
+    (3, "port", Ty::Int, false),
+    (4, "appProtocol", Ty::Str, false),
+];
+
+/// `api/discovery/v1` `EndpointSlice`.
+pub(super) const API_DISCOVERY_V1_ENDPOINTSLICE: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (4, "addressType", Ty::Str, false),
+    (
+        2,
+        "endpoints",
+        Ty::Rep(&Ty::Msg(API_DISCOVERY_V1_ENDPOINT)),
+        false,
+    ),
+    (
+        3,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_DISCOVERY_V1_ENDPOINTPORT)),
+        false,
+    ),
+];
+
+/// `api/discovery/v1` `ForNode`.
+pub(super) const API_DISCOVERY_V1_FORNODE: &[F] = &[(1, "name", Ty::Str, false)];
+
+/// `api/discovery/v1` `ForZone`.
+pub(super) const API_DISCOVERY_V1_FORZONE: &[F] = &[(1, "name", Ty::Str, false)];
 
 /// `api/events/v1` `Event`.
 pub(super) const API_EVENTS_V1_EVENT: &[F] = &[
@@ -1910,32 +4099,375 @@ pub(super) const API_EVENTS_V1_EVENT: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "eventTime", Ty::Time),
-    (3, "series", Ty::Msg(API_EVENTS_V1_EVENTSERIES)),
-    (4, "reportingController", Ty::Str),
-    (5, "reportingInstance", Ty::Str),
-    (6, "action", Ty::Str),
-    (7, "reason", Ty::Str),
-    (8, "regarding", Ty::Msg(API_CORE_V1_OBJECTREFERENCE)),
-    (9, "related", Ty::Msg(API_CORE_V1_OBJECTREFERENCE)),
-    (10, "note", Ty::Str),
-    (11, "type", Ty::Str),
-    (12, "deprecatedSource", Ty::Msg(API_CORE_V1_EVENTSOURCE)),
-    (13, "deprecatedFirstTimestamp", Ty::Time),
-    (14, "deprecatedLastTimestamp", Ty::Time),
-    (15, "deprecatedCount", Ty::Int),
+    (2, "eventTime", Ty::Time, false),
+    (3, "series", Ty::Msg(API_EVENTS_V1_EVENTSERIES), false),
+    (4, "reportingController", Ty::Str, false),
+    (5, "reportingInstance", Ty::Str, false),
+    (6, "action", Ty::Str, false),
+    (7, "reason", Ty::Str, false),
+    (8, "regarding", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+    (9, "related", Ty::Msg(API_CORE_V1_OBJECTREFERENCE), false),
+    (10, "note", Ty::Str, false),
+    (11, "type", Ty::Str, false),
+    (
+        12,
+        "deprecatedSource",
+        Ty::Msg(API_CORE_V1_EVENTSOURCE),
+        false,
+    ),
+    (13, "deprecatedFirstTimestamp", Ty::Time, false),
+    (14, "deprecatedLastTimestamp", Ty::Time, false),
+    (15, "deprecatedCount", Ty::Int, false),
 ];
 
 /// `api/events/v1` `EventSeries`.
-pub(super) const API_EVENTS_V1_EVENTSERIES: &[F] =
-    &[(1, "count", Ty::Int), (2, "lastObservedTime", Ty::Time)];
+pub(super) const API_EVENTS_V1_EVENTSERIES: &[F] = &[
+    (1, "count", Ty::Int, true),
+    (2, "lastObservedTime", Ty::Time, false),
+];
+
+/// `api/networking/v1` `HttpIngressPath`.
+pub(super) const API_NETWORKING_V1_HTTPINGRESSPATH: &[F] = &[
+    (1, "path", Ty::Str, false),
+    (3, "pathType", Ty::Str, false),
+    (
+        2,
+        "backend",
+        Ty::Msg(API_NETWORKING_V1_INGRESSBACKEND),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `HttpIngressRuleValue`.
+pub(super) const API_NETWORKING_V1_HTTPINGRESSRULEVALUE: &[F] = &[(
+    1,
+    "paths",
+    Ty::Rep(&Ty::Msg(API_NETWORKING_V1_HTTPINGRESSPATH)),
+    false,
+)];
+
+/// `api/networking/v1` `Ingress`.
+pub(super) const API_NETWORKING_V1_INGRESS: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_NETWORKING_V1_INGRESSSPEC), false),
+    (3, "status", Ty::Msg(API_NETWORKING_V1_INGRESSSTATUS), false),
+];
+
+/// `api/networking/v1` `IngressBackend`.
+pub(super) const API_NETWORKING_V1_INGRESSBACKEND: &[F] = &[
+    (
+        4,
+        "service",
+        Ty::Msg(API_NETWORKING_V1_INGRESSSERVICEBACKEND),
+        false,
+    ),
+    (
+        3,
+        "resource",
+        Ty::Msg(API_CORE_V1_TYPEDLOCALOBJECTREFERENCE),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressClass`.
+pub(super) const API_NETWORKING_V1_INGRESSCLASS: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_NETWORKING_V1_INGRESSCLASSSPEC),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressClassParametersReference`.
+pub(super) const API_NETWORKING_V1_INGRESSCLASSPARAMETERSREFERENCE: &[F] = &[
+    (1, "aPiGroup", Ty::Str, false),
+    (2, "kind", Ty::Str, false),
+    (3, "name", Ty::Str, false),
+    (4, "scope", Ty::Str, false),
+    (5, "namespace", Ty::Str, false),
+];
+
+/// `api/networking/v1` `IngressClassSpec`.
+pub(super) const API_NETWORKING_V1_INGRESSCLASSSPEC: &[F] = &[
+    (1, "controller", Ty::Str, false),
+    (
+        2,
+        "parameters",
+        Ty::Msg(API_NETWORKING_V1_INGRESSCLASSPARAMETERSREFERENCE),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressLoadBalancerIngress`.
+pub(super) const API_NETWORKING_V1_INGRESSLOADBALANCERINGRESS: &[F] = &[
+    (1, "ip", Ty::Str, false),
+    (2, "hostname", Ty::Str, false),
+    (
+        4,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_INGRESSPORTSTATUS)),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressLoadBalancerStatus`.
+pub(super) const API_NETWORKING_V1_INGRESSLOADBALANCERSTATUS: &[F] = &[(
+    1,
+    "ingress",
+    Ty::Rep(&Ty::Msg(API_NETWORKING_V1_INGRESSLOADBALANCERINGRESS)),
+    false,
+)];
+
+/// `api/networking/v1` `IngressPortStatus`.
+pub(super) const API_NETWORKING_V1_INGRESSPORTSTATUS: &[F] = &[
+    (1, "port", Ty::Int, true),
+    (2, "protocol", Ty::Str, false),
+    (3, "error", Ty::Str, false),
+];
+
+/// `api/networking/v1` `IngressRule`.
+pub(super) const API_NETWORKING_V1_INGRESSRULE: &[F] = &[
+    (1, "host", Ty::Str, false),
+    (
+        2,
+        "ingressRuleValue",
+        Ty::Msg(API_NETWORKING_V1_INGRESSRULEVALUE),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressRuleValue`.
+pub(super) const API_NETWORKING_V1_INGRESSRULEVALUE: &[F] = &[(
+    1,
+    "http",
+    Ty::Msg(API_NETWORKING_V1_HTTPINGRESSRULEVALUE),
+    false,
+)];
+
+/// `api/networking/v1` `IngressServiceBackend`.
+pub(super) const API_NETWORKING_V1_INGRESSSERVICEBACKEND: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "port",
+        Ty::Msg(API_NETWORKING_V1_SERVICEBACKENDPORT),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressSpec`.
+pub(super) const API_NETWORKING_V1_INGRESSSPEC: &[F] = &[
+    (4, "ingressClassName", Ty::Str, false),
+    (
+        1,
+        "defaultBackend",
+        Ty::Msg(API_NETWORKING_V1_INGRESSBACKEND),
+        false,
+    ),
+    (
+        2,
+        "tls",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_INGRESSTLS)),
+        false,
+    ),
+    (
+        3,
+        "rules",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_INGRESSRULE)),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `IngressStatus`.
+pub(super) const API_NETWORKING_V1_INGRESSSTATUS: &[F] = &[(
+    1,
+    "loadBalancer",
+    Ty::Msg(API_NETWORKING_V1_INGRESSLOADBALANCERSTATUS),
+    false,
+)];
+
+/// `api/networking/v1` `IngressTls`.
+pub(super) const API_NETWORKING_V1_INGRESSTLS: &[F] = &[
+    (1, "hosts", Ty::Rep(&Ty::Str), false),
+    (2, "secretName", Ty::Str, false),
+];
+
+/// `api/networking/v1` `IpBlock`.
+pub(super) const API_NETWORKING_V1_IPBLOCK: &[F] = &[
+    (1, "cidr", Ty::Str, false),
+    (2, "except", Ty::Rep(&Ty::Str), false),
+];
+
+/// `api/networking/v1` `NetworkPolicy`.
+pub(super) const API_NETWORKING_V1_NETWORKPOLICY: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYSPEC),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `NetworkPolicyEgressRule`.
+pub(super) const API_NETWORKING_V1_NETWORKPOLICYEGRESSRULE: &[F] = &[
+    (
+        1,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYPORT)),
+        false,
+    ),
+    (
+        2,
+        "to",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYPEER)),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `NetworkPolicyIngressRule`.
+pub(super) const API_NETWORKING_V1_NETWORKPOLICYINGRESSRULE: &[F] = &[
+    (
+        1,
+        "ports",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYPORT)),
+        false,
+    ),
+    (
+        2,
+        "from",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYPEER)),
+        false,
+    ),
+];
+
+/// `api/networking/v1` `NetworkPolicyPeer`.
+pub(super) const API_NETWORKING_V1_NETWORKPOLICYPEER: &[F] = &[
+    (
+        1,
+        "podSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (
+        2,
+        "namespaceSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (3, "ipBlock", Ty::Msg(API_NETWORKING_V1_IPBLOCK), false),
+];
+
+/// `api/networking/v1` `NetworkPolicyPort`.
+pub(super) const API_NETWORKING_V1_NETWORKPOLICYPORT: &[F] = &[
+    (1, "protocol", Ty::Str, false),
+    (2, "port", Ty::IntOrString, false),
+    (3, "endPort", Ty::Int, false),
+];
+
+/// `api/networking/v1` `NetworkPolicySpec`.
+pub(super) const API_NETWORKING_V1_NETWORKPOLICYSPEC: &[F] = &[
+    (
+        1,
+        "podSelector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (
+        2,
+        "ingress",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYINGRESSRULE)),
+        false,
+    ),
+    (
+        3,
+        "egress",
+        Ty::Rep(&Ty::Msg(API_NETWORKING_V1_NETWORKPOLICYEGRESSRULE)),
+        false,
+    ),
+    (4, "policyTypes", Ty::Rep(&Ty::Str), false),
+];
+
+/// `api/networking/v1` `ServiceBackendPort`.
+pub(super) const API_NETWORKING_V1_SERVICEBACKENDPORT: &[F] =
+    &[(1, "name", Ty::Str, false), (2, "number", Ty::Int, false)];
+
+/// `api/policy/v1` `PodDisruptionBudget`.
+pub(super) const API_POLICY_V1_PODDISRUPTIONBUDGET: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_POLICY_V1_PODDISRUPTIONBUDGETSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_POLICY_V1_PODDISRUPTIONBUDGETSTATUS),
+        false,
+    ),
+];
+
+/// `api/policy/v1` `PodDisruptionBudgetSpec`.
+pub(super) const API_POLICY_V1_PODDISRUPTIONBUDGETSPEC: &[F] = &[
+    (1, "minAvailable", Ty::IntOrString, false),
+    (
+        2,
+        "selector",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR),
+        false,
+    ),
+    (3, "maxUnavailable", Ty::IntOrString, false),
+    (4, "unhealthyPodEvictionPolicy", Ty::Str, false),
+];
+
+/// `api/policy/v1` `PodDisruptionBudgetStatus`.
+pub(super) const API_POLICY_V1_PODDISRUPTIONBUDGETSTATUS: &[F] = &[
+    (1, "observedGeneration", Ty::Int, false),
+    (2, "disruptedPods", Ty::Map(&Ty::Time), false),
+    (3, "disruptionsAllowed", Ty::Int, true),
+    (4, "currentHealthy", Ty::Int, true),
+    (5, "desiredHealthy", Ty::Int, true),
+    (6, "expectedPods", Ty::Int, true),
+    (
+        7,
+        "conditions",
+        Ty::Rep(&Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_CONDITION)),
+        false,
+    ),
+];
 
 /// `api/rbac/v1` `AggregationRule`.
 pub(super) const API_RBAC_V1_AGGREGATIONRULE: &[F] = &[(
     1,
     "clusterRoleSelectors",
     Ty::Rep(&Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_LABELSELECTOR)),
+    false,
 )];
 
 /// `api/rbac/v1` `ClusterRole`.
@@ -1944,9 +4476,15 @@ pub(super) const API_RBAC_V1_CLUSTERROLE: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "rules", Ty::Rep(&Ty::Msg(API_RBAC_V1_POLICYRULE))),
-    (3, "aggregationRule", Ty::Msg(API_RBAC_V1_AGGREGATIONRULE)),
+    (2, "rules", Ty::Rep(&Ty::Msg(API_RBAC_V1_POLICYRULE)), false),
+    (
+        3,
+        "aggregationRule",
+        Ty::Msg(API_RBAC_V1_AGGREGATIONRULE),
+        false,
+    ),
 ];
 
 /// `api/rbac/v1` `ClusterRoleBinding`.
@@ -1955,18 +4493,19 @@ pub(super) const API_RBAC_V1_CLUSTERROLEBINDING: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "subjects", Ty::Rep(&Ty::Msg(API_RBAC_V1_SUBJECT))),
-    (3, "roleRef", Ty::Msg(API_RBAC_V1_ROLEREF)),
+    (2, "subjects", Ty::Rep(&Ty::Msg(API_RBAC_V1_SUBJECT)), false),
+    (3, "roleRef", Ty::Msg(API_RBAC_V1_ROLEREF), false),
 ];
 
 /// `api/rbac/v1` `PolicyRule`.
 pub(super) const API_RBAC_V1_POLICYRULE: &[F] = &[
-    (1, "verbs", Ty::Rep(&Ty::Str)),
-    (2, "apiGroups", Ty::Rep(&Ty::Str)),
-    (3, "resources", Ty::Rep(&Ty::Str)),
-    (4, "resourceNames", Ty::Rep(&Ty::Str)),
-    (5, "nonResourceUrLs", Ty::Rep(&Ty::Str)),
+    (1, "verbs", Ty::Rep(&Ty::Str), false),
+    (2, "apiGroups", Ty::Rep(&Ty::Str), false),
+    (3, "resources", Ty::Rep(&Ty::Str), false),
+    (4, "resourceNames", Ty::Rep(&Ty::Str), false),
+    (5, "nonResourceUrLs", Ty::Rep(&Ty::Str), false),
 ];
 
 /// `api/rbac/v1` `Role`.
@@ -1975,8 +4514,9 @@ pub(super) const API_RBAC_V1_ROLE: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "rules", Ty::Rep(&Ty::Msg(API_RBAC_V1_POLICYRULE))),
+    (2, "rules", Ty::Rep(&Ty::Msg(API_RBAC_V1_POLICYRULE)), false),
 ];
 
 /// `api/rbac/v1` `RoleBinding`.
@@ -1985,22 +4525,155 @@ pub(super) const API_RBAC_V1_ROLEBINDING: &[F] = &[
         1,
         "metadata",
         Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
     ),
-    (2, "subjects", Ty::Rep(&Ty::Msg(API_RBAC_V1_SUBJECT))),
-    (3, "roleRef", Ty::Msg(API_RBAC_V1_ROLEREF)),
+    (2, "subjects", Ty::Rep(&Ty::Msg(API_RBAC_V1_SUBJECT)), false),
+    (3, "roleRef", Ty::Msg(API_RBAC_V1_ROLEREF), false),
 ];
 
 /// `api/rbac/v1` `RoleRef`.
 pub(super) const API_RBAC_V1_ROLEREF: &[F] = &[
-    (1, "apiGroup", Ty::Str),
-    (2, "kind", Ty::Str),
-    (3, "name", Ty::Str),
+    (1, "apiGroup", Ty::Str, false),
+    (2, "kind", Ty::Str, false),
+    (3, "name", Ty::Str, false),
 ];
 
 /// `api/rbac/v1` `Subject`.
 pub(super) const API_RBAC_V1_SUBJECT: &[F] = &[
-    (1, "kind", Ty::Str),
-    (2, "apiGroup", Ty::Str),
-    (3, "name", Ty::Str),
-    (4, "namespace", Ty::Str),
+    (1, "kind", Ty::Str, false),
+    (2, "apiGroup", Ty::Str, false),
+    (3, "name", Ty::Str, false),
+    (4, "namespace", Ty::Str, false),
+];
+
+/// `api/scheduling/v1` `PriorityClass`.
+pub(super) const API_SCHEDULING_V1_PRIORITYCLASS: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "value", Ty::Int, true),
+    (3, "globalDefault", Ty::Bool, false),
+    (4, "description", Ty::Str, false),
+    (5, "preemptionPolicy", Ty::Str, false),
+];
+
+/// `api/storage/v1` `CSIDriver`.
+pub(super) const API_STORAGE_V1_CSIDRIVER: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_STORAGE_V1_CSIDRIVERSPEC), false),
+];
+
+/// `api/storage/v1` `CSIDriverSpec`.
+pub(super) const API_STORAGE_V1_CSIDRIVERSPEC: &[F] = &[
+    (1, "attachRequired", Ty::Bool, false),
+    (2, "podInfoOnMount", Ty::Bool, false),
+    (3, "volumeLifecycleModes", Ty::Rep(&Ty::Str), false),
+    (4, "storageCapacity", Ty::Bool, false),
+    (5, "fsGroupPolicy", Ty::Str, false),
+    (
+        6,
+        "tokenRequests",
+        Ty::Rep(&Ty::Msg(API_STORAGE_V1_TOKENREQUEST)),
+        false,
+    ),
+    (7, "requiresRepublish", Ty::Bool, false),
+    (8, "seLinuxMount", Ty::Bool, false),
+    (9, "nodeAllocatableUpdatePeriodSeconds", Ty::Int, false),
+    (10, "serviceAccountTokenInSecrets", Ty::Bool, false),
+];
+
+/// `api/storage/v1` `StorageClass`.
+pub(super) const API_STORAGE_V1_STORAGECLASS: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "provisioner", Ty::Str, false),
+    (3, "parameters", Ty::Map(&Ty::Str), false),
+    (4, "reclaimPolicy", Ty::Str, false),
+    (5, "mountOptions", Ty::Rep(&Ty::Str), false),
+    (6, "allowVolumeExpansion", Ty::Bool, false),
+    (7, "volumeBindingMode", Ty::Str, false),
+    (
+        8,
+        "allowedTopologies",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_TOPOLOGYSELECTORTERM)),
+        false,
+    ),
+];
+
+/// `api/storage/v1` `TokenRequest`.
+pub(super) const API_STORAGE_V1_TOKENREQUEST: &[F] = &[
+    (1, "audience", Ty::Str, false),
+    (2, "expirationSeconds", Ty::Int, false),
+];
+
+/// `api/storage/v1` `VolumeAttachment`.
+pub(super) const API_STORAGE_V1_VOLUMEATTACHMENT: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_STORAGE_V1_VOLUMEATTACHMENTSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_STORAGE_V1_VOLUMEATTACHMENTSTATUS),
+        false,
+    ),
+];
+
+/// `api/storage/v1` `VolumeAttachmentSource`.
+pub(super) const API_STORAGE_V1_VOLUMEATTACHMENTSOURCE: &[F] = &[
+    (1, "persistentVolumeName", Ty::Str, false),
+    (
+        2,
+        "inlineVolumeSpec",
+        Ty::Msg(API_CORE_V1_PERSISTENTVOLUMESPEC),
+        false,
+    ),
+];
+
+/// `api/storage/v1` `VolumeAttachmentSpec`.
+pub(super) const API_STORAGE_V1_VOLUMEATTACHMENTSPEC: &[F] = &[
+    (1, "attacher", Ty::Str, false),
+    (
+        2,
+        "source",
+        Ty::Msg(API_STORAGE_V1_VOLUMEATTACHMENTSOURCE),
+        false,
+    ),
+    (3, "nodeName", Ty::Str, false),
+];
+
+/// `api/storage/v1` `VolumeAttachmentStatus`.
+pub(super) const API_STORAGE_V1_VOLUMEATTACHMENTSTATUS: &[F] = &[
+    (1, "attached", Ty::Bool, true),
+    (2, "attachmentMetadata", Ty::Map(&Ty::Str), false),
+    (3, "attachError", Ty::Msg(API_STORAGE_V1_VOLUMEERROR), false),
+    (4, "detachError", Ty::Msg(API_STORAGE_V1_VOLUMEERROR), false),
+];
+
+/// `api/storage/v1` `VolumeError`.
+pub(super) const API_STORAGE_V1_VOLUMEERROR: &[F] = &[
+    (1, "time", Ty::Time, false),
+    (2, "message", Ty::Str, false),
+    (3, "errorCode", Ty::Int, false),
 ];
