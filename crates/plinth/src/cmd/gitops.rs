@@ -225,12 +225,11 @@ pub fn argocd_documents(src: &DestinationSource, namespace: &str) -> anyhow::Res
     if let Some(ca) = &src.ca_pem {
         let host = url_host(&src.url)
             .with_context(|| format!("repository URL {} names no host", src.url))?;
-        docs.push(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "argocd-tls-certs-cm", "namespace": namespace,
-                         "labels": {"app.kubernetes.io/name": "argocd-cm", "app.kubernetes.io/part-of": "argocd"}},
-            "data": {host: ca},
-        }));
+        docs.push(argocd_config_map(
+            "argocd-tls-certs-cm",
+            namespace,
+            json!({host: ca}),
+        ));
     }
     for (wave, (part, path)) in src.parts().into_iter().enumerate() {
         docs.push(json!({
@@ -254,6 +253,17 @@ pub fn argocd_documents(src: &DestinationSource, namespace: &str) -> anyhow::Res
         }));
     }
     Ok(docs)
+}
+
+/// One of Argo CD's configuration ConfigMaps: Argo CD reads it by its fixed name, and its
+/// own manifests label each with that name and `part-of: argocd`.
+fn argocd_config_map(name: &str, namespace: &str, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "argocd"}},
+        "data": data,
+    })
 }
 
 /// The host of an `https://` or `ssh://` URL, without user or port.
@@ -571,6 +581,29 @@ mod tests {
         );
         assert!(docs[1]["data"]["127.0.0.1"].is_string());
         assert_eq!(docs[2]["spec"]["source"]["path"], ".");
+    }
+
+    #[test]
+    fn argocd_objects_carry_the_labels_argo_cd_reads() {
+        for mode in [FilepathMode::None, FilepathMode::NestedByMetadata] {
+            let docs = argocd_documents(&source("a", mode), "argocd").unwrap();
+            for d in &docs {
+                let labels = &d["metadata"]["labels"];
+                match d["kind"].as_str().unwrap() {
+                    // Argo CD finds repositories by this label only.
+                    "Secret" => assert_eq!(
+                        labels["argocd.argoproj.io/secret-type"], "repository",
+                        "{d}"
+                    ),
+                    "ConfigMap" => {
+                        assert_eq!(labels["app.kubernetes.io/name"], d["metadata"]["name"], "{d}");
+                        assert_eq!(labels["app.kubernetes.io/part-of"], "argocd", "{d}");
+                    }
+                    "Application" => assert_eq!(d["metadata"]["namespace"], "argocd", "{d}"),
+                    other => panic!("unexpected kind {other}"),
+                }
+            }
+        }
     }
 
     #[test]
