@@ -76,11 +76,37 @@ impl Platform {
     /// [`Platform::start`], with extra names (DNS names or IP addresses) on the HTTPS
     /// certificate, for clients that reach this machine by another address (a GitOps
     /// agent in a kind cluster pulling the state store).
+    ///
+    /// A start that fails leaves the data directory as it found it: what this run created
+    /// there is removed (the whole directory when it did not exist before).
     pub async fn start_with_tls_names(
         opts: PlatformOptions,
         tls_names: &[String],
     ) -> anyhow::Result<Platform> {
-        let lock = prepare(&opts)?;
+        let before = DataDirBefore::read(&opts.data_dir);
+        let lock = prepare(&opts).inspect_err(|_| {
+            if matches!(before, DataDirBefore::Absent) {
+                // Only an empty directory: another process may have created it meanwhile.
+                let _ = std::fs::remove_dir(&opts.data_dir);
+            }
+        })?;
+        // Clean up only under the lock, so no other Plinth's files are ever touched; the
+        // duplicate shares the lock and outlives the platform's copy on failure.
+        let held = lock.try_clone().context("duplicating the data dir lock")?;
+        let started = Self::start_locked(&opts, tls_names, lock).await;
+        if started.is_err() {
+            before.remove_what_came_since(&opts.data_dir);
+        }
+        drop(held);
+        started
+    }
+
+    async fn start_locked(
+        opts: &PlatformOptions,
+        tls_names: &[String],
+        lock: std::fs::File,
+    ) -> anyhow::Result<Platform> {
+        let opts = opts.clone();
         let git = crate::gitserve::GitServe::new(&opts.data_dir)?;
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
@@ -179,9 +205,66 @@ impl IfEmpty for str {
     }
 }
 
-/// Checks the data directory and the runner's image map before anything starts, and
-/// takes the data directory's lock (one `plinth up` per directory).
+/// The entries of a data directory before a start, so that a failed start can remove
+/// what it created (a half-initialised directory would look like a platform).
+enum DataDirBefore {
+    /// The directory did not exist.
+    Absent,
+    /// Its entries' names.
+    Entries(std::collections::HashSet<std::ffi::OsString>),
+    /// It could not be read: nothing is removed.
+    Unknown,
+}
+
+impl DataDirBefore {
+    fn read(dir: &Path) -> DataDirBefore {
+        match std::fs::read_dir(dir) {
+            Ok(rd) => DataDirBefore::Entries(rd.flatten().map(|e| e.file_name()).collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => DataDirBefore::Absent,
+            Err(_) => DataDirBefore::Unknown,
+        }
+    }
+
+    /// Best effort: a failure to remove is logged, the start's own error is what counts.
+    fn remove_what_came_since(&self, dir: &Path) {
+        let remove = |p: &Path| {
+            let r = if p.is_dir() {
+                std::fs::remove_dir_all(p)
+            } else {
+                std::fs::remove_file(p)
+            };
+            if let Err(e) = r {
+                tracing::warn!(path = %p.display(), error = %e, "removing what a failed start created");
+            }
+        };
+        match self {
+            DataDirBefore::Absent if dir.exists() => remove(dir),
+            DataDirBefore::Entries(old) => {
+                for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    if !old.contains(&e.file_name()) {
+                        remove(&e.path());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Checks the listen address, the data directory and the runner's image map before
+/// anything is written, and takes the data directory's lock (one `plinth up` per
+/// directory).
 fn prepare(opts: &PlatformOptions) -> anyhow::Result<std::fs::File> {
+    // A busy port is the most common failed start: find it before creating any file. (The
+    // server binds again later; a port taken in between is handled by the clean-up.)
+    std::net::TcpListener::bind(opts.listen)
+        .with_context(|| format!("cannot listen on {} (--listen)", opts.listen))?;
+    // A bad image map would stop the runner and leave every pipeline pending: refuse
+    // to start instead.
+    if let (true, Some(map)) = (opts.runner, &opts.image_map) {
+        plinth_runner::image::ImageMap::load(map)
+            .with_context(|| format!("--image-map {}", map.display()))?;
+    }
     if opts.data_dir.exists() && !opts.data_dir.is_dir() {
         bail!(
             "data dir {} exists and is not a directory",
@@ -190,14 +273,7 @@ fn prepare(opts: &PlatformOptions) -> anyhow::Result<std::fs::File> {
     }
     std::fs::create_dir_all(&opts.data_dir)
         .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
-    let lock = lock_data_dir(&opts.data_dir)?;
-    // A bad image map would stop the runner and leave every pipeline pending: refuse
-    // to start instead.
-    if let (true, Some(map)) = (opts.runner, &opts.image_map) {
-        plinth_runner::image::ImageMap::load(map)
-            .with_context(|| format!("--image-map {}", map.display()))?;
-    }
-    Ok(lock)
+    lock_data_dir(&opts.data_dir)
 }
 
 /// Starts the Job runner (over the HTTPS listener, trusting the cluster CA) and the

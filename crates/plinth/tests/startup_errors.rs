@@ -65,18 +65,26 @@ fn a_bad_image_map_fails_without_a_backtrace() {
 }
 
 #[test]
-fn a_port_in_use_fails_without_a_backtrace() {
+fn a_port_in_use_fails_without_a_backtrace_or_a_half_made_data_dir() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let out = plinth(&[
-        "up",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--listen",
-        &addr,
-    ]);
+    // A data dir that does not exist yet is not created.
+    let fresh = dir.path().join("fresh");
+    let out = plinth(&["up", "--data-dir", fresh.to_str().unwrap(), "--listen", &addr]);
     assert_clean_failure(&out, &addr);
+    assert!(!fresh.exists(), "a failed start created {}", fresh.display());
+    // An existing directory is left with what it had.
+    let kept = dir.path().join("kept");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::write(kept.join("notes.txt"), "mine").unwrap();
+    let out = plinth(&["up", "--data-dir", kept.to_str().unwrap(), "--listen", &addr]);
+    assert_clean_failure(&out, &addr);
+    let left: Vec<_> = std::fs::read_dir(&kept)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["notes.txt"]);
 }
 
 #[test]
@@ -109,4 +117,25 @@ fn up_help_says_where_the_kubeconfig_goes() {
         short.contains("Examples:") && !short.contains("<data dir>/kubeconfig"),
         "{short}"
     );
+}
+
+#[test]
+fn a_start_failing_after_the_lock_removes_only_what_it_created() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the database file belongs: the API server cannot open it, after
+    // the lock, the git token and the TLS files were written.
+    std::fs::create_dir(dir.path().join("plinth.db")).unwrap();
+    let out = plinth(&[
+        "up",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_clean_failure(&out, "plinth.db");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["plinth.db"], "{}", String::from_utf8_lossy(&out.stderr));
 }
