@@ -242,6 +242,37 @@ mod tests {
     }
 
     #[test]
+    fn every_language_gets_the_step_layout_with_resources() {
+        for (i, language) in [Language::Bash, Language::Python, Language::Go, Language::Rust]
+            .into_iter()
+            .enumerate()
+        {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(
+                dir.path().join(PROMISE_FILE),
+                "apiVersion: platform.kratix.io/v1alpha1\nkind: Promise\nmetadata: {name: app}\nspec: {}\n",
+            )
+            .unwrap();
+            let add = AddContainer {
+                lifecycle: "resource".into(),
+                action: "configure".into(),
+                pipeline: "instance".into(),
+                image: format!("example.org/step{i}:v1"),
+                name: None,
+                language,
+                sdk_path: None,
+            };
+            let (step, script) = add_container(dir.path(), &add).unwrap();
+            let root = dir.path().join(&step);
+            for part in ["resources", "scripts"] {
+                assert!(root.join(part).is_dir(), "{language:?}: no {step}/{part}/");
+            }
+            assert!(root.join("Dockerfile").is_file(), "{language:?}");
+            assert!(dir.path().join(&script).is_file(), "{language:?}: {script}");
+        }
+    }
+
+    #[test]
     fn targets_are_checked() {
         assert!(AddContainer::parse_target("resource/configure/instance").is_ok());
         let e = AddContainer::parse_target("resources/configure/x").unwrap_err();
