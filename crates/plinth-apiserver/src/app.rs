@@ -181,6 +181,32 @@ pub(crate) fn query_of(uri: &http::Uri) -> Query {
         .unwrap_or_default()
 }
 
+/// An integer query parameter (`limit`, `timeoutSeconds`, `gracePeriodSeconds`,
+/// `tailLines`, `limitBytes`, `sinceSeconds`; all `int64` in Kubernetes): absent or empty
+/// is `None`; a value that is not a 64-bit integer is a 400 naming the parameter and the
+/// value, as kube-apiserver refuses a query it cannot convert, never a silent default.
+pub(crate) fn query_int(q: &Query, name: &str) -> Result<Option<i64>, ApiError> {
+    match q.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(v) => v.parse::<i64>().map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid value {v:?} for query parameter {name}: must be a 64-bit integer"
+            ))
+        }),
+    }
+}
+
+/// [`query_int`] for a parameter that must be at least `min` (400 naming the parameter,
+/// the value and the bound otherwise).
+pub(crate) fn query_int_min(q: &Query, name: &str, min: i64) -> Result<Option<i64>, ApiError> {
+    match query_int(q, name)? {
+        Some(v) if v < min => Err(ApiError::bad_request(format!(
+            "invalid value {v} for query parameter {name}: must be greater than or equal to {min}"
+        ))),
+        other => Ok(other),
+    }
+}
+
 pub(crate) fn truthy(q: &Query, k: &str) -> bool {
     q.get(k).is_some_and(|v| v == "true" || v == "1")
 }

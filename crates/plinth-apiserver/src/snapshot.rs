@@ -264,10 +264,9 @@ pub fn parse_list_options(
     }
     let parsed = match rv {
         None => None,
-        Some(v) => Some(
-            v.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version {v:?}")))?,
-        ),
+        Some(v) => Some(v.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("invalid resourceVersion {v:?}: must be an integer"))
+        })?),
     };
     match (rv_match, parsed) {
         (None, None) | (None, Some(0)) => Ok(ListAt::Latest),

@@ -14,7 +14,8 @@
 //!   read at, then the changes after it. As in Kubernetes it needs
 //!   `resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true` (422 otherwise);
 //!   `sendInitialEvents=false` starts at the given revision, or at the latest one.
-//! * `timeoutSeconds`: the stream ends after that long.
+//! * `timeoutSeconds`: the stream ends after that long, at most [`MAX_WATCH_TIMEOUT`]
+//!   (a larger value is clamped; a negative or non-integer one is 400).
 //! * A watcher that falls behind the bounded per-resource broadcast resumes from the
 //!   revision log (a filtered one is cut off and its client re-lists, see `catch_up`).
 //! * Never compressed.
@@ -138,6 +139,19 @@ fn event_line(kind: &str, obj: &Value) -> Bytes {
     Bytes::from(s)
 }
 
+/// The longest a watch lasts when `timeoutSeconds` asks for more: one hour, the upper end
+/// of the 30–60 minutes kube-apiserver gives a watch that names no timeout. A client
+/// watches again from the last resourceVersion it saw, as it does after any timeout.
+pub(crate) const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// `timeoutSeconds` of a watch: `None` (no timeout) when absent or 0, clamped to
+/// [`MAX_WATCH_TIMEOUT`] (so a huge value cannot overflow the deadline).
+fn watch_timeout(q: &Query) -> Result<Option<Duration>, ApiError> {
+    Ok(crate::app::query_int_min(q, "timeoutSeconds", 0)?
+        .filter(|t| *t > 0)
+        .map(|t| Duration::from_secs(t.unsigned_abs()).min(MAX_WATCH_TIMEOUT)))
+}
+
 /// The annotation on the BOOKMARK that ends a watch list's initial events.
 const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
@@ -201,11 +215,7 @@ pub(crate) async fn watch(
             ApiError::bad_request(format!("invalid resourceVersion {s:?}: must be an integer"))
         })?),
     };
-    let timeout = q
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .filter(|t| *t > 0)
-        .map(Duration::from_secs);
+    let timeout = watch_timeout(q)?;
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let send_initial = send_initial_events(q, bookmarks)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);

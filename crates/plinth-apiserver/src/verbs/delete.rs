@@ -33,7 +33,8 @@ impl DeleteOptions {
         let mut o = DeleteOptions {
             propagation: q.get("propagationPolicy").cloned(),
             dry_run: dry_run(q),
-            grace_period: q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
+            // Negative is allowed: for a Pod it means "at once", as in Kubernetes.
+            grace_period: crate::app::query_int(q, "gracePeriodSeconds")?,
             ..Default::default()
         };
         if q.get("orphanDependents").is_some_and(|v| v == "true") {
@@ -52,7 +53,11 @@ impl DeleteOptions {
                 .pointer("/preconditions/resourceVersion")
                 .and_then(|p| p.as_str())
             {
-                o.precondition_rv = rv.parse().ok();
+                o.precondition_rv = Some(rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "invalid DeleteOptions preconditions.resourceVersion {rv:?}: must be an integer"
+                    ))
+                })?);
             }
             if let Some(uid) = v.pointer("/preconditions/uid").and_then(|p| p.as_str()) {
                 o.precondition_uid = Some(uid.into());

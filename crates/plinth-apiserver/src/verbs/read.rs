@@ -18,7 +18,10 @@ pub(crate) async fn list(
     render: &Render,
 ) -> Result<Response, ApiError> {
     let filter = Filter::for_resource(info, q)?;
-    let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0);
+    // As kube-apiserver, a limit of zero or below lists everything.
+    let limit = crate::app::query_int(q, "limit")?
+        .and_then(|l| usize::try_from(l).ok())
+        .unwrap_or(0);
     let (after, token_rv) = match q.get("continue").filter(|s| !s.is_empty()) {
         Some(c) => {
             let (rv, ns, name) = decode_continue(c)?;
