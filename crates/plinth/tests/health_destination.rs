@@ -19,101 +19,26 @@ use support::*;
 const CHECK_INTERVAL_SECS: u64 = 60;
 const POLL_INTERVAL_SECS: u64 = 10;
 
-const PROMISE: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: web
-spec:
-  destinationSelectors:
-    - matchLabels: {environment: worker-1}
-  api:
-    apiVersion: apiextensions.k8s.io/v1
-    kind: CustomResourceDefinition
-    metadata: {name: webs.health.plinth.dev}
-    spec:
-      group: health.plinth.dev
-      names: {kind: Web, plural: webs, singular: web}
-      scope: Namespaced
-      versions:
-        - name: v1alpha1
-          served: true
-          storage: true
-          schema:
-            openAPIV3Schema:
-              type: object
-              properties:
-                spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-  workflows:
-    resource:
-      configure:
-        - apiVersion: platform.kratix.io/v1alpha1
-          kind: Pipeline
-          metadata: {name: render}
-          spec:
-            containers:
-              - name: render
-                image: busybox
-                command: [sh, -c]
-                args:
-                  - |
-                    set -eu
-                    cat > /kratix/output/deployment.yaml <<'YAML'
-                    apiVersion: apps/v1
-                    kind: Deployment
-                    metadata: {name: one, namespace: default}
-                    spec:
-                      selector: {matchLabels: {app: one}}
-                      template:
-                        metadata: {labels: {app: one}}
-                        spec:
-                          containers: [{name: app, image: nginx:1.27}]
-                    YAML
-                    cat > /kratix/output/health.yaml <<'YAML'
-                    apiVersion: platform.kratix.io/v1alpha1
-                    kind: HealthDefinition
-                    metadata: {name: one-health, namespace: default}
-                    spec:
-                      resourceRef: {name: one, namespace: default}
-                      promiseRef: {name: web}
-                      schedule: "* * * * *"
-                      input: |
-                        apiVersion: apps/v1
-                        kind: Deployment
-                        metadata: {name: one, namespace: default}
-                      workflow:
-                        apiVersion: platform.kratix.io/v1alpha1
-                        kind: Pipeline
-                        metadata: {name: probe}
-                        spec:
-                          volumes:
-                            - name: probe
-                              configMap: {name: one-probe}
-                          containers:
-                            - name: probe
-                              image: busybox
-                              command: [sh, -c]
-                              args:
-                                - |
-                                  set -eu
-                                  grep -q 'kind: Deployment' /kratix/input/object.yaml
-                                  state=$(cat /probe/state)
-                                  printf 'state: %s\ndetails: {probe: %s}\n' "$state" "$state" > /kratix/output/health-status.yaml
-                              volumeMounts:
-                                - {name: probe, mountPath: /probe}
-                    YAML
-"#;
+/// The README's health example (`examples/health/`): the Promise, its request, the
+/// worker's health store and probe, and the platform's HealthSource.
+fn example(name: &str) -> String {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/health")
+        .join(name);
+    std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+}
 
-const REQUEST: &str = "apiVersion: health.plinth.dev/v1alpha1\nkind: Web\nmetadata:\n  name: one\n  namespace: default\nspec: {}\n";
+/// The Git URL the example files name, replaced by each test's own repository.
+const EXAMPLE_URL: &str = "file:///tmp/plinth-health.git";
 
 /// Where the worker's health agent writes, and how the platform reads it.
 struct Store {
-    /// `data` of the worker's health-state-store-config ConfigMap.
-    config: Vec<(&'static str, String)>,
-    /// Secret keys for the worker's writer and the platform's reader (bucket only).
-    secret: Option<(&'static str, &'static str)>,
-    /// `spec` of the platform's HealthSource, without `path` and `pollInterval`.
-    source: Value,
+    /// Documents applied to the worker: its health store (and Secret) and the probe.
+    worker: String,
+    /// Extra `plinth worker` flags (where the health-store ConfigMap is).
+    worker_args: Vec<&'static str>,
+    /// Documents applied to the platform: the HealthSource (and its Secret).
+    platform: String,
     /// Whether the record file exists in the store.
     has_record: Box<dyn Fn() -> bool>,
 }
@@ -160,19 +85,9 @@ fn health_state(p: &Plinth) -> String {
 async fn scenario(store: Store) {
     let p = Plinth::up(&[]).await;
     let files = p.dir.path().to_path_buf();
-    let w = Worker::start(
-        &p,
-        "worker-1",
-        &[
-            "--health",
-            "--health-config",
-            "default/health-state-store-config",
-            "--health-flush-window",
-            "1s",
-            "--interval-secs",
-            "2",
-        ],
-    );
+    let mut args = vec!["--health", "--health-flush-window", "1s", "--interval-secs", "2"];
+    args.extend(&store.worker_args);
+    let w = Worker::start(&p, "worker-1", &args);
     let wk = |args: &[&str]| {
         let out = w.kubectl_raw(args);
         assert!(
@@ -181,60 +96,18 @@ async fn scenario(store: Store) {
         );
     };
 
-    // The worker's health store and the probe the check reads.
-    if let Some(keys) = store.secret {
-        wk(&[
-            "apply",
-            "-f",
-            &write(&files, "w-secret.yaml", &secret_yaml("health-writer", keys)),
-        ]);
-    }
-    wk(&[
-        "apply",
-        "-f",
-        &write(
-            &files,
-            "w-store.yaml",
-            &configmap_yaml("health-state-store-config", &store.config),
-        ),
-    ]);
-    wk(&[
-        "apply",
-        "-f",
-        &write(
-            &files,
-            "probe.yaml",
-            &configmap_yaml("one-probe", &[("state", "healthy".into())]),
-        ),
-    ]);
+    // The worker's health store and the probe the check reads; the platform reads the
+    // store with a HealthSource.
+    wk(&["apply", "-f", &write(&files, "worker.yaml", &store.worker)]);
+    p.kubectl(&["apply", "-f", &write(&files, "source.yaml", &store.platform)]);
 
-    // The platform reads the store with a HealthSource.
-    if let Some(keys) = store.secret {
-        p.kubectl(&[
-            "apply",
-            "-f",
-            &write(&files, "p-secret.yaml", &secret_yaml("health-reader", keys)),
-        ]);
-    }
-    let mut spec = store.source.clone();
-    spec["path"] = "health".into();
-    spec["pollInterval"] = format!("{POLL_INTERVAL_SECS}s").into();
-    let source = serde_json::json!({
-        "apiVersion": "platform.syntasso.io/v1alpha1", "kind": "HealthSource",
-        "metadata": {"name": "worker-1"}, "spec": spec,
-    });
-    p.kubectl(&[
-        "apply",
-        "-f",
-        &write(&files, "source.yaml", &source.to_string()),
-    ]);
-
-    p.kubectl(&["apply", "-f", &write(&files, "promise.yaml", PROMISE)]);
+    p.kubectl(&["apply", "-f", &write(&files, "promise.yaml", &example("promise.yaml"))]);
+    p.kubectl(&["wait", "--for=condition=Available", "promise/web", "--timeout=120s"]);
     wait_until(90, "the Web API", || async {
         p.kubectl_raw(&["get", "webs", "-A"]).status.success()
     })
     .await;
-    p.kubectl(&["apply", "-f", &write(&files, "request.yaml", REQUEST)]);
+    p.kubectl(&["apply", "-f", &write(&files, "request.yaml", &example("request.yaml"))]);
 
     // The pipeline's Deployment and HealthDefinition reach the worker; the check runs.
     wait_until(
@@ -313,8 +186,9 @@ async fn a_check_at_the_worker_reaches_the_request_through_a_bucket() {
     let endpoint = format!("127.0.0.1:{}", moto.port);
     let moto = std::sync::Arc::new(moto);
     let m = moto.clone();
-    scenario(Store {
-        config: vec![
+    let store_config = configmap_yaml(
+        "health-state-store-config",
+        &[
             ("stateStoreKind", "BucketStateStore".into()),
             ("endpoint", endpoint.clone()),
             ("bucketName", "health".into()),
@@ -323,11 +197,24 @@ async fn a_check_at_the_worker_reaches_the_request_through_a_bucket() {
             ("path", "health".into()),
             ("secretName", "health-writer".into()),
         ],
-        secret: Some(("test", "test")),
-        source: serde_json::json!({"bucket": {
+    );
+    let probe = configmap_yaml("one-probe", &[("state", "healthy".into())]);
+    let source = serde_json::json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1", "kind": "HealthSource",
+        "metadata": {"name": "worker-1"},
+        "spec": {"path": "health", "pollInterval": format!("{POLL_INTERVAL_SECS}s"),
+                 "bucket": {
             "endpoint": endpoint, "bucketName": "health", "insecure": true,
             "authMethod": "accessKey",
-            "secretRef": {"name": "health-reader", "namespace": "default"}}}),
+            "secretRef": {"name": "health-reader", "namespace": "default"}}},
+    });
+    scenario(Store {
+        worker: format!(
+            "{}---\n{store_config}---\n{probe}",
+            secret_yaml("health-writer", ("test", "test"))
+        ),
+        worker_args: vec!["--health-config", "default/health-state-store-config"],
+        platform: format!("{}---\n{source}\n", secret_yaml("health-reader", ("test", "test"))),
         has_record: Box::new(move || m.keys("health").iter().any(|k| k == RECORD)),
     })
     .await;
@@ -339,15 +226,14 @@ async fn a_check_at_the_worker_reaches_the_request_through_git() {
     let bare = dir.path().join("health.git");
     git(&["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
     let url = format!("file://{}", bare.display());
+    // The README's example files, unchanged but for the repository's path.
+    let worker = example("worker.yaml").replace(EXAMPLE_URL, &url);
+    let platform = example("healthsource.yaml").replace(EXAMPLE_URL, &url);
+    assert!(worker.contains(&url) && platform.contains(&url));
     scenario(Store {
-        config: vec![
-            ("stateStoreKind", "GitStateStore".into()),
-            ("url", url.clone()),
-            ("branch", "main".into()),
-            ("path", "health".into()),
-        ],
-        secret: None,
-        source: serde_json::json!({"git": {"url": url, "branch": "main"}}),
+        worker,
+        worker_args: vec![],
+        platform,
         has_record: Box::new(move || repo_file(&bare, "main", RECORD).is_some()),
     })
     .await;
