@@ -417,8 +417,20 @@ fn print_results(
 ) -> anyhow::Result<()> {
     if let Some(repo) = &platform.state_store_repo {
         progress.clear();
-        println!("\nFiles in the state store ({}):", repo.display());
-        for (path, content) in repo_files(repo)? {
+        println!(
+            "\nFiles the request and its Promise wrote to the state store ({}):",
+            repo.display()
+        );
+        // Only the sample's own files: every Destination's canary files share the store.
+        let ours = [
+            format!("{WORKER}/resources/default/webapp/hello/"),
+            format!("{WORKER}/dependencies/webapp/"),
+        ];
+        for (path, content) in repo_files(repo)?
+            .into_iter()
+            .filter(|(p, _)| ours.iter().any(|o| p.starts_with(o.as_str())))
+        {
+            let content = crate::redact::documents(&content);
             println!("--- {path}");
             print!("{content}");
             if !content.ends_with('\n') {
