@@ -7,6 +7,7 @@ use plinth_statestore::{StateStore, StoreConfig};
 use serde_json::Value;
 
 use crate::documents::{self, Document, Phase};
+use crate::jobs;
 use crate::inventory::{self, Entry, Inventory, ObjectRef};
 use crate::kube_apply::{ApplyError, Served, Target};
 use crate::readiness;
@@ -215,6 +216,7 @@ impl Agent {
             HashMap::new();
         let mut wanted: BTreeSet<ObjectRef> = BTreeSet::new();
         let mut live_objects: BTreeMap<ObjectRef, Value> = BTreeMap::new();
+        let mut ran_jobs: BTreeSet<ObjectRef> = BTreeSet::new();
         for phase in [Phase::Foundations, Phase::Dependencies, Phase::Resources] {
             let docs: Vec<Document> = parsed
                 .documents
@@ -228,8 +230,11 @@ impl Agent {
             for p in planned {
                 let live = self.live_of(&p, &mut live_cache).await;
                 match self.apply_one(&p, live, &mut report).await {
-                    Ok(obj) => {
+                    Ok(Some(obj)) => {
                         live_objects.insert(p.id.clone(), obj);
+                    }
+                    Ok(None) => {
+                        ran_jobs.insert(p.id.clone());
                     }
                     Err(e) => errors.push(e),
                 }
@@ -260,7 +265,7 @@ impl Agent {
             store_error: None,
             errors: errors.clone(),
             warnings,
-            objects: self.judge(&live_objects),
+            objects: self.judge(&live_objects, &ran_jobs),
         };
         report.errors = errors;
         self.save_if_changed(&mut report).await;
@@ -422,13 +427,14 @@ impl Agent {
     }
 
     /// Step: apply one object unless the live object already matches what this agent last
-    /// applied; records it in the inventory.
+    /// applied; records it in the inventory. `Ok(None)`: a Job that already ran with this
+    /// spec and is gone from the cluster, left alone (see [`jobs`]).
     async fn apply_one(
         &mut self,
         p: &Planned,
         live: Option<Value>,
         report: &mut SyncReport,
-    ) -> Result<Value, String> {
+    ) -> Result<Option<Value>, String> {
         let hash = documents::hash_value(&p.object);
         let known = self.inventory.entries.get(&p.id);
         if let (Some(entry), Some(live)) = (known, &live)
@@ -436,7 +442,24 @@ impl Agent {
             && unchanged_since_apply(entry, live, &p.object)
         {
             report.unchanged += 1;
-            return Ok(live.clone());
+            return Ok(Some(live.clone()));
+        }
+        let job_spec = jobs::spec_hash(&p.id, &p.object);
+        match jobs::decide(known, live.as_ref(), job_spec.as_deref()) {
+            jobs::Decision::Apply => {}
+            jobs::Decision::AlreadyRan => {
+                report.unchanged += 1;
+                return Ok(None);
+            }
+            jobs::Decision::Recreate => {
+                // A Job's template is immutable: its new spec runs as a new Job.
+                // (Background propagation: the Job goes at once, its Pods after it.)
+                self.target
+                    .delete(&p.served, &p.id)
+                    .await
+                    .map_err(|e| format!("{}: {e} (its spec changed)", p.doc.source))?;
+                tracing::info!(object = %p.id.display(), "Job spec changed; the old Job was deleted to run the new one");
+            }
         }
         let applied = self
             .target
@@ -461,9 +484,10 @@ impl Agent {
                     .pointer("/metadata/generation")
                     .and_then(|g| g.as_i64()),
                 source: p.doc.source.clone(),
+                job_spec_hash: job_spec,
             },
         );
-        Ok(applied)
+        Ok(Some(applied))
     }
 
     /// Step: wait for every CRD of the store to be Established.
@@ -535,13 +559,21 @@ impl Agent {
     }
 
     /// Step: readiness of every inventory object.
-    fn judge(&self, live: &BTreeMap<ObjectRef, Value>) -> Vec<ObjectStatus> {
+    fn judge(
+        &self,
+        live: &BTreeMap<ObjectRef, Value>,
+        ran_jobs: &BTreeSet<ObjectRef>,
+    ) -> Vec<ObjectStatus> {
         self.inventory
             .entries
             .keys()
             .map(|id| {
                 let (readiness, message) = match live.get(id) {
                     Some(obj) => readiness::judge(obj, self.target.embedded),
+                    None if ran_jobs.contains(id) => (
+                        readiness::Readiness::Ready,
+                        jobs::ALREADY_RAN.to_string(),
+                    ),
                     None => (
                         readiness::Readiness::Unknown,
                         "not applied in this pass".to_string(),

@@ -62,6 +62,11 @@ pub struct Entry {
     pub generation: Option<i64>,
     /// Source file and document index (`resources/a.yaml#0`).
     pub source: String,
+    /// For a Job: SHA-256 of the `spec` it was created with. A Job is a one-off run, so
+    /// one that has gone from the cluster (TTL after finishing, or deleted by hand) is not
+    /// created again until its `spec` in the store changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_spec_hash: Option<String>,
 }
 
 /// Everything the agent applied and still owns.

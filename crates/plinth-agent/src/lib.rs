@@ -12,6 +12,11 @@
 //! inventory records the same document hash and the live object still holds every field of
 //! the document.
 //!
+//! A Job is a one-off run: once created with a given `spec`, it is not created again when
+//! it leaves the cluster (its `ttlSecondsAfterFinished`, or a hand delete), only when its
+//! `spec` in the store changes; then the old Job is deleted and the new one created, since
+//! a Job's template cannot be changed in place. Its status reads "already ran".
+//!
 //! The inventory ([`inventory`]) is a ConfigMap `plinth-agent-<name>` in the namespace
 //! [`INVENTORY_NAMESPACE`]: `inventory.json` lists every applied object (apiVersion, kind,
 //! namespace, name, document hash, source file) and `status.json` holds the last pass's
@@ -43,6 +48,7 @@ pub mod credentials;
 pub mod documents;
 pub mod health;
 pub mod inventory;
+mod jobs;
 mod kube_apply;
 mod observe;
 pub mod readiness;

@@ -1,0 +1,106 @@
+//! A Job in a Destination's directory runs once per spec: after the cluster removes it
+//! (its `ttlSecondsAfterFinished`, or by hand) the agent does not create it again, neither
+//! on a change elsewhere in the directory nor after a restart; a change of its spec runs
+//! it exactly once more, replacing a Job that is still there.
+
+use std::path::Path;
+use std::process::Command;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use kube::api::DeleteParams;
+use plinth_agent::{Agent, AgentConfig};
+use plinth_apiserver::testing::TestServer;
+use plinth_statestore::{GitConfig, StoreConfig};
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn commit(work: &Path, rel: &str, content: &str) {
+    let p = work.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "-m", rel]);
+    git(work, &["push", "-q", "origin", "main"]);
+}
+
+fn job(tag: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n---\n\
+apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once-64\n  namespace: team-a\nspec:\n  ttlSecondsAfterFinished: 30\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: run\n        image: busybox:{tag}\n        command: [\"true\"]\n"
+    )
+}
+
+fn cm(v: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: team-a\ndata:\n  a: \"{v}\"\n")
+}
+
+#[tokio::test]
+async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
+    let server = TestServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let bare = root.path().join("state.git");
+    let work = root.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(root.path(), &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    commit(&work, "d64/resources/job.yaml", &job("1.36"));
+    commit(&work, "d64/resources/cm.yaml", &cm("1"));
+    let source = StoreConfig::Git(GitConfig::new(
+        format!("file://{}", bare.display()),
+        "main",
+        root.path().join("clone"),
+    ));
+    let cfg = AgentConfig::new("d64", source, "d64");
+    let jobs: Api<Job> = Api::namespaced(server.client(), "team-a");
+
+    let mut agent = Agent::new(cfg.clone(), server.client()).await.unwrap();
+    let first = agent.sync_once().await;
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+    let uid1 = jobs.get("once-64").await.unwrap().metadata.uid.unwrap();
+
+    // The cluster's TTL removes the finished Job; then another file of the output changes.
+    jobs.delete("once-64", &DeleteParams::background()).await.unwrap();
+    commit(&work, "d64/resources/cm.yaml", &cm("2"));
+    let pass = agent.sync_once().await;
+    assert!(pass.errors.is_empty(), "{:?}", pass.errors);
+    assert_eq!(pass.applied, 1, "only the ConfigMap: {pass:?}");
+    assert!(jobs.get_opt("once-64").await.unwrap().is_none(), "the Job was created again");
+    let status = agent.status();
+    let st = status.objects.iter().find(|o| o.object.kind == "Job").expect("the Job stays in the inventory");
+    assert!(st.message.contains("already ran"), "{}", st.message);
+
+    // A restarted agent (inventory read back from the cluster) does not run it either.
+    let mut restarted = Agent::new(cfg.clone(), server.client()).await.unwrap();
+    let pass = restarted.sync_once().await;
+    assert!(pass.errors.is_empty(), "{:?}", pass.errors);
+    assert!(jobs.get_opt("once-64").await.unwrap().is_none(), "the Job was created again after a restart");
+    assert_eq!(restarted.sync_once().await.api_writes, 0, "a settled agent writes nothing");
+
+    // A new spec runs once.
+    commit(&work, "d64/resources/job.yaml", &job("1.37"));
+    let pass = restarted.sync_once().await;
+    assert!(pass.errors.is_empty(), "{:?}", pass.errors);
+    let j = jobs.get("once-64").await.unwrap();
+    assert_ne!(j.metadata.uid.as_deref(), Some(uid1.as_str()));
+    let image = |j: &Job| j.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone();
+    assert_eq!(image(&j).as_deref(), Some("busybox:1.37"));
+
+    // And a new spec while the old Job is still there replaces it (the template is immutable).
+    commit(&work, "d64/resources/job.yaml", &job("1.38"));
+    let pass = restarted.sync_once().await;
+    assert!(pass.errors.is_empty(), "{:?}", pass.errors);
+    let k = jobs.get("once-64").await.unwrap();
+    assert_ne!(k.metadata.uid, j.metadata.uid);
+    assert_eq!(image(&k).as_deref(), Some("busybox:1.38"));
+    assert_eq!(restarted.sync_once().await.api_writes, 0);
+}
