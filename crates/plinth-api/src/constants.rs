@@ -258,6 +258,9 @@ pub mod condition_types {
     pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";
     /// DryRun.
     pub const COMPLETED: &str = "Completed";
+    /// Plinth's: False while the object's last reconcile failed (the error is the
+    /// message); True after it recovered; absent on an object that never failed.
+    pub const RECONCILE_SUCCEEDED: &str = "ReconcileSucceeded";
 }
 
 /// Condition reasons.
@@ -330,6 +333,8 @@ pub mod reasons {
     pub const ERROR_VALIDATING_PERMISSIONS: &str = "ErrorValidatingPermissions";
     /// State store Ready=True.
     pub const STATE_STORE_READY: &str = "StateStoreReady";
+    /// ReconcileSucceeded=False, and its Warning Event (Plinth's).
+    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
     /// Destination without a Ready condition yet.
     pub const DESTINATION_NOT_READY: &str = "DestinationNotReady";
     /// Destination's store missing.
@@ -625,6 +630,17 @@ pub mod events {
     pub const INVALID_PROMISE: &str = "Invalid Promise";
     /// A resource request's health state changed.
     pub const HEALTH_RECORD: &str = super::health::RECORD_EVENT_REASON;
+
+    /// Plinth's Warning: a reconcile of the object failed; the note is the error.
+    pub const RECONCILE_FAILED: &str = super::reasons::RECONCILE_FAILED;
+
+    /// Plinth's reporting component of Events about the `kratix` ConfigMap.
+    pub const CONFIG_WATCHER: &str = "KratixConfigWatcher";
+    /// Plinth's Warning on the `kratix` ConfigMap: a key's value is unusable; the note
+    /// names the key, the value given and the value kept.
+    pub const INVALID_CONFIG_VALUE: &str = "InvalidConfigValue";
+    /// Plinth's Warning on the `kratix` ConfigMap: the document was not applied at all.
+    pub const INVALID_CONFIG: &str = "InvalidConfig";
 
     /// Whether an Event is `Warning` (true) or `Normal`.
     pub type Warning = bool;

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use plinth_api::constants::events as ev;
 use serde_json::Value;
 
 use crate::context::{Context, ControllerConfig};
 use crate::promise::SYSTEM_NAMESPACE;
+use crate::support::{self, EventType};
 
 /// Name of the ConfigMap holding Kratix's configuration.
 pub const CONFIG_MAP: &str = "kratix";
@@ -20,7 +22,7 @@ pub const CONFIG_MAP: &str = "kratix";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The ConfigMap has no `data.config` key.
-    #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is missing")]
+    #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is missing (Kratix's keys go in one YAML document under data.config)")]
     MissingKey,
     /// `data.config` does not parse as YAML; the parser's message.
     #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is not valid YAML: {0}")]
@@ -35,12 +37,81 @@ pub enum ConfigError {
     },
 }
 
-/// Applies the keys of a `config` document over `base` (unknown keys are ignored, as
-/// Kratix does).
-pub fn apply_config(
-    base: &ControllerConfig,
-    data: Option<&str>,
-) -> Result<ControllerConfig, ConfigError> {
+/// A `config` document applied over a base configuration.
+#[derive(Debug)]
+pub struct Applied {
+    /// The configuration in force afterwards.
+    pub config: ControllerConfig,
+    /// One line per key whose value was not usable: the key, the value given and the
+    /// value kept (`workflows.maxInFlightPerPromise: "lots" is not a non-negative
+    /// integer; keeping 10`).
+    pub warnings: Vec<String>,
+}
+
+/// Reads keys of the document; a value of the wrong shape is a warning and the base
+/// value stays.
+struct Keys<'a> {
+    doc: &'a Value,
+    warnings: Vec<String>,
+}
+
+impl Keys<'_> {
+    /// The value at dotted `path` parsed by `parse`; `None` when absent, `null`, or
+    /// unusable (then a warning naming `expected` and the value `kept`).
+    fn get<T>(
+        &mut self,
+        path: &str,
+        expected: &str,
+        kept: impl Kept,
+        parse: impl Fn(&Value) -> Option<T>,
+    ) -> Option<T> {
+        let v = path.split('.').fold(self.doc, |v, k| &v[k]);
+        if v.is_null() {
+            return None;
+        }
+        let parsed = parse(v);
+        if parsed.is_none() {
+            self.warnings
+                .push(format!("{path}: {v} is not {expected}; keeping {}", kept.shown()));
+        }
+        parsed
+    }
+}
+
+/// A value kept in force, as a warning shows it (an unset one as "the default").
+trait Kept {
+    fn shown(&self) -> String;
+}
+
+impl Kept for usize {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Kept for bool {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Kept for &String {
+    fn shown(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl<T: std::fmt::Display> Kept for &Option<T> {
+    fn shown(&self) -> String {
+        self.as_ref().map_or_else(|| "the default".to_string(), |v| v.to_string())
+    }
+}
+
+/// Applies the keys of a `config` document over `base`. Unknown keys are ignored, as
+/// Kratix does; a known key with an unusable value keeps the base value and is named in
+/// [`Applied::warnings`]. Errors: no document, YAML that does not parse, or an interval
+/// that is not a duration (nothing is applied then).
+pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Applied, ConfigError> {
     let text = data.ok_or(ConfigError::MissingKey)?;
     let doc: Value = serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
     let mut c = base.clone();
@@ -59,9 +130,6 @@ pub fn apply_config(
                 }),
         }
     };
-    if let Some(n) = doc["numberOfJobsToKeep"].as_u64() {
-        c.number_of_jobs_to_keep = if n < 1 { 5 } else { n as usize };
-    }
     if let Some(d) = dur("reconciliationInterval", &doc["reconciliationInterval"])? {
         c.reconciliation_interval = d;
     }
@@ -71,61 +139,81 @@ pub fn apply_config(
     )? {
         c.state_store_reconciliation_interval = d;
     }
-    if let Some(s) = doc["resourceBindingVersionStrategy"].as_str() {
-        c.resource_binding_version_strategy = if s == "pinned" {
-            "pinned".into()
-        } else {
-            "floating".into()
-        };
+    let mut k = Keys { doc: &doc, warnings: Vec::new() };
+    if let Some(n) = k.get("numberOfJobsToKeep", "a non-negative integer", c.number_of_jobs_to_keep, Value::as_u64) {
+        c.number_of_jobs_to_keep = if n < 1 { 5 } else { n as usize };
     }
-    if let Some(b) = doc["featureFlags"]["dryRun"].as_bool() {
+    let strategy = |v: &Value| v.as_str().filter(|s| matches!(*s, "pinned" | "floating")).map(str::to_string);
+    if let Some(s) = k.get("resourceBindingVersionStrategy", "\"pinned\" or \"floating\"", &c.resource_binding_version_strategy, strategy) {
+        c.resource_binding_version_strategy = s;
+    }
+    if let Some(b) = k.get("featureFlags.dryRun", "a boolean", c.feature_dry_run, Value::as_bool) {
         c.feature_dry_run = b;
     }
-    let wf = &doc["workflows"];
-    if let Some(b) = wf["reconcileAfterFailure"].as_bool() {
+    if let Some(b) = k.get("workflows.reconcileAfterFailure", "a boolean", c.reconcile_after_failure, Value::as_bool) {
         c.reconcile_after_failure = b;
     }
-    if let Some(n) = wf["maxInFlightPerPromise"].as_u64() {
+    if let Some(n) = k.get("workflows.maxInFlightPerPromise", "a non-negative integer", c.max_in_flight_per_promise, Value::as_u64) {
         c.max_in_flight_per_promise = n as usize;
     }
-    if let Some(n) = wf["jobOptions"]["defaultBackoffLimit"].as_i64() {
-        c.default_backoff_limit = Some(n as i32);
+    let backoff = |v: &Value| v.as_i64().and_then(|n| i32::try_from(n).ok()).filter(|n| *n >= 0);
+    if let Some(n) = k.get("workflows.jobOptions.defaultBackoffLimit", "a non-negative integer", &c.default_backoff_limit, backoff) {
+        c.default_backoff_limit = Some(n);
     }
-    if let Some(p) = wf["defaultImagePullPolicy"].as_str() {
-        c.default_image_pull_policy = Some(p.to_string()).filter(|p| !p.is_empty());
+    let policy = |v: &Value| v.as_str().filter(|s| matches!(*s, "" | "Always" | "IfNotPresent" | "Never")).map(str::to_string);
+    if let Some(p) = k.get("workflows.defaultImagePullPolicy", "Always, IfNotPresent or Never", &c.default_image_pull_policy, policy) {
+        c.default_image_pull_policy = Some(p).filter(|p| !p.is_empty());
     }
-    if wf["defaultContainerSecurityContext"].is_object() {
-        c.default_security_context = Some(wf["defaultContainerSecurityContext"].clone());
+    let object = |v: &Value| v.is_object().then(|| v.clone());
+    if let Some(v) = k.get("workflows.defaultContainerSecurityContext", "a mapping", &c.default_security_context, object) {
+        c.default_security_context = Some(v);
     }
-    if wf["defaultContainerResources"].is_object() {
-        c.default_container_resources = Some(wf["defaultContainerResources"].clone());
+    if let Some(v) = k.get("workflows.defaultContainerResources", "a mapping", &c.default_container_resources, object) {
+        c.default_container_resources = Some(v);
     }
-    Ok(c)
+    Ok(Applied { config: c, warnings: k.warnings })
 }
 
-/// Watches the ConfigMap and applies every change; a bad document is reported and the
-/// previous configuration kept.
+/// Watches the ConfigMap and applies every change. A bad document is a Warning Event
+/// on the ConfigMap and the previous configuration stays; so is each key whose value
+/// was not usable (the Event names the key and the value kept). A ConfigMap seen again
+/// unchanged (a relist) is neither applied nor reported again.
 pub async fn watch(ctx: Arc<Context>, defaults: ControllerConfig) {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIG_MAP}"));
     let mut stream = watcher(api, cfg).touched_objects().boxed();
+    let mut last_seen: Option<String> = None;
     while let Some(ev) = stream.next().await {
         match ev {
+            Ok(cm) if cm.resource_version().is_some() && cm.resource_version() == last_seen => {}
             Ok(cm) => {
-                let data = cm
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("config"))
-                    .map(String::as_str);
-                match apply_config(&defaults, data) {
-                    Ok(c) => {
-                        tracing::info!(?c.reconciliation_interval, c.number_of_jobs_to_keep, "applied the kratix ConfigMap");
-                        ctx.set_config(c);
-                    }
-                    Err(e) => tracing::error!(error = %e, "ignoring the kratix ConfigMap"),
-                }
+                last_seen = cm.resource_version();
+                apply_and_report(&ctx, &defaults, &cm).await;
             }
             Err(e) => tracing::debug!(error = %e, "kratix ConfigMap watch"),
+        }
+    }
+}
+
+async fn apply_and_report(ctx: &Context, defaults: &ControllerConfig, cm: &ConfigMap) {
+    let data = cm.data.as_ref().and_then(|d| d.get("config")).map(String::as_str);
+    let recorder = ctx.recorder(ev::CONFIG_WATCHER);
+    let regarding = support::typed_reference(cm);
+    match apply_config(defaults, data) {
+        Ok(applied) => {
+            let c = applied.config;
+            tracing::info!(?c.reconciliation_interval, c.number_of_jobs_to_keep, "applied the kratix ConfigMap");
+            ctx.set_config(c);
+            for w in applied.warnings {
+                tracing::warn!(warning = %w, "kratix ConfigMap");
+                let note = format!("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config: {w}");
+                support::publish(&recorder, &regarding, EventType::Warning, ev::INVALID_CONFIG_VALUE, note).await;
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "ignoring the kratix ConfigMap");
+            let note = format!("{e}; the previous configuration stays in force");
+            support::publish(&recorder, &regarding, EventType::Warning, ev::INVALID_CONFIG, note).await;
         }
     }
 }
@@ -141,10 +229,29 @@ mod tests {
             &ControllerConfig::default(),
             Some("workflows:\n  maxInFlightPerPromise: 3\n"),
         )
-        .unwrap();
+        .unwrap()
+        .config;
         assert_eq!(c.max_in_flight_per_promise, 3);
-        let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n")).unwrap();
+        let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n")).unwrap().config;
         assert_eq!(c.max_in_flight_per_promise, 0);
+    }
+
+    #[test]
+    fn an_unusable_value_is_named_with_the_value_kept() {
+        let text = "workflows:\n  maxInFlightPerPromise: lots\n  reconcileAfterFailure: yes please\n  jobOptions: {defaultBackoffLimit: -1}\nresourceBindingVersionStrategy: sticky\nnumberOfJobsToKeep: 3\n";
+        let applied = apply_config(&ControllerConfig::default(), Some(text)).unwrap();
+        assert_eq!(applied.config.max_in_flight_per_promise, 10);
+        assert!(applied.config.reconcile_after_failure);
+        assert_eq!(applied.config.number_of_jobs_to_keep, 3, "usable keys still apply");
+        assert_eq!(
+            applied.warnings,
+            [
+                r#"resourceBindingVersionStrategy: "sticky" is not "pinned" or "floating"; keeping "floating""#,
+                r#"workflows.reconcileAfterFailure: "yes please" is not a boolean; keeping true"#,
+                r#"workflows.maxInFlightPerPromise: "lots" is not a non-negative integer; keeping 10"#,
+                "workflows.jobOptions.defaultBackoffLimit: -1 is not a non-negative integer; keeping the default",
+            ]
+        );
     }
 
     #[test]
@@ -154,16 +261,19 @@ mod tests {
             &ControllerConfig::default(),
             Some("featureFlags:\n  dryRun: true\n"),
         )
-        .unwrap();
+        .unwrap()
+        .config;
         assert!(c.feature_dry_run);
-        let c = apply_config(&c, Some("featureFlags:\n  dryRun: false\n")).unwrap();
+        let c = apply_config(&c, Some("featureFlags:\n  dryRun: false\n")).unwrap().config;
         assert!(!c.feature_dry_run);
     }
 
     #[test]
     fn corpus_config_applies() {
         let text = "numberOfJobsToKeep: 2\nreconciliationInterval: 10s\nworkflows:\n  reconcileAfterFailure: false\n  jobOptions:\n    defaultBackoffLimit: 4\n  defaultContainerSecurityContext:\n    windowsOptions:\n      runAsUserName: setInKratixConfig\n";
-        let c = apply_config(&ControllerConfig::default(), Some(text)).unwrap();
+        let applied = apply_config(&ControllerConfig::default(), Some(text)).unwrap();
+        assert!(applied.warnings.is_empty(), "{:?}", applied.warnings);
+        let c = applied.config;
         assert_eq!(c.number_of_jobs_to_keep, 2);
         assert_eq!(c.reconciliation_interval, Duration::from_secs(10));
         assert!(!c.reconcile_after_failure);

@@ -55,9 +55,17 @@ fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(ctx.config().requeue_default)
 }
 
-/// One reconcile: deletion, or finalizer, the already-installed check, the fetch and
-/// its version checks, then the Promise's create or update.
+/// One reconcile, a failure of it reported on the PromiseRelease
+/// ([`crate::support::outcome`]).
 async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_steps(pr.clone(), ctx.clone()).await;
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
+    crate::support::outcome::report(&ctx, COMPONENT, &api, &pr, result).await
+}
+
+/// Deletion, or finalizer, the already-installed check, the fetch and its version
+/// checks, then the Promise's create or update.
+async fn reconcile_steps(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();

@@ -321,9 +321,16 @@ fn paused(o: &DynamicObject) -> bool {
     o.labels().get(labels::PAUSED).is_some_and(|v| v == "true")
 }
 
-/// One reconcile: the steps of Kratix's resource request controller in order. A step
-/// that wrote what the next depends on ends the reconcile; the write wakes the next.
+/// One reconcile, a failure of it reported on the request ([`support::outcome`]).
 async fn reconcile(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Action, Error> {
+    let result = reconcile_steps(rr.clone(), rctx.clone()).await;
+    let api = Reconciling::new(&rctx, &rr).api;
+    support::outcome::report(&rctx.ctx, COMPONENT, &api, &rr, result).await
+}
+
+/// The steps of Kratix's resource request controller in order. A step that wrote what
+/// the next depends on ends the reconcile; the write wakes the next.
+async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Result<Action, Error> {
     let r = Reconciling::new(&rctx, &rr);
     let timeout = r.ctx().config().network_timeout;
     rctx.caches.ready(&rctx.promise, timeout).await?;

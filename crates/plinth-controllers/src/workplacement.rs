@@ -406,9 +406,17 @@ impl<'a> Reconciling<'a> {
     }
 }
 
-/// One reconcile: the Destination and its store, then deletion, or finalizers,
-/// `Ready`, the periodic re-write check and the write.
+/// One reconcile, a failure of it reported on the WorkPlacement
+/// ([`crate::support::outcome`]).
 async fn reconcile(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, Error> {
+    let result = reconcile_steps(wp.clone(), state.clone()).await;
+    let component = plinth_api::constants::events::WORKPLACEMENT_CONTROLLER;
+    crate::support::outcome::report_typed(&state.ctx, component, wp.as_ref(), result).await
+}
+
+/// The Destination and its store, then deletion, or finalizers, `Ready`, the periodic
+/// re-write check and the write.
+async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<Action, Error> {
     let p = Reconciling::new(&state, &wp);
     let deleting = wp.meta().deletion_timestamp.is_some();
     let dest_name = wp.spec.target_destination_name.clone().unwrap_or_default();

@@ -741,3 +741,39 @@ async fn unpausing_a_promise_reruns_its_configure_workflow() {
     wait_condition(&promises, "widget", "Available", "True").await;
     env.server.assert_settled_silent(SILENCE).await;
 }
+
+/// An error a reconcile meets that admission cannot catch (here the Promise's pipeline
+/// namespace does not exist) is on the request: `ReconcileSucceeded=False` with the
+/// error, and a Warning Event; once the cause is gone the condition turns True.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_reconcile_is_reported_on_the_request() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let env = start().await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    let mut p = widget_promise("widget", vec![pipeline("first")]);
+    p["spec"]["workflows"]["config"] = json!({"pipelineNamespace": "nowhere"});
+    create(&promises, p).await;
+    wait_condition(&promises, "widget", "Available", "True").await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": "s"}})).await;
+
+    let status = wait_condition(&widgets, "w1", "ReconcileSucceeded", "False").await;
+    let (_, reason, message) = condition(&status, "ReconcileSucceeded").unwrap();
+    assert_eq!(reason, "ReconcileFailed");
+    assert!(message.contains("nowhere"), "{message}");
+    let (type_, _, note) = wait_event(&env.client, "default", "w1", "ReconcileFailed").await;
+    assert_eq!(type_, "Warning");
+    assert!(note.contains("nowhere"), "{note}");
+
+    Api::<Namespace>::all(env.client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "nowhere"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = wait_condition(&widgets, "w1", "ReconcileSucceeded", "True").await;
+    assert_eq!(condition(&status, "ReconcileSucceeded").unwrap().1, "ReconcileSucceeded");
+}

@@ -233,9 +233,16 @@ impl Observed {
     }
 }
 
-/// One reconcile: the steps of Kratix's Promise controller in order. Each step either
-/// passes (the next runs) or ends the reconcile with the action it returns.
+/// One reconcile, a failure of it reported on the Promise ([`support::outcome`]).
 async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_steps(promise.clone(), ctx.clone()).await;
+    support::outcome::report(&ctx, COMPONENT, &promise_api(&ctx), &promise, result).await
+}
+
+/// The steps of Kratix's Promise controller in order. Each step either passes (the
+/// next runs) or ends the reconcile with the action it returns.
+
+async fn reconcile_steps(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let p = Observed::new(&ctx, promise)?;
     if p.label_is_true(labels::PAUSED) {
         return mark_paused(&p).await;

@@ -1,11 +1,13 @@
 //! What every controller shares: conditions ([`conditions`]), the one status writer
 //! ([`status`]), the one finalizer editor ([`finalizers`]), Events ([`events`]), the
-//! Kratix kinds' dynamic resources ([`resources`]), Works readiness ([`works`]), tests
-//! on API errors and the wait until a timestamp.
+//! Kratix kinds' dynamic resources ([`resources`]), Works readiness ([`works`]), a failed
+//! reconcile reported on its object ([`outcome`]), tests on API errors and the wait
+//! until a timestamp.
 
 pub mod conditions;
 pub mod events;
 pub mod finalizers;
+pub mod outcome;
 pub mod resources;
 pub mod status;
 pub mod works;

@@ -1,0 +1,104 @@
+//! A failed reconcile is reported on the object it is about, not only in the log: the
+//! condition `ReconcileSucceeded=False` (reason `ReconcileFailed`, the error as the
+//! message) and a Warning Event `ReconcileFailed`. The next reconcile that succeeds
+//! turns the condition True once; an object that never failed never gets it, so a
+//! settled platform writes nothing here.
+//!
+//! Not reported: lost write races (409, retried at once) and caches that have not had
+//! their first list, which are routine and say nothing about the object.
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use plinth_api::constants::{condition_types, events as ev, reasons};
+use serde::Serialize;
+
+use super::{EventType, condition, publish, reference, set_condition, update_status};
+use crate::{Context, Error};
+
+/// Message of `ReconcileSucceeded=True` after a failure.
+const RECOVERED: &str = "The last reconcile succeeded";
+
+/// Whether `err` is worth telling the object's owner about.
+pub fn reportable(err: &Error) -> bool {
+    !(err.is_conflict() || matches!(err, Error::NotReady(_)))
+}
+
+/// Reports `result` of reconciling `obj` (served by `api`) on `obj`, as the module
+/// says, and passes it on. `component` is the Event's reporting component. A failure to
+/// write the report is logged and does not replace the reconcile's own result.
+pub async fn report(
+    ctx: &Context,
+    component: &str,
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    result: Result<Action, Error>,
+) -> Result<Action, Error> {
+    let failed_before = obj
+        .data
+        .get("status")
+        .and_then(|s| condition(s, condition_types::RECONCILE_SUCCEEDED))
+        .is_some_and(|c| c["status"] == "False");
+    let (status, reason, message) = match &result {
+        Ok(_) if !failed_before => return result,
+        Ok(_) => ("True", ev::RECONCILE_SUCCEEDED, RECOVERED.to_string()),
+        Err(e) if !reportable(e) => return result,
+        Err(e) => ("False", reasons::RECONCILE_FAILED, e.to_string()),
+    };
+    let generation = obj.meta().generation;
+    let written = update_status(api, &obj.name_any(), |s, _| {
+        set_condition(
+            s,
+            condition_types::RECONCILE_SUCCEEDED,
+            status,
+            reason,
+            &message,
+            generation,
+        )
+    })
+    .await;
+    if let Err(e) = written {
+        tracing::debug!(object = %obj.name_any(), error = %e, "could not report the reconcile's outcome on the object");
+    }
+    if status == "False" {
+        let recorder = ctx.recorder(component);
+        publish(&recorder, &reference(obj), EventType::Warning, ev::RECONCILE_FAILED, message).await;
+    }
+    result
+}
+
+/// [`report`] for a typed object: the same condition and Event through its dynamic form.
+pub async fn report_typed<K>(
+    ctx: &Context,
+    component: &str,
+    obj: &K,
+    result: Result<Action, Error>,
+) -> Result<Action, Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    if let Err(e) = &result
+        && !reportable(e)
+    {
+        return result;
+    }
+    let Ok(value) = serde_json::to_value(obj) else {
+        return result;
+    };
+    let failed_before = value
+        .get("status")
+        .and_then(|s| condition(s, condition_types::RECONCILE_SUCCEEDED))
+        .is_some_and(|c| c["status"] == "False");
+    if result.is_ok() && !failed_before {
+        return result;
+    }
+    let Ok(dynamic) = serde_json::from_value::<DynamicObject>(value) else {
+        return result;
+    };
+    let ar = ApiResource::erase::<K>(&());
+    let api = match obj.namespace() {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &ar),
+        None => Api::all_with(ctx.client.clone(), &ar),
+    };
+    report(ctx, component, &api, &dynamic, result).await
+}
