@@ -43,12 +43,34 @@ pub fn worst(states: impl IntoIterator<Item = HealthState>) -> HealthState {
         .unwrap_or(EMPTY_STATE)
 }
 
+/// Most bytes (as JSON) of one record's `details` copied into a request's status.
+pub const MAX_DETAILS_BYTES: usize = 16 * 1024;
+/// Most bytes (as JSON) of all records' `details` copied into one request's status: with
+/// the per-record bound, what records add to a status stays far below the API's object
+/// size limit however large or many they are.
+pub const MAX_TOTAL_DETAILS_BYTES: usize = 128 * 1024;
+
+/// The marker that replaces `details` too large for the request's status: an object (the
+/// shape `details` has), saying how large they were and where the whole of them is.
+fn truncated_details(bytes: usize, limit: usize, record: &HealthRecord) -> Value {
+    json!({
+        "truncated": format!(
+            "{bytes} bytes of details, more than the {limit} bytes kept here; read HealthRecord {}/{}",
+            record.metadata.namespace.clone().unwrap_or_default(),
+            record.metadata.name.clone().unwrap_or_default(),
+        )
+    })
+}
+
 /// `status.healthStatus` for `records` (already filtered to one request): the worst state
 /// and one entry per record, ordered by namespace and name so the same records always give
-/// the same status.
+/// the same status. Each entry's `details` are copied up to [`MAX_DETAILS_BYTES`], and
+/// all of them up to [`MAX_TOTAL_DETAILS_BYTES`]; beyond that a marker stands in (the
+/// states are always all there).
 pub fn health_status(records: &[&HealthRecord]) -> Value {
     let mut sorted: Vec<&&HealthRecord> = records.iter().collect();
     sorted.sort_by_key(|r| (r.metadata.namespace.clone(), r.metadata.name.clone()));
+    let mut budget = MAX_TOTAL_DETAILS_BYTES;
     let entries: Vec<Value> = sorted
         .iter()
         .map(|r| {
@@ -63,7 +85,14 @@ pub fn health_status(records: &[&HealthRecord]) -> Value {
                 e["lastRun"] = json!(t);
             }
             if let Some(d) = &r.spec.data.details {
-                e["details"] = d.clone();
+                let bytes = serde_json::to_vec(d).map_or(usize::MAX, |b| b.len());
+                let limit = MAX_DETAILS_BYTES.min(budget);
+                e["details"] = if bytes <= limit {
+                    budget -= bytes;
+                    d.clone()
+                } else {
+                    truncated_details(bytes, limit, r)
+                };
             }
             e
         })
@@ -136,5 +165,42 @@ mod tests {
         assert_eq!(s["healthRecords"][0]["source"]["name"], "a");
         assert_eq!(s["healthRecords"][1]["lastRun"], 2);
         assert_eq!(deciding_source(&[&a, &b]), "default/a");
+    }
+
+    #[test]
+    fn details_copied_into_status_are_bounded_and_states_kept() {
+        let with_details = |name: &str, state, len: usize| {
+            let mut r = rec(name, state, 1);
+            r.spec.data.details = Some(json!({"log": "x".repeat(len)}));
+            r
+        };
+        use HealthState::*;
+        // Two large ones, then small ones until the total budget is spent.
+        let mut recs = vec![
+            with_details("a-big", Healthy, 2 * 1024 * 1024),
+            with_details("b-big", Unhealthy, MAX_DETAILS_BYTES),
+        ];
+        for i in 0..20 {
+            recs.push(with_details(&format!("c-{i:02}"), Healthy, 10_000));
+        }
+        let refs: Vec<&HealthRecord> = recs.iter().collect();
+        let s = health_status(&refs);
+        assert_eq!(s["state"], "unhealthy");
+        let entries = s["healthRecords"].as_array().unwrap();
+        assert_eq!(entries.len(), 22);
+        assert!(
+            entries[0]["details"]["truncated"]
+                .as_str()
+                .unwrap()
+                .contains("HealthRecord default/a-big"),
+            "{}",
+            entries[0]["details"]
+        );
+        assert_eq!(entries[1]["state"], "unhealthy");
+        assert!(entries[1]["details"]["truncated"].is_string(), "just over the bound");
+        assert_eq!(entries[2]["details"]["log"].as_str().unwrap().len(), 10_000);
+        let kept = entries.iter().filter(|e| e["details"]["log"].is_string()).count();
+        assert!((10..20).contains(&kept), "the total budget cut some: {kept}");
+        assert!(serde_json::to_vec(&s).unwrap().len() < MAX_TOTAL_DETAILS_BYTES + 16 * 1024);
     }
 }

@@ -8,6 +8,15 @@
 //! object is evented and logged once, not on every poll. Rejections that can clear
 //! without a change in the store (a request that does not exist yet, a record another
 //! manager owns) are re-checked every poll, and evented again only if the reason changes.
+//! The rejections always describe the objects in the store now: a key that is gone is
+//! dropped with its rejection. An object whose request was deleted after its record was
+//! applied is not a rejection: it is skipped quietly (a debug log) until the Destination
+//! removes it, and applied again if the request comes back.
+//!
+//! An object is rejected alone, never the poll: a malformed or oversized one
+//! ([`super::validate::MAX_RECORD_BYTES`]) and one the API refuses (400, 413, 422) are
+//! evented and listed like any other rejection; only transport and server failures fail
+//! the poll.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -42,6 +51,8 @@ pub(crate) struct SourceState {
     /// key → (namespace, name) of the record applied from it.
     pub(crate) applied: BTreeMap<String, (String, String)>,
     pub(crate) rejected: BTreeMap<String, Rejected>,
+    /// Keys whose request was deleted after their record was applied.
+    pub(crate) orphaned: BTreeSet<String>,
     pub(crate) last_poll: Option<Instant>,
     pub(crate) failures: u32,
 }
@@ -75,11 +86,19 @@ enum Handled {
     Unchanged(String, String),
 }
 
+/// What a poll found of a record's request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RequestState {
+    Live,
+    Deleting,
+    Missing,
+}
+
 /// Per-poll caches of API lookups.
 #[derive(Default)]
 struct Lookups {
     promises: HashMap<String, Option<ApiResource>>,
-    requests: HashMap<Target, bool>,
+    requests: HashMap<Target, RequestState>,
     /// target → names of the sources whose records reference it.
     claims: Option<HashMap<Target, BTreeSet<String>>>,
 }
@@ -127,7 +146,8 @@ pub(crate) async fn poll(
     out.changed |= !todo.is_empty();
     let mut lookups = Lookups::default();
     for obj in &todo {
-        let result = handle(s, hs, reader, obj, &mut lookups)
+        let known = state.applied.contains_key(&obj.key) || state.orphaned.contains(&obj.key);
+        let result = handle(s, hs, reader, obj, known, &mut lookups)
             .await
             .map_err(|e| format!("{}: {e}", obj.key))?;
         out.reads += 1;
@@ -153,7 +173,8 @@ fn work_list(s: &SourceCtx, state: &SourceState) -> Vec<ListedObject> {
             if state.seen.get(&o.key) != Some(&o.version) {
                 return true;
             }
-            if state.rejected.get(&o.key).is_some_and(|r| r.retry) {
+            if state.rejected.get(&o.key).is_some_and(|r| r.retry) || state.orphaned.contains(&o.key)
+            {
                 return true;
             }
             state
@@ -177,13 +198,25 @@ fn record_result(
             out.applied += 1;
             state.applied.insert(obj.key.clone(), (ns, name));
             state.rejected.remove(&obj.key);
+            state.orphaned.remove(&obj.key);
         }
         Ok(Handled::Unchanged(ns, name)) => {
             out.unchanged += 1;
             state.applied.insert(obj.key.clone(), (ns, name));
             state.rejected.remove(&obj.key);
+            state.orphaned.remove(&obj.key);
+        }
+        Err(Rejection::Orphaned(why)) => {
+            // The request's deletion removed the record; the object is the Destination's
+            // to remove. Nothing to report.
+            if state.orphaned.insert(obj.key.clone()) {
+                tracing::debug!(key = %obj.key, reason = %why, "health record skipped: its request was deleted");
+            }
+            state.applied.remove(&obj.key);
+            state.rejected.remove(&obj.key);
         }
         Err(rej) => {
+            state.orphaned.remove(&obj.key);
             let known = state
                 .rejected
                 .get(&obj.key)
@@ -206,12 +239,14 @@ fn record_result(
     }
 }
 
-/// Reads, checks and applies one object. `Err` only for transport/API failures.
+/// Reads, checks and applies one object; `known`: its record was applied before. `Err`
+/// only for transport and server failures.
 async fn handle(
     s: &SourceCtx,
     hs: &HealthSource,
     reader: &dyn RecordReader,
     obj: &ListedObject,
+    known: bool,
     lookups: &mut Lookups,
 ) -> Result<Result<Handled, Rejection>, String> {
     let Some(bytes) = reader.get(&obj.key).await.map_err(|e| e.to_string())? else {
@@ -223,7 +258,7 @@ async fn handle(
         Ok(r) => r,
         Err(rej) => return Ok(Err(rej)),
     };
-    if let Some(rej) = check_refs(s, &rec, lookups)
+    if let Some(rej) = check_refs(s, &rec, known, lookups)
         .await
         .map_err(|e| e.to_string())?
     {
@@ -232,13 +267,15 @@ async fn handle(
     if let Some(rej) = check_ownership(s, hs, &rec, lookups) {
         return Ok(Err(rej));
     }
-    apply(s, hs, rec, &obj.key).await.map(Ok)
+    apply(s, hs, rec, &obj.key).await
 }
 
-/// The Promise and the request must exist (and the request not be going away).
+/// The Promise and the request must exist (and the request not be going away). A request
+/// that is going, or gone after its record was applied (`known`), orphans the object.
 async fn check_refs(
     s: &SourceCtx,
     rec: &HealthRecord,
+    known: bool,
     lookups: &mut Lookups,
 ) -> Result<Option<Rejection>, crate::Error> {
     let target = Target::of(rec);
@@ -255,19 +292,22 @@ async fn check_refs(
     if !lookups.requests.contains_key(&target) {
         let api: Api<DynamicObject> =
             Api::namespaced_with(s.ctx.client.clone(), &target.namespace, &ar);
-        let live = api
-            .get_opt(&target.name)
-            .await?
-            .is_some_and(|r| r.meta().deletion_timestamp.is_none());
-        lookups.requests.insert(target.clone(), live);
+        let found = match api.get_opt(&target.name).await? {
+            None => RequestState::Missing,
+            Some(r) if r.meta().deletion_timestamp.is_some() => RequestState::Deleting,
+            Some(_) => RequestState::Live,
+        };
+        lookups.requests.insert(target.clone(), found);
     }
-    if !lookups.requests[&target] {
-        return Ok(Some(Rejection::Dangling(format!(
-            "data.resourceRef: {} {}/{} not found",
-            ar.kind, target.namespace, target.name
-        ))));
-    }
-    Ok(None)
+    let what = format!("{} {}/{}", ar.kind, target.namespace, target.name);
+    Ok(match lookups.requests[&target] {
+        RequestState::Live => None,
+        RequestState::Deleting => Some(Rejection::Orphaned(format!("{what} is being deleted"))),
+        RequestState::Missing if known => Some(Rejection::Orphaned(format!("{what} was deleted"))),
+        RequestState::Missing => Some(Rejection::Dangling(format!(
+            "data.resourceRef: {what} not found"
+        ))),
+    })
 }
 
 /// Another manager's record, another source's request, or an older `lastRun`.
@@ -335,13 +375,30 @@ fn claims_of(s: &SourceCtx) -> HashMap<Target, BTreeSet<String>> {
     out
 }
 
-/// Creates or replaces the record unless the platform already holds exactly it.
+/// Creates or replaces the record unless the platform already holds exactly it. The API
+/// refusing this record (a bad request, too large, invalid) rejects it alone; other
+/// failures are `Err`.
 async fn apply(
     s: &SourceCtx,
     hs: &HealthSource,
     rec: HealthRecord,
     key: &str,
-) -> Result<Handled, String> {
+) -> Result<Result<Handled, Rejection>, String> {
+    match write_record(s, hs, rec, key).await {
+        Ok(h) => Ok(Ok(h)),
+        Err((what, kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => Ok(Err(
+            Rejection::Invalid(format!("{what} refused by the API ({}): {}", e.code, e.message)),
+        )),
+        Err((what, e)) => Err(format!("{what}: {e}")),
+    }
+}
+
+async fn write_record(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    rec: HealthRecord,
+    key: &str,
+) -> Result<Handled, (String, kube::Error)> {
     let (ns, name) = (rec.namespace().unwrap_or_default(), rec.name_any());
     let desired = desired_record(hs, rec, key);
     let existing = s.records.get(&ObjectRef::new(&name).within(&ns));
@@ -351,7 +408,7 @@ async fn apply(
         return Ok(Handled::Unchanged(ns, name));
     }
     let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), &ns);
-    let err = |e: kube::Error| format!("applying HealthRecord {ns}/{name}: {e}");
+    let err = |e: kube::Error| (format!("applying HealthRecord {ns}/{name}"), e);
     match api.get_opt(&name).await.map_err(err)? {
         None => {
             api.create(&PostParams::default(), &desired)
@@ -417,6 +474,7 @@ async fn remove_gone(
     let present: HashSet<String> = state.objects.iter().map(|o| o.key.clone()).collect();
     state.seen.retain(|k, _| present.contains(k));
     state.rejected.retain(|k, _| present.contains(k));
+    state.orphaned.retain(|k| present.contains(k));
     let gone: Vec<(String, (String, String))> = state
         .applied
         .iter()

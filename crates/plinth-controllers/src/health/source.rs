@@ -446,7 +446,10 @@ async fn write_status(
             return None;
         }
         st.last_poll_time = Some(rfc3339(now));
-        Some(serde_json::to_value(&st).expect("status serialises"))
+        // A merge patch of the difference, so a field that went (the last rejection
+        // cleared) is removed, not left beside the new counts.
+        let value = |v: &HealthSourceStatus| serde_json::to_value(v).expect("status serialises");
+        Some(support::status::merge_diff(&value(&old), &value(&st)))
     })
     .await?;
     Ok(())

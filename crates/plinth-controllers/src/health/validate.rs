@@ -8,10 +8,15 @@ use serde_json::Value;
 
 use super::aggregate::parse_state;
 
+/// Largest object a HealthSource reads into a HealthRecord, in bytes. Below the 1.5 MiB
+/// etcd keeps per object on a real cluster and the embedded server's 3 MiB body limit, so
+/// a record the source accepts can always be written; a larger one is rejected alone.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
 /// Why an object was skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rejection {
-    /// Not YAML/JSON, or not a HealthRecord document.
+    /// Not YAML/JSON, not a HealthRecord document, too large, or refused by the API.
     Invalid(String),
     /// The Promise or the request it names does not exist (yet): tried again every poll.
     Dangling(String),
@@ -21,6 +26,10 @@ pub enum Rejection {
     Claimed(String),
     /// The HealthRecord on the platform is managed by something else (a GitOps sync).
     Conflict(String),
+    /// The request it references was deleted (or is being deleted) after its record was
+    /// applied: not an error, so neither evented nor listed. Checked again every poll,
+    /// until the Destination removes the object or the request is back.
+    Orphaned(String),
 }
 
 impl Rejection {
@@ -31,7 +40,8 @@ impl Rejection {
             | Rejection::Dangling(m)
             | Rejection::Stale(m)
             | Rejection::Claimed(m)
-            | Rejection::Conflict(m) => m,
+            | Rejection::Conflict(m)
+            | Rejection::Orphaned(m) => m,
         }
     }
 
@@ -40,7 +50,10 @@ impl Rejection {
     pub fn retryable(&self) -> bool {
         matches!(
             self,
-            Rejection::Dangling(_) | Rejection::Conflict(_) | Rejection::Claimed(_)
+            Rejection::Dangling(_)
+                | Rejection::Conflict(_)
+                | Rejection::Claimed(_)
+                | Rejection::Orphaned(_)
         )
     }
 }
@@ -50,6 +63,12 @@ impl Rejection {
 /// `data.promiseRef.name`, a `data.resourceRef.name`, and a `data.state` in the enum.
 /// The namespace defaults to `resourceRef.namespace`, then `default`.
 pub fn parse_record(bytes: &[u8]) -> Result<HealthRecord, Rejection> {
+    if bytes.len() > MAX_RECORD_BYTES {
+        return Err(Rejection::Invalid(format!(
+            "{} bytes, more than the {MAX_RECORD_BYTES} bytes a HealthRecord may have (shorten data.details)",
+            bytes.len()
+        )));
+    }
     let text = std::str::from_utf8(bytes)
         .map_err(|e| Rejection::Invalid(format!("not UTF-8 text: {e}")))?;
     let doc: Value = serde_saphyr::from_str(text).map_err(|e| {
@@ -135,5 +154,10 @@ mod tests {
             ))
             .contains("data.resourceRef.name")
         );
+        let big = GOOD.replace(
+            "lastRun: 5\n",
+            &format!("lastRun: 5\n  details: {{log: {}}}\n", "x".repeat(MAX_RECORD_BYTES)),
+        );
+        assert!(bad(&big).contains("more than the 1048576 bytes"), "{}", bad(&big));
     }
 }
