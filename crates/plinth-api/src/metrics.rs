@@ -8,14 +8,20 @@
 //! so dashboards written for Kratix's controller manager keep working; Kratix's own two
 //! counters keep their names and label sets. Every metric is described in
 //! `docs/metrics.md`.
+//!
+//! Every label value comes from a bounded set: fixed words (results, verbs, actions),
+//! names the process knows (controllers, registered resources) or the names of live
+//! objects (Promises, requests, Destinations, state stores). Series named after an object
+//! are removed when the object goes ([`Metrics::forget`], [`Metrics::forget_request`],
+//! [`Metrics::forget_store`]), so deleted objects do not accumulate.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -23,7 +29,86 @@ use prometheus_client::registry::Registry;
 /// A metric's label set: `(name, value)` pairs in a fixed order per metric.
 pub type Labels = Vec<(String, String)>;
 
-type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+type HistogramFamily = Series<Histogram, fn() -> Histogram>;
+
+/// A metric family that knows its label sets, so the series of a deleted object can be
+/// found and removed (prometheus-client's `Family` can remove a label set but not list
+/// them).
+pub struct Series<M, C = fn() -> M> {
+    family: Family<Labels, M, C>,
+    keys: Mutex<HashSet<Labels>>,
+}
+
+impl<M: Default> Default for Series<M> {
+    fn default() -> Self {
+        Series {
+            family: Family::default(),
+            keys: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl<M: Clone, C: MetricConstructor<M> + Clone> Series<M, C> {
+    fn new_with_constructor(constructor: C) -> Self {
+        Series {
+            family: Family::new_with_constructor(constructor),
+            keys: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The metric of `labels`, created when new. The returned handle shares the series'
+    /// value.
+    pub fn get_or_create(&self, labels: &Labels) -> M {
+        // The key set and the family change under one lock, so a concurrent removal
+        // cannot leave a series that the key set does not know.
+        let mut keys = self.keys.lock().expect("metrics lock");
+        if !keys.contains(labels) {
+            keys.insert(labels.clone());
+        }
+        self.family.get_or_create_owned(labels)
+    }
+
+    /// Removes every series whose labels `drop` selects; returns how many went.
+    pub fn remove_where(&self, mut drop: impl FnMut(&Labels) -> bool) -> usize {
+        let mut keys = self.keys.lock().expect("metrics lock");
+        let before = keys.len();
+        keys.retain(|k| {
+            let gone = drop(k);
+            if gone {
+                self.family.remove(k);
+            }
+            !gone
+        });
+        before - keys.len()
+    }
+
+    /// How many series the family holds.
+    pub fn len(&self) -> usize {
+        self.keys.lock().expect("metrics lock").len()
+    }
+
+    /// True when the family holds no series.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn family(&self) -> Family<Labels, M, C> {
+        self.family.clone()
+    }
+}
+
+/// The value of label `name` in `labels`.
+fn value_of<'a>(labels: &'a Labels, name: &str) -> Option<&'a str> {
+    labels
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// True when `labels` has every `(name, value)` of `pairs`.
+fn has_all(labels: &Labels, pairs: &[(&str, &str)]) -> bool {
+    pairs.iter().all(|(k, v)| value_of(labels, k) == Some(*v))
+}
 
 /// The `Content-Type` of what [`Metrics::encode`] returns.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
@@ -44,55 +129,55 @@ pub struct Metrics {
     registry: Registry,
     /// `controller_runtime_reconcile_total{controller, result}`: reconciles by outcome
     /// (`success`, `error`, `requeue`, `requeue_after`).
-    pub reconciles: Family<Labels, Counter>,
+    pub reconciles: Series<Counter>,
     /// `controller_runtime_reconcile_errors_total{controller}`: reconciles that failed.
-    pub reconcile_errors: Family<Labels, Counter>,
+    pub reconcile_errors: Series<Counter>,
     /// `controller_runtime_reconcile_time_seconds{controller}`: reconcile duration.
     pub reconcile_time: HistogramFamily,
     /// `controller_runtime_active_workers{controller}`: reconciles running now.
-    pub active_workers: Family<Labels, Gauge>,
+    pub active_workers: Series<Gauge>,
     /// `plinth_pipeline_runs_total{promise, pipeline, result}`: finished pipeline Jobs.
-    pub pipeline_runs: Family<Labels, Counter>,
+    pub pipeline_runs: Series<Counter>,
     /// `plinth_pipeline_duration_seconds{promise, pipeline, result}`: Job start to finish.
     pub pipeline_duration: HistogramFamily,
     /// `plinth_statestore_writes_total{kind, store, result}`: write requests to a store.
-    pub store_writes: Family<Labels, Counter>,
+    pub store_writes: Series<Counter>,
     /// `plinth_statestore_write_duration_seconds{kind, store}`: write latency, batching
     /// window and push included.
     pub store_write_duration: HistogramFamily,
     /// `plinth_statestore_written_bytes_total{kind, store}`: file content bytes sent.
-    pub store_written_bytes: Family<Labels, Counter>,
+    pub store_written_bytes: Series<Counter>,
     /// `plinth_statestore_commits_total{kind, store}`: distinct Git commits (bucket: writes
     /// that changed objects) made by this process.
-    pub store_commits: Family<Labels, Counter>,
+    pub store_commits: Series<Counter>,
     /// Last counted commit per store, so writes batched into one commit count it once.
     last_commit: Mutex<HashMap<String, String>>,
     /// Health state per `(promise, namespace/name)` of request, behind `health_states`.
     health_of: Mutex<HashMap<(String, String), String>>,
     /// `kratix_workplacement_writes_total{result, promise, resource, destination,
     /// pipeline}`: WorkPlacement writes to a state store, as Kratix counts them.
-    pub workplacement_writes: Family<Labels, Counter>,
+    pub workplacement_writes: Series<Counter>,
     /// `kratix_workplacement_outcomes_total{result, promise, resource, namespace,
     /// destination}`: scheduling outcomes (`scheduled`, `unscheduled`, `misplaced`).
-    pub workplacement_outcomes: Family<Labels, Counter>,
+    pub workplacement_outcomes: Series<Counter>,
     /// `plinth_apiserver_requests_total{verb, resource, code}`.
-    pub api_requests: Family<Labels, Counter>,
+    pub api_requests: Series<Counter>,
     /// `plinth_apiserver_request_duration_seconds{verb, resource}`.
     pub api_request_duration: HistogramFamily,
     /// `plinth_apiserver_watches{resource}`: open watches.
-    pub api_watches: Family<Labels, Gauge>,
+    pub api_watches: Series<Gauge>,
     /// `plinth_apiserver_sqlite_size_bytes`: database file size (main file and WAL).
     pub sqlite_size_bytes: Gauge,
     /// `plinth_health_requests{promise, state}`: resource requests per health state.
-    pub health_states: Family<Labels, Gauge>,
+    pub health_states: Series<Gauge>,
     /// `plinth_agent_passes_total{agent, result}`: Destination agent passes (`success`,
     /// `error`).
-    pub agent_passes: Family<Labels, Counter>,
+    pub agent_passes: Series<Counter>,
     /// `plinth_agent_pass_duration_seconds{agent}`: read, apply and prune of one pass.
     pub agent_pass_duration: HistogramFamily,
     /// `plinth_agent_objects_total{agent, action}`: objects `applied`, `unchanged` or
     /// `pruned` by the agent's passes.
-    pub agent_objects: Family<Labels, Counter>,
+    pub agent_objects: Series<Counter>,
 }
 
 impl Default for Metrics {
@@ -121,28 +206,28 @@ impl Metrics {
         let mut registry = Registry::default();
         let hist = || HistogramFamily::new_with_constructor(duration_histogram);
         let m = Metrics {
-            reconciles: Family::default(),
-            reconcile_errors: Family::default(),
+            reconciles: Series::default(),
+            reconcile_errors: Series::default(),
             reconcile_time: hist(),
-            active_workers: Family::default(),
-            pipeline_runs: Family::default(),
+            active_workers: Series::default(),
+            pipeline_runs: Series::default(),
             pipeline_duration: HistogramFamily::new_with_constructor(pipeline_histogram),
-            store_writes: Family::default(),
+            store_writes: Series::default(),
             store_write_duration: hist(),
-            store_written_bytes: Family::default(),
-            store_commits: Family::default(),
+            store_written_bytes: Series::default(),
+            store_commits: Series::default(),
             last_commit: Mutex::new(HashMap::new()),
             health_of: Mutex::new(HashMap::new()),
-            workplacement_writes: Family::default(),
-            workplacement_outcomes: Family::default(),
-            api_requests: Family::default(),
+            workplacement_writes: Series::default(),
+            workplacement_outcomes: Series::default(),
+            api_requests: Series::default(),
             api_request_duration: hist(),
-            api_watches: Family::default(),
+            api_watches: Series::default(),
             sqlite_size_bytes: Gauge::default(),
-            health_states: Family::default(),
-            agent_passes: Family::default(),
+            health_states: Series::default(),
+            agent_passes: Series::default(),
             agent_pass_duration: hist(),
-            agent_objects: Family::default(),
+            agent_objects: Series::default(),
             registry: Registry::default(),
         };
         m.register_controllers(&mut registry);
@@ -156,32 +241,32 @@ impl Metrics {
         r.register(
             "controller_runtime_reconcile",
             "Reconciles per controller and result",
-            self.reconciles.clone(),
+            self.reconciles.family(),
         );
         r.register(
             "controller_runtime_reconcile_errors",
             "Reconciles that returned an error, per controller",
-            self.reconcile_errors.clone(),
+            self.reconcile_errors.family(),
         );
         r.register(
             "controller_runtime_reconcile_time_seconds",
             "Time a reconcile took, per controller",
-            self.reconcile_time.clone(),
+            self.reconcile_time.family(),
         );
         r.register(
             "controller_runtime_active_workers",
             "Reconciles running now, per controller",
-            self.active_workers.clone(),
+            self.active_workers.family(),
         );
         r.register(
             "plinth_pipeline_runs",
             "Finished pipeline Jobs by Promise, pipeline and result",
-            self.pipeline_runs.clone(),
+            self.pipeline_runs.family(),
         );
         r.register(
             "plinth_pipeline_duration_seconds",
             "Pipeline Job duration from start to finish",
-            self.pipeline_duration.clone(),
+            self.pipeline_duration.family(),
         );
     }
 
@@ -190,32 +275,32 @@ impl Metrics {
         r.register(
             "plinth_statestore_writes",
             "Write requests to a state store by result",
-            self.store_writes.clone(),
+            self.store_writes.family(),
         );
         r.register(
             "plinth_statestore_write_duration_seconds",
             "State store write latency (batching and push included)",
-            self.store_write_duration.clone(),
+            self.store_write_duration.family(),
         );
         r.register(
             "plinth_statestore_written_bytes",
             "File content bytes written to a state store",
-            self.store_written_bytes.clone(),
+            self.store_written_bytes.family(),
         );
         r.register(
             "plinth_statestore_commits",
             "Distinct commits made to a state store",
-            self.store_commits.clone(),
+            self.store_commits.family(),
         );
         r.register(
             "kratix_workplacement_writes",
             "WorkPlacement writes to a state store",
-            self.workplacement_writes.clone(),
+            self.workplacement_writes.family(),
         );
         r.register(
             "kratix_workplacement_outcomes",
             "Scheduling outcomes of workload groups",
-            self.workplacement_outcomes.clone(),
+            self.workplacement_outcomes.family(),
         );
     }
 
@@ -224,17 +309,17 @@ impl Metrics {
         r.register(
             "plinth_apiserver_requests",
             "API server requests by verb, resource and status code",
-            self.api_requests.clone(),
+            self.api_requests.family(),
         );
         r.register(
             "plinth_apiserver_request_duration_seconds",
             "API server request latency by verb and resource",
-            self.api_request_duration.clone(),
+            self.api_request_duration.family(),
         );
         r.register(
             "plinth_apiserver_watches",
             "Open watches by resource",
-            self.api_watches.clone(),
+            self.api_watches.family(),
         );
         r.register(
             "plinth_apiserver_sqlite_size_bytes",
@@ -244,22 +329,22 @@ impl Metrics {
         r.register(
             "plinth_health_requests",
             "Resource requests per Promise and health state",
-            self.health_states.clone(),
+            self.health_states.family(),
         );
         r.register(
             "plinth_agent_passes",
             "Destination agent passes by result",
-            self.agent_passes.clone(),
+            self.agent_passes.family(),
         );
         r.register(
             "plinth_agent_pass_duration_seconds",
             "Duration of one Destination agent pass",
-            self.agent_pass_duration.clone(),
+            self.agent_pass_duration.family(),
         );
         r.register(
             "plinth_agent_objects",
             "Objects applied, left unchanged or pruned by a Destination agent",
-            self.agent_objects.clone(),
+            self.agent_objects.family(),
         );
     }
 
@@ -365,6 +450,108 @@ impl Metrics {
     }
 }
 
+/// A family as [`Metrics::forget`] sees it: label sets it can drop.
+trait Prune {
+    fn prune(&self, drop: &mut dyn FnMut(&Labels) -> bool) -> usize;
+    fn count(&self) -> usize;
+}
+
+impl<M: Clone, C: MetricConstructor<M> + Clone> Prune for Series<M, C> {
+    fn prune(&self, drop: &mut dyn FnMut(&Labels) -> bool) -> usize {
+        self.remove_where(drop)
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Metrics {
+    fn families(&self) -> [&dyn Prune; 19] {
+        [
+            &self.reconciles,
+            &self.reconcile_errors,
+            &self.reconcile_time,
+            &self.active_workers,
+            &self.pipeline_runs,
+            &self.pipeline_duration,
+            &self.store_writes,
+            &self.store_write_duration,
+            &self.store_written_bytes,
+            &self.store_commits,
+            &self.workplacement_writes,
+            &self.workplacement_outcomes,
+            &self.api_requests,
+            &self.api_request_duration,
+            &self.api_watches,
+            &self.health_states,
+            &self.agent_passes,
+            &self.agent_pass_duration,
+            &self.agent_objects,
+        ]
+    }
+
+    /// Removes, from every family, each series whose labels have all of `pairs`: e.g.
+    /// `[("promise", "redis")]` when the Promise is deleted, `[("destination", "edge")]`
+    /// when a Destination is. Returns how many series went.
+    pub fn forget(&self, pairs: &[(&str, &str)]) -> usize {
+        if pairs.is_empty() {
+            return 0;
+        }
+        if let Some(promise) = pairs.iter().find(|(k, _)| *k == "promise").map(|p| p.1) {
+            self.health_of
+                .lock()
+                .expect("metrics lock")
+                .retain(|(p, _), _| p != promise);
+        }
+        self.families()
+            .iter()
+            .map(|f| f.prune(&mut |l| has_all(l, pairs)))
+            .sum()
+    }
+
+    /// Removes the series of resource request `name` in `namespace` of `promise` (`name`
+    /// empty: the Promise's own Works in `namespace`), called when the last Work made for
+    /// it is gone. `kratix_workplacement_writes_total` has no namespace label (Kratix's
+    /// label set), so its series go only when `name_elsewhere` is false: no request of
+    /// that name is left in another namespace.
+    pub fn forget_request(&self, promise: &str, namespace: &str, name: &str, name_elsewhere: bool) {
+        let mut gone = self.workplacement_outcomes.remove_where(|l| {
+            has_all(
+                l,
+                &[
+                    ("promise", promise),
+                    ("resource", name),
+                    ("namespace", namespace),
+                ],
+            )
+        });
+        if !name_elsewhere {
+            gone += self
+                .workplacement_writes
+                .remove_where(|l| has_all(l, &[("promise", promise), ("resource", name)]));
+        }
+        if !name.is_empty() {
+            self.set_health(promise, &format!("{namespace}/{name}"), None);
+        }
+        tracing::trace!(promise, namespace, name, gone, "request metrics removed");
+    }
+
+    /// Removes the series of state store `name` of `kind` (`GitStateStore`,
+    /// `BucketStateStore`), called when the store is deleted.
+    pub fn forget_store(&self, kind: &str, name: &str) {
+        self.last_commit
+            .lock()
+            .expect("metrics lock")
+            .remove(&format!("{kind}/{name}"));
+        self.forget(&[("kind", kind), ("store", name)]);
+    }
+
+    /// How many series all families hold (histograms count one per label set).
+    pub fn series(&self) -> usize {
+        self.families().iter().map(|f| f.count()).sum()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,5 +620,75 @@ mod tests {
         assert!(text.contains(
             r#"kratix_workplacement_outcomes_total{result="scheduled",promise="redis",resource="r1",namespace="default",destination="local"} 1"#
         ), "{text}");
+    }
+
+    fn outcome(m: &Metrics, promise: &str, resource: &str, ns: &str, dest: &str) {
+        m.workplacement_outcomes
+            .get_or_create(&labels([
+                ("result", "scheduled"),
+                ("promise", promise),
+                ("resource", resource),
+                ("namespace", ns),
+                ("destination", dest),
+            ]))
+            .inc();
+        m.workplacement_writes
+            .get_or_create(&labels([
+                ("result", "success"),
+                ("promise", promise),
+                ("resource", resource),
+                ("destination", dest),
+                ("pipeline", "instance-configure"),
+            ]))
+            .inc();
+    }
+
+    #[test]
+    fn a_deleted_request_leaves_no_series() {
+        let m = Metrics::new();
+        outcome(&m, "redis", "a", "default", "local");
+        outcome(&m, "redis", "a", "team-a", "local");
+        outcome(&m, "redis", "b", "default", "local");
+        m.set_health("redis", "default/a", Some("healthy"));
+        // `a` still lives in team-a: its write series (no namespace label) stay.
+        m.forget_request("redis", "default", "a", true);
+        let text = m.encode();
+        assert!(!text.contains(r#"resource="a",namespace="default""#), "{text}");
+        assert!(text.contains(r#"resource="a",namespace="team-a""#), "{text}");
+        assert!(text.contains(r#"promise="redis",resource="a",destination"#), "{text}");
+        assert!(text.contains(r#"plinth_health_requests{promise="redis",state="healthy"} 0"#));
+        m.forget_request("redis", "team-a", "a", false);
+        let text = m.encode();
+        assert!(!text.contains(r#"resource="a""#), "{text}");
+        assert!(text.contains(r#"resource="b""#), "{text}");
+        assert_eq!(m.workplacement_outcomes.len(), 1);
+        assert_eq!(m.workplacement_writes.len(), 1);
+    }
+
+    #[test]
+    fn a_deleted_promise_destination_or_store_leaves_no_series() {
+        let m = Metrics::new();
+        outcome(&m, "redis", "a", "default", "local");
+        outcome(&m, "pg", "a", "default", "edge");
+        m.observe_pipeline("redis", "p", "succeeded", Duration::from_secs(1));
+        m.set_health("redis", "default/a", Some("healthy"));
+        m.observe_store_write("GitStateStore", "s1", Duration::ZERO, 1, Ok((true, "x")));
+        m.observe_store_write("GitStateStore", "s2", Duration::ZERO, 1, Ok((true, "x")));
+        let before = m.series();
+        // Outcomes, writes, pipeline runs and durations, health.
+        assert_eq!(m.forget(&[("promise", "redis")]), 5);
+        assert!(!m.encode().contains(r#"promise="redis""#));
+        assert_eq!(m.forget(&[("destination", "edge")]), 2);
+        m.forget_store("GitStateStore", "s1");
+        let text = m.encode();
+        assert!(!text.contains(r#"store="s1""#), "{text}");
+        assert!(text.contains(r#"store="s2""#), "{text}");
+        assert_eq!(m.series(), before - 5 - 2 - 4);
+        // A store of the same name made again counts its first commit.
+        m.observe_store_write("GitStateStore", "s1", Duration::ZERO, 1, Ok((true, "x")));
+        assert!(m.encode().contains(
+            r#"plinth_statestore_commits_total{kind="GitStateStore",store="s1"} 1"#
+        ));
+        assert_eq!(m.forget(&[]), 0);
     }
 }

@@ -22,7 +22,6 @@ pub mod expiry;
 mod gc;
 mod kinds;
 mod kratix;
-pub mod listener;
 mod logs;
 pub mod metrics;
 pub mod patch;

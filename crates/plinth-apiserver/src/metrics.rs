@@ -14,52 +14,44 @@ use axum::response::Response;
 use futures::StreamExt;
 use plinth_api::metrics::{Metrics, labels};
 
+use crate::app::App;
+use crate::registry::Registry;
+
+/// The label a request to a path this server does not serve is counted under, whatever
+/// the path says: a client must not create series by inventing URLs.
+pub const OTHER: &str = "other";
+
 /// The Kubernetes verb and resource of a request: `("list", "deployments.apps")`,
-/// `("get", "pods/log")`. Paths outside `/api` and `/apis/<group>/<version>` (discovery,
-/// OpenAPI, version) have the resource `""` and the lower-cased method as verb.
+/// `("get", "pods/log")`. The resource is one the registry serves (with a served
+/// subresource), [`OTHER`] for any other path under `/api` or `/apis/<group>/<version>`,
+/// and `""` for discovery, OpenAPI, version and health; the verb is from a fixed set
+/// (the lower-cased method outside resources, `other` for unknown methods). So every
+/// label value is from a bounded set, whatever the URL.
 pub fn verb_and_resource(
+    registry: &Registry,
     method: &http::Method,
     path: &str,
     query: Option<&str>,
-) -> (String, String) {
+) -> (&'static str, String) {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let (group, rest) = match segs.as_slice() {
-        ["api", _v, rest @ ..] => ("", rest),
-        ["apis", g, _v, rest @ ..] => (*g, rest),
-        _ => return (method.as_str().to_ascii_lowercase(), String::new()),
+    let resource_path = match segs.as_slice() {
+        ["api", _v, rest @ ..] | ["apis", _, _v, rest @ ..] => !rest.is_empty(),
+        _ => false,
     };
-    let mut rest = rest;
-    let mut watch_path = false;
-    if rest.first() == Some(&"watch") {
-        watch_path = true;
-        rest = &rest[1..];
-    }
-    // `namespaces/<ns>/<resource>/...` unless it is the Namespace itself (or its
-    // `status` / `finalize` subresource).
-    let namespaced = rest.len() >= 3
-        && rest[0] == "namespaces"
-        && !(rest.len() == 3 && matches!(rest[2], "status" | "finalize"));
-    if namespaced {
-        rest = &rest[2..];
-    }
-    let Some(plural) = rest.first() else {
-        return (method.as_str().to_ascii_lowercase(), String::new());
-    };
-    let named = rest.len() >= 2;
-    let mut resource = if group.is_empty() {
-        plural.to_string()
-    } else {
-        format!("{plural}.{group}")
-    };
-    if let Some(sub) = rest.get(2) {
-        resource = format!("{resource}/{sub}");
+    if !resource_path {
+        return (method_verb(method), String::new());
     }
     let watch_param = query.is_some_and(|q| {
         q.split('&')
             .any(|kv| kv == "watch=true" || kv == "watch=1" || kv == "watch")
     });
+    let (resource, named) = match crate::router::served_resource(registry, path) {
+        Some(found) => found,
+        // Unknown: the verb still tells a list from a get by the path's shape.
+        None => (OTHER.to_string(), segs.len() % 2 == 0),
+    };
     let verb = match *method {
-        http::Method::GET if watch_path || watch_param => "watch",
+        http::Method::GET if watch_param => "watch",
         http::Method::GET | http::Method::HEAD if named => "get",
         http::Method::GET | http::Method::HEAD => "list",
         http::Method::POST => "create",
@@ -67,23 +59,50 @@ pub fn verb_and_resource(
         http::Method::PATCH => "patch",
         http::Method::DELETE if named => "delete",
         http::Method::DELETE => "deletecollection",
-        _ => return (method.as_str().to_ascii_lowercase(), resource),
+        _ => OTHER,
     };
-    (verb.to_string(), resource)
+    (verb, resource)
+}
+
+/// The verb of a request outside the resource paths: its method, lower-cased, from the
+/// fixed set of HTTP methods; `other` for extension methods.
+fn method_verb(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::GET => "get",
+        http::Method::HEAD => "head",
+        http::Method::POST => "post",
+        http::Method::PUT => "put",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        http::Method::OPTIONS => "options",
+        _ => OTHER,
+    }
+}
+
+/// What the request middleware needs: where to record, and the registry that says which
+/// resources are served.
+#[derive(Clone)]
+pub struct Observer {
+    /// The process's metrics.
+    pub metrics: Arc<Metrics>,
+    /// The server's state (its registry of served resources).
+    pub app: Arc<App>,
 }
 
 /// Middleware: counts and times every request; a watch is counted as open from its
 /// response until its body ends (the client goes away or the server cuts it off).
-pub async fn observe_request(
-    State(metrics): State<Arc<Metrics>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let (verb, resource) = verb_and_resource(req.method(), req.uri().path(), req.uri().query());
+pub async fn observe_request(State(obs): State<Observer>, req: Request, next: Next) -> Response {
+    let metrics = obs.metrics;
+    let (verb, resource) = verb_and_resource(
+        &obs.app.registry,
+        req.method(),
+        req.uri().path(),
+        req.uri().query(),
+    );
     let started = Instant::now();
     let response = next.run(req).await;
     metrics.observe_api_request(
-        &verb,
+        verb,
         &resource,
         response.status().as_u16(),
         started.elapsed(),
@@ -153,12 +172,17 @@ mod tests {
     use http::Method;
 
     fn vr(m: Method, path: &str, q: Option<&str>) -> (String, String) {
-        verb_and_resource(&m, path, q)
+        let reg = Registry::with_builtins();
+        let (v, r) = verb_and_resource(&reg, &m, path, q);
+        (v.to_string(), r)
+    }
+
+    fn s(a: &str, b: &str) -> (String, String) {
+        (a.to_string(), b.to_string())
     }
 
     #[test]
     fn verbs_and_resources() {
-        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
         assert_eq!(
             vr(Method::GET, "/api/v1/namespaces/default/pods", None),
             s("list", "pods")
@@ -172,16 +196,8 @@ mod tests {
             s("get", "namespaces")
         );
         assert_eq!(
-            vr(Method::PUT, "/api/v1/namespaces/default/finalize", None),
-            s("update", "namespaces/finalize")
-        );
-        assert_eq!(
-            vr(
-                Method::GET,
-                "/apis/platform.kratix.io/v1alpha1/promises",
-                Some("watch=true&resourceVersion=1")
-            ),
-            s("watch", "promises.platform.kratix.io")
+            vr(Method::GET, "/api/v1/pods", Some("watch=true&resourceVersion=1")),
+            s("watch", "pods")
         );
         assert_eq!(
             vr(
@@ -201,5 +217,25 @@ mod tests {
         );
         assert_eq!(vr(Method::GET, "/openapi/v3", None), s("get", ""));
         assert_eq!(vr(Method::GET, "/apis", None), s("get", ""));
+        assert_eq!(vr(Method::GET, "/apis/g1.example/v1", None), s("get", ""));
+    }
+
+    #[test]
+    fn paths_the_server_does_not_serve_share_one_label() {
+        for (m, path) in [
+            (Method::GET, "/apis/g1.example/v1/r1"),
+            (Method::GET, "/apis/g2.example/v1/namespaces/x/r2/n"),
+            (Method::GET, "/api/v1/unicorns"),
+            // A served resource with an unknown version or subresource.
+            (Method::GET, "/apis/apps/v7/deployments"),
+            (Method::GET, "/api/v1/namespaces/a/pods/p/whatever"),
+            (Method::GET, "/api/v1/namespaces/a/configmaps/c/log"),
+            (Method::DELETE, "/apis/x.example/v1/a/b/c/d/e"),
+        ] {
+            assert_eq!(vr(m.clone(), path, None).1, OTHER, "{m} {path}");
+        }
+        let custom = Method::from_bytes(b"BREW").unwrap();
+        assert_eq!(vr(custom.clone(), "/api/v1/pods", None), s("other", "pods"));
+        assert_eq!(vr(custom, "/version", None), s("other", ""));
     }
 }

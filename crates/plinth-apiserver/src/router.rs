@@ -95,6 +95,24 @@ fn parse_target(reg: &Registry, path: &str) -> Result<Target, ApiError> {
     })
 }
 
+/// The served resource a request path names, as the metrics label it is counted under
+/// (`plural[.group][/subresource]`), and whether the path names one object; `None` when
+/// the path names nothing this server serves. Parsed exactly as requests are routed, so
+/// the label set is bounded by the registry.
+pub(crate) fn served_resource(reg: &Registry, path: &str) -> Option<(String, bool)> {
+    let t = parse_target(reg, path).ok()?;
+    check_subresource(&t.info, t.sub.as_deref()).ok()?;
+    let mut label = if t.info.group.is_empty() {
+        t.info.plural.clone()
+    } else {
+        format!("{}.{}", t.info.plural, t.info.group)
+    };
+    if let Some(sub) = &t.sub {
+        label = format!("{label}/{sub}");
+    }
+    Some((label, t.name.is_some()))
+}
+
 /// Subresources served: `status` where the resource has one, `pods/log`,
 /// `serviceaccounts/token`.
 fn check_subresource(info: &ResourceInfo, sub: Option<&str>) -> Result<(), ApiError> {

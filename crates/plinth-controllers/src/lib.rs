@@ -73,6 +73,7 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
         statestore::run(ctx.clone()),
         health::run(ctx.clone(), Arc::new(health::SystemClock)),
         observe::watch_pipelines(ctx.clone()),
+        observe::forget_deleted(ctx.clone()),
     );
 }
 

@@ -192,6 +192,75 @@ pub async fn watch_pipelines(ctx: std::sync::Arc<crate::Context>) {
     }
 }
 
+/// What [`forget_deleted`] removes series for.
+enum Gone {
+    Promise(String),
+    Destination(String),
+    Store(&'static str, String),
+}
+
+/// Names of the `K`s as they are deleted (gone from the API, every finalizer done), from
+/// a metadata-only watch.
+fn deleted_names<K>(client: &kube::Client) -> impl futures::Stream<Item = String> + Send + 'static
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, metadata_watcher, watcher};
+    metadata_watcher(kube::Api::<K>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .filter_map(|ev| async move {
+            match ev {
+                Ok(watcher::Event::Delete(m)) => Some(m.name_any()),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::debug!(kind = %K::kind(&()), error = %e, "deletion watch for metrics");
+                    None
+                }
+            }
+        })
+}
+
+/// Removes the series named after a Promise, a Destination or a state store when the
+/// object is deleted, whether or not its controller saw the deletion (a Destination
+/// with `cleanup: none` has no finalizer, so no reconcile sees it go). A request's series
+/// go with its last Work (the scheduler's deletion). Runs until the process stops.
+pub async fn forget_deleted(ctx: std::sync::Arc<crate::Context>) {
+    use futures::StreamExt;
+    use plinth_api::{BucketStateStore, GitStateStore, Promise};
+    let c = &ctx.client;
+    let streams: Vec<futures::stream::BoxStream<'static, Gone>> = vec![
+        deleted_names::<Promise>(c).map(Gone::Promise).boxed(),
+        deleted_names::<Destination>(c)
+            .map(Gone::Destination)
+            .boxed(),
+        deleted_names::<GitStateStore>(c)
+            .map(|n| Gone::Store("GitStateStore", n))
+            .boxed(),
+        deleted_names::<BucketStateStore>(c)
+            .map(|n| Gone::Store("BucketStateStore", n))
+            .boxed(),
+    ];
+    let mut gone = futures::stream::select_all(streams);
+    while let Some(g) = gone.next().await {
+        match g {
+            Gone::Promise(name) => {
+                ctx.metrics.forget(&[("promise", &name)]);
+            }
+            Gone::Destination(name) => {
+                ctx.metrics.forget(&[("destination", &name)]);
+            }
+            Gone::Store(kind, name) => ctx.metrics.forget_store(kind, &name),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,6 +101,8 @@ struct WorkCtx {
     recorder: EventRecorder,
     /// Events of the Work lifecycle (reporting component `WorkController`).
     work_recorder: EventRecorder,
+    /// The watched Works, to tell whether a deleted Work was its request's last.
+    works: Store<Work>,
 }
 
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler`.
@@ -143,6 +145,7 @@ pub async fn run(ctx: Arc<Context>) {
     let state = Arc::new(WorkCtx {
         recorder: ctx.recorder(REPORTER),
         work_recorder: ctx.recorder(plinth_api::constants::events::WORK_CONTROLLER),
+        works: work_store.clone(),
         ctx,
     });
     controller
@@ -335,6 +338,7 @@ async fn delete(state: &WorkCtx, w: &Reconciling<'_>) -> Result<Action, Error> {
         edit_finalizers(&w.works, &w.name, &[], &[finalizers::WORK_CLEANUP])
             .await
             .map_err(|e| Error::kube("removing finalizer from", &w.what, e))?;
+        forget_request_series(state, w.work);
         return Ok(Action::await_change());
     }
     let names: Vec<String> = existing.iter().map(|w| w.name_any()).collect();
@@ -357,6 +361,39 @@ async fn delete(state: &WorkCtx, w: &Reconciling<'_>) -> Result<Action, Error> {
     .await
     .map_err(|e| Error::kube("writing status of", &w.what, e))?;
     Ok(Action::requeue(state.ctx.config().requeue_short))
+}
+
+/// Removes the scheduling and write series of `work`'s request (or of its Promise's own
+/// Works in its namespace) once no other live Work is counted under them: a deleted
+/// request must not leave series behind. Works being deleted count as gone, as nothing
+/// is scheduled or written for them any more; so of two Works deleted together, the
+/// later one to finish does the removal whichever order the cache sees them in.
+fn forget_request_series(state: &WorkCtx, work: &Work) {
+    let promise = work.spec.promise_name.as_deref().unwrap_or("");
+    let resource = work.spec.resource_name.as_deref().unwrap_or("");
+    let ns = work.namespace().unwrap_or_default();
+    let name = work.name_any();
+    let mut same_name_elsewhere = false;
+    for other in state.works.state() {
+        if other.meta().deletion_timestamp.is_some()
+            || other.spec.promise_name.as_deref().unwrap_or("") != promise
+            || other.spec.resource_name.as_deref().unwrap_or("") != resource
+        {
+            continue;
+        }
+        let other_ns = other.namespace().unwrap_or_default();
+        if other_ns == ns {
+            if other.name_any() != name {
+                return;
+            }
+        } else {
+            same_name_elsewhere = true;
+        }
+    }
+    state
+        .ctx
+        .metrics
+        .forget_request(promise, &ns, resource, same_name_elsewhere);
 }
 
 /// Where a group's WorkPlacements go: (destination, existing placement) pairs, and
@@ -423,7 +460,12 @@ async fn place_group(
         outcome.misplaced |= misplaced;
         match placement::upsert(state, w.work, group, &dest, wp, misplaced).await {
             Ok(wp_name) => {
-                count_outcome(state, w.work, misplaced, &dest);
+                // A placement kept on a Destination that is gone (being removed by its
+                // deletion) is no scheduling outcome; counting it would bring back the
+                // series removed with the Destination.
+                if destinations.iter().any(|d| d.name == dest) {
+                    count_outcome(state, w.work, misplaced, &dest);
+                }
                 placed.insert(wp_name);
             }
             Err(e) => {
