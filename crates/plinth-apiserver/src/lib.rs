@@ -22,6 +22,7 @@ pub mod expiry;
 mod gc;
 mod kinds;
 mod kratix;
+pub mod listener;
 mod logs;
 pub mod metrics;
 pub mod patch;

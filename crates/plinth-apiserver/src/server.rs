@@ -60,6 +60,10 @@ pub struct ServerConfig {
     /// RBAC (they authenticate requests themselves), e.g. the read-only Git endpoint of
     /// `plinth up`. Their paths must not overlap the Kubernetes API's. Default none.
     pub extra_routes: Option<ExtraRoutes>,
+    /// Connection limits and timeouts of the HTTPS listener (connection cap, TLS
+    /// handshake, header-read and idle timeouts, HTTP/2 keep-alive, accept backoff); see
+    /// [`crate::listener::ListenerLimits`] for each default.
+    pub listener: crate::listener::ListenerLimits,
     /// Extra names (DNS names or IP addresses) on the serving certificate, e.g. the
     /// address a kind cluster reaches this machine by. Default none.
     pub tls_extra_names: Vec<String>,
@@ -108,6 +112,7 @@ impl Default for ServerConfig {
             log_poll_interval: Duration::from_millis(250),
             ready_on_start: true,
             extra_routes: None,
+            listener: crate::listener::ListenerLimits::default(),
             tls_extra_names: Vec::new(),
             metrics: None,
         }
@@ -228,10 +233,13 @@ async fn serve_https(
     if let Some(ExtraRoutes(extra)) = &config.extra_routes {
         net = extra.clone().merge(net);
     }
-    let task = serve_on_own_runtime(listener, tls, net).map_err(|source| Error::Listen {
-        addr: local,
-        source,
-    })?;
+    let task =
+        serve_on_own_runtime(listener, tls, net, config.listener.clone()).map_err(|source| {
+            Error::Listen {
+                addr: local,
+                source,
+            }
+        })?;
     let path = app.data_dir.join("kubeconfig");
     write_kubeconfig(&path, local, &files.ca_pem, app.tokens.admin_token())?;
     Ok((local, path, task))
@@ -502,6 +510,7 @@ fn serve_on_own_runtime(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     router: axum::Router,
+    limits: crate::listener::ListenerLimits,
 ) -> std::io::Result<JoinHandle<()>> {
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -519,7 +528,7 @@ fn serve_on_own_runtime(
         .spawn(move || {
             runtime.spawn(async move {
                 match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => serve_tls(l, tls, router).await,
+                    Ok(l) => crate::listener::serve(l, Some(tls), router, limits, "HTTPS").await,
                     Err(e) => tracing::error!("HTTPS listener: {e}"),
                 }
             });
@@ -530,36 +539,6 @@ fn serve_on_own_runtime(
         let _stop = stop;
         std::future::pending::<()>().await
     }))
-}
-
-async fn serve_tls(
-    listener: tokio::net::TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    router: axum::Router,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                continue;
-            }
-        };
-        let acceptor = acceptor.clone();
-        let svc = router.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(stream).await else {
-                return;
-            };
-            let io = hyper_util::rt::TokioIo::new(tls);
-            let svc = hyper_util::service::TowerToHyperService::new(svc);
-            let _ =
-                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection_with_upgrades(io, svc)
-                    .await;
-        });
-    }
 }
 
 fn write_kubeconfig(
