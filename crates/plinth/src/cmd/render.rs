@@ -178,3 +178,32 @@ pub fn read_promise(path: &Path) -> anyhow::Result<serde_json::Value> {
     }
     Ok(p)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authoring::render::OutputFile;
+
+    #[test]
+    fn the_report_shows_secret_keys_but_not_their_values() {
+        let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData:\n  password: rendered-plain\n";
+        let r = Rendered {
+            works: Vec::new(),
+            outputs: vec![OutputFile {
+                destination: "local".into(),
+                path: "local/resources/secret.yaml".into(),
+                content: secret.into(),
+                scheduled: true,
+            }],
+            groups: Vec::new(),
+            status: serde_json::json!({"message": "ok"}),
+            failure: None,
+        };
+        let out = report(&r);
+        assert!(!out.contains("rendered-plain"), "{out}");
+        assert!(
+            out.contains(&format!("password: {}", crate::redact::marker(b"rendered-plain"))),
+            "{out}"
+        );
+    }
+}
