@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need, then runs every test in the workspace.
+# The test command: installs what the tests need, then runs every test in the workspace and
+# the upstream kubectl tests (scripts/kubectl-upstream.sh).
 # Extra arguments go to cargo nextest (e.g. `scripts/test.sh -p plinth-apiserver`).
 #
 # The Kratix corpus (real Kratix YAML, kept outside the repository) is read from
@@ -18,8 +19,19 @@ else
     "the tests that need it are SKIPPED (reported as ignored); all others run"
 fi
 
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo nextest run --workspace --no-fail-fast "$@" || status=$?
 else
-  cargo test --workspace --no-fail-fast "$@"
+  cargo test --workspace --no-fail-fast "$@" || status=$?
 fi
+
+# Kubernetes' own kubectl tests against `plinth up` (about two minutes; see COMPATIBILITY.md).
+# Read from $PLINTH_KUBECTL_TESTS or ../shared/corpus/kubernetes-kubectl-tests; SKIPPED
+# without it. It fails when a function listed in scripts/kubectl-upstream.expected fails.
+# Only with the whole workspace: extra arguments select cargo tests.
+if [ "$#" -eq 0 ]; then
+  cargo build -q -p plinth --bin plinth
+  scripts/kubectl-upstream.sh || status=$?
+fi
+exit "$status"
