@@ -3,7 +3,9 @@
 //! separate from the API server's HTTPS listener so that `plinth operator` and
 //! `plinth agent` (which have none) serve it the same way, and so that a scraper needs
 //! neither the cluster CA nor a token; bind it to loopback or a network you trust, since
-//! metric labels name Promises, resource requests, namespaces and Destinations.
+//! metric labels name Promises, resource requests, namespaces and Destinations. It has the
+//! limits of every Plinth listener (`plinth_apiserver::listener`: a connection cap,
+//! header-read and idle timeouts, backoff and rate-limited logging on accept errors).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,11 +40,17 @@ pub async fn serve(
         .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
     let local = listener.local_addr()?;
     let app = router(metrics);
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "the metrics listener stopped");
-        }
-    });
+    let task = tokio::spawn(plinth_apiserver::listener::serve(
+        listener,
+        None,
+        app,
+        // A few scrapers at most: a small cap leaves descriptors to the rest.
+        plinth_apiserver::listener::ListenerLimits {
+            max_connections: 64,
+            ..Default::default()
+        },
+        "metrics",
+    ));
     tracing::info!(addr = %local, "serving metrics on http://{local}/metrics");
     Ok((local, task))
 }
