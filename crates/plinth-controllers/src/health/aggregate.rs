@@ -50,6 +50,10 @@ pub const MAX_DETAILS_BYTES: usize = 16 * 1024;
 /// size limit however large or many they are.
 pub const MAX_TOTAL_DETAILS_BYTES: usize = 128 * 1024;
 
+/// Most records listed in a request's `healthStatus.healthRecords` (the worst first when
+/// there are more; `omittedRecords` counts the rest). The state is always that of all.
+pub const MAX_LISTED_RECORDS: usize = 500;
+
 /// The marker that replaces `details` too large for the request's status: an object (the
 /// shape `details` has), saying how large they were and where the whole of them is.
 fn truncated_details(bytes: usize, limit: usize, record: &HealthRecord) -> Value {
@@ -65,10 +69,21 @@ fn truncated_details(bytes: usize, limit: usize, record: &HealthRecord) -> Value
 /// `status.healthStatus` for `records` (already filtered to one request): the worst state
 /// and one entry per record, ordered by namespace and name so the same records always give
 /// the same status. Each entry's `details` are copied up to [`MAX_DETAILS_BYTES`], and
-/// all of them up to [`MAX_TOTAL_DETAILS_BYTES`]; beyond that a marker stands in (the
-/// states are always all there).
+/// all of them up to [`MAX_TOTAL_DETAILS_BYTES`]; beyond that a marker stands in. At most
+/// [`MAX_LISTED_RECORDS`] entries are listed, the worst kept.
 pub fn health_status(records: &[&HealthRecord]) -> Value {
     let mut sorted: Vec<&&HealthRecord> = records.iter().collect();
+    let omitted = sorted.len().saturating_sub(MAX_LISTED_RECORDS);
+    if omitted > 0 {
+        sorted.sort_by_key(|r| {
+            (
+                r.spec.data.state.rank(),
+                r.metadata.namespace.clone(),
+                r.metadata.name.clone(),
+            )
+        });
+        sorted.truncate(MAX_LISTED_RECORDS);
+    }
     sorted.sort_by_key(|r| (r.metadata.namespace.clone(), r.metadata.name.clone()));
     let mut budget = MAX_TOTAL_DETAILS_BYTES;
     let entries: Vec<Value> = sorted
@@ -97,10 +112,14 @@ pub fn health_status(records: &[&HealthRecord]) -> Value {
             e
         })
         .collect();
-    json!({
+    let mut out = json!({
         "state": state_name(worst(records.iter().map(|r| r.spec.data.state))),
         "healthRecords": entries,
-    })
+    });
+    if omitted > 0 {
+        out["omittedRecords"] = json!(omitted);
+    }
+    out
 }
 
 /// The record that decides the overall state (the first worst one), as `namespace/name`.
@@ -202,5 +221,21 @@ mod tests {
         let kept = entries.iter().filter(|e| e["details"]["log"].is_string()).count();
         assert!((10..20).contains(&kept), "the total budget cut some: {kept}");
         assert!(serde_json::to_vec(&s).unwrap().len() < MAX_TOTAL_DETAILS_BYTES + 16 * 1024);
+    }
+
+    #[test]
+    fn many_records_list_the_worst_and_count_the_rest() {
+        let mut recs: Vec<HealthRecord> = (0..MAX_LISTED_RECORDS + 10)
+            .map(|i| rec(&format!("r-{i:04}"), HealthState::Healthy, 1))
+            .collect();
+        recs.push(rec("z-last", HealthState::Unhealthy, 1));
+        let refs: Vec<&HealthRecord> = recs.iter().collect();
+        let s = health_status(&refs);
+        assert_eq!(s["state"], "unhealthy");
+        assert_eq!(s["omittedRecords"], 11);
+        let entries = s["healthRecords"].as_array().unwrap();
+        assert_eq!(entries.len(), MAX_LISTED_RECORDS);
+        assert_eq!(entries.last().unwrap()["source"]["name"], "z-last", "the worst is kept");
+        assert!(health_status(&refs[..3]).get("omittedRecords").is_none());
     }
 }
