@@ -48,7 +48,7 @@ pub fn verb_and_resource(
     let (resource, named) = match crate::router::served_resource(registry, path) {
         Some(found) => found,
         // Unknown: the verb still tells a list from a get by the path's shape.
-        None => (OTHER.to_string(), segs.len() % 2 == 0),
+        None => (OTHER.to_string(), segs.len().is_multiple_of(2)),
     };
     let verb = match *method {
         http::Method::GET if watch_param => "watch",

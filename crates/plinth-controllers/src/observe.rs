@@ -212,8 +212,9 @@ where
         + 'static,
 {
     use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, metadata_watcher, watcher};
-    metadata_watcher(kube::Api::<K>::all(client.clone()), watcher::Config::default())
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api = kube::Api::<kube::core::PartialObjectMeta<K>>::all(client.clone());
+    watcher(api, watcher::Config::default())
         .default_backoff()
         .filter_map(|ev| async move {
             match ev {
