@@ -70,6 +70,9 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Objects deleted because they left the store.
     pub pruned: usize,
+    /// Objects whose declared fields another field manager had taken and the agent took
+    /// back (server-side apply with force, only for objects it applied before).
+    pub drift_corrected: usize,
     /// False when the store version had not moved and nothing was retried.
     pub read_store: bool,
     /// Errors of this pass (store and documents).
@@ -187,8 +190,9 @@ impl Agent {
     }
 
     /// One pass: read the store (skipped when its version has not moved and the last pass
-    /// left nothing to retry), apply in order, prune, judge readiness, save the inventory
-    /// and status when they changed.
+    /// left nothing to retry, then the files read last are used), apply in order what
+    /// differs from the live objects, prune, judge readiness, save the inventory and
+    /// status when they changed.
     pub async fn sync_once(&mut self) -> SyncReport {
         let writes_before = self.target.writes;
         let mut report = SyncReport::default();
@@ -201,10 +205,15 @@ impl Agent {
                 report.api_writes = self.target.writes - writes_before;
                 return report;
             }
-            Ok(false) => {
+            // Nothing read yet: nothing to hold the cluster to.
+            Ok(false) if self.digest.is_none() => {
                 report.api_writes = self.target.writes - writes_before;
                 return report;
             }
+            // The directory did not change: the files read last are checked against the
+            // live objects (reads only; a write only where someone changed a field the
+            // agent declares).
+            Ok(false) => {}
             Ok(true) => report.read_store = true,
         }
         let parsed = documents::parse(&self.files);
@@ -261,7 +270,12 @@ impl Agent {
         self.retry = !errors.is_empty();
         self.status = AgentStatus {
             source: self.source_name.clone(),
-            version: self.version.clone(),
+            // A pass over the files read before reports the version they came from.
+            version: if report.read_store {
+                self.version.clone()
+            } else {
+                self.status.version.clone()
+            },
             store_error: None,
             errors: errors.clone(),
             warnings,
@@ -461,11 +475,19 @@ impl Agent {
                 tracing::info!(object = %p.id.display(), "Job spec changed; the old Job was deleted to run the new one");
             }
         }
-        let applied = self
+        let mut applied = self
             .target
             .apply(&p.served, &p.id, &p.object, self.cfg.force_conflicts)
-            .await
-            .map_err(|e| match e {
+            .await;
+        if let (Err(ApplyError::Conflict(m)), Some(_)) = (&applied, known) {
+            // Another manager changed a field this agent applied and still declares (e.g.
+            // `kubectl scale` of declared replicas): the agent takes it back. Fields it
+            // never declared, or stopped declaring, are not in the document, so they stay.
+            tracing::info!(object = %p.id.display(), conflict = %m, "drift corrected: took back fields the document declares from another field manager");
+            report.drift_corrected += 1;
+            applied = self.target.apply(&p.served, &p.id, &p.object, true).await;
+        }
+        let applied = applied.map_err(|e| match e {
                 ApplyError::Conflict(m) => format!(
                     "{}: {}: {m}; another field manager owns these fields (not forced; run with --force-conflicts to take them)",
                     p.doc.source,

@@ -91,6 +91,9 @@ fn resource_list(app: &App, group: &str, version: &str) -> Option<Value> {
         if i.status_subresource {
             res.push(json!({"name": format!("{}/status", i.plural), "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if app.registry.scale_of(&i.group, &i.version, &i.plural).is_some() {
+            res.push(json!({"name": format!("{}/scale", i.plural), "singularName": "", "namespaced": i.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
         if i.group.is_empty() && i.plural == "pods" {
             res.push(json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}));
         }

@@ -27,9 +27,35 @@ pub fn rkey(group: &str, plural: &str) -> String {
     format!("{group}/{plural}")
 }
 
+/// Where a resource keeps what its `scale` subresource (`autoscaling/v1` Scale) reads and
+/// writes: JSON paths in the `.a.b` form of a CRD's `subresources.scale`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replica count, e.g. `.spec.replicas` (written by the subresource).
+    pub spec_replicas: String,
+    /// The observed replica count, e.g. `.status.replicas`.
+    pub status_replicas: String,
+    /// Where the Pods' label selector is: for built-in kinds a LabelSelector (or, for
+    /// ReplicationControllers, a map) at `.spec.selector`; for CRDs the
+    /// `labelSelectorPath`, a string in label-selector syntax. None: no selector.
+    pub label_selector: Option<String>,
+}
+
+/// The built-in kinds with a `scale` subresource, as Kubernetes serves them.
+const BUILTIN_SCALE: [(&str, &str); 4] = [
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("", "replicationcontrollers"),
+];
+
+type Gvr = (String, String, String);
+
 #[derive(Default)]
 struct Inner {
     by_gvr: HashMap<(String, String, String), Arc<ResourceInfo>>,
+    /// The resources with a `scale` subresource.
+    scale: HashMap<Gvr, ScalePaths>,
     /// CRD name → the (group, version, plural) entries it registered.
     crds: HashMap<String, Vec<(String, String, String)>>,
     /// Subresources served per (group, plural) besides `status`.
@@ -49,6 +75,16 @@ impl Registry {
         {
             let mut inner = r.inner.write().unwrap();
             for info in builtins() {
+                if BUILTIN_SCALE.contains(&(info.group.as_str(), info.plural.as_str())) {
+                    inner.scale.insert(
+                        (info.group.clone(), info.version.clone(), info.plural.clone()),
+                        ScalePaths {
+                            spec_replicas: ".spec.replicas".into(),
+                            status_replicas: ".status.replicas".into(),
+                            label_selector: Some(".spec.selector".into()),
+                        },
+                    );
+                }
                 inner.by_gvr.insert(
                     (
                         info.group.clone(),
@@ -119,6 +155,16 @@ impl Registry {
         out
     }
 
+    /// The `scale` subresource of a resource, if it has one.
+    pub fn scale_of(&self, group: &str, version: &str, plural: &str) -> Option<ScalePaths> {
+        self.inner
+            .read()
+            .unwrap()
+            .scale
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
     /// Bumped on every CRD change.
     pub fn generation(&self) -> u64 {
         self.inner.read().unwrap().generation
@@ -149,7 +195,11 @@ impl Registry {
         if let Some(old) = inner.crds.remove(&name) {
             for k in old {
                 inner.by_gvr.remove(&k);
+                inner.scale.remove(&k);
             }
+        }
+        for (k, paths) in crd_scale(crd) {
+            inner.scale.insert(k, paths);
         }
         let mut keys = Vec::new();
         for info in infos {
@@ -172,6 +222,7 @@ impl Registry {
         if let Some(old) = inner.crds.remove(name) {
             for k in old {
                 inner.by_gvr.remove(&k);
+                inner.scale.remove(&k);
             }
         }
         inner.generation += 1;
@@ -205,6 +256,32 @@ fn version_priority(v: &str) -> (u8, u32, u32) {
         None
     };
     re(v).unwrap_or((0, 0, 0))
+}
+
+/// The `subresources.scale` of each served version of a CRD.
+fn crd_scale(crd: &Value) -> Vec<(Gvr, ScalePaths)> {
+    let spec = &crd["spec"];
+    let (Some(group), Some(plural)) = (spec["group"].as_str(), spec["names"]["plural"].as_str())
+    else {
+        return Vec::new();
+    };
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    versions
+        .iter()
+        .filter(|v| v["served"].as_bool() == Some(true))
+        .filter_map(|v| {
+            let sc = v.pointer("/subresources/scale")?;
+            let path = |k: &str| sc[k].as_str().map(String::from);
+            Some((
+                (group.to_string(), v["name"].as_str()?.to_string(), plural.to_string()),
+                ScalePaths {
+                    spec_replicas: path("specReplicasPath")?,
+                    status_replicas: path("statusReplicasPath")?,
+                    label_selector: path("labelSelectorPath"),
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The ResourceInfos a CRD serves (one per served version).

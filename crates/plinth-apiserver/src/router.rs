@@ -101,7 +101,7 @@ fn parse_target(reg: &Registry, path: &str) -> Result<Target, ApiError> {
 /// the label set is bounded by the registry.
 pub(crate) fn served_resource(reg: &Registry, path: &str) -> Option<(String, bool)> {
     let t = parse_target(reg, path).ok()?;
-    check_subresource(&t.info, t.sub.as_deref()).ok()?;
+    check_subresource(reg, &t.info, t.sub.as_deref()).ok()?;
     let mut label = if t.info.group.is_empty() {
         t.info.plural.clone()
     } else {
@@ -113,12 +113,13 @@ pub(crate) fn served_resource(reg: &Registry, path: &str) -> Option<(String, boo
     Some((label, t.name.is_some()))
 }
 
-/// Subresources served: `status` where the resource has one, `pods/log`,
+/// Subresources served: `status` and `scale` where the resource has one, `pods/log`,
 /// `serviceaccounts/token`.
-fn check_subresource(info: &ResourceInfo, sub: Option<&str>) -> Result<(), ApiError> {
+fn check_subresource(reg: &Registry, info: &ResourceInfo, sub: Option<&str>) -> Result<(), ApiError> {
     let ok = match sub {
         None => true,
         Some("status") => info.status_subresource,
+        Some("scale") => reg.scale_of(&info.group, &info.version, &info.plural).is_some(),
         Some("log") => info.group.is_empty() && info.plural == "pods",
         Some("token") => info.group.is_empty() && info.plural == "serviceaccounts",
         Some(_) => false,
@@ -146,7 +147,10 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
     let t = parse_target(&app.registry, parts.uri.path())?;
     let cx = RequestContext::of(&parts.uri, &parts.headers);
-    check_subresource(&t.info, t.sub.as_deref())?;
+    check_subresource(&app.registry, &t.info, t.sub.as_deref())?;
+    if t.sub.as_deref() == Some("scale") {
+        return scale(&app, &t, &cx, &parts.method, body).await;
+    }
     match (&parts.method, t.name.clone()) {
         (&Method::GET, Some(name)) => get(&app, &t, &cx, name).await,
         (&Method::GET, None) if truthy(&cx.q, "watch") => {
@@ -189,6 +193,38 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
             format!("the server does not allow this method on the requested resource ({m})"),
         )),
     }
+}
+
+/// GET, PUT or PATCH of `scale` where the resource has one (404 elsewhere).
+async fn scale(
+    app: &AppRef,
+    t: &Target,
+    cx: &RequestContext,
+    method: &Method,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let i = &t.info;
+    let paths = app.registry.scale_of(&i.group, &i.version, &i.plural);
+    let (Some(paths), Some(name)) = (paths, t.name.as_deref()) else {
+        return Err(not_found_path());
+    };
+    let ns = t.ns.as_deref();
+    let scale = match *method {
+        Method::GET => verbs::scale::get(app, i, &paths, ns, name).await?,
+        Method::PUT | Method::PATCH => {
+            let bytes = read_body(app, body).await?;
+            let is_patch = *method == Method::PATCH;
+            verbs::scale::write(app, i, &paths, ns, name, cx, &bytes, is_patch).await?
+        }
+        ref m => {
+            return Err(ApiError::new(
+                405,
+                "MethodNotAllowed",
+                format!("the server does not allow this method on the requested resource ({m})"),
+            ));
+        }
+    };
+    Ok(json_response(StatusCode::OK, &scale))
 }
 
 /// One object rendered as the client asked.

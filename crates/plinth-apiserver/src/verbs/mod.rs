@@ -7,12 +7,13 @@
 mod create;
 mod delete;
 mod read;
+pub(crate) mod scale;
 mod update;
 
 pub(crate) use create::{create, namespace_defaults};
 pub(crate) use delete::{DeleteOptions, delete, delete_collection};
 pub(crate) use read::list;
-pub(crate) use update::{apply_request, modify, patch, update};
+pub(crate) use update::{apply_request, modify, modify_as, patch, update};
 
 use serde_json::{Value, json};
 

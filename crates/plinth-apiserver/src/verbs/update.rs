@@ -454,6 +454,23 @@ fn check_patched_identity(old: &Value, new: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An update computed from the stored object by `f` (re-run on storage races), recorded
+/// under `owner`; with `explicit_rv` the proposal's resourceVersion is a precondition.
+/// Used by subresources that write one field of their parent (`scale`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn modify_as(
+    app: &App,
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+    dry_run: bool,
+    explicit_rv: bool,
+    owner: &Owner,
+    f: impl FnMut(&Value) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    update_with(app, info, ns, name, false, dry_run, explicit_rv, owner, f).await
+}
+
 /// Internal update used by the garbage collector and lifecycle code.
 pub(crate) async fn modify(
     app: &App,
