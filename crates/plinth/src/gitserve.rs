@@ -2,10 +2,20 @@
 //! agent (Flux, Argo CD, a plain `git clone`) can pull what the platform wrote.
 //!
 //! Served on the API server's HTTPS listener, with its TLS certificate, under
-//! `/git/<GitStateStore name>` (a trailing `.git` is accepted). Only a GitStateStore whose
-//! URL is `file://` and names a repository inside the data directory is served; anything
-//! else is 404. Only git's smart protocol for fetching (`git-upload-pack`) is answered;
-//! pushing (`git-receive-pack`) is 403 and the dumb protocol is not offered.
+//! `/git/<GitStateStore name>` (a trailing `.git` is accepted). Only the repository Plinth
+//! created as its local state store ([`LOCAL_STORE_REPO`] in the data directory, made by
+//! `plinth up`'s bootstrap) is served, to any GitStateStore whose `file://` URL names it;
+//! every other repository is 404 — in particular the controllers' working copies under
+//! `<data-dir>/controllers/statestores/`, which mirror stores outside the data directory
+//! (remote or private ones) that the read token must not reach. Only git's smart protocol
+//! for fetching (`git-upload-pack`) is answered; pushing (`git-receive-pack`) is 403 and
+//! the dumb protocol is not offered.
+//!
+//! Request bodies are streamed into git as they arrive (never held whole), up to
+//! [`GitLimits::max_request_bytes`] (413 beyond, as git's own
+//! `GIT_HTTP_MAX_REQUEST_BUFFER`). At most [`GitLimits::max_concurrent`] requests are
+//! served at once (each runs a git process); a request that finds no free slot within
+//! [`GitLimits::queue_wait`] is answered 503 with `Retry-After`.
 //!
 //! Every request needs the read token from `<data-dir>/git-read-token` (created at first
 //! start, kept across restarts, file mode 0600), either as the password of HTTP basic auth
@@ -19,6 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::body::{Body, Bytes};
@@ -27,19 +38,46 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// File name of the read token, in the data directory next to the kubeconfig.
 pub const TOKEN_FILE: &str = "git-read-token";
 /// URL path prefix of the served repositories.
 pub const ROUTE_PREFIX: &str = "/git";
-/// Largest request body accepted (an upload-pack negotiation: wants and haves).
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The bare repository, in the data directory, that Plinth creates as its local state
+/// store (the GitStateStore `local` of `plinth up`): the only repository served.
+pub const LOCAL_STORE_REPO: &str = "state-store.git";
+
+/// Limits of the Git endpoint.
+#[derive(Clone, Debug)]
+pub struct GitLimits {
+    /// Git requests served at once (each runs `git http-backend`). Default 4.
+    pub max_concurrent: usize,
+    /// How long a request waits for a free slot before it is answered 503 with
+    /// `Retry-After`. Default 10 s.
+    pub queue_wait: Duration,
+    /// Largest request body (an upload-pack negotiation: wants and haves), streamed to
+    /// git; larger ones are 413. Default 10 MiB, git's own default limit.
+    pub max_request_bytes: u64,
+}
+
+impl Default for GitLimits {
+    fn default() -> Self {
+        GitLimits {
+            max_concurrent: 4,
+            queue_wait: Duration::from_secs(10),
+            max_request_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
 
 /// State of the Git endpoint.
 pub struct GitServe {
     data_dir: PathBuf,
     token: String,
     client: OnceLock<kube::Client>,
+    limits: GitLimits,
+    slots: Arc<Semaphore>,
 }
 
 impl GitServe {
@@ -49,6 +87,13 @@ impl GitServe {
     ///
     /// Errors: the data directory cannot be resolved or the token file cannot be written.
     pub fn new(data_dir: &Path) -> anyhow::Result<Arc<GitServe>> {
+        Self::with_limits(data_dir, GitLimits::default())
+    }
+
+    /// [`GitServe::new`] with other limits.
+    ///
+    /// Errors: as [`GitServe::new`].
+    pub fn with_limits(data_dir: &Path, limits: GitLimits) -> anyhow::Result<Arc<GitServe>> {
         let data_dir = data_dir
             .canonicalize()
             .with_context(|| format!("resolving data dir {}", data_dir.display()))?;
@@ -57,6 +102,8 @@ impl GitServe {
             data_dir,
             token,
             client: OnceLock::new(),
+            slots: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
+            limits,
         }))
     }
 
@@ -229,16 +276,45 @@ async fn handle(State(state): State<Arc<GitServe>>, req: Request) -> Response {
             StatusCode::FORBIDDEN,
             "only git's smart HTTP protocol for fetching (git-upload-pack) is served",
         ),
-        Op::AdvertiseUploadPack | Op::UploadPack => match state.repository(&store).await {
-            Ok(repo) => run_http_backend(&repo, req).await,
-            Err(resp) => resp,
-        },
+        Op::AdvertiseUploadPack | Op::UploadPack => {
+            let slot = match state.slot().await {
+                Ok(s) => s,
+                Err(resp) => return resp,
+            };
+            match state.repository(&store).await {
+                Ok(repo) => {
+                    run_http_backend(&repo, req, slot, state.limits.max_request_bytes).await
+                }
+                Err(resp) => resp,
+            }
+        }
     }
 }
 
 impl GitServe {
+    /// A slot to run one git request in, waited for at most [`GitLimits::queue_wait`];
+    /// else 503 with `Retry-After`.
+    async fn slot(&self) -> Result<OwnedSemaphorePermit, Response> {
+        match tokio::time::timeout(self.limits.queue_wait, self.slots.clone().acquire_owned()).await
+        {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => {
+                let mut r = plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "{} Git requests are being served, the most at once, and none ended within {:?}; retry later",
+                        self.limits.max_concurrent, self.limits.queue_wait
+                    ),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                Err(r)
+            }
+        }
+    }
+
     /// The bare repository served for GitStateStore `name`: its `file://` URL, resolved,
-    /// must lie inside the data directory.
+    /// must be the local state store Plinth created ([`LOCAL_STORE_REPO`]).
     async fn repository(&self, name: &str) -> Result<PathBuf, Response> {
         let Some(client) = self.client.get() else {
             return Err(plain(
@@ -266,11 +342,12 @@ impl GitServe {
                 "GitStateStore {name} is not served here: its spec.url {url:?} is not a local file:// repository"
             )));
         };
+        let served = self.data_dir.join(LOCAL_STORE_REPO);
         match Path::new(local).canonicalize() {
-            Ok(p) if p.starts_with(&self.data_dir) => Ok(p),
+            Ok(p) if served.canonicalize().is_ok_and(|s| s == p) => Ok(p),
             Ok(_) => Err(not_served(format!(
-                "GitStateStore {name} is not served here: its repository {local} is outside the data dir {}",
-                self.data_dir.display()
+                "GitStateStore {name} is not served here: its spec.url names {local}, and only the local state store Plinth created, {}, is served",
+                served.display()
             ))),
             Err(e) => Err(not_served(format!(
                 "GitStateStore {name}: repository {local}: {e}"
@@ -279,8 +356,52 @@ impl GitServe {
     }
 }
 
-/// Runs `git http-backend` for one request and streams its answer back.
-async fn run_http_backend(repo: &Path, req: Request) -> Response {
+/// Why a request body was not passed on whole.
+#[derive(Debug, PartialEq, Eq)]
+enum PipeError {
+    /// More than the limit arrived; `limit + 1` bytes were passed on, so git refuses it.
+    TooLarge(u64),
+    /// The client's body failed (e.g. the connection went away).
+    Body(String),
+    /// Git stopped reading.
+    Write(String),
+}
+
+/// Writes `body` to `to` chunk by chunk as it arrives (never holding it whole), at most
+/// `limit + 1` bytes: a body over `limit` is cut there, so the reader sees it is too large.
+async fn pipe_body<W>(body: Body, to: &mut W, limit: u64) -> Result<u64, PipeError>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut sent = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| PipeError::Body(e.to_string()))?;
+        let room = (limit + 1).saturating_sub(sent);
+        let part = &chunk[..chunk.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
+        to.write_all(part)
+            .await
+            .map_err(|e| PipeError::Write(e.to_string()))?;
+        sent += part.len() as u64;
+        if sent > limit {
+            return Err(PipeError::TooLarge(limit));
+        }
+    }
+    to.shutdown()
+        .await
+        .map_err(|e| PipeError::Write(e.to_string()))?;
+    Ok(sent)
+}
+
+/// Runs `git http-backend` for one request, streaming the request body in and its answer
+/// back; `slot` is held until the answer has been sent.
+async fn run_http_backend(
+    repo: &Path,
+    req: Request,
+    slot: OwnedSemaphorePermit,
+    max_request_bytes: u64,
+) -> Response {
     let (Some(parent), Some(dir)) = (repo.parent(), repo.file_name()) else {
         return plain(StatusCode::NOT_FOUND, "repository path has no parent");
     };
@@ -290,10 +411,19 @@ async fn run_http_backend(repo: &Path, req: Request) -> Response {
     } else {
         "git-upload-pack"
     };
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(e) => return plain(StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}")),
+    let content_length = match parts.headers.get(header::CONTENT_LENGTH) {
+        None => None,
+        Some(v) => match v.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(n) => Some(n),
+            None => return plain(StatusCode::BAD_REQUEST, "invalid Content-Length"),
+        },
     };
+    if content_length.is_some_and(|n| n > max_request_bytes) {
+        return plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a Git request body may have at most {max_request_bytes} bytes"),
+        );
+    }
     let header = |name: &str| {
         parts
             .headers
@@ -312,7 +442,7 @@ async fn run_http_backend(repo: &Path, req: Request) -> Response {
         .env("REQUEST_METHOD", parts.method.as_str())
         .env("QUERY_STRING", parts.uri.query().unwrap_or_default())
         .env("CONTENT_TYPE", header("content-type"))
-        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("GIT_HTTP_MAX_REQUEST_BUFFER", max_request_bytes.to_string())
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("HOME", parent)
@@ -327,6 +457,10 @@ async fn run_http_backend(repo: &Path, req: Request) -> Response {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // Without a length (a chunked request) git reads the body to its end.
+    if let Some(n) = content_length {
+        cmd.env("CONTENT_LENGTH", n.to_string());
+    }
     // Passed on only when sent: gzip-compressed negotiation, protocol v2.
     for (h, var) in [
         ("content-encoding", "HTTP_CONTENT_ENCODING"),
@@ -353,8 +487,13 @@ async fn run_http_backend(repo: &Path, req: Request) -> Response {
         }
     };
     let mut stdin = child.stdin.take().expect("piped");
+    let repo_name = repo.display().to_string();
     tokio::spawn(async move {
-        let _ = stdin.write_all(&body).await;
+        if let Err(PipeError::TooLarge(limit)) =
+            pipe_body(body, &mut stdin, max_request_bytes).await
+        {
+            tracing::debug!(repository = %repo_name, "a Git request body over {limit} bytes was cut");
+        }
     });
     let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
@@ -370,12 +509,12 @@ async fn run_http_backend(repo: &Path, req: Request) -> Response {
             Err(e) => tracing::warn!(repository = %repo_name, "git http-backend: {e}"),
         }
     });
-    cgi_response(BufReader::new(stdout)).await
+    cgi_response(BufReader::new(stdout), slot).await
 }
 
 /// Turns a CGI program's output (headers, a blank line, the body) into a response whose
 /// body is streamed as the program writes it.
-async fn cgi_response<R>(mut out: BufReader<R>) -> Response
+async fn cgi_response<R>(mut out: BufReader<R>, slot: OwnedSemaphorePermit) -> Response
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
@@ -422,15 +561,17 @@ where
             headers.append(n, v);
         }
     }
-    let stream = futures::stream::unfold(out, |mut out| async move {
+    // The slot goes with the stream: it is freed when the answer has been sent or the
+    // client went away.
+    let stream = futures::stream::unfold((out, slot), |(mut out, slot)| async move {
         let mut buf = vec![0u8; 64 * 1024];
         match out.read(&mut buf).await {
             Ok(0) => None,
             Ok(n) => {
                 buf.truncate(n);
-                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), out))
+                Some((Ok::<Bytes, std::io::Error>(Bytes::from(buf)), (out, slot)))
             }
-            Err(e) => Some((Err(e), out)),
+            Err(e) => Some((Err(e), (out, slot))),
         }
     });
     let mut resp = Response::new(Body::from_stream(stream));
@@ -442,6 +583,124 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request body whose chunks the test sends one by one.
+    fn channel_body() -> (
+        tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+        Body,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|chunk| (chunk, rx))
+        });
+        (tx, Body::from_stream(stream))
+    }
+
+    #[tokio::test]
+    async fn request_bodies_reach_git_as_they_arrive() {
+        let (tx, body) = channel_body();
+        let (mut to_git, mut git) = tokio::io::duplex(1024);
+        let pipe = tokio::spawn(async move { pipe_body(body, &mut to_git, 100).await });
+        tx.send(Ok(Bytes::from_static(b"0032want"))).await.unwrap();
+        let mut first = [0u8; 8];
+        tokio::time::timeout(Duration::from_secs(5), git.read_exact(&mut first))
+            .await
+            .expect("the first chunk is passed on before the body ends")
+            .unwrap();
+        assert_eq!(&first, b"0032want");
+        assert!(!pipe.is_finished());
+        tx.send(Ok(Bytes::from_static(b"0000"))).await.unwrap();
+        drop(tx);
+        assert_eq!(pipe.await.unwrap(), Ok(12));
+        let mut rest = Vec::new();
+        git.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, b"0000");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_cut_one_byte_past_it() {
+        let (tx, body) = channel_body();
+        let (mut to_git, mut git) = tokio::io::duplex(4096);
+        let pipe = tokio::spawn(async move { pipe_body(body, &mut to_git, 100).await });
+        for _ in 0..3 {
+            if tx.send(Ok(Bytes::from(vec![b'x'; 60]))).await.is_err() {
+                break;
+            }
+        }
+        assert_eq!(pipe.await.unwrap(), Err(PipeError::TooLarge(100)));
+        let mut seen = Vec::new();
+        git.read_to_end(&mut seen).await.unwrap();
+        assert_eq!(seen.len(), 101);
+    }
+
+    fn serve_with(limits: GitLimits) -> (tempfile::TempDir, Arc<GitServe>) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = GitServe::with_limits(dir.path(), limits).unwrap();
+        (dir, state)
+    }
+
+    fn refs_request(state: &GitServe) -> Request {
+        Request::get("/git/local/info/refs?service=git-upload-pack")
+            .header(header::AUTHORIZATION, format!("Bearer {}", state.token()))
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    async fn body_text(resp: Response) -> String {
+        let b = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&b).into_owned()
+    }
+
+    #[tokio::test]
+    async fn requests_beyond_the_concurrency_cap_get_503_with_retry_after() {
+        let (_dir, state) = serve_with(GitLimits {
+            max_concurrent: 1,
+            queue_wait: Duration::from_millis(200),
+            ..GitLimits::default()
+        });
+        let busy = state.slots.clone().acquire_owned().await.unwrap();
+        let started = std::time::Instant::now();
+        let resp = handle(State(state.clone()), refs_request(&state)).await;
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        let text = body_text(resp).await;
+        assert!(text.contains("1 Git requests are being served"), "{text}");
+        // A slot that frees while the request waits lets it through (here to the store
+        // lookup, which has no client yet).
+        let waiting = tokio::spawn(handle(State(state.clone()), refs_request(&state)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(busy);
+        let resp = waiting.await.unwrap();
+        assert!(
+            body_text(resp).await.contains("still starting"),
+            "the request got the freed slot"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_slot_is_held_until_the_answer_has_been_sent() {
+        let (_dir, state) = serve_with(GitLimits::default());
+        let slot = state.slots.clone().acquire_owned().await.unwrap();
+        let free = || state.slots.available_permits();
+        assert_eq!(free(), GitLimits::default().max_concurrent - 1);
+        let (mut cgi, out) = tokio::io::duplex(1024);
+        cgi.write_all(b"Content-Type: application/x-git-upload-pack-result\r\n\r\nPACK")
+            .await
+            .unwrap();
+        let resp = cgi_response(BufReader::new(out), slot).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(
+            free(),
+            GitLimits::default().max_concurrent - 1,
+            "held while streaming"
+        );
+        drop(cgi);
+        assert_eq!(body_text(resp).await, "PACK");
+        assert_eq!(free(), GitLimits::default().max_concurrent);
+    }
 
     #[test]
     fn paths_map_to_operations() {

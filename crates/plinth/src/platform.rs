@@ -383,7 +383,7 @@ async fn start_platform_agent(
 /// a Promise without selectors keeps scheduling to `local` only. Existing objects are left
 /// as they are.
 async fn bootstrap(server: &ApiServer, data_dir: &Path) -> anyhow::Result<PathBuf> {
-    let repo = data_dir.join("state-store.git");
+    let repo = data_dir.join(crate::gitserve::LOCAL_STORE_REPO);
     if !repo.exists() {
         plinth_statestore::git::init_bare(&repo, "main")
             .with_context(|| format!("creating the local state store {}", repo.display()))?;

@@ -244,10 +244,24 @@ async fn state_store_is_served_read_only_over_https_with_the_read_token() {
         "403"
     );
 
-    // Only local GitStateStores inside the data dir are served.
+    // Only the local state store Plinth created is served: not a repository outside the
+    // data dir, nor another one inside it, nor the controllers' working copy of a store
+    // (which mirrors whatever the store names, possibly a private remote).
     let outside = tempfile::tempdir().unwrap();
     let outside_repo = outside.path().join("other.git");
     git(&["init", "-q", "--bare", &outside_repo.to_string_lossy()]);
+    let inside_repo = p.data.join("extra.git");
+    git(&["init", "-q", "--bare", &inside_repo.to_string_lossy()]);
+    let cache = p
+        .data
+        .join("controllers")
+        .join("statestores")
+        .join("GitStateStore-local");
+    assert!(
+        cache.join("HEAD").exists(),
+        "the controllers keep a working copy of the store at {}",
+        cache.display()
+    );
     let client = p.client().await;
     let stores = dynamic(
         &client,
@@ -264,8 +278,17 @@ async fn state_store_is_served_read_only_over_https_with_the_read_token() {
                 "spec": {"url": format!("file://{}", outside_repo.display()), "branch": "main"}}),
     )
     .await;
+    for (name, repo) in [("inside", &inside_repo), ("cache", &cache)] {
+        create(
+            &stores,
+            &json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "GitStateStore",
+                    "metadata": {"name": name},
+                    "spec": {"url": format!("file://{}", repo.display()), "branch": "main"}}),
+        )
+        .await;
+    }
     let auth = format!("x:{token}");
-    for store in ["outside", "missing"] {
+    for store in ["outside", "inside", "cache", "missing"] {
         assert_eq!(
             curl_status(
                 &ca,
