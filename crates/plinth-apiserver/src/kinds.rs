@@ -66,6 +66,7 @@ pub(crate) async fn prepare(
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         prepare_crd(info, obj, old)?;
     } else if info.group == "platform.kratix.io" {
+        crate::kratix::default(&info.kind, obj);
         crate::kratix::admit(_app, info, obj, old).await?;
     }
     Ok(())

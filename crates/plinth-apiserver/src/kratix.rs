@@ -361,6 +361,38 @@ fn normalize(path: &str) -> Option<String> {
     plinth_api::paths::normalize(path).ok()
 }
 
+/// Defaulting for Kratix objects, before validation. A Destination carries the
+/// `kratix.io/destination-cleanup` finalizer exactly when its `spec.cleanup` is `all`,
+/// from the write that says so: a deletion right after `cleanup` changed then acts on
+/// the spec the object had when it was deleted, not on whether the Destination
+/// controller had seen the change yet. An object being deleted keeps its finalizers as
+/// they are, so the controller can release them.
+pub(crate) fn default(kind: &str, obj: &mut Value) {
+    if kind != "Destination" || obj.pointer("/metadata/deletionTimestamp").is_some() {
+        return;
+    }
+    let cleanup = plinth_api::constants::finalizers::DESTINATION_CLEANUP;
+    let want = obj.pointer("/spec/cleanup").and_then(Value::as_str) == Some("all");
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let list = meta
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(vec![]));
+    let Some(items) = list.as_array_mut() else {
+        return;
+    };
+    let has = items.iter().any(|f| f == cleanup);
+    if want && !has {
+        items.push(Value::String(cleanup.into()));
+    } else if !want && has {
+        items.retain(|f| f != cleanup);
+    }
+    if items.is_empty() {
+        meta.remove("finalizers");
+    }
+}
+
 fn validate_destination(
     obj: &Value,
     others: &[Value],
@@ -652,6 +684,32 @@ mod tests {
             "an update of itself"
         );
         assert!(validate("Destination", &dest("b", "../x"), None, &others, &none).is_err());
+    }
+
+    #[test]
+    fn a_destination_has_the_cleanup_finalizer_exactly_when_cleanup_is_all() {
+        let fin = plinth_api::constants::finalizers::DESTINATION_CLEANUP;
+        let mut d = json!({"metadata": {"name": "a"}, "spec": {"cleanup": "all"}});
+        default("Destination", &mut d);
+        assert_eq!(d["metadata"]["finalizers"], json!([fin]));
+        default("Destination", &mut d);
+        assert_eq!(d["metadata"]["finalizers"], json!([fin]), "added once");
+        d["metadata"]["finalizers"] = json!(["other", fin]);
+        d["spec"]["cleanup"] = json!("none");
+        default("Destination", &mut d);
+        assert_eq!(d["metadata"]["finalizers"], json!(["other"]));
+        d["metadata"]["finalizers"] = json!([fin]);
+        d["spec"] = json!({});
+        default("Destination", &mut d);
+        assert!(d["metadata"].get("finalizers").is_none(), "{d}");
+        // Being deleted: left for the controller to release.
+        let mut gone = json!({"metadata": {"name": "a", "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": [fin]}, "spec": {"cleanup": "none"}});
+        default("Destination", &mut gone);
+        assert_eq!(gone["metadata"]["finalizers"], json!([fin]));
+        let mut store = json!({"metadata": {"name": "s"}, "spec": {"cleanup": "all"}});
+        default("GitStateStore", &mut store);
+        assert!(store["metadata"].get("finalizers").is_none());
     }
 
     #[test]

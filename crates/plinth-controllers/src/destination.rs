@@ -9,7 +9,9 @@
 //!    `DestinationNotReady` event, and a requeue after `requeue_default`. State store
 //!    status changes re-queue their Destinations (watch), so a store turning Ready is
 //!    picked up at once.
-//! 3. Deleting with the finalizer: delete every WorkPlacement labelled
+//!    The API server's admission keeps the finalizer in step with `spec.cleanup` on
+//!    every write, so a deletion right after a change of `cleanup` acts on the new spec.
+//! 3. Deleting with the finalizer and `cleanup: all`: delete every WorkPlacement labelled
 //!    `kratix.io/targetDestinationName=<name>` (their controller removes their files),
 //!    wait until none is left, delete the canary files, release the finalizer.
 //! 4. `initWorkloads.enabled: false` ⇒ delete canary files, `Ready=True/DestinationReady`.
@@ -306,6 +308,15 @@ fn recheck(state: &DestState) -> Action {
 /// finalizer.
 async fn delete(state: &DestState, d: &Reconciling<'_>) -> Result<Action, Error> {
     if !d.has_finalizer() {
+        return Ok(Action::await_change());
+    }
+    // The spec the Destination had when it was deleted decides, not the finalizer: one
+    // left from an earlier `cleanup: all` (where no admission keeps them in step, as in
+    // cluster mode without webhooks) must not delete the workloads of a `cleanup: none`.
+    if d.dest.spec.cleanup_policy() != DestinationCleanup::All {
+        edit_finalizers(&d.api, &d.name, &[], &[finalizers::DESTINATION_CLEANUP])
+            .await
+            .map_err(|e| Error::kube("removing finalizer from", &d.what, e))?;
         return Ok(Action::await_change());
     }
     if delete_placements(state, d).await? > 0 {

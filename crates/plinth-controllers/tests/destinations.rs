@@ -1224,3 +1224,66 @@ async fn unreachable_bucket_store_status_is_written_once() {
     assert!(!msg.contains("retries in") && !msg.contains("ms,"), "{msg}");
     env.server.assert_settled_silent(SILENCE).await;
 }
+
+/// A Destination deleted right after its `cleanup` changed is cleaned up as its last
+/// spec says, whether or not the controller saw the change: `none` → `all` and an
+/// immediate delete removes its files; `all` → `none` and an immediate delete keeps
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_follows_the_cleanup_the_destination_had_when_deleted() {
+    let env = start().await;
+    env.git_store("local").await;
+    let dests: Api<Destination> = Api::all(env.client.clone());
+    for (name, from, to, files_stay) in [("to-all", "none", "all", false), ("to-none", "all", "none", true)] {
+        env.create_destination(json!({
+            "apiVersion": "platform.kratix.io/v1alpha1",
+            "kind": "Destination",
+            "metadata": {"name": name, "labels": {"target": name}},
+            "spec": {"path": name, "cleanup": from,
+                     "stateStoreRef": {"kind": "GitStateStore", "name": "local"}},
+        }))
+        .await;
+        env.destination_ready(name).await;
+        let work = format!("w-{name}");
+        env.create_work(
+            "default",
+            &work,
+            "cleanup",
+            &work,
+            "resource",
+            &[(
+                ".",
+                vec![("promise", labels(&[("target", name)]))],
+                vec![("cm.yaml", CM_YAML)],
+            )],
+        )
+        .await;
+        let file = format!("{name}/resources/default/cleanup/{work}/resource/5058f/cm.yaml");
+        env.wait_file(&file, true).await;
+
+        // The change and the deletion back to back: no wait for the controller between.
+        dests
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"cleanup": to}})),
+            )
+            .await
+            .unwrap();
+        dests.delete(name, &DeleteParams::default()).await.unwrap();
+        wait_for("Destination gone", || async {
+            dests.get_opt(name).await.unwrap().is_none()
+        })
+        .await;
+        if files_stay {
+            assert!(env.files().contains(&file), "{name}: kept: {:?}", env.files());
+        } else {
+            env.wait_file(&file, false).await;
+            assert!(
+                !env.files().iter().any(|f| f.starts_with(&format!("{name}/"))),
+                "{name}: directory removed: {:?}",
+                env.files()
+            );
+        }
+    }
+}
