@@ -400,6 +400,12 @@ impl Metrics {
     /// when it has none any more (no records, or deleted). Keeps
     /// `plinth_health_requests{promise, state}` counting requests per state.
     pub fn set_health(&self, promise: &str, request: &str, state: Option<&str>) {
+        // The state is read back from the request's status, which a client may have
+        // written: only HealthRecord states become label values.
+        let state = state.map(|s| {
+            serde_json::from_value::<crate::HealthState>(serde_json::Value::from(s))
+                .map_or("other", |_| s)
+        });
         let mut of = self.health_of.lock().expect("metrics lock");
         let key = (promise.to_string(), request.to_string());
         let before = match state {
@@ -593,7 +599,10 @@ mod tests {
         m.set_health("redis", "default/a", Some("healthy"));
         m.set_health("redis", "default/c", Some("degraded"));
         m.set_health("redis", "default/c", None);
+        m.set_health("redis", "default/d", Some("made-up-by-a-client"));
         let text = m.encode();
+        assert!(!text.contains("made-up"), "{text}");
+        assert!(text.contains(r#"plinth_health_requests{promise="redis",state="other"} 1"#));
         assert!(
             text.contains(r#"plinth_health_requests{promise="redis",state="healthy"} 1"#),
             "{text}"
