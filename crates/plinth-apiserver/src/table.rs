@@ -7,6 +7,7 @@
 //! (Kubernetes `pkg/printers/internalversion`).
 
 pub mod jsonpath;
+mod workloads;
 
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
@@ -302,7 +303,11 @@ fn columns_for(info: &ResourceInfo) -> Vec<Column> {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             cols.push(created_at_column());
         }
-        _ => cols.push(age_column()),
+        (group, kind) => {
+            if !workloads::columns(group, kind, &mut cols) {
+                cols.push(age_column());
+            }
+        }
     }
     cols
 }
