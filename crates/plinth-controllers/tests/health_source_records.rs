@@ -111,12 +111,20 @@ async fn a_deleted_requests_record_is_skipped_quietly_and_rejections_follow_the_
         .await
         .unwrap();
     wait_for("request a gone", || async {
-        env.requests("default").get_opt("a").await.unwrap().is_none()
+        env.requests("default")
+            .get_opt("a")
+            .await
+            .unwrap()
+            .is_none()
     })
     .await;
     env.delete_record("default", "a-1").await;
     wait_for("record a-1 gone", || async {
-        env.records("default").get_opt("a-1").await.unwrap().is_none()
+        env.records("default")
+            .get_opt("a-1")
+            .await
+            .unwrap()
+            .is_none()
     })
     .await;
     for trigger in ["2", "3"] {
@@ -129,7 +137,13 @@ async fn a_deleted_requests_record_is_skipped_quietly_and_rejections_follow_the_
         rejections_of(&env, "a.yaml").await.is_empty(),
         "a deleted request's record is not an error"
     );
-    assert!(env.records("default").get_opt("a-1").await.unwrap().is_none());
+    assert!(
+        env.records("default")
+            .get_opt("a-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // The request is back: its record applies again.
     env.create_request("default", "a").await;
@@ -201,7 +215,11 @@ async fn an_oversized_or_refused_record_is_rejected_alone_and_status_stays_bound
     env.wait_state("default", "a", "healthy").await;
     env.wait_state("default", "b", "degraded").await;
     for key in ["a-0.yaml", "a-00.yaml"] {
-        assert_eq!(rejections_of(&env, key).await.len(), 1, "{key} evented once");
+        assert_eq!(
+            rejections_of(&env, key).await.len(),
+            1,
+            "{key} evented once"
+        );
     }
 
     // Two records with 2 MiB of details each, applied directly: the request gets the

@@ -121,7 +121,10 @@ fn redact_last_applied(meta: Option<&mut Value>) -> bool {
 /// Whether unparsable text has a `kind: Secret` line (YAML or JSON spelling).
 fn names_secret_kind(text: &str) -> bool {
     text.lines().any(|l| {
-        let l: String = l.chars().filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'').collect();
+        let l: String = l
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+            .collect();
         l.starts_with("kind:Secret") || l.contains(",kind:Secret") || l.contains("{kind:Secret")
     })
 }
@@ -143,7 +146,10 @@ mod tests {
             out.contains(&format!("password: {}", marker(b"hunter2"))),
             "data is hashed decoded: {out}"
         );
-        assert!(out.contains(&format!("token: {}", marker(b"s3cr3t-token"))), "{out}");
+        assert!(
+            out.contains(&format!("token: {}", marker(b"s3cr3t-token"))),
+            "{out}"
+        );
         assert!(out.contains("name: db"), "{out}");
     }
 
@@ -169,7 +175,10 @@ mod tests {
         );
         let out = documents(&text);
         assert!(out.contains("a: b"), "{out}");
-        assert!(!out.contains("s3cr3t-token") && !out.contains("nested-value"), "{out}");
+        assert!(
+            !out.contains("s3cr3t-token") && !out.contains("nested-value"),
+            "{out}"
+        );
         assert_eq!(out.matches("<redacted sha256:").count(), 3, "{out}");
     }
 

@@ -97,7 +97,11 @@ async fn secret_values_are_redacted_in_the_web_view_and_in_plinth_diff() {
     view::request_written(&p, "vault").await;
 
     // The web view's request page: keys and markers, no values; other files as written.
-    let base = view::login_url(&p).split("/ui/").next().unwrap().to_string();
+    let base = view::login_url(&p)
+        .split("/ui/")
+        .next()
+        .unwrap()
+        .to_string();
     let out = Command::new("curl")
         .args(["-k", "-s", "-f", "-H"])
         .arg(format!("Authorization: Bearer {}", admin_token(&p)))
@@ -107,7 +111,10 @@ async fn secret_values_are_redacted_in_the_web_view_and_in_plinth_diff() {
     let page = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{page}");
     assert!(page.contains("Files written"), "{page}");
-    assert!(page.contains("visible: shown-v1"), "the ConfigMap as written:\n{page}");
+    assert!(
+        page.contains("visible: shown-v1"),
+        "the ConfigMap as written:\n{page}"
+    );
     assert!(page.contains("password: &lt;redacted sha256:"), "{page}");
     assert!(page.contains("token: &lt;redacted sha256:"), "{page}");
     assert_no_plain_values(&page, "v1");
@@ -135,7 +142,8 @@ async fn secret_values_are_redacted_in_the_web_view_and_in_plinth_diff() {
     assert_eq!(changed.status.code(), Some(1), "{text}");
     assert!(text.contains("default/vault: outputs change"), "{text}");
     assert!(
-        text.lines().any(|l| l.starts_with('+') && l.contains("visible: shown-v2")),
+        text.lines()
+            .any(|l| l.starts_with('+') && l.contains("visible: shown-v2")),
         "other files' values are shown: {text}"
     );
     let marker_line = |sign: char, key: &str| {

@@ -71,14 +71,30 @@ fn a_port_in_use_fails_without_a_backtrace_or_a_half_made_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     // A data dir that does not exist yet is not created.
     let fresh = dir.path().join("fresh");
-    let out = plinth(&["up", "--data-dir", fresh.to_str().unwrap(), "--listen", &addr]);
+    let out = plinth(&[
+        "up",
+        "--data-dir",
+        fresh.to_str().unwrap(),
+        "--listen",
+        &addr,
+    ]);
     assert_clean_failure(&out, &addr);
-    assert!(!fresh.exists(), "a failed start created {}", fresh.display());
+    assert!(
+        !fresh.exists(),
+        "a failed start created {}",
+        fresh.display()
+    );
     // An existing directory is left with what it had.
     let kept = dir.path().join("kept");
     std::fs::create_dir(&kept).unwrap();
     std::fs::write(kept.join("notes.txt"), "mine").unwrap();
-    let out = plinth(&["up", "--data-dir", kept.to_str().unwrap(), "--listen", &addr]);
+    let out = plinth(&[
+        "up",
+        "--data-dir",
+        kept.to_str().unwrap(),
+        "--listen",
+        &addr,
+    ]);
     assert_clean_failure(&out, &addr);
     let left: Vec<_> = std::fs::read_dir(&kept)
         .unwrap()
@@ -137,5 +153,10 @@ fn a_start_failing_after_the_lock_removes_only_what_it_created() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(left, ["plinth.db"], "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        left,
+        ["plinth.db"],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

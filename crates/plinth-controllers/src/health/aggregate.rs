@@ -216,10 +216,19 @@ mod tests {
             entries[0]["details"]
         );
         assert_eq!(entries[1]["state"], "unhealthy");
-        assert!(entries[1]["details"]["truncated"].is_string(), "just over the bound");
+        assert!(
+            entries[1]["details"]["truncated"].is_string(),
+            "just over the bound"
+        );
         assert_eq!(entries[2]["details"]["log"].as_str().unwrap().len(), 10_000);
-        let kept = entries.iter().filter(|e| e["details"]["log"].is_string()).count();
-        assert!((10..20).contains(&kept), "the total budget cut some: {kept}");
+        let kept = entries
+            .iter()
+            .filter(|e| e["details"]["log"].is_string())
+            .count();
+        assert!(
+            (10..20).contains(&kept),
+            "the total budget cut some: {kept}"
+        );
         assert!(serde_json::to_vec(&s).unwrap().len() < MAX_TOTAL_DETAILS_BYTES + 16 * 1024);
     }
 
@@ -235,7 +244,11 @@ mod tests {
         assert_eq!(s["omittedRecords"], 11);
         let entries = s["healthRecords"].as_array().unwrap();
         assert_eq!(entries.len(), MAX_LISTED_RECORDS);
-        assert_eq!(entries.last().unwrap()["source"]["name"], "z-last", "the worst is kept");
+        assert_eq!(
+            entries.last().unwrap()["source"]["name"],
+            "z-last",
+            "the worst is kept"
+        );
         assert!(health_status(&refs[..3]).get("omittedRecords").is_none());
     }
 }

@@ -173,7 +173,8 @@ fn work_list(s: &SourceCtx, state: &SourceState) -> Vec<ListedObject> {
             if state.seen.get(&o.key) != Some(&o.version) {
                 return true;
             }
-            if state.rejected.get(&o.key).is_some_and(|r| r.retry) || state.orphaned.contains(&o.key)
+            if state.rejected.get(&o.key).is_some_and(|r| r.retry)
+                || state.orphaned.contains(&o.key)
             {
                 return true;
             }
@@ -386,9 +387,12 @@ async fn apply(
 ) -> Result<Result<Handled, Rejection>, String> {
     match write_record(s, hs, rec, key).await {
         Ok(h) => Ok(Ok(h)),
-        Err((what, kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => Ok(Err(
-            Rejection::Invalid(format!("{what} refused by the API ({}): {}", e.code, e.message)),
-        )),
+        Err((what, kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
+            Ok(Err(Rejection::Invalid(format!(
+                "{what} refused by the API ({}): {}",
+                e.code, e.message
+            ))))
+        }
         Err((what, e)) => Err(format!("{what}: {e}")),
     }
 }

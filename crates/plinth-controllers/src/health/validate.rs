@@ -156,8 +156,15 @@ mod tests {
         );
         let big = GOOD.replace(
             "lastRun: 5\n",
-            &format!("lastRun: 5\n  details: {{log: {}}}\n", "x".repeat(MAX_RECORD_BYTES)),
+            &format!(
+                "lastRun: 5\n  details: {{log: {}}}\n",
+                "x".repeat(MAX_RECORD_BYTES)
+            ),
         );
-        assert!(bad(&big).contains("more than the 1048576 bytes"), "{}", bad(&big));
+        assert!(
+            bad(&big).contains("more than the 1048576 bytes"),
+            "{}",
+            bad(&big)
+        );
     }
 }

@@ -243,9 +243,14 @@ mod tests {
 
     #[test]
     fn every_language_gets_the_step_layout_with_resources() {
-        for (i, language) in [Language::Bash, Language::Python, Language::Go, Language::Rust]
-            .into_iter()
-            .enumerate()
+        for (i, language) in [
+            Language::Bash,
+            Language::Python,
+            Language::Go,
+            Language::Rust,
+        ]
+        .into_iter()
+        .enumerate()
         {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(

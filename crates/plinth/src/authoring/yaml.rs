@@ -150,7 +150,11 @@ mod tests {
 
     #[test]
     fn diffs_show_secret_values_as_markers_only() {
-        let secret = |v: &str| format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\nstringData:\n  password: {v}\n");
+        let secret = |v: &str| {
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\nstringData:\n  password: {v}\n"
+            )
+        };
         let d = yaml_diff(&secret("old-value"), &secret("new-value"), "s.yaml").expect("differs");
         assert!(!d.contains("old-value") && !d.contains("new-value"), "{d}");
         let (m_old, m_new) = (

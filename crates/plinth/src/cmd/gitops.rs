@@ -596,7 +596,10 @@ mod tests {
                         "{d}"
                     ),
                     "ConfigMap" => {
-                        assert_eq!(labels["app.kubernetes.io/name"], d["metadata"]["name"], "{d}");
+                        assert_eq!(
+                            labels["app.kubernetes.io/name"], d["metadata"]["name"],
+                            "{d}"
+                        );
                         assert_eq!(labels["app.kubernetes.io/part-of"], "argocd", "{d}");
                     }
                     "Application" => assert_eq!(d["metadata"]["namespace"], "argocd", "{d}"),

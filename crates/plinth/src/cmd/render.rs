@@ -202,7 +202,10 @@ mod tests {
         let out = report(&r);
         assert!(!out.contains("rendered-plain"), "{out}");
         assert!(
-            out.contains(&format!("password: {}", crate::redact::marker(b"rendered-plain"))),
+            out.contains(&format!(
+                "password: {}",
+                crate::redact::marker(b"rendered-plain")
+            )),
             "{out}"
         );
     }

@@ -240,7 +240,11 @@ mod tests {
         );
         let out = shown(text.as_bytes());
         assert!(!out.contains("plain-value"), "{}", &out[..200]);
-        assert!(out.contains("password: <redacted sha256:"), "{}", &out[..200]);
+        assert!(
+            out.contains("password: <redacted sha256:"),
+            "{}",
+            &out[..200]
+        );
         assert!(out.len() < MAX_FILE + 64, "{}", out.len());
     }
 
