@@ -215,6 +215,10 @@ mod tests {
             vr(Method::POST, "/api/v1/namespaces", None),
             s("create", "namespaces")
         );
+        assert_eq!(
+            vr(Method::PUT, "/apis/apps/v1/namespaces/a/deployments/d/scale", None),
+            s("update", "deployments.apps/scale")
+        );
         assert_eq!(vr(Method::GET, "/openapi/v3", None), s("get", ""));
         assert_eq!(vr(Method::GET, "/apis", None), s("get", ""));
         assert_eq!(vr(Method::GET, "/apis/g1.example/v1", None), s("get", ""));
