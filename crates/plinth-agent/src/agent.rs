@@ -249,7 +249,8 @@ impl Agent {
                 }
             }
             if phase == Phase::Foundations {
-                self.wait_for_crds(&parsed.documents, &mut errors).await;
+                self.wait_for_crds(&parsed.documents, &live_objects, &mut errors)
+                    .await;
                 self.target.forget_kinds();
             }
         }
@@ -512,9 +513,24 @@ impl Agent {
         Ok(Some(applied))
     }
 
-    /// Step: wait for every CRD of the store to be Established.
-    async fn wait_for_crds(&self, docs: &[Document], errors: &mut Vec<String>) {
-        for d in docs.iter().filter(|d| d.kind == "CustomResourceDefinition") {
+    /// Step: wait for every CRD of the store that this pass applied to be Established.
+    /// A CRD the destination's API refused (already reported in `errors`) is not
+    /// waited for: it can never become Established, and waiting would stall every pass.
+    async fn wait_for_crds(
+        &self,
+        docs: &[Document],
+        applied: &BTreeMap<ObjectRef, Value>,
+        errors: &mut Vec<String>,
+    ) {
+        let was_applied = |d: &Document| {
+            applied
+                .keys()
+                .any(|id| id.kind == d.kind && id.name == d.name && id.namespace.is_none())
+        };
+        for d in docs
+            .iter()
+            .filter(|d| d.kind == "CustomResourceDefinition" && was_applied(d))
+        {
             if let Err(e) = self
                 .target
                 .wait_established(&d.name, self.cfg.crd_timeout)
