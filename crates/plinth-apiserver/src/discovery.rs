@@ -87,11 +87,20 @@ fn resource_list(app: &App, group: &str, version: &str) -> Option<Value> {
         if !i.categories.is_empty() {
             r["categories"] = json!(i.categories);
         }
+        let storage = app.registry.storage_of(&i.group, &i.plural);
+        let storage_version = storage
+            .as_ref()
+            .map_or(i.version.as_str(), |s| s.version.as_str());
+        r["storageVersionHash"] = json!(storage_version_hash(&i.group, storage_version, &i.kind));
         res.push(r);
         if i.status_subresource {
             res.push(json!({"name": format!("{}/status", i.plural), "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": ["get", "patch", "update"]}));
         }
-        if app.registry.scale_of(&i.group, &i.version, &i.plural).is_some() {
+        if app
+            .registry
+            .scale_of(&i.group, &i.version, &i.plural)
+            .is_some()
+        {
             res.push(json!({"name": format!("{}/scale", i.plural), "singularName": "", "namespaced": i.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
         if i.group.is_empty() && i.plural == "pods" {
@@ -194,4 +203,31 @@ pub(crate) async fn readyz(State(app): State<AppRef>) -> Response {
 
 pub(crate) async fn healthz() -> Response {
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response()
+}
+
+/// kube-apiserver's `storageVersionHash` of a resource: the first 8 bytes of the SHA-256 of
+/// `group/version/kind` of its storage version, base64. Clients compare it to notice a
+/// storage version change; it is the same on every server for the same storage version.
+pub(crate) fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine;
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn storage_version_hashes_are_kube_apiservers() {
+        // The values a kube-apiserver lists in /api/v1 and /apis/apps/v1.
+        assert_eq!(
+            super::storage_version_hash("", "v1", "ConfigMap"),
+            "qFsyl6wFWjQ="
+        );
+        assert_eq!(super::storage_version_hash("", "v1", "Pod"), "xPOwRZ+Yhw8=");
+        assert_eq!(
+            super::storage_version_hash("apps", "v1", "Deployment"),
+            "8aSe+NMegvE="
+        );
+    }
 }

@@ -253,7 +253,7 @@ async fn create(
     cx: &RequestContext,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
-    let obj = verbs::decode_body(&cx.content_type, bytes)?;
+    let obj = verbs::decode_object(&t.info, &cx.content_type, bytes)?;
     let warnings = verbs::field_validation(&t.info, &cx.q, &obj)?;
     let ns = t.ns.as_deref();
     let created = verbs::create(app, &t.info, ns, obj, cx.dry_run(), &cx.owner).await?;
@@ -271,7 +271,7 @@ async fn update(
     name: &str,
     bytes: &[u8],
 ) -> Result<Response, ApiError> {
-    let obj = verbs::decode_body(&cx.content_type, bytes)?;
+    let obj = verbs::decode_object(&t.info, &cx.content_type, bytes)?;
     let warnings = verbs::field_validation(&t.info, &cx.q, &obj)?;
     let status_only = t.sub.as_deref() == Some("status");
     let ns = t.ns.as_deref();

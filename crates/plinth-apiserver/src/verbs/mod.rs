@@ -58,6 +58,26 @@ pub(super) async fn write(
     }
 }
 
+/// Decodes the body of a create or update of `info`'s kind; a body that does not decode is
+/// answered as kube-apiserver does: `the object provided is unrecognized (must be of type
+/// <Kind>): <cause>` (kubectl and clients match on that text).
+pub(crate) fn decode_object(
+    info: &ResourceInfo,
+    content_type: &str,
+    bytes: &[u8],
+) -> Result<Value, ApiError> {
+    decode_body(content_type, bytes).map_err(|e| {
+        if e.code == 400 {
+            ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): {}",
+                info.kind, e.message
+            ))
+        } else {
+            e
+        }
+    })
+}
+
 /// Decodes a JSON or YAML request body into an object.
 pub(crate) fn decode_body(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     let ct = content_type.split(';').next().unwrap_or("").trim();

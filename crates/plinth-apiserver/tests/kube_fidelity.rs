@@ -1,0 +1,67 @@
+//! Answers that clients match on, as kube-apiserver gives them: the error for a body that
+//! does not decode, and discovery's storageVersionHash.
+
+use plinth_apiserver::testing::TestServer;
+use serde_json::Value;
+
+fn post(path: &str, content_type: &str, body: &str) -> http::Request<Vec<u8>> {
+    http::Request::post(path)
+        .header("content-type", content_type)
+        .body(body.as_bytes().to_vec())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_undecodable_body_is_an_unrecognized_object_of_the_resources_kind() {
+    let ts = TestServer::start().await.unwrap();
+    // kubectl create --raw sends a YAML file as it is, labelled JSON.
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n";
+    for (path, kind) in [
+        ("/api/v1/namespaces", "Namespace"),
+        ("/api/v1/namespaces/default/configmaps", "ConfigMap"),
+        ("/apis/apps/v1/namespaces/default/deployments", "Deployment"),
+    ] {
+        let err = ts
+            .client()
+            .request::<Value>(post(path, "application/json", yaml))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{path}: not an API error: {err}");
+        };
+        assert_eq!(status.code, 400, "{path}");
+        let want = format!("the object provided is unrecognized (must be of type {kind}): ");
+        assert!(
+            status.message.starts_with(&want),
+            "{path}: {}",
+            status.message
+        );
+        assert!(
+            status.message.contains("JSON"),
+            "{path}: the cause is named: {}",
+            status.message
+        );
+    }
+}
+
+#[tokio::test]
+async fn discovery_lists_kube_apiservers_storage_version_hashes() {
+    let ts = TestServer::start().await.unwrap();
+    let list: Value = ts
+        .client()
+        .request(http::Request::get("/api/v1").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    let hash = |name: &str| {
+        list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["storageVersionHash"].clone())
+    };
+    assert_eq!(hash("configmaps"), Some("qFsyl6wFWjQ=".into()));
+    assert_eq!(hash("pods"), Some("xPOwRZ+Yhw8=".into()));
+    // Subresources have none, as on kube-apiserver.
+    assert_eq!(hash("pods/status"), Some(Value::Null));
+}
