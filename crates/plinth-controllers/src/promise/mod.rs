@@ -42,7 +42,7 @@ use plinth_api::constants::work_type;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 pub use crate::support::resources::promise_resource;
-use crate::support::resources::work_resource;
+use crate::support::resources::{revision_resource, work_resource};
 pub use dependencies::encode_content;
 pub use plinth_api::constants::SYSTEM_NAMESPACE;
 
@@ -87,6 +87,22 @@ pub async fn run(ctx: Arc<Context>) {
                 work_type::RESOURCE
             )),
             |w| labelled_promise(&w),
+        )
+        // Requirements resolve through PromiseRevisions: a revision created or deleted
+        // (with nothing else about its Promise changing) wakes the Promises requiring it.
+        .watches_with(
+            Api::<DynamicObject>::all_with(ctx.client.clone(), &revision_resource()),
+            revision_resource(),
+            watcher::Config::default().labels(labels::PROMISE_NAME),
+            {
+                let store = requires_store.clone();
+                move |rev| {
+                    rev.labels()
+                        .get(labels::PROMISE_NAME)
+                        .map(|p| requirers(&store, p))
+                        .unwrap_or_default()
+                }
+            },
         )
         // Any Promise change wakes the Promises that require it, whether or not they have
         // written themselves into its requiredBy yet.
