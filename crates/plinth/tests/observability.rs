@@ -1,6 +1,7 @@
 //! What an operator sees of a running platform: `/metrics` (Prometheus text format),
 //! Kratix's Events and JSON log lines with Kratix's keys, after one resource request ran a pipeline and was
-//! written to the Git state store.
+//! written to the Git state store; and that the request's and its Promise's series go
+//! when they are deleted.
 
 mod support;
 
@@ -352,4 +353,16 @@ async fn metrics_events_and_json_logs_after_a_request() {
                 && v["resourceRequest"] == "widget/default/w1"),
         "a WorkPlacement reconcile names its Promise and request"
     );
+
+    // A deleted request leaves no series naming it, a deleted Promise none naming it.
+    p.kubectl(&["delete", "widgets", "w1", "--wait=false"]);
+    wait_until(120, "w1's series gone from /metrics", || async {
+        !scrape(&addr).contains(r#"resource="w1""#)
+    })
+    .await;
+    p.kubectl(&["delete", "promise", "widget", "--wait=false"]);
+    wait_until(120, "widget's series gone from /metrics", || async {
+        !scrape(&addr).contains(r#"promise="widget""#)
+    })
+    .await;
 }
