@@ -68,6 +68,11 @@ impl<M: Clone, C: MetricConstructor<M> + Clone> Series<M, C> {
         self.family.get_or_create_owned(labels)
     }
 
+    /// The metric of `labels` if the series exists.
+    pub fn get(&self, labels: &Labels) -> Option<M> {
+        self.family.get(labels).map(|m| m.clone())
+    }
+
     /// Removes every series whose labels `drop` selects; returns how many went.
     pub fn remove_where(&self, mut drop: impl FnMut(&Labels) -> bool) -> usize {
         let mut keys = self.keys.lock().expect("metrics lock");

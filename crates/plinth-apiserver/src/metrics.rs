@@ -147,6 +147,43 @@ impl Drop for WatchGuard {
     }
 }
 
+/// True when a `resource` label names a resource the registry serves now (or is one of
+/// the labels that name none: `""` and [`OTHER`]).
+fn label_served(registry: &Registry, label: &str) -> bool {
+    if label.is_empty() || label == OTHER {
+        return true;
+    }
+    let resource = label.split_once('/').map_or(label, |(r, _)| r);
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    registry.storage_of(group, plural).is_some()
+}
+
+/// Drops the request series of resources the registry no longer serves (a deleted CRD),
+/// and their watch gauges once no watch is open; returns how many series went.
+pub fn prune_unserved(metrics: &Metrics, registry: &Registry) -> usize {
+    let gone = |l: &plinth_api::metrics::Labels| {
+        l.iter()
+            .any(|(k, v)| k == "resource" && !label_served(registry, v))
+    };
+    let watches = &metrics.api_watches;
+    metrics.api_requests.remove_where(gone)
+        + metrics.api_request_duration.remove_where(gone)
+        + watches.remove_where(|l| gone(l) && watches.get(l).is_none_or(|g| g.get() == 0))
+}
+
+/// Runs [`prune_unserved`] every `every` while the server lives.
+pub async fn prune_unserved_loop(
+    metrics: Arc<Metrics>,
+    app: std::sync::Weak<App>,
+    every: Duration,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(app) = app.upgrade() else { return };
+        prune_unserved(&metrics, &app.registry);
+    }
+}
+
 /// Size in bytes of the SQLite database at `db` (the main file and its WAL).
 pub fn sqlite_size(db: &std::path::Path) -> u64 {
     let size = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
@@ -241,5 +278,30 @@ mod tests {
         let custom = Method::from_bytes(b"BREW").unwrap();
         assert_eq!(vr(custom.clone(), "/api/v1/pods", None), s("other", "pods"));
         assert_eq!(vr(custom, "/version", None), s("other", ""));
+    }
+
+    #[test]
+    fn series_of_a_resource_no_longer_served_are_dropped() {
+        let reg = Registry::with_builtins();
+        let m = Metrics::new();
+        let took = Duration::from_millis(1);
+        m.observe_api_request("list", "pods", 200, took);
+        m.observe_api_request("get", "widgets.example.test", 200, took);
+        m.observe_api_request("patch", "widgets.example.test/status", 200, took);
+        m.observe_api_request("get", OTHER, 403, took);
+        m.observe_api_request("get", "", 200, took);
+        // An open watch of the gone resource keeps its gauge until it closes.
+        let metrics = Arc::new(m);
+        let watch = WatchGuard::open(metrics.clone(), "widgets.example.test");
+        assert_eq!(prune_unserved(&metrics, &reg), 4);
+        let text = metrics.encode();
+        assert!(!text.contains("plinth_apiserver_requests_total{verb=\"get\",resource=\"widgets"));
+        assert!(text.contains(r#"plinth_apiserver_watches{resource="widgets.example.test"} 1"#));
+        for kept in [r#"resource="pods""#, r#"resource="other""#, r#"resource="""#] {
+            assert!(text.contains(kept), "{kept}:\n{text}");
+        }
+        drop(watch);
+        assert_eq!(prune_unserved(&metrics, &reg), 1);
+        assert!(!metrics.encode().contains("widgets"));
     }
 }

@@ -291,6 +291,11 @@ impl ApiServer {
             store_path.clone(),
             Duration::from_secs(15),
         )));
+        tasks.push(tokio::spawn(crate::metrics::prune_unserved_loop(
+            metrics.clone(),
+            Arc::downgrade(&app),
+            Duration::from_secs(60),
+        )));
         tasks.push(tokio::spawn(crate::gc::run(Arc::downgrade(&app), gc_rx)));
         tasks.push(tokio::spawn(compaction_loop(
             store.clone(),
