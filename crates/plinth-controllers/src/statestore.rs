@@ -23,7 +23,13 @@
 //!    `observedGeneration` changed.
 //!
 //! Secrets are watched and mapped to the stores that reference them, so changed
-//! credentials are reloaded at once. Deleting a store drops it from the registry.
+//! credentials are reloaded at once: the writer is opened again from the new Secret and
+//! replaces the old one in the registry, whose credentials are never used again.
+//! Credentials the remote refuses (at open, validation, or a WorkPlacement's write,
+//! which reports it through the registry) make the store
+//! `NotReady/AuthenticationFailed` naming the Secret, retried with backoff until the
+//! Secret changes or the remote accepts them again. Deleting a store drops it from the
+//! registry.
 //!
 //! URL schemes: Kratix accepts only `https://` and SSH URLs for GitStateStores. Plinth
 //! additionally accepts `file://` (a local bare repository — the embedded mode's default
@@ -398,6 +404,8 @@ async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<
         .watches_stream(deletions(Api::<K>::all(client)), |s: K| {
             Some(ObjectRef::from_obj(&s))
         })
+        // A writer found the credentials refused: validate again and say so.
+        .reconcile_on(revalidations::<K>(&ctx))
         .run(
             crate::instrument::instrument(
                 state.ctx.metrics.clone(),
@@ -424,6 +432,50 @@ async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<
         })
         .await;
 }
+
+/// The stores of kind `K` that writers reported refusing their credentials.
+fn revalidations<K: StateStoreObject>(
+    ctx: &Context,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    let prefix = format!("{}/", K::kind(&()));
+    futures::stream::unfold(ctx.stores.revalidations(), move |mut rx| {
+        let prefix = prefix.clone();
+        async move {
+            loop {
+                match rx.recv().await {
+                    Ok(k) => {
+                        if let Some(name) = k.strip_prefix(&prefix) {
+                            return Some((ObjectRef::new(name), rx));
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
+}
+
+/// A store error of `open`/`validate` as the store's NotReady reason: refused
+/// credentials are `AuthenticationFailed` (naming the Secret), not a generic failure.
+fn open_error(e: plinth_statestore::StoreError, secret: &str, fallback: NotReady) -> NotReady {
+    use plinth_statestore::StoreError::{AuthFailed, GithubAppAuthFailed};
+    match e {
+        e @ (AuthFailed { .. } | GithubAppAuthFailed { .. }) => NotReady {
+            reason: REASON_AUTHENTICATION_FAILED,
+            message: if secret.is_empty() {
+                format!("{e}; the store has no spec.secretRef")
+            } else {
+                format!("{e}; update the credentials in Secret {secret}")
+            },
+        },
+        _ => fallback,
+    }
+}
+
+/// Reason of a store (and of a WorkPlacement's failed write) whose credentials the
+/// remote refused.
+pub const REASON_AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
 
 fn error_policy<K: StateStoreObject>(obj: Arc<K>, err: &Error, state: Arc<StoreState>) -> Action {
     log_reconcile_failure!(err, "state store reconcile", store = %describe(obj.as_ref()));
@@ -568,12 +620,16 @@ async fn open_store<K: StateStoreObject>(
     }
 
     let config = obj.build_config(&secret_label, &data, cfg)?;
-    let store = StateStore::open(config)
-        .await
-        .map_err(|e| NotReady::init(e.to_string()))?;
-    store.validate().await.map_err(|e| NotReady {
-        reason: "ErrorValidatingPermissions",
-        message: format!("Error validating state store permissions: {e}"),
+    let store = StateStore::open(config).await.map_err(|e| {
+        let generic = NotReady::init(e.to_string());
+        open_error(e, &secret_label, generic)
+    })?;
+    store.validate().await.map_err(|e| {
+        let generic = NotReady {
+            reason: "ErrorValidatingPermissions",
+            message: format!("Error validating state store permissions: {e}"),
+        };
+        open_error(e, &secret_label, generic)
     })?;
     ctx.stores
         .insert_with_fingerprint(&kind, &name, store, fingerprint);

@@ -4,7 +4,9 @@
 //! The state store controllers open and validate a store, then register it here with a
 //! fingerprint of what it was built from (store generation + Secret resourceVersion), so
 //! an unchanged store is not re-opened on every event and a changed Secret or spec
-//! replaces the entry. Destinations and WorkPlacements only ever read.
+//! replaces the entry. Destinations and WorkPlacements only read, except that a write
+//! refused for its credentials drops the entry and wakes the store's controller
+//! ([`StoreRegistry::report_auth_failure`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -18,12 +20,38 @@ struct Entry {
 }
 
 /// Open state stores keyed by `<Kind>/<name>` (e.g. `GitStateStore/default`).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct StoreRegistry {
     inner: Arc<RwLock<HashMap<String, Entry>>>,
+    /// `<Kind>/<name>` of stores a writer found refusing their credentials; their
+    /// controller validates them again (and says so on the store).
+    revalidate: tokio::sync::broadcast::Sender<String>,
+}
+
+impl Default for StoreRegistry {
+    fn default() -> Self {
+        StoreRegistry {
+            inner: Arc::default(),
+            // Bounded: a lagging subscriber skips old keys (it re-lists on its own).
+            revalidate: tokio::sync::broadcast::channel(256).0,
+        }
+    }
 }
 
 impl StoreRegistry {
+    /// A write found the store refusing its credentials (revoked or rotated token):
+    /// forgets the open store, so no writer keeps using those credentials, and asks its
+    /// controller to validate it again ([`StoreRegistry::revalidations`]).
+    pub fn report_auth_failure(&self, kind: &str, name: &str) {
+        self.remove(kind, name);
+        let _ = self.revalidate.send(key(kind, name));
+    }
+
+    /// The `<Kind>/<name>` keys of [`StoreRegistry::report_auth_failure`], from now on.
+    pub fn revalidations(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.revalidate.subscribe()
+    }
+
     /// The open store for `kind`/`name`, if its controller has opened and validated it.
     pub fn get(&self, kind: &str, name: &str) -> Option<StateStore> {
         self.inner

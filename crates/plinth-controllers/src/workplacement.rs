@@ -46,6 +46,8 @@ use plinth_api::{
 };
 use plinth_statestore::layout::{self, PathError, PlacementSource};
 use plinth_statestore::{StateStore, StoreError, WriteOp, WriteRequest};
+
+use crate::statestore::REASON_AUTHENTICATION_FAILED;
 use serde_json::json;
 
 use crate::Error;
@@ -471,7 +473,23 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
             report_terminal(&state, &p.api, &wp, &t).await?;
             Ok(Action::await_change())
         }
-        Err(e) => report_write_failure(&state, &p, &e.to_string()).await,
+        Err(e @ (StoreError::AuthFailed { .. } | StoreError::GithubAppAuthFailed { .. })) => {
+            // Never retry with refused credentials: the store is validated again and
+            // opened from its (possibly rotated) Secret before the next write.
+            state
+                .ctx
+                .stores
+                .report_auth_failure(store_ref.kind.as_str(), &store_ref.name);
+            let msg = format!(
+                "{e}; {}/{} is validated again, and the write is retried once its credentials work",
+                store_ref.kind.as_str(),
+                store_ref.name
+            );
+            report_write_failure(&state, &p, REASON_AUTHENTICATION_FAILED, &msg).await
+        }
+        Err(e) => {
+            report_write_failure(&state, &p, reasons::WORKLOADS_FAILED_WRITE, &e.to_string()).await
+        }
     }
 }
 
@@ -507,8 +525,11 @@ async fn report_store_not_ready(
     let message = format!(
         "{kind}/{name} does not exist or is not ready (the Destination's Ready condition says which); the workloads are written once it is"
     );
+    // A refused-credentials failure stays what the placement says until a write works.
     if write.is_some_and(|c| {
-        c.status == "True" || (c.reason == reasons::STATE_STORE_NOT_READY && c.message == message)
+        c.status == "True"
+            || c.reason == REASON_AUTHENTICATION_FAILED
+            || (c.reason == reasons::STATE_STORE_NOT_READY && c.message == message)
     }) {
         return Ok(());
     }
@@ -700,6 +721,7 @@ async fn write_success_status(
 async fn report_write_failure(
     state: &WpState,
     p: &Reconciling<'_>,
+    reason: &str,
     msg: &str,
 ) -> Result<Action, Error> {
     publish(
@@ -715,7 +737,7 @@ async fn report_write_failure(
             conds,
             condition_types::WRITE_SUCCEEDED,
             false,
-            reasons::WORKLOADS_FAILED_WRITE,
+            reason,
             msg,
             g,
         )
@@ -755,6 +777,7 @@ pub fn derived_ready(
             let reason = [
                 REASON_INVALID_WORKLOAD_PATH,
                 REASON_INVALID_WORKLOAD_CONTENT,
+                REASON_AUTHENTICATION_FAILED,
             ]
             .into_iter()
             .find(|r| *r == c.reason)
