@@ -56,6 +56,22 @@ async fn wait_metrics(env: &Env, what: &str, ok: impl Fn(&str) -> bool) {
     }
 }
 
+/// Deletes cluster-scoped `name` of kind `K` and waits until no series contains `label`.
+async fn deleted_without_series<K>(env: &Env, name: &str, label: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::all(env.client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let what = format!("{} {name}'s series gone", K::kind(&()));
+    wait_metrics(env, &what, |t| !t.contains(label)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_objects_leave_no_series() {
     let env = start().await;
@@ -110,25 +126,11 @@ async fn deleted_objects_leave_no_series() {
     );
 
     // Deleting the Destination removes every series naming it.
-    Api::<Destination>::all(env.client.clone())
-        .delete("dev", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_metrics(&env, "the Destination's series gone", |t| {
-        !t.contains(r#"destination="dev""#)
-    })
-    .await;
+    deleted_without_series::<Destination>(&env, "dev", r#"destination="dev""#).await;
 
     // Deleting the state store removes its series.
     assert!(m.encode().contains(r#"store="default""#));
-    Api::<GitStateStore>::all(env.client.clone())
-        .delete("default", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_metrics(&env, "the state store's series gone", |t| {
-        !t.contains(r#"store="default""#)
-    })
-    .await;
+    deleted_without_series::<GitStateStore>(&env, "default", r#"store="default""#).await;
 
     // Deleting the Promise removes every series naming it: here a pipeline run (no
     // runner in this harness, so it is recorded as the Job watch would).
@@ -139,7 +141,6 @@ async fn deleted_objects_leave_no_series() {
         std::time::Duration::from_secs(1),
     );
     assert!(m.encode().contains(r#"promise="widget""#));
-    let promises: Api<Promise> = Api::all(env.client.clone());
     let promise: Promise = serde_json::from_value(json!({
         "apiVersion": "platform.kratix.io/v1alpha1",
         "kind": "Promise",
@@ -147,17 +148,10 @@ async fn deleted_objects_leave_no_series() {
         "spec": {},
     }))
     .unwrap();
-    promises
+    Api::<Promise>::all(env.client.clone())
         .create(&Default::default(), &promise)
         .await
         .unwrap();
-    promises
-        .delete("widget", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_metrics(&env, "the Promise's series gone", |t| {
-        !t.contains(r#"promise="widget""#)
-    })
-    .await;
+    deleted_without_series::<Promise>(&env, "widget", r#"promise="widget""#).await;
     pruner.abort();
 }
