@@ -125,7 +125,8 @@ fn names_secret_kind(text: &str) -> bool {
             .chars()
             .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
             .collect();
-        l.starts_with("kind:Secret") || l.contains(",kind:Secret") || l.contains("{kind:Secret")
+        l.split([',', '{', '}'])
+            .any(|part| part.trim_start_matches('-') == "kind:Secret")
     })
 }
 
@@ -198,5 +199,10 @@ mod tests {
         assert!(out.starts_with("# not shown"), "{out}");
         let json = "{\"kind\": \"Secret\", \"stringData\": {\"k\": \"v\"";
         assert!(documents(json).starts_with("# not shown"));
+        let item = "items:\n- kind: Secret\n  stringData: {k: \"open\n";
+        assert!(documents(item).starts_with("# not shown"), "{}", documents(item));
+        // Another kind whose name starts the same is not hidden.
+        let store = "kind: SecretStore\nspec: [\n";
+        assert!(matches!(documents(store), Cow::Borrowed(_)));
     }
 }

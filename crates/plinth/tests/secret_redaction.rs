@@ -102,22 +102,33 @@ async fn secret_values_are_redacted_in_the_web_view_and_in_plinth_diff() {
         .next()
         .unwrap()
         .to_string();
-    let out = Command::new("curl")
-        .args(["-k", "-s", "-f", "-H"])
-        .arg(format!("Authorization: Bearer {}", admin_token(&p)))
-        .arg(format!("{base}/ui/request/gadget/default/vault"))
-        .output()
-        .unwrap();
-    let page = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{page}");
+    let bearer = format!("Authorization: Bearer {}", admin_token(&p));
+    let get = |url: &str| {
+        let out = Command::new("curl")
+            .args(["-k", "-s", "-f", "-H", &bearer, url])
+            .output()
+            .unwrap();
+        let body = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "GET {url}: {body}");
+        body
+    };
+    let page = get(&format!("{base}/ui/request/gadget/default/vault"));
     assert!(page.contains("Files written"), "{page}");
+    // What the page shows of the files: inline, or behind the links it loads them from.
+    let mut shown = page.clone();
+    for link in page.split("/ui/file/").skip(1) {
+        let end = link.find(['"', '\'', ' ', '<']).unwrap_or(link.len());
+        let url = format!("{base}/ui/file/{}", link[..end].replace("&amp;", "&"));
+        shown.push_str(&get(&url));
+    }
+    let shown = shown.replace("&lt;", "<");
     assert!(
-        page.contains("visible: shown-v1"),
-        "the ConfigMap as written:\n{page}"
+        shown.contains("visible: shown-v1"),
+        "the ConfigMap as written:\n{shown}"
     );
-    assert!(page.contains("password: &lt;redacted sha256:"), "{page}");
-    assert!(page.contains("token: &lt;redacted sha256:"), "{page}");
-    assert_no_plain_values(&page, "v1");
+    assert!(shown.contains("password: <redacted sha256:"), "{shown}");
+    assert!(shown.contains("token: <redacted sha256:"), "{shown}");
+    assert_no_plain_values(&shown, "v1");
 
     // plinth diff: unchanged → 0; v2 → 1, the changed values as changed markers only.
     let dir = p.dir.path();
