@@ -26,6 +26,7 @@ mod error;
 pub mod events;
 pub mod hash;
 pub mod kinds;
+pub mod kube_error;
 pub mod metrics;
 pub mod names;
 pub mod paths;

@@ -82,10 +82,11 @@ pub async fn run_all(ctx: Arc<Context>, defaults: ControllerConfig) {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A call to the Kubernetes API failed.
-    #[error("Kubernetes API: {0}")]
+    // kube's own Display of an API error appends the Status' Debug form; these read it.
+    #[error("Kubernetes API: {}", plinth_api::kube_error::describe(.0))]
     Kube(#[from] kube::Error),
     /// A call to the Kubernetes API failed while doing `action` to `object`.
-    #[error("{action} {object}: {source}")]
+    #[error("{action} {object}: {}", plinth_api::kube_error::describe(source))]
     Api {
         /// What the controller was doing, e.g. `listing WorkPlacements of`.
         action: &'static str,

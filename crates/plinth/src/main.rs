@@ -111,10 +111,29 @@ fn main() -> ExitCode {
 }
 
 /// `error: <outermost>` followed by one `  caused by: <cause>` line per underlying error.
+/// A Kubernetes API error reads as the server's message and field causes
+/// ([`plinth_api::kube_error`]), never as the `Status` struct kube's `Display` appends;
+/// the `Status` that follows it in the chain says nothing more and is left out.
 fn error_chain(e: &anyhow::Error) -> String {
-    let mut out = format!("error: {e}");
-    for cause in e.chain().skip(1) {
-        out.push_str(&format!("\n  caused by: {cause}"));
+    let mut lines = Vec::new();
+    let mut after_api_error = false;
+    for cause in e.chain() {
+        if std::mem::take(&mut after_api_error) {
+            continue;
+        }
+        lines.push(match cause.downcast_ref::<kube::Error>() {
+            Some(k) => {
+                after_api_error = matches!(k, kube::Error::Api(_));
+                plinth_api::kube_error::describe(k)
+            }
+            None => cause.to_string(),
+        });
+    }
+    // Contexts often repeat their cause's text; a line its predecessor ends with is noise.
+    lines.dedup_by(|next, prev| prev.ends_with(next.as_str()));
+    let mut out = format!("error: {}", lines[0]);
+    for line in &lines[1..] {
+        out.push_str(&format!("\n  caused by: {line}"));
     }
     out
 }
