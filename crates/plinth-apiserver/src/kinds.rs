@@ -1,5 +1,5 @@
 //! Kind-specific create/update rules of the built-in kinds (what Kubernetes' registry
-//! strategies do): Namespace phase and finalizers, Secret `stringData`, Pod initial
+//! strategies do): the published defaults (`defaults`), Namespace phase and finalizers, Secret `stringData`, Pod initial
 //! status, Job selector and Pod template labels, Event timestamps and count, and
 //! CustomResourceDefinition validation, status and registration.
 
@@ -44,6 +44,7 @@ pub(crate) async fn prepare(
             format!("Invalid value: {msg}"),
         ));
     }
+    crate::defaults::apply(info, obj);
     if is(info, "", "namespaces") {
         if obj.pointer("/spec/finalizers").is_none() {
             obj["spec"] = json!({"finalizers": ["kubernetes"]});

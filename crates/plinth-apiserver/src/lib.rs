@@ -16,6 +16,7 @@ mod app;
 pub mod auth;
 mod authz;
 mod default_rbac;
+mod defaults;
 mod discovery;
 pub mod error;
 pub mod expiry;
