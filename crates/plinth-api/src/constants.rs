@@ -111,6 +111,10 @@ pub mod labels {
     pub const TARGET_DESTINATION_NAME: &str = "kratix.io/targetDestinationName";
     /// `"true"` when a WorkPlacement's Destination no longer matches.
     pub const MISPLACED: &str = "kratix.io/misplaced";
+    /// Plinth's: `"true"` on a resource request or Promise moves its misplaced Works
+    /// (placed before the destination selectors changed) to Destinations that match now;
+    /// removed once the move has started.
+    pub const RESCHEDULE: &str = "plinth.dev/reschedule";
     /// `"true"` on the current PromiseRevision.
     pub const LATEST_REVISION: &str = "kratix.io/latest-revision";
     /// PromiseRelease that installed a Promise.
@@ -633,6 +637,10 @@ pub mod events {
 
     /// Plinth's Warning: a reconcile of the object failed; the note is the error.
     pub const RECONCILE_FAILED: &str = super::reasons::RECONCILE_FAILED;
+
+    /// Plinth's Normal: the misplaced WorkPlacements of a request or Promise labelled
+    /// `plinth.dev/reschedule` were removed so their Works are placed again.
+    pub const WORKS_RESCHEDULED: &str = "WorksRescheduled";
 
     /// Plinth's reporting component of Events about the `kratix` ConfigMap.
     pub const CONFIG_WATCHER: &str = "KratixConfigWatcher";

@@ -369,6 +369,9 @@ async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Resul
     if let Some(action) = run_configure(&r, &wf, &binding, &bound).await? {
         return Ok(action);
     }
+    if reschedule(&r, &wf).await? {
+        return Ok(Action::await_change());
+    }
     let stored = record_reconciled(&r, &wf, &binding, &bound).await?;
     let interval = r.ctx().config().reconciliation_interval;
     engine::periodic_rerun_after(&rctx.cached_jobs(&wf), &r.api, &stored, interval).await
@@ -505,6 +508,26 @@ async fn run_configure(
         ),
         Progress::Failed { .. } => Some(Action::await_change()),
     })
+}
+
+/// `plinth.dev/reschedule=true` on the request: removes the misplaced WorkPlacements of
+/// its Works so they are placed again, then the label; true when it acted.
+async fn reschedule(r: &Reconciling<'_>, wf: &Workflow) -> Result<bool, Error> {
+    if r.rr.labels().get(labels::RESCHEDULE).is_none_or(|v| v != "true") {
+        return Ok(false);
+    }
+    let works = request_works(r, wf).await?;
+    let n = support::works::reschedule_misplaced(&r.ctx().client, &works).await?;
+    engine::remove_labels(&r.api, r.rr, &[labels::RESCHEDULE]).await?;
+    support::publish(
+        &r.ctx().recorder(COMPONENT),
+        &support::reference(r.rr),
+        support::EventType::Normal,
+        plinth_api::constants::events::WORKS_RESCHEDULED,
+        format!("Removed {n} misplaced WorkPlacement(s); their Works are placed again on matching Destinations"),
+    )
+    .await;
+    Ok(true)
 }
 
 /// The request's Works, from its configure workflow's namespace.

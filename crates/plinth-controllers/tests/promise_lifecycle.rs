@@ -777,3 +777,80 @@ async fn a_failing_reconcile_is_reported_on_the_request() {
     let status = wait_condition(&widgets, "w1", "ReconcileSucceeded", "True").await;
     assert_eq!(condition(&status, "ReconcileSucceeded").unwrap().1, "ReconcileSucceeded");
 }
+
+/// A request placed before its destination selectors changed stays where it is, and
+/// says so: `WorksSucceeded=False/WorksMisplaced` naming the label that moves it and
+/// `Reconciled=False/WorksMisplaced` ("Misplaced", not "Failing"). Labelling the request
+/// `plinth.dev/reschedule=true` moves it to a matching Destination and the label goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
+    use placement_support::labels as label_map;
+    let env = start().await;
+    env.git_store("default").await;
+    let dest = |name: &str, env_label: &str| {
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
+               "metadata": {"name": name, "labels": {"env": env_label}},
+               "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "default"}}})
+    };
+    env.create_destination(dest("old", "dev")).await;
+    env.destination_ready("old").await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    create(&promises, widget_promise("widget", vec![])).await;
+    wait_condition(&promises, "widget", "Available", "True").await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": "s"}})).await;
+    wait_condition(&widgets, "w1", "Reconciled", "True").await;
+
+    // The request's Work, placed on `old`, whose labels then stop matching.
+    let sel = vec![("promise", label_map(&[("env", "dev")]))];
+    env.create_work("default", "widget-w1", "widget", "w1", "configure", &[(".", sel, vec![("a.yaml", "a: 1\n")])])
+        .await;
+    Api::<plinth_api::Work>::namespaced(env.client.clone(), "default")
+        .patch(
+            "widget-w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"kratix.io/work-type": "resource"}}})),
+        )
+        .await
+        .unwrap();
+    env.work_condition("default", "widget-w1", "Ready", "True", "AllWorkplacementsScheduled")
+        .await;
+    let placed = env.placements("default", "widget-w1").await[0].name_any();
+    env.placement_ready("default", &placed).await;
+    env.relabel_destination("old", json!({"env": "prod"})).await;
+    env.create_destination(dest("new", "dev")).await;
+    env.destination_ready("new").await;
+    env.work_condition("default", "widget-w1", "Ready", "False", "Misplaced").await;
+
+    let status = wait_condition(&widgets, "w1", "WorksSucceeded", "False").await;
+    let (_, reason, message) = condition(&status, "WorksSucceeded").unwrap();
+    assert_eq!(reason, "WorksMisplaced");
+    assert!(message.contains("destinationSelectors"), "{message}");
+    assert!(message.contains("plinth.dev/reschedule=true"), "{message}");
+    let (status_, reason, message) = condition(&status, "Reconciled").unwrap();
+    assert_eq!((status_.as_str(), reason.as_str(), message.as_str()), ("False", "WorksMisplaced", "Misplaced"));
+    let placed_on = |wps: &[plinth_api::WorkPlacement]| -> Vec<String> {
+        wps.iter().map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default()).collect()
+    };
+    assert_eq!(placed_on(&env.placements("default", "widget-w1").await), ["old"], "kept where it was");
+
+    widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"plinth.dev/reschedule": "true"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the Work moves to the matching Destination", || async {
+        placed_on(&env.placements("default", "widget-w1").await) == ["new"]
+    })
+    .await;
+    let status = wait_condition(&widgets, "w1", "WorksSucceeded", "True").await;
+    assert_eq!(condition(&status, "Reconciled").unwrap().0, "True");
+    assert!(!widgets.get("w1").await.unwrap().labels().contains_key("plinth.dev/reschedule"));
+    let (type_, _, _) = wait_event(&env.client, "default", "w1", "WorksRescheduled").await;
+    assert_eq!(type_, "Normal");
+}

@@ -295,6 +295,9 @@ async fn reconcile_steps(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Resu
     if let Some(r) = &request_api {
         rerun_requests_on_change(&ctx, &p, r).await?;
     }
+    if reschedule(&ctx, &p).await? {
+        return Ok(Action::await_change());
+    }
     let stored = mark_available(&ctx, &p, &wf, request_api.as_ref()).await?;
     engine::periodic_rerun(
         &ctx,
@@ -538,9 +541,34 @@ async fn mark_available(
     Ok(stored)
 }
 
+/// `plinth.dev/reschedule=true` on the Promise: removes the misplaced WorkPlacements of
+/// its own Works so they are placed again, then the label; true when it acted.
+async fn reschedule(ctx: &Context, p: &Observed) -> Result<bool, Error> {
+    if !p.label_is_true(labels::RESCHEDULE) {
+        return Ok(false);
+    }
+    let works = own_works(ctx, &p.name).await?;
+    let n = support::works::reschedule_misplaced(&ctx.client, &works).await?;
+    engine::remove_labels(&p.api, &p.obj, &[labels::RESCHEDULE]).await?;
+    support::publish(
+        &ctx.recorder(COMPONENT),
+        &support::reference(&p.obj),
+        support::EventType::Normal,
+        plinth_api::constants::events::WORKS_RESCHEDULED,
+        format!("Removed {n} misplaced WorkPlacement(s); their Works are placed again on matching Destinations"),
+    )
+    .await;
+    Ok(true)
+}
+
 /// Readiness of the Promise's own Works: those of its promise workflows and its static
 /// dependencies (an unscheduled dependency Work is not "ready", whatever Kratix says).
 async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> {
+    Ok(classify_works(&own_works(ctx, promise).await?))
+}
+
+/// The Promise's own Works (promise workflows and static dependencies).
+async fn own_works(ctx: &Context, promise: &str) -> Result<Vec<DynamicObject>, Error> {
     let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
     let mut own = Vec::new();
     // One list per type, each selecting by equality only, so neither reads the Works of
@@ -553,7 +581,7 @@ async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> 
         );
         own.extend(works.list(&ListParams::default().labels(&sel)).await?.items);
     }
-    Ok(classify_works(&own))
+    Ok(own)
 }
 
 /// `Ok` for a success or a 404 (the object is already gone).

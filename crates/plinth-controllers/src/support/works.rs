@@ -1,9 +1,10 @@
 //! Readiness of a set of Works, summarised as the `WorksSucceeded` condition of the
 //! Promise or resource request that owns them.
 
-use kube::ResourceExt;
-use kube::api::DynamicObject;
-use plinth_api::constants::{condition_types, messages, reasons};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::{Client, Resource, ResourceExt};
+use plinth_api::WorkPlacement;
+use plinth_api::constants::{condition_types, labels, messages, reasons};
 use serde_json::Value;
 
 use super::conditions::{condition_true, set_condition};
@@ -44,8 +45,12 @@ impl WorksState {
                 "False",
                 reasons::WORKS_MISPLACED,
                 format!(
-                    "Some works associated with this {what} are misplaced: [{}]",
-                    self.misplaced.join(",")
+                    "Some works associated with this {what} are misplaced: [{}]: their \
+                     Destination no longer matches the destinationSelectors, which changed \
+                     after they were placed, so they stay where they are; label the {what} \
+                     {}=true to move them to a matching Destination",
+                    self.misplaced.join(","),
+                    labels::RESCHEDULE
                 ),
             )
         } else {
@@ -60,7 +65,8 @@ impl WorksState {
     /// Sets `WorksSucceeded` (about `what`: "promise" or "resource") on status `s` and
     /// the `Reconciled` it implies: True once the configure workflow completed (or there
     /// is none, `no_workflow`) and the Works are ready; False `WorksFailing` when Works
-    /// failed or are misplaced; Unknown `WorksPending` otherwise. True when either
+    /// failed, False `WorksMisplaced` (message `Misplaced`) when they are only misplaced;
+    /// Unknown `WorksPending` otherwise. True when either
     /// condition changed.
     pub fn set_conditions(&self, s: &mut Value, what: &str, no_workflow: bool) -> bool {
         let (ws, wr, wm) = self.condition(what);
@@ -69,6 +75,10 @@ impl WorksState {
             no_workflow || condition_true(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED);
         let (status, reason, message) = if workflow_done && ws == "True" {
             ("True", reasons::RECONCILED, messages::RECONCILED)
+        } else if wr == reasons::WORKS_MISPLACED {
+            // Placed and written, only on a Destination the selectors no longer pick:
+            // not a failure, and the fix is the user's choice (WorksSucceeded says how).
+            ("False", reasons::WORKS_MISPLACED, messages::MISPLACED)
         } else if ws == "False" {
             ("False", reasons::WORKS_FAILING, messages::FAILING)
         } else {
@@ -109,4 +119,33 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
         }
     }
     st
+}
+
+/// Deletes the misplaced WorkPlacements of `works` (label `kratix.io/misplaced=true`), so
+/// the Work controller places their groups again on Destinations that match now; the
+/// deleted placements' files leave the old Destination through their finalizer. Returns
+/// how many it deleted.
+pub async fn reschedule_misplaced(
+    client: &Client,
+    works: &[DynamicObject],
+) -> Result<usize, crate::Error> {
+    let mut deleted = 0;
+    for w in works {
+        let ns = w.namespace().unwrap_or_default();
+        let api: Api<WorkPlacement> = Api::namespaced(client.clone(), &ns);
+        let sel = format!("{}=true,{}={}", labels::MISPLACED, labels::WORK, w.name_any());
+        let what = format!("Work {ns}/{}", w.name_any());
+        let list = api
+            .list(&ListParams::default().labels(&sel))
+            .await
+            .map_err(|e| crate::Error::kube("listing misplaced WorkPlacements of", &what, e))?;
+        for wp in list.items.iter().filter(|wp| wp.meta().deletion_timestamp.is_none()) {
+            match api.delete(&wp.name_any(), &DeleteParams::default()).await {
+                Ok(_) => deleted += 1,
+                Err(e) if super::is_not_found(&e) => {}
+                Err(e) => return Err(crate::Error::kube("deleting misplaced WorkPlacement of", what, e)),
+            }
+        }
+    }
+    Ok(deleted)
 }
