@@ -77,8 +77,10 @@ impl Platform {
     /// certificate, for clients that reach this machine by another address (a GitOps
     /// agent in a kind cluster pulling the state store).
     ///
-    /// A start that fails leaves the data directory as it found it: what this run created
-    /// there is removed (the whole directory when it did not exist before).
+    /// A start that fails on a new data directory (absent or empty) leaves nothing behind,
+    /// so a half-initialised directory never passes for a platform's. One that held
+    /// anything before is left as the failed start left it: another program's files may
+    /// be in it, and removing only what this run created could race with them.
     pub async fn start_with_tls_names(
         opts: PlatformOptions,
         tls_names: &[String],
@@ -205,23 +207,27 @@ impl IfEmpty for str {
     }
 }
 
-/// The entries of a data directory before a start, so that a failed start can remove
-/// what it created (a half-initialised directory would look like a platform).
+/// What a data directory was before a start, so that a failed start on a new one can
+/// remove what it created.
+#[derive(Debug, PartialEq)]
 enum DataDirBefore {
     /// The directory did not exist.
     Absent,
-    /// Its entries' names.
-    Entries(std::collections::HashSet<std::ffi::OsString>),
-    /// It could not be read: nothing is removed.
-    Unknown,
+    /// It existed and was empty.
+    Empty,
+    /// It held something, or could not be read: nothing is removed.
+    Used,
 }
 
 impl DataDirBefore {
     fn read(dir: &Path) -> DataDirBefore {
         match std::fs::read_dir(dir) {
-            Ok(rd) => DataDirBefore::Entries(rd.flatten().map(|e| e.file_name()).collect()),
+            Ok(mut rd) => match rd.next() {
+                None => DataDirBefore::Empty,
+                Some(_) => DataDirBefore::Used,
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => DataDirBefore::Absent,
-            Err(_) => DataDirBefore::Unknown,
+            Err(_) => DataDirBefore::Used,
         }
     }
 
@@ -239,15 +245,52 @@ impl DataDirBefore {
         };
         match self {
             DataDirBefore::Absent if dir.exists() => remove(dir),
-            DataDirBefore::Entries(old) => {
+            DataDirBefore::Empty => {
                 for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                    if !old.contains(&e.file_name()) {
-                        remove(&e.path());
-                    }
+                    remove(&e.path());
                 }
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DataDirBefore;
+
+    fn fill(dir: &std::path::Path) {
+        std::fs::create_dir_all(dir.join("tls")).unwrap();
+        std::fs::write(dir.join("tls/ca.crt"), "x").unwrap();
+        std::fs::write(dir.join("git-read-token"), "x").unwrap();
+    }
+
+    #[test]
+    fn a_failed_start_removes_only_a_new_data_dirs_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let absent = tmp.path().join("absent");
+        let before = DataDirBefore::read(&absent);
+        assert_eq!(before, DataDirBefore::Absent);
+        fill(&absent);
+        before.remove_what_came_since(&absent);
+        assert!(!absent.exists());
+
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let before = DataDirBefore::read(&empty);
+        assert_eq!(before, DataDirBefore::Empty);
+        fill(&empty);
+        before.remove_what_came_since(&empty);
+        assert!(empty.is_dir() && std::fs::read_dir(&empty).unwrap().next().is_none());
+
+        let used = tmp.path().join("used");
+        std::fs::create_dir(&used).unwrap();
+        std::fs::write(used.join("notes.txt"), "mine").unwrap();
+        let before = DataDirBefore::read(&used);
+        assert_eq!(before, DataDirBefore::Used);
+        fill(&used);
+        before.remove_what_came_since(&used);
+        assert!(used.join("notes.txt").is_file() && used.join("tls/ca.crt").is_file());
     }
 }
 

@@ -134,29 +134,3 @@ fn up_help_says_where_the_kubeconfig_goes() {
         "{short}"
     );
 }
-
-#[test]
-fn a_start_failing_after_the_lock_removes_only_what_it_created() {
-    let dir = tempfile::tempdir().unwrap();
-    // A directory where the database file belongs: the API server cannot open it, after
-    // the lock, the git token and the TLS files were written.
-    std::fs::create_dir(dir.path().join("plinth.db")).unwrap();
-    let out = plinth(&[
-        "up",
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    assert_clean_failure(&out, "plinth.db");
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert_eq!(
-        left,
-        ["plinth.db"],
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
