@@ -148,6 +148,21 @@ async fn web_view_in_headless_chromium_shows_a_new_request() {
         "pipeline log missing:\n{dom}"
     );
     assert!(dom.contains("at commit"), "{dom}");
+    // A file's content is not in the page; it is loaded from its address when opened,
+    // and only files of the request's own directory are served there.
+    let src = dom
+        .split("data-src=\"")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .unwrap_or_else(|| panic!("no file entry:\n{dom}"))
+        .replace("&amp;", "&");
+    let (code, body) = curl(&["-H", &bearer], &format!("{base}{src}"));
+    assert_eq!(code, 200, "{src}: {body}");
+    assert!(body.contains("kind:"), "{src}: {body}");
+    let (path_start, _) = src.split_once("path=").unwrap();
+    let outside = format!("{path_start}path=local%2Fdependencies%2Fkratix-canary-configmap.yaml");
+    let (code, body) = curl(&["-H", &bearer], &format!("{base}{outside}"));
+    assert_eq!(code, 404, "{outside}: {body}");
 
     // Screenshots as test artefacts.
     let artefacts = Path::new(env!("CARGO_TARGET_TMPDIR"));

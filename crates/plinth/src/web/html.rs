@@ -49,10 +49,11 @@ table{border-collapse:collapse;background:#fff;margin-bottom:1.5em}
 th,td{border:1px solid #d5d9e0;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#eef1f5}
 .ok{color:#17803d}.bad{color:#c4231c;font-weight:600}.busy{color:#a76b00}
-.lane{display:flex;gap:.8em;align-items:flex-start;margin:.8em 0}
+.lane{display:flex;gap:.5em;align-items:flex-start;margin:.8em 0}
 main{overflow-x:auto}
-.col{display:flex;flex-direction:column;gap:.4em;align-items:flex-start}
-.box{background:#fff;border:1px solid #aab3c0;border-radius:6px;padding:.4em .6em;min-width:9em;flex:none;white-space:nowrap}
+.col{display:flex;flex-direction:column;gap:.4em;align-items:flex-start;min-width:0}
+.box{background:#fff;border:1px solid #aab3c0;border-radius:6px;padding:.4em .6em;max-width:10em;flex:none;overflow-wrap:anywhere;font-size:.85em}
+.why{font-weight:600}
 .box.fail{border:2px solid #c4231c;background:#fff1f0}
 .box small{display:block;color:#556}
 .arrow{align-self:center;color:#889}
@@ -61,18 +62,35 @@ pre{background:#fff;border:1px solid #d5d9e0;padding:.6em;overflow:auto;max-heig
 "#;
 
 /// Client script: on every change the API's watch reports (server-sent events from
-/// `/ui/events`), fetch this page's fragment and replace `<main>`.
+/// `/ui/events`), fetch this page's fragment and replace `<main>`, keeping open the
+/// files that were open. A file's content is fetched when its entry is first opened and
+/// kept by its address, which names the commit it was listed at.
 const SCRIPT: &str = r#"
 (function(){
   var live=document.getElementById('live');
   var es=new EventSource('/ui/events');
-  var busy=false, again=false;
+  var busy=false, again=false, files={};
+  function load(d){
+    var src=d.getAttribute('data-src'),pre=d.querySelector('pre');
+    if(files[src]!==undefined){pre.textContent=files[src];return;}
+    fetch(src,{credentials:'same-origin'}).then(function(r){return r.text();})
+      .then(function(t){files[src]=t;pre.textContent=t;});
+  }
+  document.addEventListener('toggle',function(e){
+    var d=e.target;if(d.open&&d.hasAttribute&&d.hasAttribute('data-src'))load(d);
+  },true);
   function refresh(){
     if(busy){again=true;return;}
     busy=true;
+    var open=[].map.call(document.querySelectorAll('details[data-src][open]'),
+      function(d){return d.getAttribute('data-src');});
     var u=new URL(location.href);u.searchParams.set('fragment','1');
     fetch(u,{credentials:'same-origin'}).then(function(r){return r.ok?r.text():null;})
       .then(function(t){if(t!==null){document.querySelector('main').innerHTML=t;
+        open.forEach(function(src){
+          var d=document.querySelector('details[data-src="'+CSS.escape(src)+'"]');
+          if(d){d.open=true;load(d);}
+        });
         live.textContent='live \u2022 updated '+new Date().toLocaleTimeString();}})
       .finally(function(){busy=false;if(again){again=false;refresh();}});
   }
@@ -110,7 +128,7 @@ fn state(word: &str) -> String {
 fn conds(cs: &[Cond]) -> String {
     let mut out = String::new();
     for c in cs {
-        let _ = write!(out, "<div>{}={}", esc(&c.type_), state(&c.status));
+        let _ = write!(out, "<div>{}=<wbr>{}", esc(&c.type_), state(&c.status));
         if c.status != "True" && !c.message.is_empty() {
             let _ = write!(out, " <small>{}</small>", esc(&c.message));
         }
@@ -129,7 +147,7 @@ fn request_href(promise: &str, r: &RequestNode) -> String {
 }
 
 /// The overview: every Promise, then every request with its conditions and health.
-pub fn overview(tree: &[PromiseNode]) -> String {
+pub fn overview(tree: &[PromiseNode], requests_from: usize) -> String {
     let mut out = String::from(
         "<h2>Promises</h2><table id=\"promises\"><tr><th>Promise</th><th>Status</th>\
          <th>Requests</th><th>Conditions</th></tr>",
@@ -159,8 +177,15 @@ pub fn overview(tree: &[PromiseNode]) -> String {
         "</table><h2>Resource requests</h2><table id=\"requests\"><tr><th>Promise</th>\
          <th>Request</th><th>Conditions</th><th>Health</th><th>Jobs</th></tr>",
     );
-    for p in tree {
-        for r in &p.requests {
+    let total: usize = tree.iter().map(|p| p.requests.len()).sum();
+    let from = requests_from.min(total.saturating_sub(1));
+    let page = tree
+        .iter()
+        .flat_map(|p| p.requests.iter().map(move |r| (p, r)))
+        .skip(from)
+        .take(REQUESTS_PER_PAGE);
+    for (p, r) in page {
+        {
             let last_job = r
                 .jobs
                 .last()
@@ -182,6 +207,7 @@ pub fn overview(tree: &[PromiseNode]) -> String {
         }
     }
     out.push_str("</table>");
+    out.push_str(&pager(total, from, REQUESTS_PER_PAGE, "requests", "requests"));
     out
 }
 
@@ -219,10 +245,15 @@ fn placement_lane(pl: &PlacementNode, objects: Objects) -> String {
         .as_deref()
         .map(|v| format!("commit {}", esc(&v[..v.len().min(12)])))
         .unwrap_or_else(|| "<span class=\"busy\">not written</span>".into());
-    let objs: String = objects(pl)
+    let all = objects(pl);
+    let mut objs: String = all
         .iter()
+        .take(OBJECTS_SHOWN)
         .map(|o| format!("<small>{}</small>", esc(o)))
         .collect();
+    if all.len() > OBJECTS_SHOWN {
+        let _ = write!(objs, "<small>and {} more</small>", all.len() - OBJECTS_SHOWN);
+    }
     let fail = pl.ready == "False";
     format!(
         "<div class=\"lane\">{}<span class=\"arrow\">→</span>{}<span class=\"arrow\">→</span>{}<span class=\"arrow\">→</span>{}</div>",
@@ -277,9 +308,9 @@ fn work_col(w: &WorkNode, objects: Objects) -> String {
 /// The map of one Promise: its own Jobs and Works, then one lane per request
 /// (request → Jobs → Works → WorkPlacements → Destination → commit → objects, and
 /// health), failures outlined in red.
-pub fn map(p: &PromiseNode, objects: Objects) -> String {
+pub fn map(p: &PromiseNode, objects: Objects, requests_from: usize) -> String {
     let mut out = format!("<h2>Map of Promise {}</h2>", esc(&p.name));
-    let jobs: String = p.jobs.iter().map(job_box).collect();
+    let jobs = job_boxes(&p.jobs);
     let works: String = p.works.iter().map(|w| work_col(w, objects)).collect();
     let _ = write!(
         out,
@@ -288,18 +319,20 @@ pub fn map(p: &PromiseNode, objects: Objects) -> String {
             p.failed,
             &format!("Promise {}", esc(&p.name)),
             &format!(
-                "<small>{}</small>{}",
+                "<small>{}</small>{}{}",
                 state(if p.status.is_empty() {
                     "Pending"
                 } else {
                     &p.status
                 }),
-                conds(&p.conditions)
+                conds(&p.conditions),
+                why_red(p.failed, &p.conditions, || promise_failure(p))
             )
         ),
     );
-    for r in &p.requests {
-        let jobs: String = r.jobs.iter().map(job_box).collect();
+    let from = requests_from.min(p.requests.len().saturating_sub(1));
+    for r in p.requests.iter().skip(from).take(REQUESTS_PER_PAGE) {
+        let jobs = job_boxes(&r.jobs);
         let works: String = r.works.iter().map(|w| work_col(w, objects)).collect();
         let health = r.health.as_deref().map(state).unwrap_or_else(|| "-".into());
         let _ = write!(
@@ -316,7 +349,7 @@ pub fn map(p: &PromiseNode, objects: Objects) -> String {
                     esc(&r.namespace),
                     esc(&r.name)
                 ),
-                &conds(&r.conditions)
+                &(conds(&r.conditions) + &why_red(r.failed, &r.conditions, || request_failure(r)))
             ),
             h = boxed(
                 r.health.as_deref().is_some_and(health_bad),
@@ -325,11 +358,72 @@ pub fn map(p: &PromiseNode, objects: Objects) -> String {
             ),
         );
     }
+    out.push_str(&pager(p.requests.len(), from, REQUESTS_PER_PAGE, "requests", "requests"));
     out
 }
 
-/// Files read from a state store: `(version, [(Destination, path, content)])`.
-pub type Files = (String, Vec<(String, String, String)>);
+/// Why a box is outlined red, said in the box when its own conditions do not show it
+/// (a False condition shows its message already): what failed further right on the
+/// map (a Job, a Work, a request, or a request's health).
+fn why_red(failed: bool, conditions: &[Cond], why: impl FnOnce() -> String) -> String {
+    if !failed || conditions.iter().any(|c| c.status == "False") {
+        return String::new();
+    }
+    format!("<small class=\"bad why\">red because {}</small>", esc(&why()))
+}
+
+/// What failed below a Promise, in a few words.
+fn promise_failure(p: &PromiseNode) -> String {
+    if let Some(j) = p.jobs.iter().rev().find(|j| j.phase == "Failed") {
+        return format!("Job {} failed", j.name);
+    }
+    if let Some(w) = p.works.iter().find(|w| w.ready == "False") {
+        return format!("Work {} is not Ready", w.name);
+    }
+    match p.requests.iter().find(|r| r.failed) {
+        Some(r) => format!(
+            "request {}/{} failed: {}",
+            r.namespace,
+            r.name,
+            request_failure(r)
+        ),
+        None => "something below it failed".into(),
+    }
+}
+
+/// What failed in a request, in a few words.
+fn request_failure(r: &RequestNode) -> String {
+    if let Some(c) = r.conditions.iter().find(|c| c.status == "False") {
+        return format!("{} is False", c.type_);
+    }
+    if let Some(j) = r.jobs.iter().rev().find(|j| j.phase == "Failed") {
+        return format!("Job {} failed", j.name);
+    }
+    if let Some(w) = r.works.iter().find(|w| w.ready == "False") {
+        return format!("Work {} is not Ready", w.name);
+    }
+    match r.health.as_deref() {
+        Some(h) if health_bad(h) => format!("its health is {h}"),
+        _ => "see its lane".into(),
+    }
+}
+
+/// Files listed from a state store: `(version, [(Destination, path)])`. The page loads
+/// a file's content when it is opened, one file at a time.
+pub type Files = (String, Vec<(String, String)>);
+
+/// Files listed per page of a request (`?files=N` shows the next ones).
+pub const FILES_PER_PAGE: usize = 100;
+/// Requests per page of the overview and of a Promise's map (`?requests=N`).
+pub const REQUESTS_PER_PAGE: usize = 50;
+/// Objects named per WorkPlacement on the map.
+pub const OBJECTS_SHOWN: usize = 20;
+/// Workflow Jobs shown per request or Promise (the newest).
+pub const JOBS_SHOWN: usize = 10;
+/// Bytes shown of one container's log (its end).
+pub const LOG_SHOWN: usize = 32 * 1024;
+/// Bytes of pipeline logs on one request page; logs past it are named, not shown.
+pub const LOG_BUDGET: usize = 256 * 1024;
 
 /// What the request page shows besides the tree.
 pub struct RequestExtras {
@@ -338,6 +432,8 @@ pub struct RequestExtras {
     pub files: Result<Files, String>,
     /// Pipeline logs: (Job, container, log text).
     pub logs: Vec<(String, String, String)>,
+    /// The first file listed (`?files=N`).
+    pub files_from: usize,
     /// The request's health history.
     pub history: HealthHistory,
 }
@@ -359,7 +455,7 @@ pub fn request(promise: &str, r: &RequestNode, x: &RequestExtras, now: Timestamp
             .map(state)
             .unwrap_or_else(|| "no health records".into()),
         chart = health_chart(&x.history, now),
-        jobs = r.jobs.iter().map(job_box).collect::<String>(),
+        jobs = job_boxes(&r.jobs),
     );
     out.push_str("<h3>Files written</h3>");
     match &x.files {
@@ -373,29 +469,116 @@ pub fn request(promise: &str, r: &RequestNode, x: &RequestExtras, now: Timestamp
                 "<p id=\"commit\">at commit <code>{}</code></p>",
                 esc(version)
             );
-            for (dest, path, content) in files {
+            let from = x.files_from.min(files.len().saturating_sub(1));
+            for (dest, path) in files.iter().skip(from).take(FILES_PER_PAGE) {
                 let _ = write!(
                     out,
-                    "<details class=\"file\"><summary>{} <small>(Destination {})</small></summary><pre>{}</pre></details>",
-                    esc(path),
-                    esc(dest),
-                    esc(content)
+                    "<details class=\"file\" data-src=\"{src}?destination={d}&amp;path={p}&amp;at={v}\"><summary>{path} \
+                     <small>(Destination {dest})</small></summary><pre>loading…</pre></details>",
+                    src = file_href(promise, r),
+                    v = seg(version),
+                    d = seg(dest),
+                    p = seg(path),
+                    path = esc(path),
+                    dest = esc(dest),
                 );
             }
+            out.push_str(&pager(files.len(), from, FILES_PER_PAGE, "files", "files"));
         }
     }
     out.push_str("<h3>Pipeline logs</h3>");
     if x.logs.is_empty() {
         out.push_str("<p>No pipeline logs.</p>");
     }
+    let mut budget = LOG_BUDGET;
     for (job, container, log) in &x.logs {
+        let shown = tail(log, LOG_SHOWN.min(budget));
+        budget -= shown.len();
+        if shown.is_empty() && !log.is_empty() {
+            let _ = write!(
+                out,
+                "<p><small>{} / {}: not shown (this page's log budget is spent); \
+                 <code>kubectl logs -l job-name={} -c {}</code></small></p>",
+                esc(job),
+                esc(container),
+                esc(job),
+                esc(container)
+            );
+            continue;
+        }
         let _ = write!(
             out,
-            "<details><summary>{} / {}</summary><pre>{}</pre></details>",
+            "<details><summary>{} / {}</summary><pre>{}{}</pre></details>",
             esc(job),
             esc(container),
-            esc(log)
+            if shown.len() < log.len() { "… (earlier lines cut)\n" } else { "" },
+            esc(shown)
         );
+    }
+    out
+}
+
+/// The last `max` bytes of `text`, starting at a line when one starts in them.
+fn tail(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let cut = &text[start..];
+    match cut.find('\n') {
+        Some(i) if i + 1 < cut.len() => &cut[i + 1..],
+        _ => cut,
+    }
+}
+
+/// Where the page loads one of the request's files from (`?destination=&path=`).
+fn file_href(promise: &str, r: &RequestNode) -> String {
+    format!(
+        "/ui/file/{}/{}/{}",
+        seg(promise),
+        seg(&r.namespace),
+        seg(&r.name)
+    )
+}
+
+/// "11–20 of 35" with links to the previous and next pages (`?param=N`); empty when
+/// everything fits on one page.
+fn pager(total: usize, from: usize, per_page: usize, param: &str, what: &str) -> String {
+    if total <= per_page {
+        return String::new();
+    }
+    let mut out = format!(
+        "<p class=\"pager\">{what} {}–{} of {total}",
+        from + 1,
+        (from + per_page).min(total)
+    );
+    if from > 0 {
+        let _ = write!(
+            out,
+            " · <a href=\"?{param}={}\">previous {per_page}</a>",
+            from.saturating_sub(per_page)
+        );
+    }
+    if from + per_page < total {
+        let _ = write!(
+            out,
+            " · <a href=\"?{param}={}\">next {per_page}</a>",
+            from + per_page
+        );
+    }
+    out.push_str("</p>");
+    out
+}
+
+/// The newest [`JOBS_SHOWN`] Jobs as boxes, and how many earlier ones are left out.
+fn job_boxes(jobs: &[JobNode]) -> String {
+    let skip = jobs.len().saturating_sub(JOBS_SHOWN);
+    let mut out: String = jobs[skip..].iter().map(job_box).collect();
+    if skip > 0 {
+        let _ = write!(out, "<small>and {skip} earlier Jobs</small>");
     }
     out
 }
@@ -511,16 +694,14 @@ mod tests {
         let objects = |_: &PlacementNode| vec![format!("ConfigMap/{evil}")];
         let history = HealthHistory::default();
         let extras = RequestExtras {
-            files: Ok((
-                "abc".into(),
-                vec![("local".into(), evil.into(), evil.into())],
-            )),
+            files: Ok(("abc".into(), vec![("local".into(), evil.into())])),
             logs: vec![("job".into(), "c".into(), evil.into())],
+            files_from: 0,
             history,
         };
         let pages = [
-            page(evil, &overview(&tree)),
-            map(&tree[0], &objects),
+            page(evil, &overview(&tree, 0)),
+            map(&tree[0], &objects, 0),
             request("gadget", &tree[0].requests[0], &extras, Timestamp::now()),
         ];
         for html in &pages {
@@ -539,10 +720,82 @@ mod tests {
     #[test]
     fn failures_are_highlighted_on_the_map() {
         let tree = promise(req("mine", "pipeline failed"));
-        let html = map(&tree, &|_| vec![]);
+        let html = map(&tree, &|_| vec![], 0);
         // Promise, request, Work, WorkPlacement and the unwritten commit: outlined.
         assert!(html.matches("box fail").count() >= 5, "{html}");
         assert!(html.contains("path &quot;../x&quot; escapes"), "{html}");
+    }
+
+    /// A request with 1,000 files and long logs in many containers renders a page of a
+    /// bounded size: file names paginated and no content (loaded when opened), logs cut
+    /// to their end and to the page's budget.
+    #[test]
+    fn a_request_page_has_a_size_budget() {
+        let r = req("big", "x");
+        let files: Vec<(String, String)> = (0..1000)
+            .map(|i| ("local".to_string(), format!("local/resources/default/gadget/big/f{i:04}.yaml")))
+            .collect();
+        let log = "a line of a pipeline's log output\n".repeat(20_000);
+        let extras = RequestExtras {
+            files: Ok(("abc".into(), files.clone())),
+            logs: (0..40).map(|i| (format!("job-{i}"), "c".into(), log.clone())).collect(),
+            files_from: 0,
+            history: HealthHistory::default(),
+        };
+        let html = request("gadget", &r, &extras, Timestamp::now());
+        assert!(html.len() < LOG_BUDGET + 64 * 1024, "{} bytes", html.len());
+        assert_eq!(html.matches("<details class=\"file\"").count(), FILES_PER_PAGE);
+        assert!(html.contains("files 1–100 of 1000"), "pager");
+        assert!(html.contains("href=\"?files=100\""), "next page link");
+        assert!(html.contains("data-src=\"/ui/file/gadget/default/big?destination=local&amp;path="));
+        assert!(html.contains("earlier lines cut"));
+        assert!(html.contains("log budget is spent"), "later logs are named, not shown");
+        // The last page.
+        let last = RequestExtras { files_from: 950, ..extras };
+        let html = request("gadget", &r, &last, Timestamp::now());
+        assert_eq!(html.matches("<details class=\"file\"").count(), 50);
+        assert!(html.contains("files 951–1000 of 1000") && html.contains("?files=850"));
+        assert!(html.contains("f0999.yaml") && !html.contains("f0949.yaml"));
+    }
+
+    #[test]
+    fn the_map_and_overview_paginate_requests_and_objects() {
+        let mut p = promise(req("r0", "x"));
+        p.requests = (0..120).map(|i| req(&format!("r{i:03}"), "x")).collect();
+        let objects = |_: &PlacementNode| (0..500).map(|i| format!("ConfigMap default/c{i}")).collect();
+        let html = map(&p, &objects, 0);
+        assert_eq!(html.matches("data-request=").count(), REQUESTS_PER_PAGE);
+        assert!(html.contains("requests 1–50 of 120") && html.contains("?requests=50"));
+        assert!(html.contains("and 480 more"), "objects capped");
+        let html = map(&p, &objects, 100);
+        assert_eq!(html.matches("data-request=").count(), 20);
+        let tree = vec![p];
+        let html = overview(&tree, 50);
+        assert_eq!(html.matches("<tr data-request=").count(), REQUESTS_PER_PAGE);
+        assert!(html.contains("requests 51–100 of 120"));
+    }
+
+    #[test]
+    fn a_red_box_says_why_when_its_conditions_do_not() {
+        let mut r = req("mine", "");
+        r.conditions[0].status = "True".into();
+        r.health = Some("unhealthy".into());
+        let mut p = promise(r);
+        p.works.clear();
+        p.conditions = vec![Cond {
+            type_: "Available".into(),
+            status: "True".into(),
+            reason: String::new(),
+            message: String::new(),
+        }];
+        let html = map(&p, &|_| vec![], 0);
+        assert!(
+            html.contains("red because request default/mine failed: its health is unhealthy"),
+            "{html}"
+        );
+        // A False condition says it already: no second reason.
+        let html = map(&promise(req("mine", "boom")), &|_| vec![], 0);
+        assert!(!html.contains("red because request"), "{html}");
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub fn router(web: Arc<Web>) -> axum::Router {
             "/ui/request/{promise}/{namespace}/{name}",
             get(request_page),
         )
+        .route("/ui/file/{promise}/{namespace}/{name}", get(request_file))
         .route("/ui/events", get(events))
         .layer(axum::middleware::from_fn_with_state(
             web.clone(),
@@ -229,7 +230,7 @@ async fn overview(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     match build(&web, None, None).await {
-        Ok(t) => respond(&q, "Promises", html::overview(&t)),
+        Ok(t) => respond(&q, "Promises", html::overview(&t, offset(&q, "requests"))),
         Err(r) => r,
     }
 }
@@ -257,7 +258,11 @@ async fn promise_map(
     let Some(p) = t.first() else {
         return not_found(&format!("Promise {name}"));
     };
-    respond(&q, &format!("Promise {name}"), html::map(p, &read::objects))
+    respond(
+        &q,
+        &format!("Promise {name}"),
+        html::map(p, &read::objects, offset(&q, "requests")),
+    )
 }
 
 async fn request_page(
@@ -281,6 +286,7 @@ async fn request_page(
             .await
             .map_err(|e| format!("{e:#}")),
         logs: read::logs(&client, r).await,
+        files_from: offset(&q, "files"),
         history: read::history(&client, &promise, &namespace, &name).await,
     };
     respond(
@@ -288,6 +294,50 @@ async fn request_page(
         &format!("{namespace}/{name}"),
         html::request(&promise, r, &extras, jiff::Timestamp::now()),
     )
+}
+
+/// `?files=N`, `?requests=N`: the first entry of a paginated list (0 when absent or not
+/// a number).
+fn offset(q: &HashMap<String, String>, param: &str) -> usize {
+    q.get(param).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// `/ui/file/{promise}/{namespace}/{name}?destination=D&path=P`: one file the request
+/// wrote, as plain text (Secret values redacted, cut at the page's file size), loaded
+/// by the request page when the file is opened. Only files in the request's own
+/// directory on one of its Destinations are served.
+async fn request_file(
+    State(web): State<Arc<Web>>,
+    Path((promise, namespace, name)): Path<(String, String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let t = match build(&web, Some(&promise), Some((&namespace, &name))).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let Some(r) = t.first().and_then(|p| p.requests.first()) else {
+        return not_found(&format!("request {namespace}/{name} of Promise {promise}"));
+    };
+    let client = match web.client() {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    let (dest, path) = (
+        q.get("destination").map(String::as_str).unwrap_or_default(),
+        q.get("path").map(String::as_str).unwrap_or_default(),
+    );
+    match read::file(&client, &web.readers, &web.work_dir, &promise, r, dest, path).await {
+        Ok(Some(text)) => (
+            [
+                (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            text,
+        )
+            .into_response(),
+        Ok(None) => not_found(&format!("file {path:?} of the request on Destination {dest:?}")),
+        Err(e) => api_error(e),
+    }
 }
 
 /// `/ui/events`: one server-sent event per change the API's watch reports on what the

@@ -22,14 +22,20 @@ use crate::status::tree::{PlacementNode, RequestNode};
 const MAX_FILE: usize = 64 * 1024;
 /// Log lines shown per container (the last ones).
 const LOG_LINES: i64 = 200;
+/// Bytes of log read per container at most, so long lines are no way around
+/// [`LOG_LINES`]; the page shows the end of what was read
+/// ([`crate::web::html::LOG_SHOWN`]).
+const LOG_BYTES: i64 = 256 * 1024;
 
 /// Readers opened so far, per state store (`KIND/NAME`), reused between page views.
 #[derive(Default)]
 pub struct Readers(Mutex<HashMap<String, Arc<dyn RecordReader>>>);
 
-/// The files the request's WorkPlacements wrote, read from each Destination's state
-/// store: `(version, [(Destination, path, content)])`, where version is the store's
-/// current commit (Git) or listing version (bucket).
+/// The files the request's WorkPlacements wrote, listed from each Destination's state
+/// store: `(version, [(Destination, path)])`, where version is the store's current
+/// commit (Git) or listing version (bucket). Only names: the page loads a file's
+/// content when it is opened ([`file`]), so a request with many large files costs a
+/// listing, not their bytes.
 pub async fn files(
     client: &kube::Client,
     readers: &Readers,
@@ -37,10 +43,55 @@ pub async fn files(
     promise: &str,
     r: &RequestNode,
 ) -> anyhow::Result<crate::web::html::Files> {
-    let destinations: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kratix_resource("Destination", "destinations"),
-    );
+    let mut version = String::new();
+    let mut out = Vec::new();
+    for dest in destinations_of(r) {
+        let (reader, dir) = request_dir(client, readers, work_dir, promise, r, dest).await?;
+        let Listing::Changed {
+            version: v,
+            objects,
+        } = reader
+            .list(None)
+            .await
+            .with_context(|| format!("listing {}", reader.describe()))?
+        else {
+            continue;
+        };
+        version = v;
+        out.extend(
+            objects
+                .into_iter()
+                .filter(|o| o.key.starts_with(&dir))
+                .map(|o| (dest.to_string(), o.key)),
+        );
+    }
+    Ok((version, out))
+}
+
+/// One file the request wrote to Destination `dest`, as the page shows it ([`shown`]);
+/// `None` when the Destination is not one of the request's or the path is not in the
+/// request's directory there (the page never reads anything else from a store).
+pub async fn file(
+    client: &kube::Client,
+    readers: &Readers,
+    work_dir: &Path,
+    promise: &str,
+    r: &RequestNode,
+    dest: &str,
+    path: &str,
+) -> anyhow::Result<Option<String>> {
+    if !destinations_of(r).contains(&dest) {
+        return Ok(None);
+    }
+    let (reader, dir) = request_dir(client, readers, work_dir, promise, r, dest).await?;
+    if !path.starts_with(&dir) || path.split('/').any(|s| s == "..") {
+        return Ok(None);
+    }
+    Ok(reader.get(path).await?.map(|b| shown(&b)))
+}
+
+/// The Destinations the request's WorkPlacements name, sorted, once each.
+fn destinations_of(r: &RequestNode) -> Vec<&str> {
     let mut dests: Vec<&str> = r
         .works
         .iter()
@@ -48,54 +99,42 @@ pub async fn files(
         .collect();
     dests.sort();
     dests.dedup();
-    let mut version = String::new();
-    let mut out = Vec::new();
-    for dest in dests {
-        let d = destinations
-            .get(dest)
-            .await
-            .with_context(|| format!("reading Destination {dest}"))?;
-        let store = StoreRef {
-            kind: d
-                .data
-                .pointer("/spec/stateStoreRef/kind")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            name: d
-                .data
-                .pointer("/spec/stateStoreRef/name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-        };
-        let reader = reader(client, readers, work_dir, &store).await?;
-        let Listing::Changed {
-            version: v,
-            objects,
-        } = reader
-            .list(None)
-            .await
-            .with_context(|| format!("listing {}/{}", store.kind, store.name))?
-        else {
-            continue;
-        };
-        version = v;
-        let root = d
-            .data
-            .pointer("/spec/path")
+    dests
+}
+
+/// The reader of Destination `dest`'s state store and the request's directory in it.
+async fn request_dir(
+    client: &kube::Client,
+    readers: &Readers,
+    work_dir: &Path,
+    promise: &str,
+    r: &RequestNode,
+    dest: &str,
+) -> anyhow::Result<(Arc<dyn RecordReader>, String)> {
+    let destinations: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kratix_resource("Destination", "destinations"),
+    );
+    let d = destinations
+        .get(dest)
+        .await
+        .with_context(|| format!("reading Destination {dest}"))?;
+    let text = |ptr: &str| {
+        d.data
+            .pointer(ptr)
             .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or(dest)
-            .trim_matches('/')
-            .to_string();
-        let dir = format!("{root}/resources/{}/{promise}/{}/", r.namespace, r.name);
-        for o in objects.iter().filter(|o| o.key.starts_with(&dir)) {
-            let bytes = reader.get(&o.key).await?.unwrap_or_default();
-            out.push((dest.to_string(), o.key.clone(), shown(&bytes)));
-        }
-    }
-    Ok((version, out))
+            .unwrap_or("")
+            .to_string()
+    };
+    let store = StoreRef {
+        kind: text("/spec/stateStoreRef/kind"),
+        name: text("/spec/stateStoreRef/name"),
+    };
+    let reader = reader(client, readers, work_dir, &store).await?;
+    let root = text("/spec/path");
+    let root = if root.is_empty() { dest } else { &root }.trim_matches('/');
+    let dir = format!("{root}/resources/{}/{promise}/{}/", r.namespace, r.name);
+    Ok((reader, dir))
 }
 
 /// A file as the page shows it: Secret values redacted (before cutting, so a cut never
@@ -167,6 +206,7 @@ pub async fn logs(client: &kube::Client, r: &RequestNode) -> Vec<(String, String
                 let lp = LogParams {
                     container: Some(c.clone()),
                     tail_lines: Some(LOG_LINES),
+                    limit_bytes: Some(LOG_BYTES),
                     ..LogParams::default()
                 };
                 let text = pods
