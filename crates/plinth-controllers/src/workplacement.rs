@@ -252,7 +252,7 @@ pub async fn run(ctx: Arc<Context>) {
         let conds = conditions_of(wp);
         let scheduled =
             get_condition(&conds, condition_types::SCHEDULE_SUCCEEDED).map(|c| c.status.clone());
-        inputs_hash(wp, scheduled)
+        inputs_hash(wp, (scheduled, reschedule_requested(wp)))
     });
     let controller = Controller::for_stream(trigger, store.clone());
     let (s1, s2, s3) = (store.clone(), store.clone(), store);
@@ -431,15 +431,19 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
         return p.release(&state).await;
     };
     let store_ref = &dest.spec.state_store_ref;
+    if !deleting && reschedule_requested(&wp) {
+        return reschedule(&state, &p).await;
+    }
     let Some(store) = state
         .ctx
         .stores
         .get(store_ref.kind.as_str(), &store_ref.name)
     else {
         tracing::debug!(workplacement = %p.what, store = %store_ref.name, "state store not ready");
-        if !deleting {
-            report_store_not_ready(&p, &wp, store_ref.kind.as_str(), &store_ref.name).await?;
+        if deleting {
+            return delete_without_store(&state, &p, store_ref.kind.as_str(), &store_ref.name).await;
         }
+        report_store_not_ready(&p, &wp, store_ref.kind.as_str(), &store_ref.name).await?;
         return Ok(Action::requeue(state.ctx.config().requeue_default));
     };
     if deleting {
@@ -545,6 +549,72 @@ async fn report_store_not_ready(
     })
     .await?;
     Ok(())
+}
+
+/// `plinth.dev/reschedule=true` on the placement: the user asks to move it, e.g. off a
+/// Destination whose state store broke or went away after the placement was pinned there.
+fn reschedule_requested(wp: &WorkPlacement) -> bool {
+    wp.labels().get(labels::RESCHEDULE).is_some_and(|v| v == "true")
+}
+
+/// The move: the placement deletes itself (its files leave the old Destination through
+/// the finalizer when its store can be written, see [`delete_without_store`]); the Work
+/// controller then places the group again, on a Ready matching Destination first.
+async fn reschedule(state: &WpState, p: &Reconciling<'_>) -> Result<Action, Error> {
+    p.api
+        .delete(&p.name, &kube::api::DeleteParams::default())
+        .await
+        .map_err(|e| Error::kube("deleting, to place it again,", &p.what, e))?;
+    publish(
+        &state.recorder,
+        &typed_reference(p.wp),
+        EventType::Normal,
+        plinth_api::constants::events::WORKS_RESCHEDULED,
+        format!(
+            "{} was labelled {}=true: removed, so its Work places the workloads again on a Ready matching Destination",
+            p.what,
+            labels::RESCHEDULE
+        ),
+    )
+    .await;
+    Ok(Action::await_change())
+}
+
+/// Deleting a placement whose state store is not open: when the store no longer exists
+/// there is nothing to remove files from, and when the user asked for a move
+/// ([`reschedule_requested`]) the files are left in the broken store; both release the
+/// placement with a Warning naming the store. Otherwise the deletion waits for the
+/// store, so a store that is only down for a while still gets its files removed.
+async fn delete_without_store(
+    state: &WpState,
+    p: &Reconciling<'_>,
+    kind: &str,
+    name: &str,
+) -> Result<Action, Error> {
+    let exists = match kind {
+        "BucketStateStore" => Api::<BucketStateStore>::all(state.ctx.client.clone())
+            .get_opt(name)
+            .await
+            .map(|s| s.is_some()),
+        _ => Api::<GitStateStore>::all(state.ctx.client.clone())
+            .get_opt(name)
+            .await
+            .map(|s| s.is_some()),
+    }
+    .map_err(|e| Error::kube("reading the state store of", &p.what, e))?;
+    if exists && !reschedule_requested(p.wp) {
+        return Ok(Action::requeue(state.ctx.config().requeue_default));
+    }
+    let why = if exists { "is not ready" } else { "does not exist" };
+    publish(
+        &state.recorder,
+        &typed_reference(p.wp),
+        EventType::Warning,
+        plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
+        format!("{kind}/{name} {why}: the files of {} were not removed from it", p.what),
+    )
+    .await;
+    p.release(state).await
 }
 
 /// Deletion: removes what was written, then releases the finalizers; a failed removal
