@@ -113,7 +113,9 @@ pub mod labels {
     pub const MISPLACED: &str = "kratix.io/misplaced";
     /// Plinth's: `"true"` on a resource request or Promise moves its misplaced Works
     /// (placed before the destination selectors changed) to Destinations that match now;
-    /// removed once the move has started.
+    /// removed once the move has started. On a WorkPlacement it moves that placement
+    /// (e.g. off a Destination whose state store broke): the placement is removed and
+    /// its group placed again on a Ready matching Destination.
     pub const RESCHEDULE: &str = "plinth.dev/reschedule";
     /// `"true"` on the current PromiseRevision.
     pub const LATEST_REVISION: &str = "kratix.io/latest-revision";
