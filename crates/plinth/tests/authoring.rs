@@ -714,7 +714,9 @@ async fn diff_previews_a_promise_update_without_applying_it() {
         .unwrap()
         .replace("example.org/step:v1", "example.org/step:v2");
     std::fs::write(dir.join("promise-v2.yaml"), updated).unwrap();
-    let out = run(args("promise-v2.yaml"));
+    // Changes: exit status 1, as kubectl diff.
+    let a = args("promise-v2.yaml");
+    let out = fails(dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         out.contains("-        - image: example.org/step:v1"),
         "{out}"
