@@ -1,7 +1,9 @@
 //! A compound Promise's requirement is resolved through the required Promise's
 //! PromiseRevisions: it stays installed across an upgrade of the required Promise while
 //! the pinned revision exists, and when that revision is deleted the compound turns
-//! Unavailable ("not installed at the specified version") and holds new requests.
+//! Unavailable ("not installed at the specified version") and holds new requests until
+//! the requirement is met again; a request held by an Unavailable Promise without a
+//! resource workflow is Reconciled once the Promise recovers.
 
 mod placement_support;
 
@@ -109,4 +111,59 @@ async fn deleting_the_pinned_revision_makes_the_compound_unavailable_and_holds_r
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
     let run = jobs.list(&ListParams::default().labels("kratix.io/resource-name=a1")).await.unwrap();
     assert!(run.items.is_empty(), "a Job ran for a held request");
+
+    // db back at v1.0.0: the revision exists again, app is Available and a1 runs.
+    promises
+        .patch("db", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"kratix.io/promise-version": "v1.0.0"}}})))
+        .await
+        .unwrap();
+    wait_for("a1's Job once the requirement is met again", || async {
+        !jobs.list(&ListParams::default().labels("kratix.io/resource-name=a1")).await.unwrap().items.is_empty()
+    })
+    .await;
+}
+
+/// A Promise with no resource configure workflow, Unavailable while its requirement is
+/// missing, given a request, then made Available: the request is Reconciled by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_workflow_is_reconciled_once_its_promise_recovers() {
+    let env = start().await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises: Api<DynamicObject> =
+        Api::all_with(env.client.clone(), &promise::promise_resource());
+    let pp = PostParams::default();
+    let bare = json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise",
+        "metadata": {"name": "bare", "labels": {"kratix.io/promise-version": "v1"}},
+        "spec": {
+            "requiredPromises": [{"name": "cache", "version": "v1"}],
+            "api": {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "bares.example.test"},
+                "spec": {"group": "example.test", "scope": "Namespaced",
+                    "names": {"kind": "Bare", "plural": "bares", "singular": "bare"},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}}});
+    promises.create(&pp, &serde_json::from_value(bare).unwrap()).await.unwrap();
+    wait_for("bare Unavailable", || async {
+        promises.get("bare").await.unwrap().data["status"]["status"] == "Unavailable"
+    })
+    .await;
+    let bares: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.test", "v1", "Bare"), "bares"),
+    );
+    wait_for("Bare API served", || async { bares.list(&ListParams::default()).await.is_ok() }).await;
+    bares
+        .create(&pp, &serde_json::from_value(json!({"apiVersion": "example.test/v1", "kind": "Bare", "metadata": {"name": "b1"}, "spec": {}})).unwrap())
+        .await
+        .unwrap();
+    wait_for("b1 held", || async {
+        bares.get("b1").await.is_ok_and(|r| condition(&r, "PromiseAvailable").as_deref() == Some("False"))
+    })
+    .await;
+    promises.create(&pp, &serde_json::from_value(plain("cache", "v1")).unwrap()).await.unwrap();
+    wait_for("b1 Reconciled after the Promise recovered", || async {
+        bares.get("b1").await.is_ok_and(|r| condition(&r, "Reconciled").as_deref() == Some("True"))
+    })
+    .await;
 }
