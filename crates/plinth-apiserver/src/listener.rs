@@ -7,7 +7,9 @@
 //!   until one closes — back-pressure, never a dropped listener;
 //! * a TLS handshake must finish within [`ListenerLimits::handshake_timeout`], and the
 //!   first request must begin within the same time after it;
-//! * HTTP/1 request headers must arrive within [`ListenerLimits::header_read_timeout`];
+//! * HTTP/1 request headers must arrive within [`ListenerLimits::header_read_timeout`],
+//!   and a request body that sends nothing for [`ListenerLimits::body_read_timeout`] fails
+//!   (the handler sees a body error and answers 4xx);
 //! * a connection with no request in flight for [`ListenerLimits::idle_timeout`] is
 //!   closed (HTTP/2 with a GOAWAY). A request is in flight until its response body has
 //!   been sent, so watches, followed logs and server-sent events are never idle;
@@ -48,6 +50,8 @@ pub struct ListenerLimits {
     /// Time for an HTTP/1 request's headers to arrive (also how long an HTTP/1
     /// connection may wait for its next request). Default 32 s.
     pub header_read_timeout: Duration,
+    /// A request body that delivers no data for this long fails. Default 32 s.
+    pub body_read_timeout: Duration,
     /// A connection with no request in flight for this long is closed. Default 90 s.
     pub idle_timeout: Duration,
     /// Interval of HTTP/2 keep-alive pings. Default 30 s.
@@ -71,6 +75,7 @@ impl Default for ListenerLimits {
             max_connections: 1024,
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
+            body_read_timeout: Duration::from_secs(32),
             idle_timeout: Duration::from_secs(90),
             http2_keepalive_interval: Duration::from_secs(30),
             http2_keepalive_timeout: Duration::from_secs(20),
@@ -346,15 +351,69 @@ impl hyper::body::Body for Tracked {
     }
 }
 
+/// A request body that fails when no data arrives for `timeout`, so a client that stops
+/// sending mid-body cannot hold its request (and connection) open.
+struct Stalling {
+    inner: hyper::body::Incoming,
+    timeout: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Stalling {
+    fn new(inner: hyper::body::Incoming, timeout: Duration) -> Stalling {
+        Stalling {
+            inner,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+}
+
+impl hyper::body::Body for Stalling {
+    type Data = bytes::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                let next = Instant::now() + self.timeout;
+                self.deadline.as_mut().reset(next);
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(format!(
+                    "the request body sent nothing for {:?}",
+                    self.timeout
+                )
+                .into()))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Serves HTTP/1.1 or HTTP/2 on one connection with the timeouts of `limits`.
 async fn serve_connection<I>(io: I, router: axum::Router, limits: &ListenerLimits)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let (activity, rx) = Activity::new();
+    let body_timeout = limits.body_read_timeout;
     let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let in_flight = activity.begin();
         let router = router.clone();
+        let req = req.map(|b| Body::new(Stalling::new(b, body_timeout)));
         async move {
             let resp = match router.oneshot(req).await {
                 Ok(r) => r,
@@ -456,6 +515,104 @@ mod tests {
         );
         // The error count since the only line written is kept for the next one.
         assert_eq!(log.suppressed, u64::from(attempts) - 2);
+    }
+
+    /// Serves a router that answers `GET /` and echoes the length of a `POST /` body on
+    /// plain HTTP on loopback with `limits`.
+    async fn plain_server(limits: ListenerLimits) -> SocketAddr {
+        let router = axum::Router::new().route(
+            "/",
+            axum::routing::get(|| async { "ok" })
+                .post(|body: bytes::Bytes| async move { body.len().to_string() }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, None, router, limits, "test"));
+        addr
+    }
+
+    /// Reads until the server closes the connection (or 10 s pass); what it sent.
+    async fn read_until_closed(s: &mut tokio::net::TcpStream) -> String {
+        use tokio::io::AsyncReadExt;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_keep_alive_connection_is_closed_after_the_idle_timeout() {
+        use tokio::io::AsyncWriteExt;
+        let addr = plain_server(ListenerLimits {
+            idle_timeout: Duration::from_millis(500),
+            ..ListenerLimits::default()
+        })
+        .await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let got = read_until_closed(&mut s).await;
+        assert!(
+            got.starts_with("HTTP/1.1 200") && got.ends_with("ok"),
+            "{got}"
+        );
+        assert!(
+            t.elapsed() >= Duration::from_millis(500) && t.elapsed() < Duration::from_secs(5),
+            "closed after {:?}",
+            t.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed_after_the_handshake_timeout() {
+        let addr = plain_server(ListenerLimits {
+            handshake_timeout: Duration::from_millis(300),
+            ..ListenerLimits::default()
+        })
+        .await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let t = Instant::now();
+        assert_eq!(read_until_closed(&mut s).await, "");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "closed after {:?}",
+            t.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_arriving_fails_the_request() {
+        use tokio::io::AsyncWriteExt;
+        let addr = plain_server(ListenerLimits {
+            body_read_timeout: Duration::from_millis(300),
+            ..ListenerLimits::default()
+        })
+        .await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nabc")
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let got = read_until_closed(&mut s).await;
+        assert!(got.starts_with("HTTP/1.1 4"), "{got}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "answered after {:?}",
+            t.elapsed()
+        );
+        // A body that arrives whole is read.
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            b"POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 3\r\n\r\nabc",
+        )
+        .await
+        .unwrap();
+        let got = read_until_closed(&mut s).await;
+        assert!(
+            got.starts_with("HTTP/1.1 200") && got.ends_with('3'),
+            "{got}"
+        );
     }
 
     #[tokio::test]
