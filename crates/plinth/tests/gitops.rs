@@ -287,6 +287,29 @@ async fn state_store_is_served_read_only_over_https_with_the_read_token() {
         )
         .await;
     }
+    // `plinth manifests` refuses to point an agent at a repository that is not served.
+    let dests = dynamic(
+        &client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Destination",
+        "destinations",
+        None,
+    );
+    create(
+        &dests,
+        &json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
+                "metadata": {"name": "on-cache"},
+                "spec": {"path": "on-cache", "stateStoreRef": {"kind": "GitStateStore", "name": "cache"}}}),
+    )
+    .await;
+    let refused = manifests(&p, &["flux", "on-cache"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("GitStateStore cache") && err.contains("does not serve"),
+        "{err}"
+    );
     let auth = format!("x:{token}");
     for store in ["outside", "inside", "cache", "missing"] {
         assert_eq!(

@@ -402,7 +402,8 @@ pub async fn resolve(args: &GitOpsArgs) -> anyhow::Result<DestinationSource> {
     .with_context(|| format!("Destination {name}: spec.path"))?;
     let branch = sspec["branch"].as_str().unwrap_or("main").to_string();
     let url = sspec["url"].as_str().unwrap_or_default().to_string();
-    let (url, auth, ca_pem) = if url.starts_with("file://") {
+    let (url, auth, ca_pem) = if let Some(local) = url.strip_prefix("file://") {
+        check_served(&kc_path, store_name, local)?;
         local_store_access(args, &kc_path, &ep, store_name)?
     } else {
         (
@@ -420,6 +421,26 @@ pub async fn resolve(args: &GitOpsArgs) -> anyhow::Result<DestinationSource> {
         auth,
         ca_pem,
     })
+}
+
+/// Refuses a `file://` store whose repository is not the one `plinth up` serves (its
+/// local state store next to the kubeconfig), which the Git endpoint answers with 404.
+/// Unchecked when the kubeconfig is not in a data directory (copied elsewhere).
+fn check_served(kc_path: &Path, store: &str, local: &str) -> anyhow::Result<()> {
+    let served = kc_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(crate::gitserve::LOCAL_STORE_REPO);
+    let Ok(served) = served.canonicalize() else {
+        return Ok(());
+    };
+    if Path::new(local).canonicalize().is_ok_and(|p| p == served) {
+        return Ok(());
+    }
+    bail!(
+        "GitStateStore {store}: spec.url names the local repository {local}, which the platform does not serve; only its local state store {} is served over HTTPS",
+        served.display()
+    )
 }
 
 /// URL, token and CA of a local store served by `plinth up`.
