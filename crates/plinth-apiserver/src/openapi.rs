@@ -69,7 +69,7 @@ pub(crate) fn v2_empty_protobuf() -> Vec<u8> {
 }
 
 /// Bumped whenever the document layout changes, so clients' hash-keyed caches refresh.
-const LAYOUT_VERSION: &str = "plinth-openapi-v3-1";
+const LAYOUT_VERSION: &str = "plinth-openapi-v3-2";
 
 /// The `/openapi/v3` index: `{"paths": {"api/v1": {"serverRelativeURL":
 /// "/openapi/v3/api/v1?hash=<HEX>"}, "apis/<group>/<version>": {...}}}`.
@@ -148,6 +148,7 @@ fn generate(infos: &[&ResourceInfo]) -> Value {
         add_paths(&mut paths, info, &name, &list_name);
     }
     let mut defs = generator.take_definitions(true);
+    add_patch_metadata(&mut defs);
     // k8s-openapi's schemas carry no GVK; add it to the kinds served here.
     for info in infos {
         if let Some(name) = builtin_name_for(info)
@@ -189,6 +190,159 @@ fn generate(infos: &[&ResourceInfo]) -> Value {
     });
     rewrite_refs(&mut doc);
     doc
+}
+
+/// The strategic-merge-patch tags of the built-in types (`patchStrategy`, `patchMergeKey`
+/// in Kubernetes' Go types), which kube-apiserver publishes as `x-kubernetes-patch-strategy`
+/// and `x-kubernetes-patch-merge-key`: kubectl reads them from the OpenAPI document to build
+/// `kubectl apply`'s patch (merging lists by key, `$retainKeys` for a Deployment's strategy
+/// and a Pod's volumes). k8s-openapi's schemas do not carry them. The same merge keys are
+/// what the server merges by (`patch::list_strategy`).
+const PATCH_TAGS: &[(&[&str], &str, &str, Option<&str>)] = &[
+    (
+        &[
+            "io.k8s.api.core.v1.Container",
+            "io.k8s.api.core.v1.EphemeralContainer",
+        ],
+        "ports",
+        "merge",
+        Some("containerPort"),
+    ),
+    (
+        &[
+            "io.k8s.api.core.v1.Container",
+            "io.k8s.api.core.v1.EphemeralContainer",
+        ],
+        "env",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &[
+            "io.k8s.api.core.v1.Container",
+            "io.k8s.api.core.v1.EphemeralContainer",
+        ],
+        "volumeMounts",
+        "merge",
+        Some("mountPath"),
+    ),
+    (
+        &[
+            "io.k8s.api.core.v1.Container",
+            "io.k8s.api.core.v1.EphemeralContainer",
+        ],
+        "volumeDevices",
+        "merge",
+        Some("devicePath"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "volumes",
+        "merge,retainKeys",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "containers",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "initContainers",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "ephemeralContainers",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "imagePullSecrets",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "hostAliases",
+        "merge",
+        Some("ip"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "resourceClaims",
+        "merge,retainKeys",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.PodSpec"],
+        "schedulingGates",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.core.v1.ServiceSpec"],
+        "ports",
+        "merge",
+        Some("port"),
+    ),
+    (
+        &["io.k8s.api.core.v1.ServiceAccount"],
+        "secrets",
+        "merge",
+        Some("name"),
+    ),
+    (
+        &["io.k8s.api.apps.v1.DeploymentSpec"],
+        "strategy",
+        "retainKeys",
+        None,
+    ),
+    (
+        &["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"],
+        "finalizers",
+        "merge",
+        None,
+    ),
+    (
+        &["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"],
+        "ownerReferences",
+        "merge",
+        Some("uid"),
+    ),
+];
+
+fn add_patch_metadata(defs: &mut Map<String, Value>) {
+    for (names, property, strategy, key) in PATCH_TAGS {
+        for name in *names {
+            let Some(p) = defs
+                .get_mut(*name)
+                .and_then(|s| s.pointer_mut(&format!("/properties/{property}")))
+                .and_then(Value::as_object_mut)
+            else {
+                continue;
+            };
+            p.insert("x-kubernetes-patch-strategy".into(), json!(strategy));
+            if let Some(key) = key {
+                p.insert("x-kubernetes-patch-merge-key".into(), json!(key));
+            }
+        }
+    }
+    // Every status's conditions merge by type (PodStatus, DeploymentStatus, ...).
+    for (name, schema) in defs.iter_mut() {
+        if name.ends_with("Status")
+            && let Some(p) = schema
+                .pointer_mut("/properties/conditions")
+                .and_then(Value::as_object_mut)
+            && p.get("type") == Some(&json!("array"))
+        {
+            p.insert("x-kubernetes-patch-strategy".into(), json!("merge"));
+            p.insert("x-kubernetes-patch-merge-key".into(), json!("type"));
+        }
+    }
 }
 
 /// SHA-256 (upper-case hex) over everything a group/version document is generated from.
@@ -959,6 +1113,26 @@ mod tests {
             &kratix["paths"]["/apis/platform.kratix.io/v1alpha1/promises/{name}"]["patch"];
         assert!(p_patch["requestBody"]["content"].get(smp).is_none());
         assert!(p_patch["requestBody"]["content"]["application/merge-patch+json"].is_object());
+    }
+
+    #[test]
+    fn built_in_schemas_carry_kubernetes_patch_tags() {
+        let res = crate::registry::builtins();
+        let apps = v3_group_version(&res, "apps", "v1").unwrap();
+        let schema = |n: &str| apps["components"]["schemas"][n].clone();
+        let volumes = &schema("io.k8s.api.core.v1.PodSpec")["properties"]["volumes"];
+        assert_eq!(volumes["x-kubernetes-patch-strategy"], "merge,retainKeys");
+        assert_eq!(volumes["x-kubernetes-patch-merge-key"], "name");
+        let strategy = &schema("io.k8s.api.apps.v1.DeploymentSpec")["properties"]["strategy"];
+        assert_eq!(strategy["x-kubernetes-patch-strategy"], "retainKeys");
+        let ports = &schema("io.k8s.api.core.v1.Container")["properties"]["ports"];
+        assert_eq!(ports["x-kubernetes-patch-merge-key"], "containerPort");
+        let conditions = &schema("io.k8s.api.apps.v1.DeploymentStatus")["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-patch-merge-key"], "type");
+        let core = v3_group_version(&res, "", "v1").unwrap();
+        let ports =
+            &core["components"]["schemas"]["io.k8s.api.core.v1.ServiceSpec"]["properties"]["ports"];
+        assert_eq!(ports["x-kubernetes-patch-merge-key"], "port");
     }
 
     #[test]
