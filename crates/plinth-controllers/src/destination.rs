@@ -256,8 +256,14 @@ impl Reconciling<'_> {
     }
 }
 
-/// One reconcile: deletion, or the numbered steps of the module docs.
+/// One reconcile, a failure of it reported on the Destination ([`crate::support::outcome`]).
 async fn reconcile(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Action, Error> {
+    let result = reconcile_steps(dest.clone(), state.clone()).await;
+    crate::support::outcome::report_typed(&state.ctx, REPORTER, dest.as_ref(), result).await
+}
+
+/// Deletion, or the numbered steps of the module docs.
+async fn reconcile_steps(dest: Arc<Destination>, state: Arc<DestState>) -> Result<Action, Error> {
     let sref = &dest.spec.state_store_ref;
     let d = Reconciling {
         dest: &dest,

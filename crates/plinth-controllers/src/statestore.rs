@@ -112,7 +112,15 @@ fn require<'a>(data: &'a SecretData, secret: &str, key: &str) -> Result<&'a str,
 
 /// What a state store kind contributes to the shared reconcile.
 pub trait StateStoreObject:
-    Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+    Resource<DynamicType = ()>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + crate::support::outcome::HasConditions
+    + 'static
 {
     /// `spec.secretRef`.
     fn secret_ref(&self) -> Option<&SecretRef>;
@@ -482,7 +490,17 @@ fn error_policy<K: StateStoreObject>(obj: Arc<K>, err: &Error, state: Arc<StoreS
     Action::requeue(state.ctx.config().requeue_default)
 }
 
+/// One reconcile, a failure of it reported on the store ([`crate::support::outcome`]).
 async fn reconcile<K: StateStoreObject>(
+    obj: Arc<K>,
+    state: Arc<StoreState>,
+) -> Result<Action, Error> {
+    let result = reconcile_steps(obj.clone(), state.clone()).await;
+    let component = format!("{}Controller", K::kind(&()));
+    crate::support::outcome::report_typed(&state.ctx, &component, obj.as_ref(), result).await
+}
+
+async fn reconcile_steps<K: StateStoreObject>(
     obj: Arc<K>,
     state: Arc<StoreState>,
 ) -> Result<Action, Error> {

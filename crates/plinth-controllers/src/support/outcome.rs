@@ -7,6 +7,7 @@
 //! Not reported: lost write races (409, retried at once) and caches that have not had
 //! their first list, which are routine and say nothing about the object.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -67,7 +68,33 @@ pub async fn report(
     result
 }
 
-/// [`report`] for a typed object: the same condition and Event through its dynamic form.
+/// A typed Kratix object whose status conditions [`report_typed`] reads without
+/// serialising the whole object (a Work can be megabytes).
+pub trait HasConditions {
+    /// `status.conditions` (empty when absent).
+    fn conditions(&self) -> &[Condition];
+}
+
+macro_rules! has_conditions {
+    ($($kind:ty),+) => {$(
+        impl HasConditions for $kind {
+            fn conditions(&self) -> &[Condition] {
+                self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[])
+            }
+        }
+    )+};
+}
+
+has_conditions!(
+    plinth_api::Work,
+    plinth_api::WorkPlacement,
+    plinth_api::Destination,
+    plinth_api::GitStateStore,
+    plinth_api::BucketStateStore
+);
+
+/// [`report`] for a typed object: the same condition and Event through its dynamic form
+/// (serialised only when there is something to write).
 pub async fn report_typed<K>(
     ctx: &Context,
     component: &str,
@@ -75,24 +102,19 @@ pub async fn report_typed<K>(
     result: Result<Action, Error>,
 ) -> Result<Action, Error>
 where
-    K: Resource<DynamicType = ()> + Serialize,
+    K: Resource<DynamicType = ()> + Serialize + HasConditions,
 {
-    if let Err(e) = &result
-        && !reportable(e)
-    {
-        return result;
+    let failed_before = obj
+        .conditions()
+        .iter()
+        .any(|c| c.type_ == condition_types::RECONCILE_SUCCEEDED && c.status == "False");
+    match &result {
+        Ok(_) if !failed_before => return result,
+        Err(e) if !reportable(e) => return result,
+        _ => {}
     }
-    let Ok(value) = serde_json::to_value(obj) else {
-        return result;
-    };
-    let failed_before = value
-        .get("status")
-        .and_then(|s| condition(s, condition_types::RECONCILE_SUCCEEDED))
-        .is_some_and(|c| c["status"] == "False");
-    if result.is_ok() && !failed_before {
-        return result;
-    }
-    let Ok(dynamic) = serde_json::from_value::<DynamicObject>(value) else {
+    let Ok(dynamic) = serde_json::to_value(obj).and_then(serde_json::from_value::<DynamicObject>)
+    else {
         return result;
     };
     let ar = ApiResource::erase::<K>(&());

@@ -269,9 +269,15 @@ impl<'a> Reconciling<'a> {
     }
 }
 
-/// One reconcile: deletion, or finalizer, placement of every group, dangling
-/// placements, status.
+/// One reconcile, a failure of it reported on the Work ([`crate::support::outcome`]).
 async fn reconcile(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action, Error> {
+    let result = reconcile_steps(work.clone(), state.clone()).await;
+    let component = plinth_api::constants::events::WORK_CONTROLLER;
+    crate::support::outcome::report_typed(&state.ctx, component, work.as_ref(), result).await
+}
+
+/// Deletion, or finalizer, placement of every group, dangling placements, status.
+async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action, Error> {
     let w = Reconciling::new(&state, &work);
     if work.meta().deletion_timestamp.is_some() {
         return delete(&state, &w).await;
