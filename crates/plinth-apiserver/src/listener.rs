@@ -531,84 +531,61 @@ mod tests {
         addr
     }
 
-    /// Reads until the server closes the connection (or 10 s pass); what it sent.
-    async fn read_until_closed(s: &mut tokio::net::TcpStream) -> String {
-        use tokio::io::AsyncReadExt;
+    /// Sends `request` on a new connection to a [`plain_server`] with `limits` and reads
+    /// until the server closes it (or 10 s pass): what it answered, and after how long.
+    async fn exchange(limits: ListenerLimits, request: &[u8]) -> (String, Duration) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = plain_server(limits).await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(request).await.unwrap();
+        let t = Instant::now();
         let mut out = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
-        String::from_utf8_lossy(&out).into_owned()
+        (String::from_utf8_lossy(&out).into_owned(), t.elapsed())
     }
 
     #[tokio::test]
     async fn a_keep_alive_connection_is_closed_after_the_idle_timeout() {
-        use tokio::io::AsyncWriteExt;
-        let addr = plain_server(ListenerLimits {
+        let limits = ListenerLimits {
             idle_timeout: Duration::from_millis(500),
             ..ListenerLimits::default()
-        })
-        .await;
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let t = Instant::now();
-        let got = read_until_closed(&mut s).await;
+        };
+        let (got, took) = exchange(limits, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await;
         assert!(
             got.starts_with("HTTP/1.1 200") && got.ends_with("ok"),
             "{got}"
         );
         assert!(
-            t.elapsed() >= Duration::from_millis(500) && t.elapsed() < Duration::from_secs(5),
-            "closed after {:?}",
-            t.elapsed()
+            took >= Duration::from_millis(500) && took < Duration::from_secs(5),
+            "{took:?}"
         );
     }
 
     #[tokio::test]
     async fn a_connection_that_sends_nothing_is_closed_after_the_handshake_timeout() {
-        let addr = plain_server(ListenerLimits {
+        let limits = ListenerLimits {
             handshake_timeout: Duration::from_millis(300),
             ..ListenerLimits::default()
-        })
-        .await;
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let t = Instant::now();
-        assert_eq!(read_until_closed(&mut s).await, "");
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "closed after {:?}",
-            t.elapsed()
-        );
+        };
+        let (got, took) = exchange(limits, b"").await;
+        assert_eq!(got, "");
+        assert!(took < Duration::from_secs(5), "closed after {took:?}");
     }
 
     #[tokio::test]
     async fn a_body_that_stops_arriving_fails_the_request() {
-        use tokio::io::AsyncWriteExt;
-        let addr = plain_server(ListenerLimits {
+        let limits = ListenerLimits {
             body_read_timeout: Duration::from_millis(300),
             ..ListenerLimits::default()
-        })
-        .await;
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nabc")
-            .await
-            .unwrap();
-        let t = Instant::now();
-        let got = read_until_closed(&mut s).await;
+        };
+        let stalled = b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nabc";
+        let (got, took) = exchange(limits.clone(), stalled).await;
         assert!(got.starts_with("HTTP/1.1 4"), "{got}");
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "answered after {:?}",
-            t.elapsed()
-        );
+        assert!(took < Duration::from_secs(5), "answered after {took:?}");
         // A body that arrives whole is read.
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(
-            b"POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 3\r\n\r\nabc",
-        )
-        .await
-        .unwrap();
-        let got = read_until_closed(&mut s).await;
+        let whole =
+            b"POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 3\r\n\r\nabc";
+        let (got, _) = exchange(limits, whole).await;
         assert!(
             got.starts_with("HTTP/1.1 200") && got.ends_with('3'),
             "{got}"

@@ -26,6 +26,14 @@ async fn text(body: Body) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// A list that must answer 200, as JSON.
+async fn list(ts: &TestServer, uri: &str) -> serde_json::Value {
+    let (status, body) = call(ts, "GET", uri).await;
+    let body = text(body).await;
+    assert_eq!(status, StatusCode::OK, "{uri}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
 async fn create_pod(ts: &TestServer) {
     let pod = serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -148,20 +156,13 @@ async fn every_numeric_query_parameter_refuses_what_is_not_an_integer() {
 #[tokio::test]
 async fn valid_numeric_parameters_still_work() {
     let ts = TestServer::start().await.unwrap();
-    let (status, body) = call(&ts, "GET", "/api/v1/namespaces?limit=1").await;
-    let list: serde_json::Value = serde_json::from_str(&text(body).await).unwrap();
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(list["items"].as_array().unwrap().len(), 1);
-    assert!(list["metadata"]["continue"].is_string());
+    let page = list(&ts, "/api/v1/namespaces?limit=1").await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert!(page["metadata"]["continue"].is_string());
     // A limit of zero or below lists everything, as kube-apiserver does.
     for limit in ["0", "-5"] {
-        let (status, body) = call(&ts, "GET", &format!("/api/v1/namespaces?limit={limit}")).await;
-        let list: serde_json::Value = serde_json::from_str(&text(body).await).unwrap();
-        assert_eq!(status, StatusCode::OK);
-        assert!(
-            list["items"].as_array().unwrap().len() >= 4,
-            "limit={limit}"
-        );
+        let all = list(&ts, &format!("/api/v1/namespaces?limit={limit}")).await;
+        assert!(all["items"].as_array().unwrap().len() >= 4, "limit={limit}");
     }
     // A one-second watch ends after about a second.
     let started = std::time::Instant::now();

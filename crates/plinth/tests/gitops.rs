@@ -288,14 +288,7 @@ async fn state_store_is_served_read_only_over_https_with_the_read_token() {
         .await;
     }
     // `plinth manifests` refuses to point an agent at a repository that is not served.
-    let dests = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Destination",
-        "destinations",
-        None,
-    );
+    let dests = destinations(&client);
     create(
         &dests,
         &json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
@@ -327,6 +320,17 @@ async fn state_store_is_served_read_only_over_https_with_the_read_token() {
     }
 }
 
+fn destinations(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    dynamic(
+        client,
+        "platform.kratix.io",
+        "v1alpha1",
+        "Destination",
+        "destinations",
+        None,
+    )
+}
+
 /// Runs `plinth manifests <args> --kubeconfig <platform>`.
 fn manifests(p: &Plinth, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_plinth"))
@@ -351,14 +355,7 @@ fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
 async fn flux_and_argocd_manifests_sync_a_destination_directory() {
     let p = Plinth::up(&[]).await;
     let client = p.client().await;
-    let dests = dynamic(
-        &client,
-        "platform.kratix.io",
-        "v1alpha1",
-        "Destination",
-        "destinations",
-        None,
-    );
+    let dests = destinations(&client);
     for (name, path, mode) in [
         ("worker-eu", "clusters/eu/worker-1", "nestedByMetadata"),
         ("flat", "flat", "none"),
