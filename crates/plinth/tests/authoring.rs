@@ -387,6 +387,12 @@ async fn generated_promises_apply_on_plinth_up_as_they_are() {
     }
     // The split Promise's static dependencies reach the Destination.
     let repo = p.repo();
+    // The steps' resources/.gitkeep placeholders are never shipped.
+    let shipped = repo_files(&repo, "main");
+    assert!(
+        !shipped.iter().any(|f| f.ends_with(".gitkeep")),
+        "{shipped:?}"
+    );
     let deps_file = "local/dependencies/db/5058f/static/db-dependencies.yaml";
     wait_until(60, deps_file, || async {
         repo_file(&repo, "main", deps_file).is_some()

@@ -158,8 +158,9 @@ pub fn add_container(dir: &Path, add: &AddContainer) -> anyhow::Result<(String, 
 /// Writes the step folder; returns the script the image map runs (relative to `dir`).
 fn write_step(dir: &Path, step: &str, add: &AddContainer) -> anyhow::Result<String> {
     let root = dir.join(step);
-    std::fs::create_dir_all(root.join("resources"))
-        .with_context(|| format!("creating {}", root.display()))?;
+    // Git keeps no empty directory, and the Dockerfile's `ADD resources` fails without
+    // one: a placeholder keeps it (the templates never ship hidden files).
+    yaml::write_text(&root.join("resources/.gitkeep"), "")?;
     let (script, text, dockerfile) = match add.language {
         Language::Bash => ("pipeline.sh", BASH, DOCKERFILE_BASH.to_string()),
         Language::Python => ("pipeline.py", PYTHON, DOCKERFILE_PYTHON.to_string()),
@@ -272,6 +273,7 @@ mod tests {
             for part in ["resources", "scripts"] {
                 assert!(root.join(part).is_dir(), "{language:?}: no {step}/{part}/");
             }
+            assert!(root.join("resources/.gitkeep").is_file(), "{language:?}");
             assert!(root.join("Dockerfile").is_file(), "{language:?}");
             assert!(dir.path().join(&script).is_file(), "{language:?}: {script}");
         }

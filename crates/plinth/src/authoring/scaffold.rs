@@ -195,8 +195,10 @@ plinth add container resource/configure/instance --image example.org/{name}-conf
 ```
 
 This creates `workflows/resource/configure/instance/<container>/` with a runnable
-script in `scripts/`, a `Dockerfile`, and an entry in `images.yaml` so that Plinth's
-runner runs the script in place of the image until the image is built and pushed.
+script in `scripts/`, a `Dockerfile`, `resources/` for files the image ships (a
+`.gitkeep` keeps it in Git, so the Dockerfile's `ADD resources` works from a clone), and
+an entry in `images.yaml` so that Plinth's runner runs the script in place of the image
+until the image is built and pushed.
 
 ## Build, test, render
 

@@ -7,8 +7,9 @@ set -eu
 resources="$(dirname "$0")/../resources"
 
 if [ "$KRATIX_WORKFLOW_TYPE" = promise ]; then
-  # The Promise's own workflow: ship everything in resources/ to the Destinations.
-  if [ -n "$(ls -A "$resources" 2>/dev/null)" ]; then cp -R "$resources"/. /kratix/output/; fi
+  # The Promise's own workflow: ship the files in resources/ to the Destinations (not
+  # hidden ones such as .gitkeep).
+  if [ -n "$(ls "$resources" 2>/dev/null)" ]; then cp -R "$resources"/* /kratix/output/; fi
   echo "Hello from Promise $KRATIX_PROMISE_NAME"
   exit 0
 fi
