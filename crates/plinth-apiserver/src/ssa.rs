@@ -653,6 +653,33 @@ fn conflict_error(info: &ResourceInfo, name: &str, conflicts: &[Conflict]) -> Ap
     }
 }
 
+/// kube-apiserver's way from client-side to server-side apply: an apply by a `kubectl…`
+/// manager whose conflicts are all fields of the object's last-applied annotation that still
+/// hold the annotated value takes those fields over (`kubectl apply --server-side` after
+/// `kubectl apply`; kubectl then moves the rest of the client-side ownership itself). A field
+/// changed since by anyone else still conflicts.
+fn allowed_by_last_applied(
+    w: &Walker,
+    manager: &str,
+    live: &Value,
+    conflicts: &[Conflict],
+) -> bool {
+    if !manager.starts_with("kubectl") {
+        return false;
+    }
+    let Some(last) = live
+        .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+    else {
+        return false;
+    };
+    let annotated = w.fields(&last);
+    conflicts
+        .iter()
+        .all(|c| annotated.contains(&c.path) && value_at(&last, &c.path) == value_at(live, &c.path))
+}
+
 /// The outcome of merging an applied configuration.
 pub struct Applied {
     /// The proposed object, with its new `metadata.managedFields`.
@@ -701,7 +728,8 @@ pub fn apply(
             }
         }
     }
-    if !conflicts.is_empty() && !force {
+    let upgrade = !conflicts.is_empty() && allowed_by_last_applied(&w, manager, &base, &conflicts);
+    if !conflicts.is_empty() && !force && !upgrade {
         return Err(conflict_error(info, name, &conflicts));
     }
     let taken: FieldSet = conflicts.into_iter().map(|c| c.path).collect();
@@ -825,6 +853,55 @@ mod tests {
         // Same value: shared ownership, no conflict.
         let same = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"o": "x"}});
         assert!(apply(&info, Some(&live), &same, "me", false).is_ok());
+    }
+
+    #[test]
+    fn kubectl_server_side_apply_takes_over_what_client_side_apply_last_applied() {
+        let info = cm_info();
+        let last = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"1","o":"x"}}"#;
+        let mut live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last}},
+            "data": {"k": "1", "o": "x"}});
+        record_update(
+            &info,
+            None,
+            &mut live,
+            &Owner::Update("kubectl-client-side-apply".into()),
+        );
+        let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "2"}});
+        let out = apply(&info, Some(&live), &cfg, "kubectl", false)
+            .unwrap()
+            .object;
+        assert_eq!(out["data"], json!({"k": "2", "o": "x"}));
+        let mf = out["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(mf.last().unwrap()["manager"], "kubectl");
+        assert_eq!(
+            mf.last().unwrap()["fieldsV1"],
+            json!({"f:data": {"f:k": {}}})
+        );
+        // Other managers than kubectl's, and fields changed since the annotation, conflict.
+        assert_eq!(
+            apply(&info, Some(&live), &cfg, "helm", false)
+                .err()
+                .unwrap()
+                .code,
+            409
+        );
+        let mut edited = live.clone();
+        edited["data"]["k"] = json!("edited");
+        record_update(
+            &info,
+            Some(&live),
+            &mut edited,
+            &Owner::Update("kubectl-client-side-apply".into()),
+        );
+        assert_eq!(
+            apply(&info, Some(&edited), &cfg, "kubectl", false)
+                .err()
+                .unwrap()
+                .code,
+            409
+        );
     }
 
     #[test]
