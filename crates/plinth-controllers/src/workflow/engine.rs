@@ -201,7 +201,7 @@ pub async fn reconcile_configure(
         api_group,
         component,
     };
-    let pipelines = parse_pipelines(&wf.pipelines)?;
+    let pipelines = parse_pipelines(wf)?;
     if pipelines.is_empty() {
         return Ok(Progress::Done);
     }
@@ -374,7 +374,7 @@ pub async fn reconcile_delete(
         api_group,
         component,
     };
-    let pipelines = parse_pipelines(&wf.pipelines)?;
+    let pipelines = parse_pipelines(wf)?;
     let Some(first) = pipelines.first().cloned() else {
         return Ok(Progress::Done);
     };
@@ -484,10 +484,21 @@ async fn report_delete_failure(p: &Parent<'_>, pipeline: &str) -> Result<Progres
     })
 }
 
-fn parse_pipelines(raw: &[Value]) -> Result<Vec<PipelineDef>, Error> {
-    raw.iter()
+/// The workflow's pipelines; an error names the Promise and the field
+/// (`Promise redis spec.workflows.resource.configure[0].spec.containers[0].command`).
+fn parse_pipelines(wf: &Workflow) -> Result<Vec<PipelineDef>, Error> {
+    wf.pipelines
+        .iter()
         .enumerate()
-        .map(|(i, p)| PipelineDef::parse(p, i))
+        .map(|(i, p)| {
+            let at = format!(
+                "Promise {} spec.workflows.{}.{}[{i}]",
+                wf.promise_name,
+                wf.workflow_type.as_str(),
+                wf.action.as_str()
+            );
+            PipelineDef::parse(p, &at)
+        })
         .collect()
 }
 

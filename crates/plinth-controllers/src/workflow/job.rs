@@ -28,9 +28,10 @@ pub struct PipelineDef {
 }
 
 impl PipelineDef {
-    /// Parses a raw pipeline entry of `spec.workflows.<type>.<action>[index]`.
-    pub fn parse(raw: &Value, index: usize) -> Result<PipelineDef, Error> {
-        let field = format!("pipelines[{index}]");
+    /// Parses a raw pipeline entry found at `location` (which errors name, e.g.
+    /// `Promise redis spec.workflows.resource.configure[0]`).
+    pub fn parse(raw: &Value, location: &str) -> Result<PipelineDef, Error> {
+        let field = location.to_string();
         if raw["apiVersion"] != "platform.kratix.io/v1alpha1" || raw["kind"] != "Pipeline" {
             return Err(Error::InvalidPipeline {
                 field,
@@ -651,7 +652,7 @@ mod tests {
         let defs = raw
             .iter()
             .enumerate()
-            .map(|(i, r)| PipelineDef::parse(r, i).unwrap())
+            .map(|(i, r)| PipelineDef::parse(r, &format!("pipelines[{i}]")).unwrap())
             .collect();
         let wf = Workflow {
             promise_name: "redis".into(),
@@ -682,6 +683,20 @@ mod tests {
             .iter()
             .map(|c| c["name"].as_str().unwrap())
             .collect()
+    }
+
+    #[test]
+    fn a_stored_pipeline_of_the_wrong_type_names_the_promise_and_field() {
+        let raw = json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline",
+                         "metadata": {"name": "p"},
+                         "spec": {"containers": [{"name": "c", "image": "busybox", "command": "echo hi"}]}});
+        let e = PipelineDef::parse(&raw, "Promise redis spec.workflows.resource.configure[0]")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid pipeline at Promise redis spec.workflows.resource.configure[0].spec.containers[0].command: \
+             invalid type: string \"echo hi\", expected a sequence"
+        );
     }
 
     #[test]
