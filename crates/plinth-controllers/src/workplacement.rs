@@ -516,8 +516,8 @@ async fn destination(
 /// Beyond Kratix, which waits silently: a placement not written yet whose Destination's
 /// state store is not ready says so (`WriteSucceeded=False/StateStoreNotReady`, and
 /// `Ready=False` with the same reason) instead of staying `Pending` with no reason. A
-/// placement already written keeps its conditions, since its files are in the store;
-/// the next successful write replaces these.
+/// placement already written says the same (its files stay in the store, but no change
+/// reaches it), with the action that moves it; the next successful write replaces these.
 async fn report_store_not_ready(
     p: &Reconciling<'_>,
     wp: &WorkPlacement,
@@ -526,13 +526,18 @@ async fn report_store_not_ready(
 ) -> Result<(), Error> {
     let conds = conditions_of(wp);
     let write = get_condition(&conds, condition_types::WRITE_SUCCEEDED);
-    let message = format!(
+    let waiting = format!(
         "{kind}/{name} does not exist or is not ready (the Destination's Ready condition says which); the workloads are written once it is"
     );
+    let stuck = format!(
+        "written to {kind}/{name}, which does not exist or is not ready now (the Destination's Ready condition says which): changes are written once it is; label this WorkPlacement {}=true to move it to a Ready matching Destination",
+        labels::RESCHEDULE
+    );
+    let was_written = write.is_some_and(|c| c.status == "True" || c.message == stuck);
+    let message = if was_written { stuck } else { waiting };
     // A refused-credentials failure stays what the placement says until a write works.
     if write.is_some_and(|c| {
-        c.status == "True"
-            || c.reason == REASON_AUTHENTICATION_FAILED
+        c.reason == REASON_AUTHENTICATION_FAILED
             || (c.reason == reasons::STATE_STORE_NOT_READY && c.message == message)
     }) {
         return Ok(());

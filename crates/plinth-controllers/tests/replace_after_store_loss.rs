@@ -1,5 +1,5 @@
-//! A request pinned to a Destination whose state store then breaks or disappears can be
-//! moved: labelling its WorkPlacement `plinth.dev/reschedule=true` removes it (leaving
+//! A request pinned to a Destination whose state store then breaks or disappears says
+//! so on its WorkPlacement (`StateStoreNotReady`, naming the action) and can be moved: labelling its WorkPlacement `plinth.dev/reschedule=true` removes it (leaving
 //! the files in the dead store, with a Warning) and its Work is placed again on a Ready
 //! matching Destination; deleting the placement of a store that no longer exists does
 //! the same instead of waiting forever.
@@ -69,6 +69,15 @@ async fn a_placement_on_a_dead_store_is_moved_by_label_or_by_deleting_it() {
         .unwrap();
     wait_for("store NotReady", || async {
         stores.get(first_store).await.unwrap().status.and_then(|s| s.status).as_deref() == Some("NotReady")
+    })
+    .await;
+    // The pinned placement says its store is not ready, and how to move it.
+    wait_for("the pinned placement shows the store problem", || async {
+        wps.get(&first.name_any()).await.ok().and_then(|w| w.status).and_then(|s| s.conditions).is_some_and(|c| {
+            c.iter().any(|c| c.type_ == "WriteSucceeded" && c.status == "False" && c.reason == "StateStoreNotReady"
+                && c.message.contains("plinth.dev/reschedule=true"))
+                && c.iter().any(|c| c.type_ == "Ready" && c.status == "False")
+        })
     })
     .await;
     // The documented action: label the placement.
