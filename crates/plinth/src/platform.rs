@@ -255,45 +255,6 @@ impl DataDirBefore {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::DataDirBefore;
-
-    fn fill(dir: &std::path::Path) {
-        std::fs::create_dir_all(dir.join("tls")).unwrap();
-        std::fs::write(dir.join("tls/ca.crt"), "x").unwrap();
-        std::fs::write(dir.join("git-read-token"), "x").unwrap();
-    }
-
-    #[test]
-    fn a_failed_start_removes_only_a_new_data_dirs_content() {
-        let tmp = tempfile::tempdir().unwrap();
-        let absent = tmp.path().join("absent");
-        let before = DataDirBefore::read(&absent);
-        assert_eq!(before, DataDirBefore::Absent);
-        fill(&absent);
-        before.remove_what_came_since(&absent);
-        assert!(!absent.exists());
-
-        let empty = tmp.path().join("empty");
-        std::fs::create_dir(&empty).unwrap();
-        let before = DataDirBefore::read(&empty);
-        assert_eq!(before, DataDirBefore::Empty);
-        fill(&empty);
-        before.remove_what_came_since(&empty);
-        assert!(empty.is_dir() && std::fs::read_dir(&empty).unwrap().next().is_none());
-
-        let used = tmp.path().join("used");
-        std::fs::create_dir(&used).unwrap();
-        std::fs::write(used.join("notes.txt"), "mine").unwrap();
-        let before = DataDirBefore::read(&used);
-        assert_eq!(before, DataDirBefore::Used);
-        fill(&used);
-        before.remove_what_came_since(&used);
-        assert!(used.join("notes.txt").is_file() && used.join("tls/ca.crt").is_file());
-    }
-}
-
 /// Checks the listen address, the data directory and the runner's image map before
 /// anything is written, and takes the data directory's lock (one `plinth up` per
 /// directory).
@@ -481,4 +442,43 @@ pub fn default_data_dir() -> PathBuf {
     dirs::data_dir()
         .unwrap_or_else(std::env::temp_dir)
         .join("plinth")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DataDirBefore;
+
+    fn fill(dir: &std::path::Path) {
+        std::fs::create_dir_all(dir.join("tls")).unwrap();
+        std::fs::write(dir.join("tls/ca.crt"), "x").unwrap();
+        std::fs::write(dir.join("git-read-token"), "x").unwrap();
+    }
+
+    #[test]
+    fn a_failed_start_removes_only_a_new_data_dirs_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let absent = tmp.path().join("absent");
+        let before = DataDirBefore::read(&absent);
+        assert_eq!(before, DataDirBefore::Absent);
+        fill(&absent);
+        before.remove_what_came_since(&absent);
+        assert!(!absent.exists());
+
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let before = DataDirBefore::read(&empty);
+        assert_eq!(before, DataDirBefore::Empty);
+        fill(&empty);
+        before.remove_what_came_since(&empty);
+        assert!(empty.is_dir() && std::fs::read_dir(&empty).unwrap().next().is_none());
+
+        let used = tmp.path().join("used");
+        std::fs::create_dir(&used).unwrap();
+        std::fs::write(used.join("notes.txt"), "mine").unwrap();
+        let before = DataDirBefore::read(&used);
+        assert_eq!(before, DataDirBefore::Used);
+        fill(&used);
+        before.remove_what_came_since(&used);
+        assert!(used.join("notes.txt").is_file() && used.join("tls/ca.crt").is_file());
+    }
 }
