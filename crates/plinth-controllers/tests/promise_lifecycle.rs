@@ -854,3 +854,70 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
     let (type_, _, _) = wait_event(&env.client, "default", "w1", "WorksRescheduled").await;
     assert_eq!(type_, "Normal");
 }
+
+/// Retargeting a Promise (adding `destinationSelectors` after its dependencies were
+/// placed) keeps the placed Work where it is and says so on the Promise; labelling the
+/// Promise `plinth.dev/reschedule=true` removes the misplaced placement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_them() {
+    let env = start().await;
+    env.git_store("default").await;
+    let dest = |name: &str, env_label: &str| {
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
+               "metadata": {"name": name, "labels": {"env": env_label}},
+               "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "default"}}})
+    };
+    env.create_destination(dest("old", "dev")).await;
+    env.destination_ready("old").await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    let mut p = widget_promise("widget", vec![]);
+    p["spec"]["dependencies"] = json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "widget-deps"}}]);
+    create(&promises, p).await;
+    wait_condition(&promises, "widget", "WorksSucceeded", "True").await;
+    let works: Api<plinth_api::Work> = Api::all(env.client.clone());
+    let dep = works
+        .list(&ListParams::default().labels("kratix.io/promise-name=widget"))
+        .await
+        .unwrap()
+        .items
+        .remove(0);
+    let ns = dep.namespace().unwrap();
+    let placed_on = |wps: Vec<plinth_api::WorkPlacement>| -> Vec<String> {
+        let mut d: Vec<String> = wps.iter().map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default()).collect();
+        d.sort();
+        d
+    };
+    wait_for("placed on old", || async { placed_on(env.placements(&ns, &dep.name_any()).await) == ["old"] }).await;
+
+    env.create_destination(dest("new", "prod")).await;
+    env.destination_ready("new").await;
+    promises
+        .patch(
+            "widget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"destinationSelectors": [{"matchLabels": {"env": "prod"}}]}})),
+        )
+        .await
+        .unwrap();
+    let status = wait_condition(&promises, "widget", "WorksSucceeded", "False").await;
+    let (_, reason, message) = condition(&status, "WorksSucceeded").unwrap();
+    assert_eq!(reason, "WorksMisplaced", "{message}");
+    assert!(message.contains("label the promise plinth.dev/reschedule=true"), "{message}");
+    wait_for("kept on old, added on new", || async {
+        placed_on(env.placements(&ns, &dep.name_any()).await) == ["new", "old"]
+    })
+    .await;
+
+    promises
+        .patch(
+            "widget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"plinth.dev/reschedule": "true"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("only on new", || async { placed_on(env.placements(&ns, &dep.name_any()).await) == ["new"] }).await;
+    wait_condition(&promises, "widget", "WorksSucceeded", "True").await;
+    assert!(!promises.get("widget").await.unwrap().labels().contains_key("plinth.dev/reschedule"));
+}
