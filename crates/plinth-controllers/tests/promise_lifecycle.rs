@@ -778,6 +778,25 @@ async fn a_failing_reconcile_is_reported_on_the_request() {
     assert_eq!(condition(&status, "ReconcileSucceeded").unwrap().1, "ReconcileSucceeded");
 }
 
+/// A Destination `name` labelled `env: <env_label>` on the `default` Git store.
+fn env_destination(name: &str, env_label: &str) -> Value {
+    json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
+           "metadata": {"name": name, "labels": {"env": env_label}},
+           "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "default"}}})
+}
+
+/// The controllers with a Git store, a Ready Destination `old` (`env: dev`) and the
+/// Promise controller running.
+async fn with_destination_old() -> (placement_support::Env, Api<DynamicObject>) {
+    let env = start().await;
+    env.git_store("default").await;
+    env.create_destination(env_destination("old", "dev")).await;
+    env.destination_ready("old").await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    (env, promises)
+}
+
 /// A request placed before its destination selectors changed stays where it is, and
 /// says so: `WorksSucceeded=False/WorksMisplaced` naming the label that moves it and
 /// `Reconciled=False/WorksMisplaced` ("Misplaced", not "Failing"). Labelling the request
@@ -785,17 +804,7 @@ async fn a_failing_reconcile_is_reported_on_the_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
     use placement_support::labels as label_map;
-    let env = start().await;
-    env.git_store("default").await;
-    let dest = |name: &str, env_label: &str| {
-        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
-               "metadata": {"name": name, "labels": {"env": env_label}},
-               "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "default"}}})
-    };
-    env.create_destination(dest("old", "dev")).await;
-    env.destination_ready("old").await;
-    tokio::spawn(promise::run(env.ctx.clone()));
-    let promises = promise_api(&env.client);
+    let (env, promises) = with_destination_old().await;
     create(&promises, widget_promise("widget", vec![])).await;
     wait_condition(&promises, "widget", "Available", "True").await;
     let widgets: Api<DynamicObject> =
@@ -820,7 +829,7 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
     let placed = env.placements("default", "widget-w1").await[0].name_any();
     env.placement_ready("default", &placed).await;
     env.relabel_destination("old", json!({"env": "prod"})).await;
-    env.create_destination(dest("new", "dev")).await;
+    env.create_destination(env_destination("new", "dev")).await;
     env.destination_ready("new").await;
     env.work_condition("default", "widget-w1", "Ready", "False", "Misplaced").await;
 
@@ -860,17 +869,7 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
 /// Promise `plinth.dev/reschedule=true` removes the misplaced placement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_them() {
-    let env = start().await;
-    env.git_store("default").await;
-    let dest = |name: &str, env_label: &str| {
-        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
-               "metadata": {"name": name, "labels": {"env": env_label}},
-               "spec": {"path": name, "stateStoreRef": {"kind": "GitStateStore", "name": "default"}}})
-    };
-    env.create_destination(dest("old", "dev")).await;
-    env.destination_ready("old").await;
-    tokio::spawn(promise::run(env.ctx.clone()));
-    let promises = promise_api(&env.client);
+    let (env, promises) = with_destination_old().await;
     let mut p = widget_promise("widget", vec![]);
     p["spec"]["dependencies"] = json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "widget-deps"}}]);
     create(&promises, p).await;
@@ -890,7 +889,7 @@ async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_the
     };
     wait_for("placed on old", || async { placed_on(env.placements(&ns, &dep.name_any()).await) == ["old"] }).await;
 
-    env.create_destination(dest("new", "prod")).await;
+    env.create_destination(env_destination("new", "prod")).await;
     env.destination_ready("new").await;
     promises
         .patch(
