@@ -644,6 +644,8 @@ pub mod events {
     /// `plinth.dev/reschedule` were removed so their Works are placed again.
     pub const WORKS_RESCHEDULED: &str = "WorksRescheduled";
 
+    /// Plinth's reporting component of Events about DryRuns.
+    pub const DRY_RUN_CONTROLLER: &str = "DryRunController";
     /// Plinth's reporting component of Events about the `kratix` ConfigMap.
     pub const CONFIG_WATCHER: &str = "KratixConfigWatcher";
     /// Plinth's Warning on the `kratix` ConfigMap: a key's value is unusable; the note

@@ -122,7 +122,17 @@ async fn set_completed(
     Ok(())
 }
 
+/// One reconcile, a failure of it reported on the DryRun ([`crate::support::outcome`]).
 async fn reconcile(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_steps(d.clone(), ctx.clone()).await;
+    let ns = d.namespace().unwrap_or_else(|| "default".into());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &dry_run_resource());
+    let component = plinth_api::constants::events::DRY_RUN_CONTROLLER;
+    crate::support::outcome::report(&ctx, component, &api, &d, result).await
+}
+
+async fn reconcile_steps(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = d.namespace().unwrap_or_else(|| "default".into());
     let name = d.name_any();
     let api: Api<DynamicObject> =
