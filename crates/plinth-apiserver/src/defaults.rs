@@ -14,18 +14,28 @@ use serde_json::{Map, Value, json};
 
 use crate::resource::ResourceInfo;
 
+/// Where a built-in kind keeps its Pod spec (a JSON pointer), if it has one.
+pub(crate) fn pod_spec_pointer(info: &ResourceInfo) -> Option<&'static str> {
+    if !info.builtin {
+        return None;
+    }
+    match (info.group.as_str(), info.kind.as_str()) {
+        ("", "Pod") => Some("/spec"),
+        ("", "PodTemplate") => Some("/template/spec"),
+        ("batch", "CronJob") => Some("/spec/jobTemplate/spec/template/spec"),
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        | ("batch", "Job")
+        | ("", "ReplicationController") => Some("/spec/template/spec"),
+        _ => None,
+    }
+}
+
 /// Applies the defaults of `info`'s kind to `obj` (a no-op for other kinds).
 pub(crate) fn apply(info: &ResourceInfo, obj: &mut Value) {
     if !info.builtin {
         return;
     }
-    let template = match (info.group.as_str(), info.kind.as_str()) {
-        ("", "Pod") => "/spec",
-        ("", "PodTemplate") => "/template/spec",
-        ("batch", "CronJob") => "/spec/jobTemplate/spec/template/spec",
-        ("apps", _) | ("batch", "Job") | ("", "ReplicationController") => "/spec/template/spec",
-        _ => "",
-    };
+    let template = pod_spec_pointer(info).unwrap_or_default();
     match (info.group.as_str(), info.kind.as_str()) {
         ("apps", "Deployment") => deployment(obj),
         ("apps", "ReplicaSet") => {

@@ -1,5 +1,6 @@
 //! Kind-specific create/update rules of the built-in kinds (what Kubernetes' registry
-//! strategies do): the published defaults (`defaults`), Namespace phase and finalizers, Secret `stringData`, Pod initial
+//! strategies do): the published defaults (`defaults`), container names of every Pod
+//! spec, Namespace phase and finalizers, Secret `stringData`, Pod initial
 //! status, Job selector and Pod template labels, Event timestamps and count, and
 //! CustomResourceDefinition validation, status and registration.
 
@@ -45,6 +46,19 @@ pub(crate) async fn prepare(
         ));
     }
     crate::defaults::apply(info, obj);
+    if let Some(ptr) = crate::defaults::pod_spec_pointer(info)
+        && let Some(pod) = obj.pointer(ptr)
+    {
+        let field = ptr.trim_start_matches('/').replace('/', ".");
+        let causes = crate::validation::container_name_causes(pod, &field);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                info,
+                meta_str(obj, "name").unwrap_or_default(),
+                causes,
+            ));
+        }
+    }
     if is(info, "", "namespaces") {
         if obj.pointer("/spec/finalizers").is_none() {
             obj["spec"] = json!({"finalizers": ["kubernetes"]});

@@ -668,7 +668,8 @@ fn allowed_by_last_applied(
         return false;
     }
     let Some(last) = live
-        .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LAST_APPLIED))
         .and_then(Value::as_str)
         .and_then(|s| serde_json::from_str::<Value>(s).ok())
     else {
@@ -678,6 +679,33 @@ fn allowed_by_last_applied(
     conflicts
         .iter()
         .all(|c| annotated.contains(&c.path) && value_at(&last, &c.path) == value_at(live, &c.path))
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// kube-apiserver keeps a client-side apply annotation current on `kubectl apply
+/// --server-side` (manager `kubectl`): an object that has one gets the applied
+/// configuration (without the annotation itself), so a later client-side apply or
+/// `kubectl apply view-last-applied` sees what was applied last.
+fn update_last_applied(manager: &str, object: &mut Value, cfg: &Value) {
+    if manager != "kubectl" {
+        return;
+    }
+    let Some(annotations) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+        .filter(|a| a.contains_key(LAST_APPLIED))
+    else {
+        return;
+    };
+    let mut applied = cfg.clone();
+    if let Some(a) = applied
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(LAST_APPLIED);
+    }
+    annotations.insert(LAST_APPLIED.into(), json!(applied.to_string()));
 }
 
 /// The outcome of merging an applied configuration.
@@ -754,6 +782,7 @@ pub fn apply(
         remove_at(&mut object, p);
     }
     w.merge(&mut object, &cfg, info.schema.as_ref(), "");
+    update_last_applied(manager, &mut object, &cfg);
     for e in list.iter_mut().filter(|e| !e.is(manager, "Apply")) {
         let n = e.fields.len();
         e.fields.retain(|p| !taken.contains(p));

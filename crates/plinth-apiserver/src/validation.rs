@@ -276,6 +276,34 @@ pub struct PodFrame<'a> {
     pub mount_paths: &'a [&'a str],
 }
 
+/// Container names of a Pod spec at `field` (e.g. `spec.template.spec`), as kube-apiserver
+/// validates them: every container, init container and ephemeral container has a name
+/// (`Required value`), a DNS-1123 label, unique across the three lists (`Duplicate value`).
+pub fn container_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let Some(items) = pod_spec.get(list).and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, c) in items.iter().enumerate() {
+            let at = format!("{field}.{list}[{i}].name");
+            match c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                None => out.push(required(&at, "")),
+                Some(name) => {
+                    for e in dns1123_label_errors(name) {
+                        out.push(invalid(&at, name, &e));
+                    }
+                    if !seen.insert(name.to_string()) {
+                        out.push(duplicate(&at, name));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `Duplicate value: "<value>"` under `field`.
 pub fn duplicate(field: &str, value: &str) -> Cause {
     Cause {

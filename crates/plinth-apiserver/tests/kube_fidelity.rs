@@ -65,3 +65,37 @@ async fn discovery_lists_kube_apiservers_storage_version_hashes() {
     // Subresources have none, as on kube-apiserver.
     assert_eq!(hash("pods/status"), Some(Value::Null));
 }
+
+#[tokio::test]
+async fn container_names_are_validated_in_every_pod_spec() {
+    let ts = TestServer::start().await.unwrap();
+    let cases = [
+        (
+            "/api/v1/namespaces/default/pods",
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":null,"image":"nginx"}]}}"#,
+            "spec.containers[0].name: Required value",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"web","image":"i"}],"initContainers":[{"name":"web","image":"i"}]}}}}"#,
+            "spec.template.spec.containers[0].name: Duplicate value: \"web\"",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            r#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"@daily","jobTemplate":{"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"Bad_Name","image":"i"}]}}}}}}"#,
+            "spec.jobTemplate.spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
+        ),
+    ];
+    for (path, body, want) in cases {
+        let err = ts
+            .client()
+            .request::<Value>(post(path, "application/json", body))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{path}: not an API error: {err}");
+        };
+        assert_eq!(status.code, 422, "{path}: {}", status.message);
+        assert!(status.message.contains(want), "{path}: {}", status.message);
+    }
+}
