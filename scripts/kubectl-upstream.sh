@@ -32,6 +32,8 @@ skip_reason() {
     run_kubectl_all_namespace_tests) echo "needs Node objects registered by a kubelet" ;;
     run_rc_tests) echo "needs the controller-manager's ReplicationController controller (asserts status.replicas and scaled Pods)" ;;
     run_deprecated_api_tests) echo "asserts removed APIs (extensions/v1beta1, policy/v1beta1 PodSecurityPolicy: served by no current kube-apiserver)" ;;
+    run_kubectl_apply_tests) echo "creates an apiextensions.k8s.io/v1beta1 CustomResourceDefinition (apply.sh:126; removed in Kubernetes 1.22)" ;;
+    run_kubectl_server_side_apply_tests) echo "creates an apiextensions.k8s.io/v1beta1 CustomResourceDefinition (apply.sh:431; removed in Kubernetes 1.22)" ;;
     run_crd_tests) echo "creates apiextensions.k8s.io/v1beta1 CustomResourceDefinitions (removed in Kubernetes 1.22)" ;;
     run_non_native_resource_tests) echo "part of run_crd_tests: reads the company.com resources its v1beta1 CRDs define" ;;
     run_namespace_tests | run_clusterroles_tests) echo "asserts kubectl's old lower-case text 'warning: deleting cluster-scoped resources' (current kubectl prints 'Warning: ...')" ;;
