@@ -7,8 +7,8 @@ use plinth_statestore::{StateStore, StoreConfig};
 use serde_json::Value;
 
 use crate::documents::{self, Document, Phase};
-use crate::jobs;
 use crate::inventory::{self, Entry, Inventory, ObjectRef};
+use crate::jobs;
 use crate::kube_apply::{ApplyError, Served, Target};
 use crate::readiness;
 use crate::status::{AgentStatus, ObjectStatus};
@@ -608,10 +608,9 @@ impl Agent {
             .map(|id| {
                 let (readiness, message) = match live.get(id) {
                     Some(obj) => readiness::judge(obj, self.target.embedded),
-                    None if ran_jobs.contains(id) => (
-                        readiness::Readiness::Ready,
-                        jobs::ALREADY_RAN.to_string(),
-                    ),
+                    None if ran_jobs.contains(id) => {
+                        (readiness::Readiness::Ready, jobs::ALREADY_RAN.to_string())
+                    }
                     None => (
                         readiness::Readiness::Unknown,
                         "not applied in this pass".to_string(),

@@ -9,8 +9,7 @@ use serde_json::Value;
 use crate::inventory::{Entry, ObjectRef};
 
 /// Status message of a Job that ran with the current spec and has left the cluster.
-pub(crate) const ALREADY_RAN: &str =
-    "already ran with this spec and was removed from the cluster; not re-applied until its spec changes";
+pub(crate) const ALREADY_RAN: &str = "already ran with this spec and was removed from the cluster; not re-applied until its spec changes";
 
 /// What to do with a planned document that needs a write.
 #[derive(Debug, PartialEq, Eq)]
@@ -84,16 +83,34 @@ mod tests {
         // Never created: created.
         assert_eq!(decide(None, None, Some("s1")), Decision::Apply);
         // Created with this spec and gone (TTL, hand delete): left gone.
-        assert_eq!(decide(Some(&entry(Some("s1"))), None, Some("s1")), Decision::AlreadyRan);
+        assert_eq!(
+            decide(Some(&entry(Some("s1"))), None, Some("s1")),
+            Decision::AlreadyRan
+        );
         // Gone, and the spec changed: the new spec runs.
-        assert_eq!(decide(Some(&entry(Some("s1"))), None, Some("s2")), Decision::Apply);
+        assert_eq!(
+            decide(Some(&entry(Some("s1"))), None, Some("s2")),
+            Decision::Apply
+        );
         // Still there with an old spec: replaced.
-        assert_eq!(decide(Some(&entry(Some("s1"))), Some(&live), Some("s2")), Decision::Recreate);
+        assert_eq!(
+            decide(Some(&entry(Some("s1"))), Some(&live), Some("s2")),
+            Decision::Recreate
+        );
         // Still there with this spec (a label changed): patched in place.
-        assert_eq!(decide(Some(&entry(Some("s1"))), Some(&live), Some("s1")), Decision::Apply);
+        assert_eq!(
+            decide(Some(&entry(Some("s1"))), Some(&live), Some("s1")),
+            Decision::Apply
+        );
         // An inventory from before spec hashes were kept: applied as before.
-        assert_eq!(decide(Some(&entry(None)), Some(&live), Some("s1")), Decision::Apply);
+        assert_eq!(
+            decide(Some(&entry(None)), Some(&live), Some("s1")),
+            Decision::Apply
+        );
         // Not a Job.
-        assert_eq!(decide(Some(&entry(Some("s1"))), None, None), Decision::Apply);
+        assert_eq!(
+            decide(Some(&entry(Some("s1"))), None, None),
+            Decision::Apply
+        );
     }
 }

@@ -18,11 +18,22 @@ use serde_json::json;
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .output()
         .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn commit(work: &Path, rel: &str, content: &str) {
@@ -35,7 +46,9 @@ fn commit(work: &Path, rel: &str, content: &str) {
 }
 
 fn output(replicas: Option<u32>) -> String {
-    let replicas = replicas.map(|r| format!("  replicas: {r}\n")).unwrap_or_default();
+    let replicas = replicas
+        .map(|r| format!("  replicas: {r}\n"))
+        .unwrap_or_default();
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\nspec:\n{replicas}  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - {{name: web, image: nginx}}\n---\n\
 apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: default\ndata:\n  a: \"1\"\n"
@@ -49,26 +62,59 @@ async fn declared_fields_are_taken_back_once_and_others_are_left_alone() {
     let bare = root.path().join("state.git");
     let work = root.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    git(root.path(), &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    git(
+        root.path(),
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
     git(&work, &["init", "-q", "-b", "main"]);
     git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
     commit(&work, "d65/resources/out.yaml", &output(Some(2)));
-    let source = StoreConfig::Git(GitConfig::new(format!("file://{}", bare.display()), "main", root.path().join("clone")));
-    let mut agent = Agent::new(AgentConfig::new("d65", source, "d65"), server.client()).await.unwrap();
+    let source = StoreConfig::Git(GitConfig::new(
+        format!("file://{}", bare.display()),
+        "main",
+        root.path().join("clone"),
+    ));
+    let mut agent = Agent::new(AgentConfig::new("d65", source, "d65"), server.client())
+        .await
+        .unwrap();
     let first = agent.sync_once().await;
     assert!(first.errors.is_empty(), "{:?}", first.errors);
 
     let deps: Api<Deployment> = Api::namespaced(server.client(), "default");
     let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    let by = |m: &str| PatchParams { field_manager: Some(m.into()), ..Default::default() };
-    deps.patch_scale("web", &by("kubectl"), &Patch::Merge(json!({"spec": {"replicas": 5}}))).await.unwrap();
-    cms.patch("cfg", &by("team-b"), &Patch::Merge(json!({"data": {"b": "2"}}))).await.unwrap();
-    cms.patch("cfg", &by("kubectl-annotate"), &Patch::Merge(json!({"metadata": {"annotations": {"team-b/note": "x"}}}))).await.unwrap();
+    let by = |m: &str| PatchParams {
+        field_manager: Some(m.into()),
+        ..Default::default()
+    };
+    deps.patch_scale(
+        "web",
+        &by("kubectl"),
+        &Patch::Merge(json!({"spec": {"replicas": 5}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "cfg",
+        &by("team-b"),
+        &Patch::Merge(json!({"data": {"b": "2"}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "cfg",
+        &by("kubectl-annotate"),
+        &Patch::Merge(json!({"metadata": {"annotations": {"team-b/note": "x"}}})),
+    )
+    .await
+    .unwrap();
 
     let pass = agent.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     assert_eq!(pass.drift_corrected, 1, "{pass:?}");
-    assert_eq!(deps.get("web").await.unwrap().spec.unwrap().replicas, Some(2));
+    assert_eq!(
+        deps.get("web").await.unwrap().spec.unwrap().replicas,
+        Some(2)
+    );
     let rvs = || async {
         (
             deps.get("web").await.unwrap().metadata.resource_version,
@@ -87,16 +133,28 @@ async fn declared_fields_are_taken_back_once_and_others_are_left_alone() {
     assert_eq!(cm.metadata.annotations.unwrap()["team-b/note"], "x");
 
     // Replicas leave the output and someone scales to 4: they stay at 4, with no flap.
-    deps.patch_scale("web", &by("kubectl"), &Patch::Merge(json!({"spec": {"replicas": 4}}))).await.unwrap();
+    deps.patch_scale(
+        "web",
+        &by("kubectl"),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await
+    .unwrap();
     commit(&work, "d65/resources/out.yaml", &output(None));
     let pass = agent.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     assert_eq!(pass.drift_corrected, 0);
-    assert_eq!(deps.get("web").await.unwrap().spec.unwrap().replicas, Some(4));
+    assert_eq!(
+        deps.get("web").await.unwrap().spec.unwrap().replicas,
+        Some(4)
+    );
     let settled = rvs().await;
     for _ in 0..5 {
         assert_eq!(agent.sync_once().await.api_writes, 0);
     }
     assert_eq!(rvs().await, settled);
-    assert_eq!(deps.get("web").await.unwrap().spec.unwrap().replicas, Some(4));
+    assert_eq!(
+        deps.get("web").await.unwrap().spec.unwrap().replicas,
+        Some(4)
+    );
 }

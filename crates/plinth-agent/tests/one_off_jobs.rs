@@ -16,11 +16,22 @@ use plinth_statestore::{GitConfig, StoreConfig};
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .output()
         .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn commit(work: &Path, rel: &str, content: &str) {
@@ -40,7 +51,9 @@ apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once-64\n  namespace: team-a
 }
 
 fn cm(v: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: team-a\ndata:\n  a: \"{v}\"\n")
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: team-a\ndata:\n  a: \"{v}\"\n"
+    )
 }
 
 #[tokio::test]
@@ -50,7 +63,10 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     let bare = root.path().join("state.git");
     let work = root.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    git(root.path(), &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
+    git(
+        root.path(),
+        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+    );
     git(&work, &["init", "-q", "-b", "main"]);
     git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
     commit(&work, "d64/resources/job.yaml", &job("1.36"));
@@ -69,22 +85,38 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     let uid1 = jobs.get("once-64").await.unwrap().metadata.uid.unwrap();
 
     // The cluster's TTL removes the finished Job; then another file of the output changes.
-    jobs.delete("once-64", &DeleteParams::background()).await.unwrap();
+    jobs.delete("once-64", &DeleteParams::background())
+        .await
+        .unwrap();
     commit(&work, "d64/resources/cm.yaml", &cm("2"));
     let pass = agent.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     assert_eq!(pass.applied, 1, "only the ConfigMap: {pass:?}");
-    assert!(jobs.get_opt("once-64").await.unwrap().is_none(), "the Job was created again");
+    assert!(
+        jobs.get_opt("once-64").await.unwrap().is_none(),
+        "the Job was created again"
+    );
     let status = agent.status();
-    let st = status.objects.iter().find(|o| o.object.kind == "Job").expect("the Job stays in the inventory");
+    let st = status
+        .objects
+        .iter()
+        .find(|o| o.object.kind == "Job")
+        .expect("the Job stays in the inventory");
     assert!(st.message.contains("already ran"), "{}", st.message);
 
     // A restarted agent (inventory read back from the cluster) does not run it either.
     let mut restarted = Agent::new(cfg.clone(), server.client()).await.unwrap();
     let pass = restarted.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
-    assert!(jobs.get_opt("once-64").await.unwrap().is_none(), "the Job was created again after a restart");
-    assert_eq!(restarted.sync_once().await.api_writes, 0, "a settled agent writes nothing");
+    assert!(
+        jobs.get_opt("once-64").await.unwrap().is_none(),
+        "the Job was created again after a restart"
+    );
+    assert_eq!(
+        restarted.sync_once().await.api_writes,
+        0,
+        "a settled agent writes nothing"
+    );
 
     // A new spec runs once.
     commit(&work, "d64/resources/job.yaml", &job("1.37"));
@@ -92,7 +124,18 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     let j = jobs.get("once-64").await.unwrap();
     assert_ne!(j.metadata.uid.as_deref(), Some(uid1.as_str()));
-    let image = |j: &Job| j.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone();
+    let image = |j: &Job| {
+        j.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .image
+            .clone()
+    };
     assert_eq!(image(&j).as_deref(), Some("busybox:1.37"));
 
     // And a new spec while the old Job is still there replaces it (the template is immutable).

@@ -46,14 +46,18 @@ mod tests {
 
     #[test]
     fn injected_fields_win_over_the_cluster_default_and_other_fields_stay() {
-        let base = json!({"runAsNonRoot": false, "runAsUser": 1000, "readOnlyRootFilesystem": false});
+        let base =
+            json!({"runAsNonRoot": false, "runAsUser": 1000, "readOnlyRootFilesystem": false});
         let sc = injected_container(Some(&base));
         assert_eq!(sc["runAsNonRoot"], true);
         assert_eq!(sc["readOnlyRootFilesystem"], true);
         assert_eq!(sc["runAsUser"], 1000);
         assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
         assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
-        assert_eq!(injected_container(Some(&json!("not an object"))), injected_container(None));
+        assert_eq!(
+            injected_container(Some(&json!("not an object"))),
+            injected_container(None)
+        );
     }
 
     #[test]

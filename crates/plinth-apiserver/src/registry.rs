@@ -77,7 +77,11 @@ impl Registry {
             for info in builtins() {
                 if BUILTIN_SCALE.contains(&(info.group.as_str(), info.plural.as_str())) {
                     inner.scale.insert(
-                        (info.group.clone(), info.version.clone(), info.plural.clone()),
+                        (
+                            info.group.clone(),
+                            info.version.clone(),
+                            info.plural.clone(),
+                        ),
                         ScalePaths {
                             spec_replicas: ".spec.replicas".into(),
                             status_replicas: ".status.replicas".into(),
@@ -273,7 +277,11 @@ fn crd_scale(crd: &Value) -> Vec<(Gvr, ScalePaths)> {
             let sc = v.pointer("/subresources/scale")?;
             let path = |k: &str| sc[k].as_str().map(String::from);
             Some((
-                (group.to_string(), v["name"].as_str()?.to_string(), plural.to_string()),
+                (
+                    group.to_string(),
+                    v["name"].as_str()?.to_string(),
+                    plural.to_string(),
+                ),
                 ScalePaths {
                     spec_replicas: path("specReplicasPath")?,
                     status_replicas: path("statusReplicasPath")?,

@@ -115,11 +115,17 @@ pub(crate) fn served_resource(reg: &Registry, path: &str) -> Option<(String, boo
 
 /// Subresources served: `status` and `scale` where the resource has one, `pods/log`,
 /// `serviceaccounts/token`.
-fn check_subresource(reg: &Registry, info: &ResourceInfo, sub: Option<&str>) -> Result<(), ApiError> {
+fn check_subresource(
+    reg: &Registry,
+    info: &ResourceInfo,
+    sub: Option<&str>,
+) -> Result<(), ApiError> {
     let ok = match sub {
         None => true,
         Some("status") => info.status_subresource,
-        Some("scale") => reg.scale_of(&info.group, &info.version, &info.plural).is_some(),
+        Some("scale") => reg
+            .scale_of(&info.group, &info.version, &info.plural)
+            .is_some(),
         Some("log") => info.group.is_empty() && info.plural == "pods",
         Some("token") => info.group.is_empty() && info.plural == "serviceaccounts",
         Some(_) => false,

@@ -441,7 +441,8 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
     else {
         tracing::debug!(workplacement = %p.what, store = %store_ref.name, "state store not ready");
         if deleting {
-            return delete_without_store(&state, &p, store_ref.kind.as_str(), &store_ref.name).await;
+            return delete_without_store(&state, &p, store_ref.kind.as_str(), &store_ref.name)
+                .await;
         }
         report_store_not_ready(&p, &wp, store_ref.kind.as_str(), &store_ref.name).await?;
         return Ok(Action::requeue(state.ctx.config().requeue_default));
@@ -559,7 +560,9 @@ async fn report_store_not_ready(
 /// `plinth.dev/reschedule=true` on the placement: the user asks to move it, e.g. off a
 /// Destination whose state store broke or went away after the placement was pinned there.
 fn reschedule_requested(wp: &WorkPlacement) -> bool {
-    wp.labels().get(labels::RESCHEDULE).is_some_and(|v| v == "true")
+    wp.labels()
+        .get(labels::RESCHEDULE)
+        .is_some_and(|v| v == "true")
 }
 
 /// The move: the placement deletes itself (its files leave the old Destination through
@@ -610,13 +613,20 @@ async fn delete_without_store(
     if exists && !reschedule_requested(p.wp) {
         return Ok(Action::requeue(state.ctx.config().requeue_default));
     }
-    let why = if exists { "is not ready" } else { "does not exist" };
+    let why = if exists {
+        "is not ready"
+    } else {
+        "does not exist"
+    };
     publish(
         &state.recorder,
         &typed_reference(p.wp),
         EventType::Warning,
         plinth_api::constants::events::FAILED_DELETE_FILES_FROM_REPOSITORY,
-        format!("{kind}/{name} {why}: the files of {} were not removed from it", p.what),
+        format!(
+            "{kind}/{name} {why}: the files of {} were not removed from it",
+            p.what
+        ),
     )
     .await;
     p.release(state).await

@@ -3,9 +3,9 @@
 //! Secret, never the token); once the Secret holds the new token the next write lands
 //! with it, and the old token is not sent again.
 
-mod placement_support;
 #[path = "../../plinth-statestore/tests/support/mod.rs"]
 mod git_servers;
+mod placement_support;
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -54,32 +54,51 @@ async fn a_rotated_secret_is_used_for_the_next_write_and_a_refused_token_is_show
             "stringData": {"username": "placeholder-user", "password": token}}))
         .unwrap()
     };
-    secrets.create(&PostParams::default(), &secret("placeholder-token-1")).await.unwrap();
+    secrets
+        .create(&PostParams::default(), &secret("placeholder-token-1"))
+        .await
+        .unwrap();
     let stores: Api<GitStateStore> = Api::all(env.client.clone());
     stores
-        .create(&PostParams::default(), &serde_json::from_value(json!({
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
             "metadata": {"name": "remote"},
             "spec": {"url": srv.url("state.git"), "branch": "main", "authMethod": "basicAuth",
-                "secretRef": {"name": "git-71", "namespace": "default"}}})).unwrap())
+                "secretRef": {"name": "git-71", "namespace": "default"}}}))
+            .unwrap(),
+        )
         .await
         .unwrap();
     let store_ready = |want: &'static str| {
         let stores = stores.clone();
         async move {
-            stores.get("remote").await.ok().and_then(|s| s.status).is_some_and(|s| {
-                ready(s.conditions.as_ref(), "Ready").is_some_and(|c| c.0 == want)
-            })
+            stores
+                .get("remote")
+                .await
+                .ok()
+                .and_then(|s| s.status)
+                .is_some_and(|s| ready(s.conditions.as_ref(), "Ready").is_some_and(|c| c.0 == want))
         }
     };
     wait_for("store Ready", || store_ready("True")).await;
-    env.create_destination(json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
+    env.create_destination(
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
         "metadata": {"name": "d71", "labels": {"env": "d71"}},
-        "spec": {"path": "d71", "stateStoreRef": {"kind": "GitStateStore", "name": "remote"}}}))
-        .await;
+        "spec": {"path": "d71", "stateStoreRef": {"kind": "GitStateStore", "name": "remote"}}}),
+    )
+    .await;
     env.destination_ready("d71").await;
     let sel = BTreeMap::from([("env".to_string(), "d71".to_string())]);
-    env.create_work("team-a", "w71", "widget", "r71", "configure", &[(".", vec![("promise", sel)], vec![("a.yaml", "v: 1\n")])])
-        .await;
+    env.create_work(
+        "team-a",
+        "w71",
+        "widget",
+        "r71",
+        "configure",
+        &[(".", vec![("promise", sel)], vec![("a.yaml", "v: 1\n")])],
+    )
+    .await;
     wait_for("first commit", || async { list_has(&bare, "v: 1") }).await;
 
     // The remote now accepts only the new token; the request changes.
@@ -87,24 +106,44 @@ async fn a_rotated_secret_is_used_for_the_next_write_and_a_refused_token_is_show
     update_work(&env, "v: 2\n").await;
     let wps: Api<WorkPlacement> = Api::namespaced(env.client.clone(), "team-a");
     wait_for("WorkPlacement says AuthenticationFailed", || async {
-        wps.list(&Default::default()).await.unwrap().items.iter().any(|wp| {
-            ready(wp.status.as_ref().and_then(|s| s.conditions.as_ref()), "WriteSucceeded")
+        wps.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|wp| {
+                ready(
+                    wp.status.as_ref().and_then(|s| s.conditions.as_ref()),
+                    "WriteSucceeded",
+                )
                 .is_some_and(|c| c.0 == "False" && c.1 == "AuthenticationFailed")
-        })
+            })
     })
     .await;
     wait_for("store NotReady/AuthenticationFailed", || async {
-        stores.get("remote").await.ok().and_then(|s| s.status).is_some_and(|s| {
-            ready(s.conditions.as_ref(), "Ready").is_some_and(|c| {
-                c.0 == "False" && c.1 == "AuthenticationFailed" && c.2.contains("git-71") && !c.2.contains("placeholder-token")
+        stores
+            .get("remote")
+            .await
+            .ok()
+            .and_then(|s| s.status)
+            .is_some_and(|s| {
+                ready(s.conditions.as_ref(), "Ready").is_some_and(|c| {
+                    c.0 == "False"
+                        && c.1 == "AuthenticationFailed"
+                        && c.2.contains("git-71")
+                        && !c.2.contains("placeholder-token")
+                })
             })
-        })
     })
     .await;
 
     // Rotate the Secret: the next write uses the new token, with no restart.
     secrets
-        .patch("git-71", &PatchParams::default(), &Patch::Merge(json!({"stringData": {"password": "placeholder-token-2"}})))
+        .patch(
+            "git-71",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"password": "placeholder-token-2"}})),
+        )
         .await
         .unwrap();
     wait_for("store Ready again", || store_ready("True")).await;
@@ -113,8 +152,15 @@ async fn a_rotated_secret_is_used_for_the_next_write_and_a_refused_token_is_show
     let refused = refusals(&log);
     assert!(refused > 0, "the revoked token was refused, and logged so");
     update_work(&env, "v: 3\n").await;
-    wait_for("the next change lands", || async { list_has(&bare, "v: 3") }).await;
-    assert_eq!(refusals(&log), refused, "the old token was sent after the rotation");
+    wait_for("the next change lands", || async {
+        list_has(&bare, "v: 3")
+    })
+    .await;
+    assert_eq!(
+        refusals(&log),
+        refused,
+        "the old token was sent after the rotation"
+    );
 }
 
 /// True when some file of the branch holds `needle`.
@@ -132,7 +178,11 @@ async fn update_work(env: &placement_support::Env, content: &str) {
     let works: Api<Work> = Api::namespaced(env.client.clone(), "team-a");
     let mut w = works.get("w71").await.unwrap();
     let mut spec = serde_json::to_value(&w.spec).unwrap();
-    spec["workloadGroups"][0]["workloads"][0]["content"] = json!(encode_workload(content.as_bytes()));
+    spec["workloadGroups"][0]["workloads"][0]["content"] =
+        json!(encode_workload(content.as_bytes()));
     w.spec = serde_json::from_value(spec).unwrap();
-    works.replace("w71", &PostParams::default(), &w).await.unwrap();
+    works
+        .replace("w71", &PostParams::default(), &w)
+        .await
+        .unwrap();
 }

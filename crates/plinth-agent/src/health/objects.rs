@@ -356,10 +356,16 @@ mod tests {
             assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
             assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
         }
-        assert_eq!(pod["containers"][0]["securityContext"], plinth_api::security::injected_container(None));
+        assert_eq!(
+            pod["containers"][0]["securityContext"],
+            plinth_api::security::injected_container(None)
+        );
         // The Pod defaults to non-root with the runtime's seccomp profile...
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
         // ...and the user's container keeps what the Promise says, overriding it.
         assert_eq!(
             pod["initContainers"][1]["securityContext"],

@@ -26,6 +26,7 @@ pub(crate) async fn get(
 }
 
 /// PUT of a Scale (`body`), or PATCH of the current Scale with `patch` of `content_type`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn write(
     app: &App,
     info: &ResourceInfo,
@@ -44,7 +45,10 @@ pub(crate) async fn write(
         let mut patched = crate::patch::apply(kind, &current, &doc)?;
         // A patch result carries the stored resourceVersion; only the patch's own is a
         // precondition.
-        if doc.pointer("/metadata/resourceVersion").is_none_or(Value::is_null) {
+        if doc
+            .pointer("/metadata/resourceVersion")
+            .is_none_or(Value::is_null)
+        {
             meta_mut(&mut patched).remove("resourceVersion");
         }
         patched
@@ -95,16 +99,30 @@ fn desired_replicas(info: &ResourceInfo, name: &str, scale: &Value) -> Result<i6
 fn to_scale(info: &ResourceInfo, paths: &ScalePaths, obj: &Value) -> Value {
     let m = meta(obj);
     let mut metadata = Map::new();
-    for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+    for k in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
         if let Some(v) = m.get(k) {
             metadata.insert(k.into(), v.clone());
         }
     }
     let int = |p: &str| get_path(obj, p).and_then(Value::as_i64).unwrap_or(0);
     let mut status = json!({"replicas": int(&paths.status_replicas)});
-    let selector = paths.label_selector.as_deref().and_then(|p| get_path(obj, p)).map(|v| {
-        if info.builtin { selector_string(v) } else { v.as_str().unwrap_or_default().to_string() }
-    });
+    let selector = paths
+        .label_selector
+        .as_deref()
+        .and_then(|p| get_path(obj, p))
+        .map(|v| {
+            if info.builtin {
+                selector_string(v)
+            } else {
+                v.as_str().unwrap_or_default().to_string()
+            }
+        });
     if let Some(s) = selector.filter(|s| !s.is_empty()) {
         status["selector"] = json!(s);
     }
@@ -130,7 +148,12 @@ fn selector_string(v: &Value) -> String {
         .collect();
     for e in v["matchExpressions"].as_array().into_iter().flatten() {
         let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = e["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         parts.push(match e["operator"].as_str().unwrap_or_default() {
             "In" => format!("{key} in ({})", values.join(",")),
             "NotIn" => format!("{key} notin ({})", values.join(",")),
@@ -144,7 +167,9 @@ fn selector_string(v: &Value) -> String {
 
 /// The value at a `.a.b` path.
 fn get_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').filter(|s| !s.is_empty()).try_fold(obj, |v, k| v.get(k))
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .try_fold(obj, |v, k| v.get(k))
 }
 
 /// Sets the value at a `.a.b` path, creating objects on the way.

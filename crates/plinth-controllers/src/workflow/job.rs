@@ -779,11 +779,18 @@ mod tests {
         let pod = &job["spec"]["template"]["spec"];
         let expected = plinth_api::security::injected_container(Some(&json!({"runAsUser": 1000})));
         assert_eq!(expected["readOnlyRootFilesystem"], true);
-        for c in [&pod["initContainers"][0], &pod["initContainers"][2], &pod["containers"][0]] {
+        for c in [
+            &pod["initContainers"][0],
+            &pod["initContainers"][2],
+            &pod["containers"][0],
+        ] {
             assert_eq!(c["securityContext"], expected, "{}", c["name"]);
         }
         // The user's container gets the cluster default only; Kratix sets no Pod context.
-        assert_eq!(pod["initContainers"][1]["securityContext"], json!({"runAsUser": 1000}));
+        assert_eq!(
+            pod["initContainers"][1]["securityContext"],
+            json!({"runAsUser": 1000})
+        );
         assert!(pod.get("securityContext").is_none());
     }
 
