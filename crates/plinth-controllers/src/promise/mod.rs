@@ -257,7 +257,6 @@ async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 
 /// The steps of Kratix's Promise controller in order. Each step either passes (the
 /// next runs) or ends the reconcile with the action it returns.
-
 async fn reconcile_steps(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let p = Observed::new(&ctx, promise)?;
     if p.label_is_true(labels::PAUSED) {
