@@ -95,6 +95,8 @@ pub struct Agent {
     files: Vec<(String, Vec<u8>)>,
     retry: bool,
     status: AgentStatus,
+    /// Events about applied objects (drift corrected), in the target.
+    recorder: plinth_api::events::EventRecorder,
 }
 
 /// One document ready to apply.
@@ -121,7 +123,7 @@ impl Agent {
         Ok(Agent {
             source_name,
             store: None,
-            target: Target::new(client).await,
+            target: Target::new(client.clone()).await,
             inventory,
             saved,
             version: None,
@@ -129,6 +131,7 @@ impl Agent {
             files: Vec::new(),
             retry: true,
             status: AgentStatus::default(),
+            recorder: plinth_api::events::EventRecorder::new(client.clone(), crate::FIELD_MANAGER),
             cfg,
         })
     }
@@ -481,12 +484,16 @@ impl Agent {
             .apply(&p.served, &p.id, &p.object, self.cfg.force_conflicts)
             .await;
         if let (Err(ApplyError::Conflict(m)), Some(_)) = (&applied, known) {
+            let m = m.clone();
             // Another manager changed a field this agent applied and still declares (e.g.
             // `kubectl scale` of declared replicas): the agent takes it back. Fields it
             // never declared, or stopped declaring, are not in the document, so they stay.
             tracing::info!(object = %p.id.display(), conflict = %m, "drift corrected: took back fields the document declares from another field manager");
             report.drift_corrected += 1;
             applied = self.target.apply(&p.served, &p.id, &p.object, true).await;
+            if let Ok(obj) = &applied {
+                self.announce_drift(&p.id, obj, &m).await;
+            }
         }
         let applied = applied.map_err(|e| match e {
                 ApplyError::Conflict(m) => format!(
@@ -511,6 +518,30 @@ impl Agent {
             },
         );
         Ok(Some(applied))
+    }
+
+    /// One Normal `DriftCorrected` Event on the object, naming what was taken back.
+    async fn announce_drift(&self, id: &ObjectRef, obj: &Value, conflict: &str) {
+        let regarding = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(id.api_version.clone()),
+            kind: Some(id.kind.clone()),
+            namespace: id.namespace.clone(),
+            name: Some(id.name.clone()),
+            uid: obj
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(String::from),
+            ..Default::default()
+        };
+        let note = format!("took back fields the output declares: {conflict}");
+        self.recorder
+            .record(
+                &regarding,
+                plinth_api::events::EventType::Normal,
+                plinth_api::constants::events::DRIFT_CORRECTED,
+                note,
+            )
+            .await;
     }
 
     /// Step: wait for every CRD of the store that this pass applied to be Established.

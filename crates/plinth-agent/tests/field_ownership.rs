@@ -111,6 +111,23 @@ async fn declared_fields_are_taken_back_once_and_others_are_left_alone() {
     let pass = agent.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     assert_eq!(pass.drift_corrected, 1, "{pass:?}");
+    let drift_events = || async {
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(server.client(), "default")
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("DriftCorrected"))
+            .map(|e| {
+                (
+                    e.involved_object.name.unwrap_or_default(),
+                    e.count.unwrap_or(1),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(drift_events().await, [("web".to_string(), 1)]);
     assert_eq!(
         deps.get("web").await.unwrap().spec.unwrap().replicas,
         Some(2)
@@ -127,6 +144,11 @@ async fn declared_fields_are_taken_back_once_and_others_are_left_alone() {
         assert_eq!(idle.api_writes, 0, "an idle pass wrote: {idle:?}");
     }
     assert_eq!(rvs().await, settled, "an idle pass changed an object");
+    assert_eq!(
+        drift_events().await,
+        [("web".to_string(), 1)],
+        "one event, not one per pass"
+    );
     let cm = cms.get("cfg").await.unwrap();
     assert_eq!(cm.data.as_ref().unwrap()["b"], "2");
     assert_eq!(cm.data.as_ref().unwrap()["a"], "1");

@@ -643,6 +643,10 @@ pub mod events {
     /// Plinth's Normal: the misplaced WorkPlacements of a request or Promise labelled
     /// `plinth.dev/reschedule` were removed so their Works are placed again.
     pub const WORKS_RESCHEDULED: &str = "WorksRescheduled";
+    /// Plinth's Normal, by the destination agent on an object it applied: another field
+    /// manager had changed fields the output declares, and the agent took them back; the
+    /// note names the manager and the fields.
+    pub const DRIFT_CORRECTED: &str = "DriftCorrected";
 
     /// Plinth's reporting component of Events about DryRuns.
     pub const DRY_RUN_CONTROLLER: &str = "DryRunController";
