@@ -65,7 +65,11 @@ mod tests {
         assert!(e.message.contains("expected a sequence"), "{e}");
         assert_eq!(e.field_under("spec"), "spec.containers[0].command");
         assert_eq!(
-            FieldError { field: "[2]".into(), message: String::new() }.field_under("list"),
+            FieldError {
+                field: "[2]".into(),
+                message: String::new()
+            }
+            .field_under("list"),
             "list[2]"
         );
     }

@@ -261,10 +261,11 @@ impl Pipeline {
         let pipeline: Pipeline = crate::decode::typed(raw)?;
         // k8s-openapi types ignore unknown fields; Kratix decodes strictly, so compare the
         // input with what was understood and name the first field that was dropped.
-        let understood = serde_json::to_value(&pipeline).map_err(|e| crate::decode::FieldError {
-            field: String::new(),
-            message: e.to_string(),
-        })?;
+        let understood =
+            serde_json::to_value(&pipeline).map_err(|e| crate::decode::FieldError {
+                field: String::new(),
+                message: e.to_string(),
+            })?;
         if let Some(path) = first_dropped_field(raw, &understood, "") {
             return Err(crate::decode::FieldError {
                 field: path,
@@ -395,7 +396,10 @@ mod tests {
         let msg = Pipeline::parse_at(&v, "spec.workflows.resource.configure[0]")
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("spec.containers[0].command: invalid type"), "{msg}");
+        assert!(
+            msg.contains("spec.containers[0].command: invalid type"),
+            "{msg}"
+        );
     }
 
     #[test]

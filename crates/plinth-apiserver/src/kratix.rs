@@ -154,9 +154,15 @@ fn validate_promise(obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     // The Promise controller reads `spec` typed; refuse what it could not read.
     if !spec.is_null()
         && let Err(e) = plinth_api::decode::typed::<plinth_api::PromiseSpec>(&spec)
-        && !causes.iter().any(|c| c.field.starts_with(&e.field_under("spec")))
+        && !causes
+            .iter()
+            .any(|c| c.field.starts_with(&e.field_under("spec")))
     {
-        causes.push(cause(&e.field_under("spec"), "FieldValueInvalid", format!("Invalid value: {}", e.message)));
+        causes.push(cause(
+            &e.field_under("spec"),
+            "FieldValueInvalid",
+            format!("Invalid value: {}", e.message),
+        ));
     }
     causes.extend(promise_interval_causes(obj, &spec, old));
     let api = promise_api(&spec);
@@ -225,7 +231,11 @@ fn pipeline_list_causes(promise: &str, wtype: &str, action: &str, list: &[Value]
         if let Err(e) = plinth_api::Pipeline::decode(p) {
             let at = e.field_under(&field);
             if !pod.iter().any(|c| c.field.starts_with(&at)) {
-                causes.push(cause(&at, "FieldValueInvalid", format!("Invalid value: {}", e.message)));
+                causes.push(cause(
+                    &at,
+                    "FieldValueInvalid",
+                    format!("Invalid value: {}", e.message),
+                ));
             }
         }
         causes.extend(pod);
@@ -548,7 +558,10 @@ mod tests {
         let mut obj = promise(json!([pipe("a")]));
         obj["spec"]["destinationSelectors"] = json!([{"matchLabels": "env=dev"}]);
         let err = validate("Promise", &obj, None, &[], &none).unwrap_err();
-        assert_eq!(err[0].field, "spec.destinationSelectors[0].matchLabels", "{err:?}");
+        assert_eq!(
+            err[0].field, "spec.destinationSelectors[0].matchLabels",
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -22,7 +22,9 @@ pub const CONFIG_MAP: &str = "kratix";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The ConfigMap has no `data.config` key.
-    #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is missing (Kratix's keys go in one YAML document under data.config)")]
+    #[error(
+        "ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is missing (Kratix's keys go in one YAML document under data.config)"
+    )]
     MissingKey,
     /// `data.config` does not parse as YAML; the parser's message.
     #[error("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config is not valid YAML: {0}")]
@@ -71,8 +73,10 @@ impl Keys<'_> {
         }
         let parsed = parse(v);
         if parsed.is_none() {
-            self.warnings
-                .push(format!("{path}: {v} is not {expected}; keeping {}", kept.shown()));
+            self.warnings.push(format!(
+                "{path}: {v} is not {expected}; keeping {}",
+                kept.shown()
+            ));
         }
         parsed
     }
@@ -103,7 +107,8 @@ impl Kept for &String {
 
 impl<T: std::fmt::Display> Kept for &Option<T> {
     fn shown(&self) -> String {
-        self.as_ref().map_or_else(|| "the default".to_string(), |v| v.to_string())
+        self.as_ref()
+            .map_or_else(|| "the default".to_string(), |v| v.to_string())
     }
 }
 
@@ -139,39 +144,102 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Appli
     )? {
         c.state_store_reconciliation_interval = d;
     }
-    let mut k = Keys { doc: &doc, warnings: Vec::new() };
-    if let Some(n) = k.get("numberOfJobsToKeep", "a non-negative integer", c.number_of_jobs_to_keep, Value::as_u64) {
+    let mut k = Keys {
+        doc: &doc,
+        warnings: Vec::new(),
+    };
+    if let Some(n) = k.get(
+        "numberOfJobsToKeep",
+        "a non-negative integer",
+        c.number_of_jobs_to_keep,
+        Value::as_u64,
+    ) {
         c.number_of_jobs_to_keep = if n < 1 { 5 } else { n as usize };
     }
-    let strategy = |v: &Value| v.as_str().filter(|s| matches!(*s, "pinned" | "floating")).map(str::to_string);
-    if let Some(s) = k.get("resourceBindingVersionStrategy", "\"pinned\" or \"floating\"", &c.resource_binding_version_strategy, strategy) {
+    let strategy = |v: &Value| {
+        v.as_str()
+            .filter(|s| matches!(*s, "pinned" | "floating"))
+            .map(str::to_string)
+    };
+    if let Some(s) = k.get(
+        "resourceBindingVersionStrategy",
+        "\"pinned\" or \"floating\"",
+        &c.resource_binding_version_strategy,
+        strategy,
+    ) {
         c.resource_binding_version_strategy = s;
     }
-    if let Some(b) = k.get("featureFlags.dryRun", "a boolean", c.feature_dry_run, Value::as_bool) {
+    if let Some(b) = k.get(
+        "featureFlags.dryRun",
+        "a boolean",
+        c.feature_dry_run,
+        Value::as_bool,
+    ) {
         c.feature_dry_run = b;
     }
-    if let Some(b) = k.get("workflows.reconcileAfterFailure", "a boolean", c.reconcile_after_failure, Value::as_bool) {
+    if let Some(b) = k.get(
+        "workflows.reconcileAfterFailure",
+        "a boolean",
+        c.reconcile_after_failure,
+        Value::as_bool,
+    ) {
         c.reconcile_after_failure = b;
     }
-    if let Some(n) = k.get("workflows.maxInFlightPerPromise", "a non-negative integer", c.max_in_flight_per_promise, Value::as_u64) {
+    if let Some(n) = k.get(
+        "workflows.maxInFlightPerPromise",
+        "a non-negative integer",
+        c.max_in_flight_per_promise,
+        Value::as_u64,
+    ) {
         c.max_in_flight_per_promise = n as usize;
     }
-    let backoff = |v: &Value| v.as_i64().and_then(|n| i32::try_from(n).ok()).filter(|n| *n >= 0);
-    if let Some(n) = k.get("workflows.jobOptions.defaultBackoffLimit", "a non-negative integer", &c.default_backoff_limit, backoff) {
+    let backoff = |v: &Value| {
+        v.as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .filter(|n| *n >= 0)
+    };
+    if let Some(n) = k.get(
+        "workflows.jobOptions.defaultBackoffLimit",
+        "a non-negative integer",
+        &c.default_backoff_limit,
+        backoff,
+    ) {
         c.default_backoff_limit = Some(n);
     }
-    let policy = |v: &Value| v.as_str().filter(|s| matches!(*s, "" | "Always" | "IfNotPresent" | "Never")).map(str::to_string);
-    if let Some(p) = k.get("workflows.defaultImagePullPolicy", "Always, IfNotPresent or Never", &c.default_image_pull_policy, policy) {
+    let policy = |v: &Value| {
+        v.as_str()
+            .filter(|s| matches!(*s, "" | "Always" | "IfNotPresent" | "Never"))
+            .map(str::to_string)
+    };
+    if let Some(p) = k.get(
+        "workflows.defaultImagePullPolicy",
+        "Always, IfNotPresent or Never",
+        &c.default_image_pull_policy,
+        policy,
+    ) {
         c.default_image_pull_policy = Some(p).filter(|p| !p.is_empty());
     }
     let object = |v: &Value| v.is_object().then(|| v.clone());
-    if let Some(v) = k.get("workflows.defaultContainerSecurityContext", "a mapping", &c.default_security_context, object) {
+    if let Some(v) = k.get(
+        "workflows.defaultContainerSecurityContext",
+        "a mapping",
+        &c.default_security_context,
+        object,
+    ) {
         c.default_security_context = Some(v);
     }
-    if let Some(v) = k.get("workflows.defaultContainerResources", "a mapping", &c.default_container_resources, object) {
+    if let Some(v) = k.get(
+        "workflows.defaultContainerResources",
+        "a mapping",
+        &c.default_container_resources,
+        object,
+    ) {
         c.default_container_resources = Some(v);
     }
-    Ok(Applied { config: c, warnings: k.warnings })
+    Ok(Applied {
+        config: c,
+        warnings: k.warnings,
+    })
 }
 
 /// Watches the ConfigMap and applies every change. A bad document is a Warning Event
@@ -196,7 +264,11 @@ pub async fn watch(ctx: Arc<Context>, defaults: ControllerConfig) {
 }
 
 async fn apply_and_report(ctx: &Context, defaults: &ControllerConfig, cm: &ConfigMap) {
-    let data = cm.data.as_ref().and_then(|d| d.get("config")).map(String::as_str);
+    let data = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get("config"))
+        .map(String::as_str);
     let recorder = ctx.recorder(ev::CONFIG_WATCHER);
     let regarding = support::typed_reference(cm);
     match apply_config(defaults, data) {
@@ -207,13 +279,27 @@ async fn apply_and_report(ctx: &Context, defaults: &ControllerConfig, cm: &Confi
             for w in applied.warnings {
                 tracing::warn!(warning = %w, "kratix ConfigMap");
                 let note = format!("ConfigMap {SYSTEM_NAMESPACE}/{CONFIG_MAP}: data.config: {w}");
-                support::publish(&recorder, &regarding, EventType::Warning, ev::INVALID_CONFIG_VALUE, note).await;
+                support::publish(
+                    &recorder,
+                    &regarding,
+                    EventType::Warning,
+                    ev::INVALID_CONFIG_VALUE,
+                    note,
+                )
+                .await;
             }
         }
         Err(e) => {
             tracing::error!(error = %e, "ignoring the kratix ConfigMap");
             let note = format!("{e}; the previous configuration stays in force");
-            support::publish(&recorder, &regarding, EventType::Warning, ev::INVALID_CONFIG, note).await;
+            support::publish(
+                &recorder,
+                &regarding,
+                EventType::Warning,
+                ev::INVALID_CONFIG,
+                note,
+            )
+            .await;
         }
     }
 }
@@ -232,7 +318,9 @@ mod tests {
         .unwrap()
         .config;
         assert_eq!(c.max_in_flight_per_promise, 3);
-        let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n")).unwrap().config;
+        let c = apply_config(&c, Some("workflows:\n  maxInFlightPerPromise: 0\n"))
+            .unwrap()
+            .config;
         assert_eq!(c.max_in_flight_per_promise, 0);
     }
 
@@ -242,7 +330,10 @@ mod tests {
         let applied = apply_config(&ControllerConfig::default(), Some(text)).unwrap();
         assert_eq!(applied.config.max_in_flight_per_promise, 10);
         assert!(applied.config.reconcile_after_failure);
-        assert_eq!(applied.config.number_of_jobs_to_keep, 3, "usable keys still apply");
+        assert_eq!(
+            applied.config.number_of_jobs_to_keep, 3,
+            "usable keys still apply"
+        );
         assert_eq!(
             applied.warnings,
             [
@@ -264,7 +355,9 @@ mod tests {
         .unwrap()
         .config;
         assert!(c.feature_dry_run);
-        let c = apply_config(&c, Some("featureFlags:\n  dryRun: false\n")).unwrap().config;
+        let c = apply_config(&c, Some("featureFlags:\n  dryRun: false\n"))
+            .unwrap()
+            .config;
         assert!(!c.feature_dry_run);
     }
 

@@ -513,7 +513,11 @@ async fn run_configure(
 /// `plinth.dev/reschedule=true` on the request: removes the misplaced WorkPlacements of
 /// its Works so they are placed again, then the label; true when it acted.
 async fn reschedule(r: &Reconciling<'_>, wf: &Workflow) -> Result<bool, Error> {
-    if r.rr.labels().get(labels::RESCHEDULE).is_none_or(|v| v != "true") {
+    if r.rr
+        .labels()
+        .get(labels::RESCHEDULE)
+        .is_none_or(|v| v != "true")
+    {
         return Ok(false);
     }
     let works = request_works(r, wf).await?;

@@ -24,7 +24,9 @@ async fn unusable_values_are_warned_about_on_the_configmap() {
     let (type_, _, note) = wait_event(&env.client, NS, "kratix", "InvalidConfigValue").await;
     assert_eq!(type_, "Warning");
     assert!(
-        note.contains(r#"workflows.maxInFlightPerPromise: "lots" is not a non-negative integer; keeping 10"#),
+        note.contains(
+            r#"workflows.maxInFlightPerPromise: "lots" is not a non-negative integer; keeping 10"#
+        ),
         "{note}"
     );
     wait_for("the usable key applies", || async {

@@ -775,7 +775,10 @@ async fn a_failing_reconcile_is_reported_on_the_request() {
         .await
         .unwrap();
     let status = wait_condition(&widgets, "w1", "ReconcileSucceeded", "True").await;
-    assert_eq!(condition(&status, "ReconcileSucceeded").unwrap().1, "ReconcileSucceeded");
+    assert_eq!(
+        condition(&status, "ReconcileSucceeded").unwrap().1,
+        "ReconcileSucceeded"
+    );
 }
 
 /// A Destination `name` labelled `env: <env_label>` on the `default` Git store.
@@ -814,8 +817,15 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
 
     // The request's Work, placed on `old`, whose labels then stop matching.
     let sel = vec![("promise", label_map(&[("env", "dev")]))];
-    env.create_work("default", "widget-w1", "widget", "w1", "configure", &[(".", sel, vec![("a.yaml", "a: 1\n")])])
-        .await;
+    env.create_work(
+        "default",
+        "widget-w1",
+        "widget",
+        "w1",
+        "configure",
+        &[(".", sel, vec![("a.yaml", "a: 1\n")])],
+    )
+    .await;
     Api::<plinth_api::Work>::namespaced(env.client.clone(), "default")
         .patch(
             "widget-w1",
@@ -824,14 +834,21 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
         )
         .await
         .unwrap();
-    env.work_condition("default", "widget-w1", "Ready", "True", "AllWorkplacementsScheduled")
-        .await;
+    env.work_condition(
+        "default",
+        "widget-w1",
+        "Ready",
+        "True",
+        "AllWorkplacementsScheduled",
+    )
+    .await;
     let placed = env.placements("default", "widget-w1").await[0].name_any();
     env.placement_ready("default", &placed).await;
     env.relabel_destination("old", json!({"env": "prod"})).await;
     env.create_destination(env_destination("new", "dev")).await;
     env.destination_ready("new").await;
-    env.work_condition("default", "widget-w1", "Ready", "False", "Misplaced").await;
+    env.work_condition("default", "widget-w1", "Ready", "False", "Misplaced")
+        .await;
 
     let status = wait_condition(&widgets, "w1", "WorksSucceeded", "False").await;
     let (_, reason, message) = condition(&status, "WorksSucceeded").unwrap();
@@ -839,11 +856,20 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
     assert!(message.contains("destinationSelectors"), "{message}");
     assert!(message.contains("plinth.dev/reschedule=true"), "{message}");
     let (status_, reason, message) = condition(&status, "Reconciled").unwrap();
-    assert_eq!((status_.as_str(), reason.as_str(), message.as_str()), ("False", "WorksMisplaced", "Misplaced"));
+    assert_eq!(
+        (status_.as_str(), reason.as_str(), message.as_str()),
+        ("False", "WorksMisplaced", "Misplaced")
+    );
     let placed_on = |wps: &[plinth_api::WorkPlacement]| -> Vec<String> {
-        wps.iter().map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default()).collect()
+        wps.iter()
+            .map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default())
+            .collect()
     };
-    assert_eq!(placed_on(&env.placements("default", "widget-w1").await), ["old"], "kept where it was");
+    assert_eq!(
+        placed_on(&env.placements("default", "widget-w1").await),
+        ["old"],
+        "kept where it was"
+    );
 
     widgets
         .patch(
@@ -859,7 +885,14 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
     .await;
     let status = wait_condition(&widgets, "w1", "WorksSucceeded", "True").await;
     assert_eq!(condition(&status, "Reconciled").unwrap().0, "True");
-    assert!(!widgets.get("w1").await.unwrap().labels().contains_key("plinth.dev/reschedule"));
+    assert!(
+        !widgets
+            .get("w1")
+            .await
+            .unwrap()
+            .labels()
+            .contains_key("plinth.dev/reschedule")
+    );
     let (type_, _, _) = wait_event(&env.client, "default", "w1", "WorksRescheduled").await;
     assert_eq!(type_, "Normal");
 }
@@ -871,7 +904,8 @@ async fn a_misplaced_request_says_how_to_move_it_and_moves_when_labelled() {
 async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_them() {
     let (env, promises) = with_destination_old().await;
     let mut p = widget_promise("widget", vec![]);
-    p["spec"]["dependencies"] = json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "widget-deps"}}]);
+    p["spec"]["dependencies"] =
+        json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "widget-deps"}}]);
     create(&promises, p).await;
     wait_condition(&promises, "widget", "WorksSucceeded", "True").await;
     let works: Api<plinth_api::Work> = Api::all(env.client.clone());
@@ -883,11 +917,17 @@ async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_the
         .remove(0);
     let ns = dep.namespace().unwrap();
     let placed_on = |wps: Vec<plinth_api::WorkPlacement>| -> Vec<String> {
-        let mut d: Vec<String> = wps.iter().map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default()).collect();
+        let mut d: Vec<String> = wps
+            .iter()
+            .map(|wp| wp.spec.target_destination_name.clone().unwrap_or_default())
+            .collect();
         d.sort();
         d
     };
-    wait_for("placed on old", || async { placed_on(env.placements(&ns, &dep.name_any()).await) == ["old"] }).await;
+    wait_for("placed on old", || async {
+        placed_on(env.placements(&ns, &dep.name_any()).await) == ["old"]
+    })
+    .await;
 
     env.create_destination(env_destination("new", "prod")).await;
     env.destination_ready("new").await;
@@ -895,14 +935,19 @@ async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_the
         .patch(
             "widget",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"destinationSelectors": [{"matchLabels": {"env": "prod"}}]}})),
+            &Patch::Merge(
+                json!({"spec": {"destinationSelectors": [{"matchLabels": {"env": "prod"}}]}}),
+            ),
         )
         .await
         .unwrap();
     let status = wait_condition(&promises, "widget", "WorksSucceeded", "False").await;
     let (_, reason, message) = condition(&status, "WorksSucceeded").unwrap();
     assert_eq!(reason, "WorksMisplaced", "{message}");
-    assert!(message.contains("label the promise plinth.dev/reschedule=true"), "{message}");
+    assert!(
+        message.contains("label the promise plinth.dev/reschedule=true"),
+        "{message}"
+    );
     wait_for("kept on old, added on new", || async {
         placed_on(env.placements(&ns, &dep.name_any()).await) == ["new", "old"]
     })
@@ -916,7 +961,17 @@ async fn a_retargeted_promise_reports_misplaced_dependencies_and_reschedules_the
         )
         .await
         .unwrap();
-    wait_for("only on new", || async { placed_on(env.placements(&ns, &dep.name_any()).await) == ["new"] }).await;
+    wait_for("only on new", || async {
+        placed_on(env.placements(&ns, &dep.name_any()).await) == ["new"]
+    })
+    .await;
     wait_condition(&promises, "widget", "WorksSucceeded", "True").await;
-    assert!(!promises.get("widget").await.unwrap().labels().contains_key("plinth.dev/reschedule"));
+    assert!(
+        !promises
+            .get("widget")
+            .await
+            .unwrap()
+            .labels()
+            .contains_key("plinth.dev/reschedule")
+    );
 }

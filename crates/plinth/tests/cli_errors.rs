@@ -6,7 +6,8 @@ mod support;
 
 use std::process::Command;
 
-const REQUEST: &str = "apiVersion: example.test/v1\nkind: Gadget\nmetadata:\n  name: mine\nspec:\n  size: 5\n";
+const REQUEST: &str =
+    "apiVersion: example.test/v1\nkind: Gadget\nmetadata:\n  name: mine\nspec:\n  size: 5\n";
 
 #[test]
 fn render_of_an_invalid_request_names_the_object_and_field_once() {
@@ -22,7 +23,9 @@ fn render_of_an_invalid_request_names_the_object_and_field_once() {
         .expect("run plinth");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    let error = &stderr[stderr.find("error:").unwrap_or_else(|| panic!("no error line: {stderr}"))..];
+    let error = &stderr[stderr
+        .find("error:")
+        .unwrap_or_else(|| panic!("no error line: {stderr}"))..];
     assert_eq!(
         error.trim_end(),
         "error: applying the request Gadget default/mine\n  caused by: Gadget.example.test \"mine\" is invalid: \

@@ -63,7 +63,14 @@ pub async fn report(
     }
     if status == "False" {
         let recorder = ctx.recorder(component);
-        publish(&recorder, &reference(obj), EventType::Warning, ev::RECONCILE_FAILED, message).await;
+        publish(
+            &recorder,
+            &reference(obj),
+            EventType::Warning,
+            ev::RECONCILE_FAILED,
+            message,
+        )
+        .await;
     }
     result
 }

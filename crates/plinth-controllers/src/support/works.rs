@@ -133,17 +133,32 @@ pub async fn reschedule_misplaced(
     for w in works {
         let ns = w.namespace().unwrap_or_default();
         let api: Api<WorkPlacement> = Api::namespaced(client.clone(), &ns);
-        let sel = format!("{}=true,{}={}", labels::MISPLACED, labels::WORK, w.name_any());
+        let sel = format!(
+            "{}=true,{}={}",
+            labels::MISPLACED,
+            labels::WORK,
+            w.name_any()
+        );
         let what = format!("Work {ns}/{}", w.name_any());
         let list = api
             .list(&ListParams::default().labels(&sel))
             .await
             .map_err(|e| crate::Error::kube("listing misplaced WorkPlacements of", &what, e))?;
-        for wp in list.items.iter().filter(|wp| wp.meta().deletion_timestamp.is_none()) {
+        for wp in list
+            .items
+            .iter()
+            .filter(|wp| wp.meta().deletion_timestamp.is_none())
+        {
             match api.delete(&wp.name_any(), &DeleteParams::default()).await {
                 Ok(_) => deleted += 1,
                 Err(e) if super::is_not_found(&e) => {}
-                Err(e) => return Err(crate::Error::kube("deleting misplaced WorkPlacement of", what, e)),
+                Err(e) => {
+                    return Err(crate::Error::kube(
+                        "deleting misplaced WorkPlacement of",
+                        what,
+                        e,
+                    ));
+                }
             }
         }
     }

@@ -218,6 +218,9 @@ async fn try_acquire(
     match leases.replace(name, &PostParams::default(), &lease).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-        Err(e) => bail!("updating Lease {name}: {}", plinth_api::kube_error::describe(&e)),
+        Err(e) => bail!(
+            "updating Lease {name}: {}",
+            plinth_api::kube_error::describe(&e)
+        ),
     }
 }
