@@ -321,6 +321,48 @@ mod tests {
     }
 
     #[test]
+    fn long_names_stay_unique_overrides_pass_through_and_input_is_optional() {
+        let cronjob_of = |hd: &HealthDefinition| {
+            build_objects(hd, &CheckSettings::default())
+                .unwrap()
+                .into_iter()
+                .find(|o| o["kind"] == "CronJob")
+                .unwrap()
+        };
+        let base = "a".repeat(59);
+        let mut one = definition(&format!("{base}1"), json!({}));
+        let two = definition(&format!("{base}2"), json!({}));
+        let (n1, n2) = (
+            cronjob_of(&one)["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            cronjob_of(&two)["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+        assert_ne!(n1, n2);
+        for n in [&n1, &n2] {
+            assert!(n.len() <= 52, "{n}");
+            assert!(plinth_api::names::is_dns1123_label(n, 52), "{n}");
+        }
+        // A container that must not default to non-root says so, and keeps it.
+        one.spec.workflow["spec"]["containers"][0]["securityContext"] =
+            json!({"runAsNonRoot": false});
+        one.spec.input = None;
+        let cj = cronjob_of(&one);
+        let pod = &cj["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"], plinth_api::security::health_pod());
+        assert_eq!(
+            pod["initContainers"][1]["securityContext"],
+            json!({"runAsNonRoot": false})
+        );
+        // No input: the reader gets an empty one.
+        assert_eq!(pod["initContainers"][0]["env"][0]["value"], "");
+    }
+
+    #[test]
     fn the_cronjob_runs_reader_the_check_and_the_state_creator_hardened() {
         let hd = definition(
             "db-health-with-a-rather-long-name-that-keeps-going-on",
