@@ -146,4 +146,25 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     assert_ne!(k.metadata.uid, j.metadata.uid);
     assert_eq!(image(&k).as_deref(), Some("busybox:1.38"));
     assert_eq!(restarted.sync_once().await.api_writes, 0);
+
+    // A label added to the Job (its spec unchanged) is applied in place: the Job is not
+    // run again, and the selector and labels the server set cause no error.
+    assert!(
+        k.spec.as_ref().unwrap().selector.is_some(),
+        "the server set a selector"
+    );
+    let labelled = job("1.38").replace(
+        "  name: once-64\n  namespace: team-a\n",
+        "  name: once-64\n  namespace: team-a\n  labels: {team: a}\n",
+    );
+    assert_ne!(labelled, job("1.38"));
+    commit(&work, "d64/resources/job.yaml", &labelled);
+    let pass = restarted.sync_once().await;
+    assert!(pass.errors.is_empty(), "{:?}", pass.errors);
+    let l = jobs.get("once-64").await.unwrap();
+    assert_eq!(
+        l.metadata.uid, k.metadata.uid,
+        "a label change ran the Job again"
+    );
+    assert_eq!(l.metadata.labels.unwrap()["team"], "a");
 }
