@@ -1,8 +1,8 @@
 //! A failed reconcile is reported on the object it is about, not only in the log: the
-//! condition `ReconcileSucceeded=False` (reason `ReconcileFailed`, the error as the
-//! message) and a Warning Event `ReconcileFailed`. The next reconcile that succeeds
-//! turns the condition True once; an object that never failed never gets it, so a
-//! settled platform writes nothing here.
+//! condition `ReconcileSucceeded=False` (reason `ReconcileFailed`, the first error of a
+//! run of failures as the message) and a Warning Event `ReconcileFailed` for each error.
+//! The next reconcile that succeeds turns the condition True once; an object that never
+//! failed never gets it, so a settled platform writes nothing here.
 //!
 //! Not reported: lost write races (409, retried at once) and caches that have not had
 //! their first list, which are routine and say nothing about the object.
@@ -47,17 +47,24 @@ pub async fn report(
         Err(e) => ("False", reasons::RECONCILE_FAILED, e.to_string()),
     };
     let generation = obj.meta().generation;
-    let written = update_status(api, &obj.name_any(), |s, _| {
-        set_condition(
-            s,
-            condition_types::RECONCILE_SUCCEEDED,
-            status,
-            reason,
-            &message,
-            generation,
-        )
-    })
-    .await;
+    // While the object keeps failing its condition keeps the first error: a message that
+    // changes on every retry (a timing, a resourceVersion) would otherwise write the
+    // object on every retry and wake its own reconcile at once. Events carry each error.
+    let written = if status == "False" && failed_before {
+        Ok(obj.clone())
+    } else {
+        update_status(api, &obj.name_any(), |s, _| {
+            set_condition(
+                s,
+                condition_types::RECONCILE_SUCCEEDED,
+                status,
+                reason,
+                &message,
+                generation,
+            )
+        })
+        .await
+    };
     if let Err(e) = written {
         tracing::debug!(object = %obj.name_any(), error = %e, "could not report the reconcile's outcome on the object");
     }
