@@ -3,8 +3,9 @@
 //! sends slowly, cannot exhaust the process's file descriptors or fill its log:
 //!
 //! * at most [`ListenerLimits::max_connections`] connections at once; when that many are
-//!   open the listener stops accepting (new connections wait in the kernel's backlog)
-//!   until one closes — back-pressure, never a dropped listener;
+//!   open the listener stops accepting (new connections wait in the kernel's backlog of
+//!   [`ListenerLimits::backlog`], see [`bind`]) until one closes — back-pressure, never a
+//!   dropped listener;
 //! * a TLS handshake must finish within [`ListenerLimits::handshake_timeout`], and the
 //!   first request must begin within the same time after it;
 //! * HTTP/1 request headers must arrive within [`ListenerLimits::header_read_timeout`],
@@ -44,6 +45,9 @@ pub struct ListenerLimits {
     /// open-file limit (`ulimit -n`) at start, so connections alone cannot use up the
     /// descriptors the store, the Git writers and the runner need.
     pub max_connections: usize,
+    /// Connections the kernel queues for [`bind`]'s listener while none is accepted (the
+    /// system may lower it to `net.core.somaxconn`). Default 1024.
+    pub backlog: u32,
     /// Time for the TLS handshake, and then again for the first request to begin.
     /// Default 10 s.
     pub handshake_timeout: Duration,
@@ -73,6 +77,7 @@ impl Default for ListenerLimits {
     fn default() -> Self {
         ListenerLimits {
             max_connections: 1024,
+            backlog: 1024,
             handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(32),
             body_read_timeout: Duration::from_secs(32),
@@ -85,6 +90,22 @@ impl Default for ListenerLimits {
             error_log_interval: Duration::from_secs(10),
         }
     }
+}
+
+/// Binds a listener on `addr` with a queue of `backlog` pending connections (the standard
+/// library's 128 is soon full while [`serve`] holds back at its connection cap).
+///
+/// # Errors
+/// The address cannot be bound.
+pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
 }
 
 /// The soft open-file limit of this process, from `/proc/self/limits` (Linux); `None`
@@ -279,56 +300,69 @@ pub async fn serve(
     }
 }
 
-/// Counts the requests of one connection that are in flight (from the request's arrival
-/// until its response body has been sent or dropped).
+/// What one connection has done: requests in flight (from the request's arrival until
+/// its response body has been sent or dropped) and requests begun in all.
+#[derive(Clone, Copy, Debug, Default)]
+struct Requests {
+    in_flight: usize,
+    begun: u64,
+}
+
+/// Counts the requests of one connection.
 #[derive(Clone)]
-struct Activity(Arc<watch::Sender<usize>>);
+struct Activity(Arc<watch::Sender<Requests>>);
 
 /// One request in flight; dropping it ends the request.
-struct InFlight(Arc<watch::Sender<usize>>);
+struct InFlight(Arc<watch::Sender<Requests>>);
 
 impl Activity {
-    fn new() -> (Activity, watch::Receiver<usize>) {
-        let (tx, rx) = watch::channel(0);
+    fn new() -> (Activity, watch::Receiver<Requests>) {
+        let (tx, rx) = watch::channel(Requests::default());
         (Activity(Arc::new(tx)), rx)
     }
 
     fn begin(&self) -> InFlight {
-        self.0.send_modify(|n| *n += 1);
+        self.0.send_modify(|r| {
+            r.in_flight += 1;
+            r.begun += 1;
+        });
         InFlight(self.0.clone())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        self.0
+            .send_modify(|r| r.in_flight = r.in_flight.saturating_sub(1));
     }
 }
 
 /// Returns once no request has been in flight for `first` (before any request began) or
 /// `idle` (after one): the connection is idle and may be closed.
-async fn idle(mut rx: watch::Receiver<usize>, first: Duration, idle: Duration) {
-    let mut wait = first;
+async fn idle(mut rx: watch::Receiver<Requests>, first: Duration, idle: Duration) {
     loop {
-        if *rx.borrow_and_update() > 0 {
-            wait = idle;
+        // A request may have begun and ended before this first looks.
+        let now = *rx.borrow_and_update();
+        if now.in_flight > 0 {
             if rx.changed().await.is_err() {
                 return std::future::pending().await;
             }
             continue;
         }
+        let wait = if now.begun == 0 { first } else { idle };
         match tokio::time::timeout(wait, rx.changed()).await {
             Err(_) => return,
             Ok(Err(_)) => return std::future::pending().await,
-            Ok(Ok(())) => wait = idle,
+            Ok(Ok(())) => {}
         }
     }
 }
 
 /// A response body that keeps its request in flight until it has been sent or dropped.
+/// The request ends with the body's last frame: hyper may keep a finished body a while.
 struct Tracked {
     inner: Body,
-    _in_flight: InFlight,
+    in_flight: Option<InFlight>,
 }
 
 impl hyper::body::Body for Tracked {
@@ -339,7 +373,16 @@ impl hyper::body::Body for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(None | Some(Err(_))) => true,
+            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if ended {
+            self.in_flight = None;
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -422,7 +465,7 @@ where
             Ok::<_, Infallible>(resp.map(|inner| {
                 Body::new(Tracked {
                     inner,
-                    _in_flight: in_flight,
+                    in_flight: Some(in_flight),
                 })
             }))
         }
@@ -605,6 +648,12 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
+        // A request that began and ended before anyone looked counts: idle after
+        // `idle_after`, not after the (here long) first-request time.
+        drop(activity.begin());
+        let t = Instant::now();
+        idle(rx.clone(), Duration::from_secs(60), idle_after).await;
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         // A request in flight for 1 s (a watch) keeps it busy; idle 300 ms after it ends.
         let t = Instant::now();
         let in_flight = activity.begin();

@@ -219,8 +219,7 @@ async fn serve_https(
     base: axum::Router,
 ) -> Result<(SocketAddr, PathBuf, tokio::task::JoinHandle<()>), Error> {
     let tls = crate::tls::server_config(files)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+    let listener = crate::listener::bind(addr, config.listener.backlog)
         .map_err(|source| Error::Listen { addr, source })?;
     let local = listener
         .local_addr()

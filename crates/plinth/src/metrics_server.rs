@@ -35,21 +35,17 @@ pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+    let limits = plinth_apiserver::listener::ListenerLimits {
+        // A few scrapers at most: a small cap leaves descriptors to the rest.
+        max_connections: 64,
+        ..Default::default()
+    };
+    let listener = plinth_apiserver::listener::bind(addr, limits.backlog)
         .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
     let local = listener.local_addr()?;
     let app = router(metrics);
     let task = tokio::spawn(plinth_apiserver::listener::serve(
-        listener,
-        None,
-        app,
-        // A few scrapers at most: a small cap leaves descriptors to the rest.
-        plinth_apiserver::listener::ListenerLimits {
-            max_connections: 64,
-            ..Default::default()
-        },
-        "metrics",
+        listener, None, app, limits, "metrics",
     ));
     tracing::info!(addr = %local, "serving metrics on http://{local}/metrics");
     Ok((local, task))

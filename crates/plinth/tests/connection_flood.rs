@@ -6,7 +6,7 @@
 
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 struct Killed(Child);
@@ -50,7 +50,7 @@ fn start_limited(dir: &Path) -> (Killed, String, std::path::PathBuf, std::path::
         .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
         .env("RUST_BACKTRACE", "0")
-        .stdout(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("plinth.out")).unwrap())
         .stderr(log)
         .spawn()
         .expect("start prlimit plinth up");
@@ -64,7 +64,12 @@ fn start_limited(dir: &Path) -> (Killed, String, std::path::PathBuf, std::path::
                 std::fs::read_to_string(&log_path).unwrap_or_default()
             );
         }
+        // `plinth up` prints this once its start-up (bootstrap included) is done.
+        let started = std::fs::read_to_string(dir.join("plinth.out"))
+            .unwrap_or_default()
+            .contains("Press Ctrl-C to stop.");
         if let Some(addr) = server_addr(&data.join("kubeconfig"))
+            && started
             && readyz(&addr, &ca, 5) == "200"
         {
             return (plinth, addr, ca, log_path);
@@ -136,7 +141,11 @@ fn out_of_file_descriptors_the_accept_loop_backs_off_and_logs_rarely() {
     // With the connections gone the API answers again.
     let deadline = Instant::now() + Duration::from_secs(60);
     while readyz(&addr, &ca, 10) != "200" {
-        assert!(Instant::now() < deadline, "/readyz after the flood");
+        assert!(
+            Instant::now() < deadline,
+            "/readyz after the flood:\n{}",
+            tail(&std::fs::read_to_string(&log_path).unwrap_or_default())
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
