@@ -431,7 +431,7 @@ async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<
                 match res {
                     // The store was deleted: forget its writer.
                     Err(controller::Error::ObjectNotFound(obj)) => {
-                        ctx.stores.remove(&kind, &obj.name)
+                        ctx.stores.mark_failed(&kind, &obj.name)
                     }
                     Err(e) => tracing::debug!(error = %e, "state store reconcile"),
                     Ok(_) => {}
@@ -529,7 +529,7 @@ async fn reconcile_steps<K: StateStoreObject>(
     let (ready, reason, message) = match &outcome {
         Ok(()) => (true, "StateStoreReady", "State store is ready".to_string()),
         Err(nr) => {
-            ctx.stores.remove(&kind, &name);
+            ctx.stores.mark_failed(&kind, &name);
             (false, nr.reason, nr.message.clone())
         }
     };

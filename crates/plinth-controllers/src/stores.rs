@@ -8,7 +8,7 @@
 //! refused for its credentials drops the entry and wakes the store's controller
 //! ([`StoreRegistry::report_auth_failure`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use plinth_statestore::StateStore;
@@ -26,6 +26,10 @@ pub struct StoreRegistry {
     /// `<Kind>/<name>` of stores a writer found refusing their credentials; their
     /// controller validates them again (and says so on the store).
     revalidate: tokio::sync::broadcast::Sender<String>,
+    /// `<Kind>/<name>` of stores their controller found not ready (or deleted) since they
+    /// were last opened: unlike a store not opened yet (just after a start), these hold
+    /// back every placement, including ones written before.
+    failed: Arc<RwLock<HashSet<String>>>,
 }
 
 impl Default for StoreRegistry {
@@ -34,6 +38,7 @@ impl Default for StoreRegistry {
             inner: Arc::default(),
             // Bounded: a lagging subscriber skips old keys (it re-lists on its own).
             revalidate: tokio::sync::broadcast::channel(256).0,
+            failed: Arc::default(),
         }
     }
 }
@@ -43,8 +48,26 @@ impl StoreRegistry {
     /// forgets the open store, so no writer keeps using those credentials, and asks its
     /// controller to validate it again ([`StoreRegistry::revalidations`]).
     pub fn report_auth_failure(&self, kind: &str, name: &str) {
-        self.remove(kind, name);
+        self.mark_failed(kind, name);
         let _ = self.revalidate.send(key(kind, name));
+    }
+
+    /// Forgets the open store and records that it failed (not ready, or deleted), until
+    /// it is registered again.
+    pub fn mark_failed(&self, kind: &str, name: &str) {
+        self.remove(kind, name);
+        self.failed
+            .write()
+            .expect("store registry poisoned")
+            .insert(key(kind, name));
+    }
+
+    /// True when the store failed since it was last registered ([`StoreRegistry::mark_failed`]).
+    pub fn has_failed(&self, kind: &str, name: &str) -> bool {
+        self.failed
+            .read()
+            .expect("store registry poisoned")
+            .contains(&key(kind, name))
     }
 
     /// The `<Kind>/<name>` keys of [`StoreRegistry::report_auth_failure`], from now on.
@@ -75,6 +98,10 @@ impl StoreRegistry {
         store: StateStore,
         fingerprint: String,
     ) {
+        self.failed
+            .write()
+            .expect("store registry poisoned")
+            .remove(&key(kind, name));
         self.inner
             .write()
             .expect("store registry poisoned")

@@ -444,7 +444,9 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
             return delete_without_store(&state, &p, store_ref.kind.as_str(), &store_ref.name)
                 .await;
         }
-        report_store_not_ready(&p, &wp, store_ref.kind.as_str(), &store_ref.name).await?;
+        let (kind, name) = (store_ref.kind.as_str(), store_ref.name.as_str());
+        let failed = state.ctx.stores.has_failed(kind, name);
+        report_store_not_ready(&p, &wp, kind, name, failed).await?;
         return Ok(Action::requeue(state.ctx.config().requeue_default));
     };
     if deleting {
@@ -518,12 +520,15 @@ async fn destination(
 /// state store is not ready says so (`WriteSucceeded=False/StateStoreNotReady`, and
 /// `Ready=False` with the same reason) instead of staying `Pending` with no reason. A
 /// placement already written says the same (its files stay in the store, but no change
-/// reaches it), with the action that moves it; the next successful write replaces these.
+/// reaches it), with the action that moves it, once its store's controller found the
+/// store broken or gone (`failed`; not merely not opened yet after a start); the next
+/// successful write replaces these.
 async fn report_store_not_ready(
     p: &Reconciling<'_>,
     wp: &WorkPlacement,
     kind: &str,
     name: &str,
+    failed: bool,
 ) -> Result<(), Error> {
     let conds = conditions_of(wp);
     let write = get_condition(&conds, condition_types::WRITE_SUCCEEDED);
@@ -534,6 +539,11 @@ async fn report_store_not_ready(
         "written to {kind}/{name}, which does not exist or is not ready now (the Destination's Ready condition says which): changes are written once it is; label this WorkPlacement {}=true to move it to a Ready matching Destination",
         labels::RESCHEDULE
     );
+    // Just after a start no store is open yet: a written placement waits quietly unless
+    // its store's controller found the store broken or gone.
+    if write.is_some_and(|c| c.status == "True") && !failed {
+        return Ok(());
+    }
     let was_written = write.is_some_and(|c| c.status == "True" || c.message == stuck);
     let message = if was_written { stuck } else { waiting };
     // A refused-credentials failure stays what the placement says until a write works.
