@@ -188,7 +188,7 @@ pub async fn logs(client: &kube::Client, r: &RequestNode) -> Vec<(String, String
                 out.push((
                     job.name.clone(),
                     "-".into(),
-                    format!("cannot list Pods: {e}"),
+                    format!("cannot list Pods: {}", plinth_api::kube_error::describe(&e)),
                 ));
                 continue;
             }
@@ -212,7 +212,7 @@ pub async fn logs(client: &kube::Client, r: &RequestNode) -> Vec<(String, String
                 let text = pods
                     .logs(&name, &lp)
                     .await
-                    .unwrap_or_else(|e| format!("(no log: {e})"));
+                    .unwrap_or_else(|e| format!("(no log: {})", plinth_api::kube_error::describe(&e)));
                 out.push((job.name.clone(), c, text));
             }
         }
