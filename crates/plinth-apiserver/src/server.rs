@@ -208,6 +208,41 @@ async fn ensure_namespaces(app: &Arc<App>, store: &Store) -> Result<(), Error> {
     Ok(())
 }
 
+/// The `kubernetes` Service in `default` that every kube-apiserver keeps for itself
+/// (clients and upstream tests look for it): `https` on port 443, the API server's port as
+/// target. Created once; later starts leave it as it is. Plinth allocates no Service IPs,
+/// so its clusterIP is the first address of kube's default service range.
+async fn ensure_kubernetes_service(
+    app: &Arc<App>,
+    port: Option<u16>,
+) -> Result<(), crate::error::ApiError> {
+    let info = app
+        .registry
+        .lookup("", "v1", "services")
+        .expect("services are built in");
+    let target = port.filter(|p| *p != 0).unwrap_or(6443);
+    let obj = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": target}]}
+    });
+    match verbs::create(
+        app,
+        &info,
+        Some("default"),
+        obj,
+        false,
+        &crate::ssa::Owner::Internal,
+    )
+    .await
+    {
+        Err(e) if e.code != 409 => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Serves `base` (with network authentication, plus the extra routes) over HTTPS on
 /// `addr` and writes `<data_dir>/kubeconfig`. Returns the bound address, the
 /// kubeconfig's path and the serving task.
@@ -314,6 +349,9 @@ impl ApiServer {
         )));
 
         ensure_namespaces(&app, &store).await?;
+        ensure_kubernetes_service(&app, config.listen.map(|a| a.port()))
+            .await
+            .map_err(|e| Error::Invalid(format!("service default/kubernetes: {}", e.message)))?;
         crate::default_rbac::ensure(&app)
             .await
             .map_err(|e| Error::Invalid(format!("default ClusterRoles: {}", e.message)))?;

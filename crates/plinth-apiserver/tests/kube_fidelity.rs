@@ -99,3 +99,21 @@ async fn container_names_are_validated_in_every_pod_spec() {
         assert!(status.message.contains(want), "{path}: {}", status.message);
     }
 }
+
+#[tokio::test]
+async fn the_api_server_keeps_service_kubernetes_in_default() {
+    let ts = TestServer::start().await.unwrap();
+    let svc: Value = ts
+        .client()
+        .request(
+            http::Request::get("/api/v1/namespaces/default/services/kubernetes")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(svc["metadata"]["labels"]["component"], "apiserver");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["ports"][0]["name"], "https");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+}
