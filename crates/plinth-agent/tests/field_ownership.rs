@@ -3,8 +3,7 @@
 //! touches fields it does not declare (another manager's data key, an annotation); once
 //! `replicas` leaves the output it gives the field up; idle passes write nothing.
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -12,38 +11,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use plinth_agent::{Agent, AgentConfig};
 use plinth_apiserver::testing::TestServer;
-use plinth_statestore::{GitConfig, StoreConfig};
 use serde_json::json;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn commit(work: &Path, rel: &str, content: &str) {
-    let p = work.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-    git(work, &["add", "-A"]);
-    git(work, &["commit", "-q", "-m", rel]);
-    git(work, &["push", "-q", "origin", "main"]);
-}
+use support::StoreRepo;
 
 fn output(replicas: Option<u32>) -> String {
     let replicas = replicas
@@ -58,22 +27,9 @@ apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: default\nd
 #[tokio::test]
 async fn declared_fields_are_taken_back_once_and_others_are_left_alone() {
     let server = TestServer::start().await.unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let bare = root.path().join("state.git");
-    let work = root.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    git(
-        root.path(),
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
-    commit(&work, "d65/resources/out.yaml", &output(Some(2)));
-    let source = StoreConfig::Git(GitConfig::new(
-        format!("file://{}", bare.display()),
-        "main",
-        root.path().join("clone"),
-    ));
+    let repo = StoreRepo::new();
+    repo.commit("d65/resources/out.yaml", &output(Some(2)));
+    let source = repo.source();
     let mut agent = Agent::new(AgentConfig::new("d65", source, "d65"), server.client())
         .await
         .unwrap();
@@ -162,7 +118,7 @@ async fn declared_fields_are_taken_back_once_and_others_are_left_alone() {
     )
     .await
     .unwrap();
-    commit(&work, "d65/resources/out.yaml", &output(None));
+    repo.commit("d65/resources/out.yaml", &output(None));
     let pass = agent.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     assert_eq!(pass.drift_corrected, 0);

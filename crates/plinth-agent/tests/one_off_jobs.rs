@@ -3,45 +3,14 @@
 //! on a change elsewhere in the directory nor after a restart; a change of its spec runs
 //! it exactly once more, replacing a Job that is still there.
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use kube::api::DeleteParams;
 use plinth_agent::{Agent, AgentConfig};
 use plinth_apiserver::testing::TestServer;
-use plinth_statestore::{GitConfig, StoreConfig};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn commit(work: &Path, rel: &str, content: &str) {
-    let p = work.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-    git(work, &["add", "-A"]);
-    git(work, &["commit", "-q", "-m", rel]);
-    git(work, &["push", "-q", "origin", "main"]);
-}
+use support::StoreRepo;
 
 fn job(tag: &str) -> String {
     format!(
@@ -59,23 +28,10 @@ fn cm(v: &str) -> String {
 #[tokio::test]
 async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     let server = TestServer::start().await.unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let bare = root.path().join("state.git");
-    let work = root.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    git(
-        root.path(),
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
-    commit(&work, "d64/resources/job.yaml", &job("1.36"));
-    commit(&work, "d64/resources/cm.yaml", &cm("1"));
-    let source = StoreConfig::Git(GitConfig::new(
-        format!("file://{}", bare.display()),
-        "main",
-        root.path().join("clone"),
-    ));
+    let repo = StoreRepo::new();
+    repo.commit("d64/resources/job.yaml", &job("1.36"));
+    repo.commit("d64/resources/cm.yaml", &cm("1"));
+    let source = repo.source();
     let cfg = AgentConfig::new("d64", source, "d64");
     let jobs: Api<Job> = Api::namespaced(server.client(), "team-a");
 
@@ -88,7 +44,7 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     jobs.delete("once-64", &DeleteParams::background())
         .await
         .unwrap();
-    commit(&work, "d64/resources/cm.yaml", &cm("2"));
+    repo.commit("d64/resources/cm.yaml", &cm("2"));
     let pass = agent.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     assert_eq!(pass.applied, 1, "only the ConfigMap: {pass:?}");
@@ -119,7 +75,7 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     );
 
     // A new spec runs once.
-    commit(&work, "d64/resources/job.yaml", &job("1.37"));
+    repo.commit("d64/resources/job.yaml", &job("1.37"));
     let pass = restarted.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     let j = jobs.get("once-64").await.unwrap();
@@ -139,7 +95,7 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
     assert_eq!(image(&j).as_deref(), Some("busybox:1.37"));
 
     // And a new spec while the old Job is still there replaces it (the template is immutable).
-    commit(&work, "d64/resources/job.yaml", &job("1.38"));
+    repo.commit("d64/resources/job.yaml", &job("1.38"));
     let pass = restarted.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     let k = jobs.get("once-64").await.unwrap();
@@ -158,7 +114,7 @@ async fn a_removed_job_is_not_run_again_until_its_spec_changes() {
         "  name: once-64\n  namespace: team-a\n  labels: {team: a}\n",
     );
     assert_ne!(labelled, job("1.38"));
-    commit(&work, "d64/resources/job.yaml", &labelled);
+    repo.commit("d64/resources/job.yaml", &labelled);
     let pass = restarted.sync_once().await;
     assert!(pass.errors.is_empty(), "{:?}", pass.errors);
     let l = jobs.get("once-64").await.unwrap();

@@ -3,44 +3,13 @@
 //! pass does not wait on what the target refused: a CRD the API server would not store
 //! is reported, not waited for until it is Established.
 
-use std::path::Path;
-use std::process::Command;
+mod support;
 
 use std::time::Duration;
 
 use plinth_agent::{Agent, AgentConfig};
 use plinth_apiserver::testing::TestServer;
-use plinth_statestore::{GitConfig, StoreConfig};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn commit(work: &Path, rel: &str, content: &str) {
-    let p = work.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-    git(work, &["add", "-A"]);
-    git(work, &["commit", "-q", "-m", rel]);
-    git(work, &["push", "-q", "origin", "main"]);
-}
+use support::StoreRepo;
 
 fn cm(name: &str, v: &str) -> String {
     format!(
@@ -51,24 +20,11 @@ fn cm(name: &str, v: &str) -> String {
 #[tokio::test]
 async fn a_commit_to_another_directory_makes_no_write() {
     let server = TestServer::start().await.unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let bare = root.path().join("state.git");
-    let work = root.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    git(
-        root.path(),
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
-    commit(&work, "mine/resources/a.yaml", &cm("a", "1"));
-    commit(&work, "other/resources/b.yaml", &cm("b", "1"));
+    let repo = StoreRepo::new();
+    repo.commit("mine/resources/a.yaml", &cm("a", "1"));
+    repo.commit("other/resources/b.yaml", &cm("b", "1"));
 
-    let source = StoreConfig::Git(GitConfig::new(
-        format!("file://{}", bare.display()),
-        "main",
-        root.path().join("clone"),
-    ));
+    let source = repo.source();
     let mut agent = Agent::new(AgentConfig::new("mine", source, "mine"), server.client())
         .await
         .unwrap();
@@ -77,7 +33,7 @@ async fn a_commit_to_another_directory_makes_no_write() {
     assert_eq!(first.applied, 1);
     assert!(first.api_writes > 0);
 
-    commit(&work, "other/resources/b.yaml", &cm("b", "2"));
+    repo.commit("other/resources/b.yaml", &cm("b", "2"));
     let quiet = agent.sync_once().await;
     assert_eq!(quiet.api_writes, 0, "{quiet:?}");
     assert!(
@@ -85,7 +41,7 @@ async fn a_commit_to_another_directory_makes_no_write() {
         "nothing of this directory changed: {quiet:?}"
     );
 
-    commit(&work, "mine/resources/a.yaml", &cm("a", "2"));
+    repo.commit("mine/resources/a.yaml", &cm("a", "2"));
     let changed = agent.sync_once().await;
     assert_eq!(changed.applied, 1, "{changed:?}");
     assert!(changed.api_writes > 0);
@@ -109,24 +65,11 @@ spec:
 #[tokio::test]
 async fn a_refused_crd_is_reported_and_not_waited_for() {
     let server = TestServer::start().await.unwrap();
-    let root = tempfile::tempdir().unwrap();
-    let bare = root.path().join("state.git");
-    let work = root.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    git(
-        root.path(),
-        &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
-    );
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
-    commit(&work, "mine/dependencies/crd.yaml", REFUSED_CRD);
-    commit(&work, "mine/resources/a.yaml", &cm("a", "1"));
+    let repo = StoreRepo::new();
+    repo.commit("mine/dependencies/crd.yaml", REFUSED_CRD);
+    repo.commit("mine/resources/a.yaml", &cm("a", "1"));
 
-    let source = StoreConfig::Git(GitConfig::new(
-        format!("file://{}", bare.display()),
-        "main",
-        root.path().join("clone"),
-    ));
+    let source = repo.source();
     let mut cfg = AgentConfig::new("mine", source, "mine");
     // Far longer than the bound below: a pass that waited for the refused CRD would
     // not end within it.

@@ -265,22 +265,34 @@ async fn promise_map(
     )
 }
 
+/// The request's node in the status tree and the client to read the rest with, or
+/// the page that says why there is none.
+async fn request_of(
+    web: &Web,
+    promise: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<(tree::RequestNode, kube::Client), Response> {
+    let t = build(web, Some(promise), Some((namespace, name))).await?;
+    let Some(r) = t.into_iter().next().and_then(|p| p.requests.into_iter().next()) else {
+        return Err(not_found(&format!(
+            "request {namespace}/{name} of Promise {promise}"
+        )));
+    };
+    let client = web.client().map_err(|r| *r)?;
+    Ok((r, client))
+}
+
 async fn request_page(
     State(web): State<Arc<Web>>,
     Path((promise, namespace, name)): Path<(String, String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let t = match build(&web, Some(&promise), Some((&namespace, &name))).await {
-        Ok(t) => t,
-        Err(r) => return r,
+    let (r, client) = match request_of(&web, &promise, &namespace, &name).await {
+        Ok(found) => found,
+        Err(response) => return response,
     };
-    let Some(r) = t.first().and_then(|p| p.requests.first()) else {
-        return not_found(&format!("request {namespace}/{name} of Promise {promise}"));
-    };
-    let client = match web.client() {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
+    let r = &r;
     let extras = html::RequestExtras {
         files: read::files(&client, &web.readers, &web.work_dir, &promise, r)
             .await
@@ -311,17 +323,11 @@ async fn request_file(
     Path((promise, namespace, name)): Path<(String, String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let t = match build(&web, Some(&promise), Some((&namespace, &name))).await {
-        Ok(t) => t,
-        Err(r) => return r,
+    let (r, client) = match request_of(&web, &promise, &namespace, &name).await {
+        Ok(found) => found,
+        Err(response) => return response,
     };
-    let Some(r) = t.first().and_then(|p| p.requests.first()) else {
-        return not_found(&format!("request {namespace}/{name} of Promise {promise}"));
-    };
-    let client = match web.client() {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
+    let r = &r;
     let (dest, path) = (
         q.get("destination").map(String::as_str).unwrap_or_default(),
         q.get("path").map(String::as_str).unwrap_or_default(),
