@@ -288,7 +288,11 @@ pub fn container_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
         };
         for (i, c) in items.iter().enumerate() {
             let at = format!("{field}.{list}[{i}].name");
-            match c.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            match c
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
                 None => out.push(required(&at, "")),
                 Some(name) => {
                     for e in dns1123_label_errors(name) {
