@@ -46,6 +46,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::Context;
+use crate::stores::store_generation;
 use crate::support::{
     EventRecorder, EventType, describe, edit_finalizers, is_not_found, patch_status, publish,
     set_condition, typed_reference,
@@ -189,24 +190,6 @@ async fn set_ready(
     Ok(())
 }
 
-async fn store_exists(
-    state: &DestState,
-    kind: StateStoreKind,
-    name: &str,
-) -> Result<bool, kube::Error> {
-    let c = state.ctx.client.clone();
-    match kind {
-        StateStoreKind::GitStateStore => Api::<GitStateStore>::all(c)
-            .get_opt(name)
-            .await
-            .map(|o| o.is_some()),
-        StateStoreKind::BucketStateStore => Api::<BucketStateStore>::all(c)
-            .get_opt(name)
-            .await
-            .map(|o| o.is_some()),
-    }
-}
-
 fn canary_delete_ops(dest: &Destination) -> Vec<WriteOp> {
     layout::canary_files(&dest.spec.path, layout_mode(dest.spec.filepath_mode()))
         .map(|files| {
@@ -329,7 +312,16 @@ async fn delete(state: &DestState, d: &Reconciling<'_>) -> Result<Action, Error>
         return Ok(Action::requeue(state.ctx.config().requeue_short));
     }
     let sref = &d.dest.spec.state_store_ref;
-    match state.ctx.stores.get(sref.kind.as_str(), &sref.name) {
+    let generation = store_generation(&state.ctx.client, sref.kind, &sref.name)
+        .await
+        .map_err(|e| Error::kube("reading the state store of", &d.what, e))?;
+    let current = generation.and_then(|g| {
+        state
+            .ctx
+            .stores
+            .get_current(sref.kind.as_str(), &sref.name, g)
+    });
+    match current {
         Some(store) => {
             let ops = canary_delete_ops(d.dest);
             if !ops.is_empty()
@@ -348,11 +340,8 @@ async fn delete(state: &DestState, d: &Reconciling<'_>) -> Result<Action, Error>
         }
         None => {
             // A store that no longer exists has nothing left to clean; one that is
-            // merely not ready yet is waited for.
-            let exists = store_exists(state, sref.kind, &sref.name)
-                .await
-                .map_err(|e| Error::kube("reading the state store of", &d.what, e))?;
-            if exists {
+            // merely not ready yet (or not yet opened from its current spec) is waited for.
+            if generation.is_some() {
                 return Ok(Action::requeue(state.ctx.config().requeue_default));
             }
         }
@@ -427,13 +416,23 @@ async fn ensure_finalizer(state: &DestState, d: &Reconciling<'_>) -> Result<(), 
 /// or `StateStoreNotFound`) when there is none to write to.
 async fn open_store(state: &DestState, d: &Reconciling<'_>) -> Result<Option<StateStore>, Error> {
     let sref = &d.dest.spec.state_store_ref;
-    // The store object is checked even when a writer is registered: a deleted store's
-    // writer may not have been dropped yet when its deletion event reaches us.
-    let exists = store_exists(state, sref.kind, &sref.name)
+    // The store object is read even when a writer is registered: a deleted store's
+    // writer may not have been dropped yet when its deletion event reaches us, and one
+    // opened from an older spec must not be written through.
+    let generation = store_generation(&state.ctx.client, sref.kind, &sref.name)
         .await
         .map_err(|e| Error::kube("reading the state store of", &d.what, e))?;
-    if exists && let Some(store) = state.ctx.stores.get(sref.kind.as_str(), &sref.name) {
-        return Ok(Some(store));
+    let exists = generation.is_some();
+    if let Some(g) = generation {
+        let kind = sref.kind.as_str();
+        if let Some(store) = state.ctx.stores.get_current(kind, &sref.name, g) {
+            return Ok(Some(store));
+        }
+        if state.ctx.stores.get(kind, &sref.name).is_some() {
+            // Opened from an older spec: its controller is opening this one, and its
+            // status write wakes this Destination. Nothing changed for the Destination.
+            return Ok(None);
+        }
     }
     // A store that exists but has no writer yet is usually one whose controller has
     // not reconciled it (every fresh start): the store's own conditions and events

@@ -637,6 +637,12 @@ async fn open_store<K: StateStoreObject>(
         return Ok(());
     }
 
+    // A store opened from an older spec or Secret is forgotten before the new one opens:
+    // no writer may use it any more, and its writer must let go of the clone directory
+    // the new one takes (else the new one waits for it).
+    if ctx.stores.fingerprint(&kind, &name).is_some() {
+        ctx.stores.remove(&kind, &name);
+    }
     let config = obj.build_config(&secret_label, &data, cfg)?;
     let store = StateStore::open(config).await.map_err(|e| {
         let generic = NotReady::init(e.to_string());

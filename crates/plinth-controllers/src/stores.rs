@@ -11,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
+use plinth_api::{BucketStateStore, GitStateStore, StateStoreKind};
 use plinth_statestore::StateStore;
 
 #[derive(Clone)]
@@ -75,7 +76,21 @@ impl StoreRegistry {
         self.revalidate.subscribe()
     }
 
+    /// The open store for `kind`/`name` if it was opened from `generation` of the store
+    /// object (or registered without a fingerprint): a writer never uses a client built
+    /// from an older spec, such as the repository a store pointed at before its URL
+    /// changed. `None` while the store's controller has yet to open the new generation;
+    /// its status write then wakes the writers again.
+    pub fn get_current(&self, kind: &str, name: &str, generation: i64) -> Option<StateStore> {
+        let map = self.inner.read().expect("store registry poisoned");
+        let entry = map.get(&key(kind, name))?;
+        let opened_from = entry.fingerprint.split('/').next().unwrap_or_default();
+        (entry.fingerprint.is_empty() || opened_from == generation.to_string())
+            .then(|| entry.store.clone())
+    }
+
     /// The open store for `kind`/`name`, if its controller has opened and validated it.
+    /// Writers use [`StoreRegistry::get_current`].
     pub fn get(&self, kind: &str, name: &str) -> Option<StateStore> {
         self.inner
             .read()
@@ -124,6 +139,33 @@ impl StoreRegistry {
             .expect("store registry poisoned")
             .remove(&key(kind, name));
     }
+}
+
+/// `metadata.generation` of state store `kind`/`name` as the API has it now (`None`
+/// when it does not exist), read by writers before they write through
+/// [`StoreRegistry::get_current`].
+///
+/// # Errors
+///
+/// The API's error reading the store.
+pub async fn store_generation(
+    client: &kube::Client,
+    kind: StateStoreKind,
+    name: &str,
+) -> Result<Option<i64>, kube::Error> {
+    use kube::api::Api;
+    let c = client.clone();
+    let meta = match kind {
+        StateStoreKind::GitStateStore => Api::<GitStateStore>::all(c)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+        StateStoreKind::BucketStateStore => Api::<BucketStateStore>::all(c)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+    };
+    Ok(meta.map(|m| m.generation.unwrap_or(0)))
 }
 
 fn key(kind: &str, name: &str) -> String {

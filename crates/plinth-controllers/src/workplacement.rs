@@ -52,6 +52,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::Context;
+use crate::stores::store_generation;
 use crate::support::{
     EventRecorder, EventType, condition_is_false, describe, edit_finalizers, get_condition,
     patch_status, publish, set_condition, typed_reference,
@@ -434,11 +435,18 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
     if !deleting && reschedule_requested(&wp) {
         return reschedule(&state, &p).await;
     }
-    let Some(store) = state
-        .ctx
-        .stores
-        .get(store_ref.kind.as_str(), &store_ref.name)
-    else {
+    // Only through a store opened from the store's current spec (a re-pointed URL is
+    // never written through its old client).
+    let generation = store_generation(&state.ctx.client, store_ref.kind, &store_ref.name)
+        .await
+        .map_err(|e| Error::kube("reading the state store of", &p.what, e))?;
+    let current = generation.and_then(|g| {
+        state
+            .ctx
+            .stores
+            .get_current(store_ref.kind.as_str(), &store_ref.name, g)
+    });
+    let Some(store) = current else {
         tracing::debug!(workplacement = %p.what, store = %store_ref.name, "state store not ready");
         if deleting {
             return delete_without_store(&state, &p, store_ref.kind.as_str(), &store_ref.name)

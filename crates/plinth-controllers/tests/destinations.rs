@@ -1104,9 +1104,10 @@ async fn silent_bucket_endpoint_times_out_with_a_stable_status() {
     env.server.assert_settled_silent(SILENCE).await;
 }
 
-/// Re-pointing a GitStateStore at another repository (and path) moves its writer: a
-/// Destination added afterwards writes its canary files to the new repository under the
-/// new path, and nothing more goes to the old one.
+/// Re-pointing a GitStateStore at another repository (and path) moves its writer at
+/// once: a Destination added right after the change writes its canary files to the new
+/// repository under the new path, and nothing more goes to the old one, however soon
+/// after the change it writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repointed_git_store_writes_to_the_new_repository() {
     let env = start().await;
@@ -1132,11 +1133,8 @@ async fn repointed_git_store_writes_to_the_new_repository() {
         )
         .await
         .unwrap();
-    wait_for("store observes the new generation", || async {
-        let s = stores.get("local").await.unwrap();
-        s.status.and_then(|st| st.observed_generation) == s.metadata.generation
-    })
-    .await;
+    // At once, before the store's controller has opened the new spec: the Destination
+    // must wait for it, never write through the client of the old repository.
     env.create_destination(json!({
         "apiVersion": "platform.kratix.io/v1alpha1",
         "kind": "Destination",
@@ -1234,7 +1232,10 @@ async fn deletion_follows_the_cleanup_the_destination_had_when_deleted() {
     let env = start().await;
     env.git_store("local").await;
     let dests: Api<Destination> = Api::all(env.client.clone());
-    for (name, from, to, files_stay) in [("to-all", "none", "all", false), ("to-none", "all", "none", true)] {
+    for (name, from, to, files_stay) in [
+        ("to-all", "none", "all", false),
+        ("to-none", "all", "none", true),
+    ] {
         env.create_destination(json!({
             "apiVersion": "platform.kratix.io/v1alpha1",
             "kind": "Destination",
@@ -1276,11 +1277,17 @@ async fn deletion_follows_the_cleanup_the_destination_had_when_deleted() {
         })
         .await;
         if files_stay {
-            assert!(env.files().contains(&file), "{name}: kept: {:?}", env.files());
+            assert!(
+                env.files().contains(&file),
+                "{name}: kept: {:?}",
+                env.files()
+            );
         } else {
             env.wait_file(&file, false).await;
             assert!(
-                !env.files().iter().any(|f| f.starts_with(&format!("{name}/"))),
+                !env.files()
+                    .iter()
+                    .any(|f| f.starts_with(&format!("{name}/"))),
                 "{name}: directory removed: {:?}",
                 env.files()
             );
