@@ -32,6 +32,7 @@ pub mod names;
 pub mod paths;
 pub mod pipeline;
 mod schema;
+pub mod secrets;
 pub mod security;
 
 pub use error::ApiError;

@@ -18,6 +18,18 @@ use sha2::{Digest as _, Sha256};
 /// Hex digits of the hash kept in a marker (48 bits: enough to tell values apart).
 const HASH_DIGITS: usize = 12;
 
+/// The fields of a Secret shown as they are (their values, for `data` and `stringData`,
+/// become markers); any other field of an object of kind Secret is a marker whole.
+const SECRET_FIELDS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "metadata",
+    "type",
+    "immutable",
+    "data",
+    "stringData",
+];
+
 /// The annotation kubectl keeps the whole applied object in (Secret values included).
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -35,7 +47,7 @@ pub fn documents(text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let Ok(mut docs) = serde_saphyr::from_multiple::<Value>(text) else {
-        return if names_secret_kind(text) {
+        return if plinth_api::secrets::names_secret_kind(text) {
             Cow::Owned(format!(
                 "# not shown: this text is not valid YAML and names kind Secret ({})\n",
                 marker(text.as_bytes())
@@ -69,6 +81,14 @@ pub fn value(v: &mut Value) -> bool {
                 changed |= redact_map(m.get_mut("data"), true);
                 changed |= redact_map(m.get_mut("stringData"), false);
                 changed |= redact_last_applied(m.get_mut("metadata"));
+                // A field a Secret does not have (`token:` beside `data`) may still hold
+                // a value meant to be one: shown as a marker too.
+                for (k, v) in m.iter_mut() {
+                    if !SECRET_FIELDS.contains(&k.as_str()) && !v.is_null() {
+                        *v = Value::String(marker(v.to_string().as_bytes()));
+                        changed = true;
+                    }
+                }
             }
             // Markers are strings, so walking the redacted fields again changes nothing.
             for child in m.values_mut() {
@@ -118,18 +138,6 @@ fn redact_last_applied(meta: Option<&mut Value>) -> bool {
     true
 }
 
-/// Whether unparsable text has a `kind: Secret` line (YAML or JSON spelling).
-fn names_secret_kind(text: &str) -> bool {
-    text.lines().any(|l| {
-        let l: String = l
-            .chars()
-            .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
-            .collect();
-        l.split([',', '{', '}'])
-            .any(|part| part.trim_start_matches('-') == "kind:Secret")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +160,14 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("name: db"), "{out}");
+    }
+
+    #[test]
+    fn a_secret_of_another_shape_shows_no_value() {
+        let out = documents("- kind: Secret\n  token: SUPERSECRET43\n  metadata: {name: x}\n");
+        assert!(!out.contains("SUPERSECRET43"), "{out}");
+        assert!(out.contains("token: <redacted sha256:"), "{out}");
+        assert!(out.contains("name: x"), "{out}");
     }
 
     #[test]
@@ -200,7 +216,11 @@ mod tests {
         let json = "{\"kind\": \"Secret\", \"stringData\": {\"k\": \"v\"";
         assert!(documents(json).starts_with("# not shown"));
         let item = "items:\n- kind: Secret\n  stringData: {k: \"open\n";
-        assert!(documents(item).starts_with("# not shown"), "{}", documents(item));
+        assert!(
+            documents(item).starts_with("# not shown"),
+            "{}",
+            documents(item)
+        );
         // Another kind whose name starts the same is not hidden.
         let store = "kind: SecretStore\nspec: [\n";
         assert!(matches!(documents(store), Cow::Borrowed(_)));

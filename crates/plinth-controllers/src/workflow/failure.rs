@@ -116,6 +116,7 @@ pub async fn describe(ctx: &Context, job: &Job) -> Option<String> {
     };
     text.push_str(&format!(" (attempt {failed} of {})", max_attempts(job)));
     if !container.is_empty() {
+        let container_name = container.clone();
         let params = LogParams {
             container: Some(container),
             tail_lines: Some(LOG_LINES),
@@ -123,17 +124,53 @@ pub async fn describe(ctx: &Context, job: &Job) -> Option<String> {
             ..Default::default()
         };
         if let Ok(log) = pods.logs(&pod.name_any(), &params).await {
-            let lines: Vec<String> = log
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(cut)
-                .collect();
-            let start = lines.len().saturating_sub(LOG_LINES as usize);
-            if start < lines.len() {
-                text.push_str("; last log lines:\n");
-                text.push_str(&lines[start..].join("\n"));
-            }
+            text.push_str(&log_part(&pod.name_any(), &container_name, &log));
         }
     }
     Some(text)
+}
+
+/// What a failure message says of the failed container's log: its last non-empty lines
+/// (each cut), or, when they quote a document of kind Secret (an output file echoed in
+/// an error), where to read them instead: a status is read by many more people than a
+/// Pod's log.
+fn log_part(pod: &str, container: &str, log: &str) -> String {
+    let lines: Vec<String> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(cut)
+        .collect();
+    let start = lines.len().saturating_sub(LOG_LINES as usize);
+    let tail = lines[start..].join("\n");
+    if plinth_api::secrets::mentions_secret_kind(&tail) {
+        format!(
+            "; its last log lines are not shown here because they quote a document of \
+             kind Secret (kubectl logs {pod} -c {container})"
+        )
+    } else if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; last log lines:\n{tail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_quoting_a_secret_stay_in_the_log() {
+        let log = "error: broken.yaml: did not find expected node\n  1 | not: [valid\n  2 | kind: Secret\n  3 | value: SUPERSECRET\n";
+        let part = log_part("p-1", "work-writer", log);
+        assert!(!part.contains("SUPERSECRET"), "{part}");
+        assert!(part.contains("kubectl logs p-1 -c work-writer"), "{part}");
+        let plain = log_part("p-1", "c", "preparing\n\nboom: database unreachable\n");
+        assert_eq!(
+            plain,
+            "; last log lines:\npreparing\nboom: database unreachable"
+        );
+        assert_eq!(log_part("p-1", "c", "\n"), "");
+        // Another kind whose name starts the same is not a Secret.
+        assert!(log_part("p", "c", "kind: SecretStore\n").contains("SecretStore"));
+    }
 }
