@@ -424,6 +424,10 @@ pub(crate) struct Filter {
 
 impl Filter {
     /// Like `parse`, with events.k8s.io/v1 field paths mapped to the stored core/v1 form.
+    ///
+    /// A field the resource does not index is refused (400 `field label not supported`)
+    /// as kube-apiserver does: matching it as an empty value would make a typo select
+    /// everything, and a `delete --field-selector` with one delete the whole collection.
     pub(crate) fn for_resource(info: &ResourceInfo, q: &Query) -> Result<Filter, ApiError> {
         let mut f = Filter::parse(q)?;
         if is_events_v1(info) {
@@ -436,6 +440,16 @@ impl Filter {
                     }
                 }
             }
+        }
+        if let Some(r) = f
+            .field
+            .iter()
+            .find(|r| !selector::field_supported(&info.group, &info.plural, &r.path))
+        {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {}",
+                r.path
+            )));
         }
         Ok(f)
     }

@@ -221,6 +221,83 @@ pub fn parse_field_selector(s: &str) -> Result<Vec<FieldReq>, String> {
     Ok(out)
 }
 
+/// The fields every resource can be selected by.
+const COMMON_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
+
+/// Further fields kube-apiserver indexes, by `(group, plural)`. Events are listed in the
+/// stored core/v1 spelling (events.k8s.io/v1 paths are mapped to it before the check).
+const KIND_FIELDS: &[(&str, &str, &[&str])] = &[
+    (
+        "",
+        "pods",
+        &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+    ),
+    (
+        "",
+        "events",
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+    ),
+    (
+        "events.k8s.io",
+        "events",
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+    ),
+    ("", "secrets", &["type"]),
+    ("", "namespaces", &["status.phase"]),
+    ("", "nodes", &["spec.unschedulable"]),
+    ("", "services", &["spec.clusterIP", "spec.type"]),
+    ("", "replicationcontrollers", &["status.replicas"]),
+    ("apps", "replicasets", &["status.replicas"]),
+    ("batch", "jobs", &["status.successful"]),
+    (
+        "certificates.k8s.io",
+        "certificatesigningrequests",
+        &["spec.signerName"],
+    ),
+];
+
+/// Whether resource `group`/`plural` can be selected by field `path`.
+pub fn field_supported(group: &str, plural: &str, path: &str) -> bool {
+    COMMON_FIELDS.contains(&path)
+        || KIND_FIELDS
+            .iter()
+            .any(|(g, p, fields)| *g == group && *p == plural && fields.contains(&path))
+}
+
 /// Field value as a string (missing = empty, as Kubernetes field sets do).
 fn field_value(obj: &Value, path: &str) -> String {
     let mut cur = obj;
@@ -324,6 +401,22 @@ mod tests {
         ] {
             assert!(parse_label_selector(s).is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn only_indexed_fields_can_be_selected() {
+        assert!(field_supported("", "configmaps", "metadata.name"));
+        assert!(field_supported(
+            "platform.kratix.io",
+            "promises",
+            "metadata.namespace"
+        ));
+        assert!(!field_supported("", "configmaps", "metadata.nmae"));
+        assert!(!field_supported("", "configmaps", "data.a"));
+        assert!(field_supported("", "pods", "status.phase"));
+        assert!(!field_supported("", "configmaps", "status.phase"));
+        assert!(field_supported("", "events", "involvedObject.name"));
+        assert!(field_supported("", "secrets", "type"));
     }
 
     #[test]

@@ -181,6 +181,32 @@ async fn label_and_field_selectors() {
         kube::Error::Api(s) => assert_eq!(s.code, 400),
         e => panic!("unexpected {e}"),
     }
+    // A field the resource is not selected by (a typo, or a data key) is refused, for a
+    // list and for a delete of the collection, which deletes nothing.
+    for sel in ["metadata.nmae!=b", "data.a=b", "status.phase=Running"] {
+        match api
+            .list(&ListParams::default().fields(sel))
+            .await
+            .unwrap_err()
+        {
+            kube::Error::Api(s) => {
+                assert_eq!(s.code, 400, "{sel}");
+                let field = sel.split(['=', '!']).next().unwrap();
+                assert_eq!(s.message, format!("field label not supported: {field}"));
+            }
+            e => panic!("unexpected {e}"),
+        }
+        let err = api
+            .delete_collection(&DeleteParams::default(), &ListParams::default().fields(sel))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 400),
+            "{sel}: {err}"
+        );
+    }
+    let got = names(api.list(&ListParams::default()).await.unwrap());
+    assert_eq!(got, vec!["a", "b", "c"], "nothing deleted");
 }
 
 #[tokio::test]
