@@ -45,15 +45,66 @@ pub fn typed<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
         };
         FieldError {
             field,
-            message: e.into_inner().to_string(),
+            message: plain_expectation(&e.into_inner().to_string()),
         }
     })
+}
+
+/// serde's message with the Rust type it expected said in Kubernetes' words:
+/// `expected i32` → `expected an integer`, `expected struct ResourceRequirements` (or
+/// `expected ResourceRequirements`) → `expected a mapping (ResourceRequirements)`.
+fn plain_expectation(message: &str) -> String {
+    let Some((head, expected)) = message.rsplit_once("expected ") else {
+        return message.to_string();
+    };
+    let ty = expected
+        .trim_start_matches("struct ")
+        .trim_start_matches("enum ");
+    let word = ty.split_whitespace().next().unwrap_or_default();
+    let plain = match word {
+        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "usize" | "isize" => {
+            format!("an integer{}", &ty[word.len()..])
+        }
+        "f32" | "f64" => format!("a number{}", &ty[word.len()..]),
+        w if w.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+            && w.chars().all(|c| c.is_ascii_alphanumeric()) =>
+        {
+            format!("a mapping ({w}){}", &ty[word.len()..])
+        }
+        _ => return message.to_string(),
+    };
+    format!("{head}expected {plain}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn rust_type_names_are_said_in_kubernetes_words() {
+        for (given, said) in [
+            (
+                "invalid type: string \"x\", expected i32",
+                "invalid type: string \"x\", expected an integer",
+            ),
+            (
+                "invalid type: integer `5`, expected struct ResourceRequirements",
+                "invalid type: integer `5`, expected a mapping (ResourceRequirements)",
+            ),
+            (
+                "invalid type: sequence, expected EmptyDirVolumeSource",
+                "invalid type: sequence, expected a mapping (EmptyDirVolumeSource)",
+            ),
+            (
+                "invalid type: string \"echo hi\", expected a sequence",
+                "invalid type: string \"echo hi\", expected a sequence",
+            ),
+            ("missing field `name`", "missing field `name`"),
+        ] {
+            assert_eq!(plain_expectation(given), said);
+        }
+    }
 
     #[test]
     fn names_the_field_of_a_type_error() {

@@ -214,29 +214,48 @@ fn pipeline_list_causes(promise: &str, wtype: &str, action: &str, list: &[Value]
                 "Too long: the pipeline ID {id:?} is {} characters; at most {MAX_PIPELINE_ID} are allowed (shorten the Promise or pipeline name)", id.len()
             )));
         }
+        // Decode it exactly as the controllers will, so a wrong type (`command: "echo
+        // hi"`) is refused here with its path instead of failing every reconcile. A
+        // value of the wrong type is named as such, not also as missing by the checks
+        // below (`image: [busybox]` is not a "Required value").
+        let type_error = plinth_api::Pipeline::decode(p)
+            .err()
+            .map(|e| (e.field_under(&field), e.message));
+        let under = |inner: &str, outer: &str| {
+            inner == outer
+                || inner
+                    .strip_prefix(outer)
+                    .is_some_and(|rest| rest.starts_with(['.', '[']))
+        };
+        // Only a value of the wrong type hides the checks of its field (an unknown field,
+        // a typo, leaves the real one missing).
+        let mistyped = |f: &str| {
+            type_error.as_ref().is_some_and(|(at, message)| {
+                message.starts_with("invalid type") && (under(f, at) || under(at, f))
+            })
+        };
+        let containers = format!("{field}.spec.containers");
         if p.pointer("/spec/containers")
             .and_then(Value::as_array)
             .is_none_or(|c| c.is_empty())
+            && !mistyped(&containers)
         {
             causes.push(cause(
-                &format!("{field}.spec.containers"),
+                &containers,
                 "FieldValueRequired",
                 "Required value: a pipeline needs at least one container",
             ));
         }
-        let pod = pipeline_pod_causes(p, &field, action);
-        // Then decode it exactly as the controllers will, so a wrong type
-        // (`command: "echo hi"`) is refused here with its path instead of failing every
-        // reconcile; a field the Pod checks already named is not reported twice.
-        if let Err(e) = plinth_api::Pipeline::decode(p) {
-            let at = e.field_under(&field);
-            if !pod.iter().any(|c| c.field.starts_with(&at)) {
-                causes.push(cause(
-                    &at,
-                    "FieldValueInvalid",
-                    format!("Invalid value: {}", e.message),
-                ));
-            }
+        let pod: Vec<Cause> = pipeline_pod_causes(p, &field, action)
+            .into_iter()
+            .filter(|c| !mistyped(&c.field))
+            .collect();
+        if let Some((at, message)) = &type_error {
+            causes.push(cause(
+                at,
+                "FieldValueInvalid",
+                format!("Invalid value: {message}"),
+            ));
         }
         causes.extend(pod);
     }
@@ -562,6 +581,41 @@ mod tests {
             err[0].field, "spec.destinationSelectors[0].matchLabels",
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_as_such_not_as_missing() {
+        let at = "spec.workflows.resource.configure[0].spec.containers";
+        for (field, value, expected) in [
+            ("image", json!(["busybox"]), "expected a string"),
+            ("image", json!(5), "expected a string"),
+            ("name", json!(5), "expected a string"),
+            (
+                "resources",
+                json!(5),
+                "expected a mapping (ResourceRequirements)",
+            ),
+        ] {
+            let mut p = pipe("a");
+            p["spec"]["containers"][0][field] = value.clone();
+            let err = validate("Promise", &promise(json!([p])), None, &[], &none).unwrap_err();
+            assert_eq!(err.len(), 1, "{field}={value}: {err:?}");
+            assert_eq!(err[0].field, format!("{at}[0].{field}"), "{err:?}");
+            assert!(
+                err[0].message.contains(expected),
+                "{field}={value}: {err:?}"
+            );
+            assert!(!err[0].message.contains("Required"), "{err:?}");
+        }
+        let mut p = pipe("a");
+        p["spec"]["containers"] = json!("x");
+        let err = validate("Promise", &promise(json!([p])), None, &[], &none).unwrap_err();
+        assert_eq!(
+            err.len(),
+            1,
+            "not also 'needs at least one container': {err:?}"
+        );
+        assert_eq!(err[0].field, at);
     }
 
     #[test]
