@@ -112,13 +112,22 @@ impl<T: std::fmt::Display> Kept for &Option<T> {
     }
 }
 
-/// Applies the keys of a `config` document over `base`. Unknown keys are ignored, as
-/// Kratix does; a known key with an unusable value keeps the base value and is named in
-/// [`Applied::warnings`]. Errors: no document, YAML that does not parse, or an interval
+/// Applies the keys of a `config` document over `base`. A key Kratix does not know (a
+/// typo), a mapping key of another shape and a known key with an unusable value are
+/// named in [`Applied::warnings`] (the base value stays); keys Kratix knows and Plinth
+/// has no use for are passed over. Errors: no document, YAML that does not parse, or an interval
 /// that is not a duration (nothing is applied then).
 pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Applied, ConfigError> {
     let text = data.ok_or(ConfigError::MissingKey)?;
     let doc: Value = serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?;
+    if !doc.is_object() && !doc.is_null() {
+        return Err(ConfigError::Field {
+            field: "config".into(),
+            message: format!("expected a mapping of Kratix config keys, got {doc}"),
+        });
+    }
+    let mut shape_warnings = Vec::new();
+    unknown_keys(&doc, KRATIX_KEYS, "", &mut shape_warnings);
     let mut c = base.clone();
     let dur = |field: &str, v: &Value| -> Result<Option<Duration>, ConfigError> {
         match v.as_str() {
@@ -236,10 +245,87 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Appli
     ) {
         c.default_container_resources = Some(v);
     }
+    shape_warnings.extend(k.warnings);
     Ok(Applied {
         config: c,
-        warnings: k.warnings,
+        warnings: shape_warnings,
     })
+}
+
+/// The keys of Kratix's config document, those Plinth reads and those it has no use for
+/// (leader election, logging, telemetry, Git fetch coalescing), as a tree; `ANY` below a
+/// [`Keyed::Any`] takes any value (a Kubernetes type, or a block passed on as it is).
+enum Keyed {
+    /// A value, not a mapping of further keys.
+    Leaf,
+    /// Any value at all.
+    Any,
+    /// A mapping of these keys.
+    Map(&'static [(&'static str, Keyed)]),
+}
+
+const KRATIX_KEYS: &[(&str, Keyed)] = &[
+    ("numberOfJobsToKeep", Keyed::Leaf),
+    ("selectiveCache", Keyed::Leaf),
+    ("reconciliationInterval", Keyed::Leaf),
+    ("stateStoreReconciliationInterval", Keyed::Leaf),
+    (
+        "controllerLeaderElection",
+        Keyed::Map(&[
+            ("leaseDuration", Keyed::Leaf),
+            ("renewDeadline", Keyed::Leaf),
+            ("retryPeriod", Keyed::Leaf),
+        ]),
+    ),
+    ("resourceBindingVersionStrategy", Keyed::Leaf),
+    (
+        "featureFlags",
+        Keyed::Map(&[("dryRun", Keyed::Leaf), ("promiseUpgrade", Keyed::Leaf)]),
+    ),
+    (
+        "workflows",
+        Keyed::Map(&[
+            ("reconcileAfterFailure", Keyed::Leaf),
+            ("maxInFlightPerPromise", Keyed::Leaf),
+            (
+                "jobOptions",
+                Keyed::Map(&[
+                    ("defaultBackoffLimit", Keyed::Leaf),
+                    ("podTTLSecondsAfterFinished", Keyed::Leaf),
+                ]),
+            ),
+            ("defaultImagePullPolicy", Keyed::Leaf),
+            ("defaultContainerResources", Keyed::Any),
+            ("defaultContainerSecurityContext", Keyed::Any),
+        ]),
+    ),
+    (
+        "logging",
+        Keyed::Map(&[("structured", Keyed::Leaf), ("level", Keyed::Leaf)]),
+    ),
+    ("git", Keyed::Map(&[("minimumFetchInterval", Keyed::Leaf)])),
+    ("telemetry", Keyed::Any),
+];
+
+/// A warning for every key of `doc` that is not in `known` (a typo is otherwise
+/// silently ignored) and for a mapping key whose value is not a mapping.
+fn unknown_keys(doc: &Value, known: &[(&str, Keyed)], prefix: &str, out: &mut Vec<String>) {
+    let Some(map) = doc.as_object() else {
+        return;
+    };
+    for (key, value) in map {
+        let path = format!("{prefix}{key}");
+        match known.iter().find(|(k, _)| k == key).map(|(_, t)| t) {
+            None => out.push(format!("{path}: not a key of the Kratix config; ignored")),
+            Some(Keyed::Map(children)) if value.is_object() => {
+                unknown_keys(value, children, &format!("{path}."), out)
+            }
+            Some(Keyed::Map(_)) if !value.is_null() => {
+                out.push(format!("{path}: {value} is not a mapping; ignored"))
+            }
+            Some(_) => {}
+        }
+    }
 }
 
 /// Watches the ConfigMap and applies every change. A bad document is a Warning Event
@@ -322,6 +408,36 @@ mod tests {
             .unwrap()
             .config;
         assert_eq!(c.max_in_flight_per_promise, 0);
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_shapes_are_named() {
+        let base = ControllerConfig::default();
+        let applied = apply_config(
+            &base,
+            Some("workflowz: {x: 1}\nworkflows: {bogus: 1, jobOptions: 3}\nlogging: {level: info}\ntelemetry: {endpoint: x}\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            applied.warnings,
+            [
+                "workflowz: not a key of the Kratix config; ignored",
+                "workflows.bogus: not a key of the Kratix config; ignored",
+                "workflows.jobOptions: 3 is not a mapping; ignored",
+            ]
+        );
+        let list = apply_config(&base, Some("workflows: [1, 2]\n")).unwrap();
+        assert_eq!(
+            list.warnings,
+            ["workflows: [1,2] is not a mapping; ignored"]
+        );
+        for doc in ["just a string", "- a\n"] {
+            let e = apply_config(&base, Some(doc)).unwrap_err().to_string();
+            assert!(
+                e.contains("expected a mapping of Kratix config keys"),
+                "{doc}: {e}"
+            );
+        }
     }
 
     #[test]
