@@ -743,4 +743,26 @@ async fn diff_previews_a_promise_update_without_applying_it() {
         "jsonpath={.spec.workflows.resource.configure[0].spec.containers[0].image}",
     ]);
     assert_eq!(image, "example.org/step:v1");
+
+    // A Promise the platform would refuse is an error (exit 2) naming the field, whether
+    // it is installed or not, never a preview of installing it.
+    let mut invalid: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(dir.join("promise.yaml")).unwrap())
+            .unwrap();
+    invalid["spec"]["workflows"]["resource"]["configure"][0]["spec"]["containers"][0]["command"] =
+        "echo hi".into();
+    for name in ["app", "not-installed"] {
+        let mut promise = invalid.clone();
+        promise["metadata"]["name"] = name.into();
+        let file = format!("invalid-{name}.yaml");
+        std::fs::write(dir.join(&file), promise.to_string()).unwrap();
+        let a = args(&file);
+        let o = plinth(dir, &a.iter().map(String::as_str).collect::<Vec<_>>());
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {out}");
+        assert!(
+            out.contains("spec.containers[0].command") && !out.contains("installs it"),
+            "{name}: {out}"
+        );
+    }
 }

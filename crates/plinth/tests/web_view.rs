@@ -163,6 +163,16 @@ async fn web_view_in_headless_chromium_shows_a_new_request() {
     let outside = format!("{path_start}path=local%2Fdependencies%2Fkratix-canary-configmap.yaml");
     let (code, body) = curl(&["-H", &bearer], &format!("{base}{outside}"));
     assert_eq!(code, 404, "{outside}: {body}");
+    for bad in [
+        "%00%2Fsecret.yaml",
+        "%5Csecret.yaml",
+        "..%2F..%2Fsecret.yaml",
+    ] {
+        // Appended to the path parameter, inside the request's directory.
+        let url = format!("{base}{}", src.replacen("&at=", &format!("{bad}&at="), 1));
+        let (code, body) = curl(&["-H", &bearer], &url);
+        assert_eq!(code, 404, "{url}: {body}");
+    }
 
     // Screenshots as test artefacts.
     let artefacts = Path::new(env!("CARGO_TARGET_TMPDIR"));

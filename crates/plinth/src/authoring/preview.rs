@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::{Client, ResourceExt};
 use plinth_api::Work;
 use plinth_api::constants::labels;
@@ -64,6 +66,23 @@ fn kratix_api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
     )
 }
 
+/// Step: the platform's admission judges the Promise as `kubectl apply` would (a
+/// server-side apply with `dryRun`: nothing is stored), so a Promise the platform would
+/// refuse is an error naming its field, never a preview of installing it.
+async fn admitted(client: &Client, new_promise: &Value, name: &str) -> anyhow::Result<()> {
+    let params = PatchParams::apply("plinth-diff").dry_run().force();
+    kratix_api(client, "Promise", "promises")
+        .patch(name, &params, &Patch::Apply(clean_object(new_promise)))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            anyhow!(
+                "the platform refuses Promise {name}: {}",
+                plinth_api::kube_error::describe(&e)
+            )
+        })
+}
+
 /// Previews applying `new_promise` on the platform `client` reaches.
 ///
 /// # Errors
@@ -79,6 +98,7 @@ pub async fn preview(
         .as_str()
         .ok_or_else(|| anyhow!("the Promise has no metadata.name"))?
         .to_string();
+    admitted(client, new_promise, &name).await?;
     let current = kratix_api(client, "Promise", "promises")
         .get_opt(&name)
         .await

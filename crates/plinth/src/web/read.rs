@@ -84,7 +84,8 @@ pub async fn file(
         return Ok(None);
     }
     let (reader, dir) = request_dir(client, readers, work_dir, promise, r, dest).await?;
-    if !path.starts_with(&dir) || path.split('/').any(|s| s == "..") {
+    let unsafe_path = path.split('/').any(|s| s == "..") || path.contains(['\0', '\\']);
+    if !path.starts_with(&dir) || unsafe_path {
         return Ok(None);
     }
     Ok(reader.get(path).await?.map(|b| shown(&b)))
@@ -209,10 +210,9 @@ pub async fn logs(client: &kube::Client, r: &RequestNode) -> Vec<(String, String
                     limit_bytes: Some(LOG_BYTES),
                     ..LogParams::default()
                 };
-                let text = pods
-                    .logs(&name, &lp)
-                    .await
-                    .unwrap_or_else(|e| format!("(no log: {})", plinth_api::kube_error::describe(&e)));
+                let text = pods.logs(&name, &lp).await.unwrap_or_else(|e| {
+                    format!("(no log: {})", plinth_api::kube_error::describe(&e))
+                });
                 out.push((job.name.clone(), c, text));
             }
         }
