@@ -667,9 +667,18 @@ mod tests {
         // `a` still lives in team-a: its write series (no namespace label) stay.
         m.forget_request("redis", "default", "a", true);
         let text = m.encode();
-        assert!(!text.contains(r#"resource="a",namespace="default""#), "{text}");
-        assert!(text.contains(r#"resource="a",namespace="team-a""#), "{text}");
-        assert!(text.contains(r#"promise="redis",resource="a",destination"#), "{text}");
+        assert!(
+            !text.contains(r#"resource="a",namespace="default""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"resource="a",namespace="team-a""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"promise="redis",resource="a",destination"#),
+            "{text}"
+        );
         assert!(text.contains(r#"plinth_health_requests{promise="redis",state="healthy"} 0"#));
         m.forget_request("redis", "team-a", "a", false);
         let text = m.encode();
@@ -700,9 +709,10 @@ mod tests {
         assert_eq!(m.series(), before - 5 - 2 - 4);
         // A store of the same name made again counts its first commit.
         m.observe_store_write("GitStateStore", "s1", Duration::ZERO, 1, Ok((true, "x")));
-        assert!(m.encode().contains(
-            r#"plinth_statestore_commits_total{kind="GitStateStore",store="s1"} 1"#
-        ));
+        assert!(
+            m.encode()
+                .contains(r#"plinth_statestore_commits_total{kind="GitStateStore",store="s1"} 1"#)
+        );
         assert_eq!(m.forget(&[]), 0);
     }
 }

@@ -233,7 +233,11 @@ mod tests {
             s("get", "namespaces")
         );
         assert_eq!(
-            vr(Method::GET, "/api/v1/pods", Some("watch=true&resourceVersion=1")),
+            vr(
+                Method::GET,
+                "/api/v1/pods",
+                Some("watch=true&resourceVersion=1")
+            ),
             s("watch", "pods")
         );
         assert_eq!(
@@ -253,7 +257,11 @@ mod tests {
             s("create", "namespaces")
         );
         assert_eq!(
-            vr(Method::PUT, "/apis/apps/v1/namespaces/a/deployments/d/scale", None),
+            vr(
+                Method::PUT,
+                "/apis/apps/v1/namespaces/a/deployments/d/scale",
+                None
+            ),
             s("update", "deployments.apps/scale")
         );
         assert_eq!(vr(Method::GET, "/openapi/v3", None), s("get", ""));
@@ -297,7 +305,11 @@ mod tests {
         let text = metrics.encode();
         assert!(!text.contains("plinth_apiserver_requests_total{verb=\"get\",resource=\"widgets"));
         assert!(text.contains(r#"plinth_apiserver_watches{resource="widgets.example.test"} 1"#));
-        for kept in [r#"resource="pods""#, r#"resource="other""#, r#"resource="""#] {
+        for kept in [
+            r#"resource="pods""#,
+            r#"resource="other""#,
+            r#"resource="""#,
+        ] {
             assert!(text.contains(kept), "{kept}:\n{text}");
         }
         drop(watch);

@@ -332,7 +332,10 @@ impl GitServe {
             Err(e) => {
                 return Err(plain(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!("reading GitStateStore {name}: {}", plinth_api::kube_error::describe(&e)),
+                    format!(
+                        "reading GitStateStore {name}: {}",
+                        plinth_api::kube_error::describe(&e)
+                    ),
                 ));
             }
         };

@@ -85,7 +85,13 @@ fn health_state(p: &Plinth) -> String {
 async fn scenario(store: Store) {
     let p = Plinth::up(&[]).await;
     let files = p.dir.path().to_path_buf();
-    let mut args = vec!["--health", "--health-flush-window", "1s", "--interval-secs", "2"];
+    let mut args = vec![
+        "--health",
+        "--health-flush-window",
+        "1s",
+        "--interval-secs",
+        "2",
+    ];
     args.extend(&store.worker_args);
     let w = Worker::start(&p, "worker-1", &args);
     let wk = |args: &[&str]| {
@@ -99,15 +105,32 @@ async fn scenario(store: Store) {
     // The worker's health store and the probe the check reads; the platform reads the
     // store with a HealthSource.
     wk(&["apply", "-f", &write(&files, "worker.yaml", &store.worker)]);
-    p.kubectl(&["apply", "-f", &write(&files, "source.yaml", &store.platform)]);
+    p.kubectl(&[
+        "apply",
+        "-f",
+        &write(&files, "source.yaml", &store.platform),
+    ]);
 
-    p.kubectl(&["apply", "-f", &write(&files, "promise.yaml", &example("promise.yaml"))]);
-    p.kubectl(&["wait", "--for=condition=Available", "promise/web", "--timeout=120s"]);
+    p.kubectl(&[
+        "apply",
+        "-f",
+        &write(&files, "promise.yaml", &example("promise.yaml")),
+    ]);
+    p.kubectl(&[
+        "wait",
+        "--for=condition=Available",
+        "promise/web",
+        "--timeout=120s",
+    ]);
     wait_until(90, "the Web API", || async {
         p.kubectl_raw(&["get", "webs", "-A"]).status.success()
     })
     .await;
-    p.kubectl(&["apply", "-f", &write(&files, "request.yaml", &example("request.yaml"))]);
+    p.kubectl(&[
+        "apply",
+        "-f",
+        &write(&files, "request.yaml", &example("request.yaml")),
+    ]);
 
     // The pipeline's Deployment and HealthDefinition reach the worker; the check runs.
     wait_until(
@@ -214,7 +237,10 @@ async fn a_check_at_the_worker_reaches_the_request_through_a_bucket() {
             secret_yaml("health-writer", ("test", "test"))
         ),
         worker_args: vec!["--health-config", "default/health-state-store-config"],
-        platform: format!("{}---\n{source}\n", secret_yaml("health-reader", ("test", "test"))),
+        platform: format!(
+            "{}---\n{source}\n",
+            secret_yaml("health-reader", ("test", "test"))
+        ),
         has_record: Box::new(move || m.keys("health").iter().any(|k| k == RECORD)),
     })
     .await;

@@ -207,7 +207,13 @@ pub fn overview(tree: &[PromiseNode], requests_from: usize) -> String {
         }
     }
     out.push_str("</table>");
-    out.push_str(&pager(total, from, REQUESTS_PER_PAGE, "requests", "requests"));
+    out.push_str(&pager(
+        total,
+        from,
+        REQUESTS_PER_PAGE,
+        "requests",
+        "requests",
+    ));
     out
 }
 
@@ -252,7 +258,11 @@ fn placement_lane(pl: &PlacementNode, objects: Objects) -> String {
         .map(|o| format!("<small>{}</small>", esc(o)))
         .collect();
     if all.len() > OBJECTS_SHOWN {
-        let _ = write!(objs, "<small>and {} more</small>", all.len() - OBJECTS_SHOWN);
+        let _ = write!(
+            objs,
+            "<small>and {} more</small>",
+            all.len() - OBJECTS_SHOWN
+        );
     }
     let fail = pl.ready == "False";
     format!(
@@ -358,7 +368,13 @@ pub fn map(p: &PromiseNode, objects: Objects, requests_from: usize) -> String {
             ),
         );
     }
-    out.push_str(&pager(p.requests.len(), from, REQUESTS_PER_PAGE, "requests", "requests"));
+    out.push_str(&pager(
+        p.requests.len(),
+        from,
+        REQUESTS_PER_PAGE,
+        "requests",
+        "requests",
+    ));
     out
 }
 
@@ -369,7 +385,10 @@ fn why_red(failed: bool, conditions: &[Cond], why: impl FnOnce() -> String) -> S
     if !failed || conditions.iter().any(|c| c.status == "False") {
         return String::new();
     }
-    format!("<small class=\"bad why\">red because {}</small>", esc(&why()))
+    format!(
+        "<small class=\"bad why\">red because {}</small>",
+        esc(&why())
+    )
 }
 
 /// What failed below a Promise, in a few words.
@@ -511,7 +530,11 @@ pub fn request(promise: &str, r: &RequestNode, x: &RequestExtras, now: Timestamp
             "<details><summary>{} / {}</summary><pre>{}{}</pre></details>",
             esc(job),
             esc(container),
-            if shown.len() < log.len() { "… (earlier lines cut)\n" } else { "" },
+            if shown.len() < log.len() {
+                "… (earlier lines cut)\n"
+            } else {
+                ""
+            },
             esc(shown)
         );
     }
@@ -733,25 +756,43 @@ mod tests {
     fn a_request_page_has_a_size_budget() {
         let r = req("big", "x");
         let files: Vec<(String, String)> = (0..1000)
-            .map(|i| ("local".to_string(), format!("local/resources/default/gadget/big/f{i:04}.yaml")))
+            .map(|i| {
+                (
+                    "local".to_string(),
+                    format!("local/resources/default/gadget/big/f{i:04}.yaml"),
+                )
+            })
             .collect();
         let log = "a line of a pipeline's log output\n".repeat(20_000);
         let extras = RequestExtras {
             files: Ok(("abc".into(), files.clone())),
-            logs: (0..40).map(|i| (format!("job-{i}"), "c".into(), log.clone())).collect(),
+            logs: (0..40)
+                .map(|i| (format!("job-{i}"), "c".into(), log.clone()))
+                .collect(),
             files_from: 0,
             history: HealthHistory::default(),
         };
         let html = request("gadget", &r, &extras, Timestamp::now());
         assert!(html.len() < LOG_BUDGET + 64 * 1024, "{} bytes", html.len());
-        assert_eq!(html.matches("<details class=\"file\"").count(), FILES_PER_PAGE);
+        assert_eq!(
+            html.matches("<details class=\"file\"").count(),
+            FILES_PER_PAGE
+        );
         assert!(html.contains("files 1–100 of 1000"), "pager");
         assert!(html.contains("href=\"?files=100\""), "next page link");
-        assert!(html.contains("data-src=\"/ui/file/gadget/default/big?destination=local&amp;path="));
+        assert!(
+            html.contains("data-src=\"/ui/file/gadget/default/big?destination=local&amp;path=")
+        );
         assert!(html.contains("earlier lines cut"));
-        assert!(html.contains("log budget is spent"), "later logs are named, not shown");
+        assert!(
+            html.contains("log budget is spent"),
+            "later logs are named, not shown"
+        );
         // The last page.
-        let last = RequestExtras { files_from: 950, ..extras };
+        let last = RequestExtras {
+            files_from: 950,
+            ..extras
+        };
         let html = request("gadget", &r, &last, Timestamp::now());
         assert_eq!(html.matches("<details class=\"file\"").count(), 50);
         assert!(html.contains("files 951–1000 of 1000") && html.contains("?files=850"));
@@ -762,7 +803,11 @@ mod tests {
     fn the_map_and_overview_paginate_requests_and_objects() {
         let mut p = promise(req("r0", "x"));
         p.requests = (0..120).map(|i| req(&format!("r{i:03}"), "x")).collect();
-        let objects = |_: &PlacementNode| (0..500).map(|i| format!("ConfigMap default/c{i}")).collect();
+        let objects = |_: &PlacementNode| {
+            (0..500)
+                .map(|i| format!("ConfigMap default/c{i}"))
+                .collect()
+        };
         let html = map(&p, &objects, 0);
         assert_eq!(html.matches("data-request=").count(), REQUESTS_PER_PAGE);
         assert!(html.contains("requests 1–50 of 120") && html.contains("?requests=50"));

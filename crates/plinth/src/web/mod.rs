@@ -274,7 +274,11 @@ async fn request_of(
     name: &str,
 ) -> Result<(tree::RequestNode, kube::Client), Response> {
     let t = build(web, Some(promise), Some((namespace, name))).await?;
-    let Some(r) = t.into_iter().next().and_then(|p| p.requests.into_iter().next()) else {
+    let Some(r) = t
+        .into_iter()
+        .next()
+        .and_then(|p| p.requests.into_iter().next())
+    else {
         return Err(not_found(&format!(
             "request {namespace}/{name} of Promise {promise}"
         )));
@@ -332,7 +336,17 @@ async fn request_file(
         q.get("destination").map(String::as_str).unwrap_or_default(),
         q.get("path").map(String::as_str).unwrap_or_default(),
     );
-    match read::file(&client, &web.readers, &web.work_dir, &promise, r, dest, path).await {
+    match read::file(
+        &client,
+        &web.readers,
+        &web.work_dir,
+        &promise,
+        r,
+        dest,
+        path,
+    )
+    .await
+    {
         Ok(Some(text)) => (
             [
                 (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
@@ -341,7 +355,9 @@ async fn request_file(
             text,
         )
             .into_response(),
-        Ok(None) => not_found(&format!("file {path:?} of the request on Destination {dest:?}")),
+        Ok(None) => not_found(&format!(
+            "file {path:?} of the request on Destination {dest:?}"
+        )),
         Err(e) => api_error(e),
     }
 }
