@@ -207,8 +207,19 @@ pub(crate) fn query_int_min(q: &Query, name: &str, min: i64) -> Result<Option<i6
     }
 }
 
-pub(crate) fn truthy(q: &Query, k: &str) -> bool {
-    q.get(k).is_some_and(|v| v == "true" || v == "1")
+/// A boolean query parameter (`watch`, `force`), read as Go's `strconv.ParseBool` as
+/// kube-apiserver does: absent or empty is false; `1 t T TRUE true True` and
+/// `0 f F FALSE false False`; anything else is a 400 naming the parameter and the value
+/// (a `watch=maybe` is not quietly a list).
+pub(crate) fn truthy(q: &Query, k: &str) -> Result<bool, ApiError> {
+    match q.get(k).map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("1" | "t" | "T" | "TRUE" | "true" | "True") => Ok(true),
+        Some("0" | "f" | "F" | "FALSE" | "false" | "False") => Ok(false),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "invalid value {v:?} for query parameter {k}: must be a boolean (true or false)"
+        ))),
+    }
 }
 
 pub(crate) fn dry_run(q: &Query) -> bool {

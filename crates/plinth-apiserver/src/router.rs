@@ -157,9 +157,10 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
     if t.sub.as_deref() == Some("scale") {
         return scale(&app, &t, &cx, &parts.method, body).await;
     }
+    let watching = parts.method == Method::GET && t.name.is_none() && truthy(&cx.q, "watch")?;
     match (&parts.method, t.name.clone()) {
         (&Method::GET, Some(name)) => get(&app, &t, &cx, name).await,
-        (&Method::GET, None) if truthy(&cx.q, "watch") => {
+        (&Method::GET, None) if watching => {
             crate::watch::watch(app.clone(), t.info, t.ns, &cx.q, cx.render).await
         }
         (&Method::GET, None) => verbs::list(&app, &t.info, t.ns, &cx.q, &cx.render).await,

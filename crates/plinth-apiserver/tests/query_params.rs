@@ -59,6 +59,19 @@ async fn every_numeric_query_parameter_refuses_what_is_not_an_integer() {
             "limit",
             "ten",
         ),
+        // A list checks its timeout as a watch does, and a boolean is a boolean.
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?timeoutSeconds=abc",
+            "timeoutSeconds",
+            "abc",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/configmaps?watch=maybe",
+            "watch",
+            "maybe",
+        ),
         (
             "GET",
             "/api/v1/namespaces/default/configmaps?limit=99999999999999999999",

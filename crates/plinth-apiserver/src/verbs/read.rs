@@ -18,6 +18,9 @@ pub(crate) async fn list(
     render: &Render,
 ) -> Result<Response, ApiError> {
     let filter = Filter::for_resource(info, q)?;
+    // A list answers within any timeout a client can give; the value is still checked,
+    // as kube-apiserver checks it for a list too.
+    crate::app::query_int_min(q, "timeoutSeconds", 0)?;
     // As kube-apiserver, a limit of zero or below lists everything.
     let limit = crate::app::query_int(q, "limit")?
         .and_then(|l| usize::try_from(l).ok())

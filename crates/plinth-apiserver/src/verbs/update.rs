@@ -364,7 +364,7 @@ pub(crate) async fn apply_request(
             "server-side apply of the status subresource is not supported by this API server; apply the object, or patch /status with a merge patch",
         ));
     }
-    let force = truthy(q, "force");
+    let force = truthy(q, "force")?;
     let config = decode_body("application/yaml", bytes)?;
     check_apply_config(info, name, &config)?;
     // Unknown fields: 400 under fieldValidation=Strict (kubectl's default), as for create.
