@@ -318,36 +318,8 @@ impl ApiServer {
             ca_pem: tls_files.as_ref().map(|f| f.ca_pem.clone()),
             ready: std::sync::atomic::AtomicBool::new(config.ready_on_start),
         });
-        let mut tasks = Vec::new();
         let metrics = config.metrics.clone().unwrap_or_default();
-        tasks.push(tokio::spawn(crate::metrics::track_sqlite_size(
-            metrics.clone(),
-            store_path.clone(),
-            Duration::from_secs(15),
-        )));
-        tasks.push(tokio::spawn(crate::metrics::prune_unserved_loop(
-            metrics.clone(),
-            Arc::downgrade(&app),
-            Duration::from_secs(60),
-        )));
-        tasks.push(tokio::spawn(crate::gc::run(Arc::downgrade(&app), gc_rx)));
-        tasks.push(tokio::spawn(compaction_loop(
-            store.clone(),
-            config.compaction_interval,
-            config.compaction_min_retained,
-        )));
-        tasks.push(tokio::spawn(maintenance_loop(
-            store.clone(),
-            config.maintenance_interval,
-        )));
-        tasks.push(tokio::spawn(crate::expiry::expiry_loop(
-            store.clone(),
-            config.event_ttl,
-            config
-                .event_ttl
-                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
-        )));
-
+        let mut tasks = spawn_maintenance(&config, &app, &store, &store_path, gc_rx, &metrics);
         ensure_namespaces(&app, &store).await?;
         ensure_kubernetes_service(&app, config.listen.map(|a| a.port()))
             .await
@@ -509,6 +481,45 @@ impl Drop for ApiServer {
             t.abort();
         }
     }
+}
+
+/// Step of [`ApiServer::start`]: the background work of the store (database size,
+/// unserved resources' series, owner-reference GC, compaction, maintenance, Event
+/// expiry), each a task that ends with the server.
+fn spawn_maintenance(
+    config: &ServerConfig,
+    app: &Arc<App>,
+    store: &Store,
+    store_path: &std::path::Path,
+    gc_rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    metrics: &Arc<plinth_api::metrics::Metrics>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(crate::metrics::track_sqlite_size(
+            metrics.clone(),
+            store_path.to_path_buf(),
+            Duration::from_secs(15),
+        )),
+        tokio::spawn(crate::metrics::prune_unserved_loop(
+            metrics.clone(),
+            Arc::downgrade(app),
+            Duration::from_secs(60),
+        )),
+        tokio::spawn(crate::gc::run(Arc::downgrade(app), gc_rx)),
+        tokio::spawn(compaction_loop(
+            store.clone(),
+            config.compaction_interval,
+            config.compaction_min_retained,
+        )),
+        tokio::spawn(maintenance_loop(store.clone(), config.maintenance_interval)),
+        tokio::spawn(crate::expiry::expiry_loop(
+            store.clone(),
+            config.event_ttl,
+            config
+                .event_ttl
+                .clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        )),
+    ]
 }
 
 async fn compaction_loop(store: Store, every: Duration, min_retained: u64) {

@@ -158,64 +158,78 @@ fn printer_column(pc: &PrinterColumn) -> Column {
 
 fn columns_for(info: &ResourceInfo) -> Vec<Column> {
     if !info.builtin {
-        let mut cols = vec![name_column(0)];
-        if info.printer_columns.is_empty() {
-            let mut age = printer_column(&PrinterColumn {
-                name: "Age".into(),
-                type_: "date".into(),
-                format: None,
-                description: Some(AGE_DESC.into()),
-                priority: 0,
-                json_path: ".metadata.creationTimestamp".into(),
-            });
-            age.description = AGE_DESC.into();
-            cols.push(age);
-        } else {
-            cols.extend(info.printer_columns.iter().map(printer_column));
-        }
-        return cols;
+        return custom_columns(info);
     }
     let mut cols = Vec::new();
-    match (info.group.as_str(), info.kind.as_str()) {
-        ("", "Event") | ("events.k8s.io", "Event") => {
-            cols.push(builtin("Last Seen", "string", 0, event_last_seen));
-            cols.push(builtin("Type", "string", 0, |o, _| str_at(o, "/type")));
-            cols.push(builtin("Reason", "string", 0, |o, _| str_at(o, "/reason")));
-            cols.push(builtin("Object", "string", 0, event_object));
-            cols.push(builtin("Subobject", "string", 1, |o, _| {
-                str_or_empty(o, "/involvedObject/fieldPath")
-            }));
-            cols.push(builtin("Source", "string", 1, event_source));
-            cols.push(builtin("Message", "string", 0, |o, _| {
-                let m = o
-                    .get("message")
-                    .or_else(|| o.get("note"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                Value::String(m.trim().to_string())
-            }));
-            cols.push(builtin("First Seen", "string", 1, |o, now| {
-                Value::String(age_of(
-                    o.get("firstTimestamp")
-                        .filter(|v| !v.is_null())
-                        .or_else(|| o.get("eventTime")),
-                    now,
-                ))
-            }));
-            cols.push(builtin("Count", "string", 1, |o, _| {
-                let n = o
-                    .get("count")
-                    .or_else(|| o.pointer("/series/count"))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(1);
-                Value::String(n.to_string())
-            }));
-            cols.push(name_column(1));
-            return cols;
-        }
-        _ => cols.push(name_column(0)),
+    if info.kind == "Event" && matches!(info.group.as_str(), "" | "events.k8s.io") {
+        event_columns(&mut cols);
+        return cols;
     }
-    match (info.group.as_str(), info.kind.as_str()) {
+    cols.push(name_column(0));
+    kind_columns(info.group.as_str(), info.kind.as_str(), &mut cols);
+    cols
+}
+
+/// A custom resource's columns: `Name`, then its CRD's printer columns or `Age`.
+fn custom_columns(info: &ResourceInfo) -> Vec<Column> {
+    let mut cols = vec![name_column(0)];
+    if info.printer_columns.is_empty() {
+        let mut age = printer_column(&PrinterColumn {
+            name: "Age".into(),
+            type_: "date".into(),
+            format: None,
+            description: Some(AGE_DESC.into()),
+            priority: 0,
+            json_path: ".metadata.creationTimestamp".into(),
+        });
+        age.description = AGE_DESC.into();
+        cols.push(age);
+    } else {
+        cols.extend(info.printer_columns.iter().map(printer_column));
+    }
+    cols
+}
+
+/// An Event's columns, as kube-apiserver prints them (no `Name` first).
+fn event_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Last Seen", "string", 0, event_last_seen));
+    cols.push(builtin("Type", "string", 0, |o, _| str_at(o, "/type")));
+    cols.push(builtin("Reason", "string", 0, |o, _| str_at(o, "/reason")));
+    cols.push(builtin("Object", "string", 0, event_object));
+    cols.push(builtin("Subobject", "string", 1, |o, _| {
+        str_or_empty(o, "/involvedObject/fieldPath")
+    }));
+    cols.push(builtin("Source", "string", 1, event_source));
+    cols.push(builtin("Message", "string", 0, |o, _| {
+        let m = o
+            .get("message")
+            .or_else(|| o.get("note"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        Value::String(m.trim().to_string())
+    }));
+    cols.push(builtin("First Seen", "string", 1, |o, now| {
+        Value::String(age_of(
+            o.get("firstTimestamp")
+                .filter(|v| !v.is_null())
+                .or_else(|| o.get("eventTime")),
+            now,
+        ))
+    }));
+    cols.push(builtin("Count", "string", 1, |o, _| {
+        let n = o
+            .get("count")
+            .or_else(|| o.pointer("/series/count"))
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        Value::String(n.to_string())
+    }));
+    cols.push(name_column(1));
+}
+
+/// The columns after `Name` of a built-in kind.
+fn kind_columns(group: &str, kind: &str, cols: &mut Vec<Column>) {
+    match (group, kind) {
         ("", "Namespace") => {
             cols.push(builtin("Status", "string", 0, |o, _| {
                 str_or_empty(o, "/status/phase")
@@ -304,12 +318,11 @@ fn columns_for(info: &ResourceInfo) -> Vec<Column> {
             cols.push(created_at_column());
         }
         (group, kind) => {
-            if !workloads::columns(group, kind, &mut cols) {
+            if !workloads::columns(group, kind, cols) {
                 cols.push(age_column());
             }
         }
     }
-    cols
 }
 
 fn cell(info: &ResourceInfo, c: &Column, obj: &Value, now: Timestamp) -> Value {

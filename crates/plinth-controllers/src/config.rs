@@ -126,9 +126,19 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Appli
             message: format!("expected a mapping of Kratix config keys, got {doc}"),
         });
     }
-    let mut shape_warnings = Vec::new();
-    unknown_keys(&doc, KRATIX_KEYS, "", &mut shape_warnings);
     let mut c = base.clone();
+    apply_intervals(&doc, &mut c)?;
+    let mut warnings = Vec::new();
+    unknown_keys(&doc, KRATIX_KEYS, "", &mut warnings);
+    warnings.extend(apply_values(&doc, &mut c));
+    Ok(Applied {
+        config: c,
+        warnings,
+    })
+}
+
+/// Step: the two intervals; one that is not a duration refuses the whole document.
+fn apply_intervals(doc: &Value, c: &mut ControllerConfig) -> Result<(), ConfigError> {
     let dur = |field: &str, v: &Value| -> Result<Option<Duration>, ConfigError> {
         match v.as_str() {
             None if v.is_null() => Ok(None),
@@ -153,8 +163,14 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Appli
     )? {
         c.state_store_reconciliation_interval = d;
     }
+    Ok(())
+}
+
+/// Step: every other key Plinth reads; an unusable value keeps the one in force and is
+/// returned as a warning.
+fn apply_values(doc: &Value, c: &mut ControllerConfig) -> Vec<String> {
     let mut k = Keys {
-        doc: &doc,
+        doc,
         warnings: Vec::new(),
     };
     if let Some(n) = k.get(
@@ -245,11 +261,7 @@ pub fn apply_config(base: &ControllerConfig, data: Option<&str>) -> Result<Appli
     ) {
         c.default_container_resources = Some(v);
     }
-    shape_warnings.extend(k.warnings);
-    Ok(Applied {
-        config: c,
-        warnings: shape_warnings,
-    })
+    k.warnings
 }
 
 /// The keys of Kratix's config document, those Plinth reads and those it has no use for

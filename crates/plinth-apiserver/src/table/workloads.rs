@@ -9,196 +9,233 @@ use super::{Column, age_column, age_of, builtin, join_containers};
 
 /// Appends the columns after `Name` for `(group, kind)`; false when the kind has none here.
 pub(super) fn columns(group: &str, kind: &str, cols: &mut Vec<Column>) -> bool {
-    match (group, kind) {
-        ("apps", "Deployment") => {
-            cols.push(builtin("Ready", "string", 0, |o, _| {
-                ratio(o, "/status/readyReplicas", "/spec/replicas")
-            }));
-            cols.push(builtin("Up-to-date", "integer", 0, |o, _| {
-                int(o, "/status/updatedReplicas")
-            }));
-            cols.push(builtin("Available", "integer", 0, |o, _| {
-                int(o, "/status/availableReplicas")
-            }));
-            cols.push(age_column());
-            push_wide_template(cols, true);
-        }
-        ("apps", "ReplicaSet") | ("", "ReplicationController") => {
-            cols.push(builtin("Desired", "integer", 0, |o, _| {
-                int(o, "/spec/replicas")
-            }));
-            cols.push(builtin("Current", "integer", 0, |o, _| {
-                int(o, "/status/replicas")
-            }));
-            cols.push(builtin("Ready", "integer", 0, |o, _| {
-                int(o, "/status/readyReplicas")
-            }));
-            cols.push(age_column());
-            push_wide_template(cols, true);
-        }
-        ("apps", "StatefulSet") => {
-            cols.push(builtin("Ready", "string", 0, |o, _| {
-                ratio(o, "/status/readyReplicas", "/spec/replicas")
-            }));
-            cols.push(age_column());
-            push_wide_template(cols, false);
-        }
-        ("apps", "DaemonSet") => {
-            cols.push(builtin("Desired", "integer", 0, |o, _| {
-                int(o, "/status/desiredNumberScheduled")
-            }));
-            cols.push(builtin("Current", "integer", 0, |o, _| {
-                int(o, "/status/currentNumberScheduled")
-            }));
-            cols.push(builtin("Ready", "integer", 0, |o, _| {
-                int(o, "/status/numberReady")
-            }));
-            cols.push(builtin("Up-to-date", "integer", 0, |o, _| {
-                int(o, "/status/updatedNumberScheduled")
-            }));
-            cols.push(builtin("Available", "integer", 0, |o, _| {
-                int(o, "/status/numberAvailable")
-            }));
-            cols.push(builtin("Node Selector", "string", 0, |o, _| {
-                labels(o.pointer("/spec/template/spec/nodeSelector"))
-            }));
-            cols.push(age_column());
-            push_wide_template(cols, true);
-        }
-        ("batch", "CronJob") => {
-            cols.push(builtin("Schedule", "string", 0, |o, _| {
-                text_or(o, "/spec/schedule", "")
-            }));
-            cols.push(builtin("Timezone", "string", 0, |o, _| {
-                text_or(o, "/spec/timeZone", "<none>")
-            }));
-            cols.push(builtin("Suspend", "boolean", 0, |o, _| {
-                match o.pointer("/spec/suspend").and_then(Value::as_bool) {
-                    Some(true) => "True".into(),
-                    Some(false) => "False".into(),
-                    None => "<unset>".into(),
-                }
-            }));
-            cols.push(builtin("Active", "integer", 0, |o, _| {
-                Value::from(super::count(o, "/status/active"))
-            }));
-            cols.push(builtin("Last Schedule", "string", 0, |o, now| {
-                since_or_none(o.pointer("/status/lastScheduleTime"), now)
-            }));
-            cols.push(age_column());
-            cols.push(builtin("Containers", "string", 1, |o, _| {
-                job_template_containers(o, "name")
-            }));
-            cols.push(builtin("Images", "string", 1, |o, _| {
-                job_template_containers(o, "image")
-            }));
-            cols.push(builtin("Selector", "string", 1, |o, _| {
-                selector(o.pointer("/spec/jobTemplate/spec/selector"))
-            }));
-        }
-        ("", "Service") => {
-            cols.push(builtin("Type", "string", 0, |o, _| {
-                text_or(o, "/spec/type", "ClusterIP")
-            }));
-            cols.push(builtin("Cluster-IP", "string", 0, |o, _| {
-                text_or(o, "/spec/clusterIP", "<none>")
-            }));
-            cols.push(builtin("External-IP", "string", 0, |o, _| {
-                service_external_ip(o)
-            }));
-            cols.push(builtin("Port(s)", "string", 0, |o, _| service_ports(o)));
-            cols.push(age_column());
-            cols.push(builtin("Selector", "string", 1, |o, _| {
-                labels(o.pointer("/spec/selector"))
-            }));
-        }
-        ("", "Endpoints") => {
-            cols.push(builtin("Endpoints", "string", 0, |o, _| endpoints(o)));
-            cols.push(age_column());
-        }
-        ("networking.k8s.io", "Ingress") => {
-            cols.push(builtin("Class", "string", 0, |o, _| {
-                text_or(o, "/spec/ingressClassName", "<none>")
-            }));
-            cols.push(builtin("Hosts", "string", 0, |o, _| ingress_hosts(o)));
-            cols.push(builtin("Address", "string", 0, |o, _| {
-                Value::String(load_balancer(o).join(","))
-            }));
-            cols.push(builtin("Ports", "string", 0, |o, _| {
-                let tls = super::count(o, "/spec/tls") > 0;
-                Value::from(if tls { "80, 443" } else { "80" })
-            }));
-            cols.push(age_column());
-        }
-        ("policy", "PodDisruptionBudget") => {
-            cols.push(builtin("Min Available", "string", 0, |o, _| {
-                int_or_string_or_na(o.pointer("/spec/minAvailable"))
-            }));
-            cols.push(builtin("Max Unavailable", "string", 0, |o, _| {
-                int_or_string_or_na(o.pointer("/spec/maxUnavailable"))
-            }));
-            cols.push(builtin("Allowed Disruptions", "integer", 0, |o, _| {
-                int(o, "/status/disruptionsAllowed")
-            }));
-            cols.push(age_column());
-        }
-        ("scheduling.k8s.io", "PriorityClass") => {
-            cols.push(builtin("Value", "integer", 0, |o, _| int(o, "/value")));
-            cols.push(builtin("Global-Default", "boolean", 0, |o, _| {
-                Value::Bool(
-                    o.get("globalDefault")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
-                )
-            }));
-            cols.push(age_column());
-            cols.push(builtin("PreemptionPolicy", "string", 0, |o, _| {
-                text_or(o, "/preemptionPolicy", "PreemptLowerPriority")
-            }));
-        }
-        ("", "ResourceQuota") => {
-            cols.push(age_column());
-            cols.push(builtin("Request", "string", 0, |o, _| quota(o, false)));
-            cols.push(builtin("Limit", "string", 0, |o, _| quota(o, true)));
-        }
-        ("storage.k8s.io", "StorageClass") => {
-            cols[0].source = super::Source::Builtin(|o, _| {
-                let name = o
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                let default = o
-                    .pointer("/metadata/annotations/storageclass.kubernetes.io~1is-default-class")
-                    .and_then(Value::as_str)
-                    == Some("true");
-                Value::String(if default {
-                    format!("{name} (default)")
-                } else {
-                    name.into()
-                })
-            });
-            cols.push(builtin("Provisioner", "string", 0, |o, _| {
-                text_or(o, "/provisioner", "")
-            }));
-            cols.push(builtin("ReclaimPolicy", "string", 0, |o, _| {
-                text_or(o, "/reclaimPolicy", "Delete")
-            }));
-            cols.push(builtin("VolumeBindingMode", "string", 0, |o, _| {
-                text_or(o, "/volumeBindingMode", "Immediate")
-            }));
-            cols.push(builtin("AllowVolumeExpansion", "string", 0, |o, _| {
-                Value::String(
-                    o.get("allowVolumeExpansion")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false)
-                        .to_string(),
-                )
-            }));
-            cols.push(age_column());
-        }
+    let add: fn(&mut Vec<Column>) = match (group, kind) {
+        ("apps", "Deployment") => deployment_columns,
+        ("apps", "ReplicaSet") | ("", "ReplicationController") => replica_set_columns,
+        ("apps", "StatefulSet") => stateful_set_columns,
+        ("apps", "DaemonSet") => daemon_set_columns,
+        ("batch", "CronJob") => cron_job_columns,
+        ("", "Service") => service_columns,
+        ("", "Endpoints") => endpoints_columns,
+        ("networking.k8s.io", "Ingress") => ingress_columns,
+        ("policy", "PodDisruptionBudget") => pod_disruption_budget_columns,
+        ("scheduling.k8s.io", "PriorityClass") => priority_class_columns,
+        ("", "ResourceQuota") => resource_quota_columns,
+        ("storage.k8s.io", "StorageClass") => storage_class_columns,
         _ => return false,
-    }
+    };
+    add(cols);
     true
+}
+
+/// The columns of Deployment after `Name`, as kube-apiserver prints them.
+fn deployment_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Ready", "string", 0, |o, _| {
+        ratio(o, "/status/readyReplicas", "/spec/replicas")
+    }));
+    cols.push(builtin("Up-to-date", "integer", 0, |o, _| {
+        int(o, "/status/updatedReplicas")
+    }));
+    cols.push(builtin("Available", "integer", 0, |o, _| {
+        int(o, "/status/availableReplicas")
+    }));
+    cols.push(age_column());
+    push_wide_template(cols, true);
+}
+
+/// The columns of ReplicaSet and ReplicationController after `Name`, as kube-apiserver prints them.
+fn replica_set_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Desired", "integer", 0, |o, _| {
+        int(o, "/spec/replicas")
+    }));
+    cols.push(builtin("Current", "integer", 0, |o, _| {
+        int(o, "/status/replicas")
+    }));
+    cols.push(builtin("Ready", "integer", 0, |o, _| {
+        int(o, "/status/readyReplicas")
+    }));
+    cols.push(age_column());
+    push_wide_template(cols, true);
+}
+
+/// The columns of StatefulSet after `Name`, as kube-apiserver prints them.
+fn stateful_set_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Ready", "string", 0, |o, _| {
+        ratio(o, "/status/readyReplicas", "/spec/replicas")
+    }));
+    cols.push(age_column());
+    push_wide_template(cols, false);
+}
+
+/// The columns of DaemonSet after `Name`, as kube-apiserver prints them.
+fn daemon_set_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Desired", "integer", 0, |o, _| {
+        int(o, "/status/desiredNumberScheduled")
+    }));
+    cols.push(builtin("Current", "integer", 0, |o, _| {
+        int(o, "/status/currentNumberScheduled")
+    }));
+    cols.push(builtin("Ready", "integer", 0, |o, _| {
+        int(o, "/status/numberReady")
+    }));
+    cols.push(builtin("Up-to-date", "integer", 0, |o, _| {
+        int(o, "/status/updatedNumberScheduled")
+    }));
+    cols.push(builtin("Available", "integer", 0, |o, _| {
+        int(o, "/status/numberAvailable")
+    }));
+    cols.push(builtin("Node Selector", "string", 0, |o, _| {
+        labels(o.pointer("/spec/template/spec/nodeSelector"))
+    }));
+    cols.push(age_column());
+    push_wide_template(cols, true);
+}
+
+/// The columns of CronJob after `Name`, as kube-apiserver prints them.
+fn cron_job_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Schedule", "string", 0, |o, _| {
+        text_or(o, "/spec/schedule", "")
+    }));
+    cols.push(builtin("Timezone", "string", 0, |o, _| {
+        text_or(o, "/spec/timeZone", "<none>")
+    }));
+    cols.push(builtin("Suspend", "boolean", 0, |o, _| {
+        match o.pointer("/spec/suspend").and_then(Value::as_bool) {
+            Some(true) => "True".into(),
+            Some(false) => "False".into(),
+            None => "<unset>".into(),
+        }
+    }));
+    cols.push(builtin("Active", "integer", 0, |o, _| {
+        Value::from(super::count(o, "/status/active"))
+    }));
+    cols.push(builtin("Last Schedule", "string", 0, |o, now| {
+        since_or_none(o.pointer("/status/lastScheduleTime"), now)
+    }));
+    cols.push(age_column());
+    cols.push(builtin("Containers", "string", 1, |o, _| {
+        job_template_containers(o, "name")
+    }));
+    cols.push(builtin("Images", "string", 1, |o, _| {
+        job_template_containers(o, "image")
+    }));
+    cols.push(builtin("Selector", "string", 1, |o, _| {
+        selector(o.pointer("/spec/jobTemplate/spec/selector"))
+    }));
+}
+
+/// The columns of Service after `Name`, as kube-apiserver prints them.
+fn service_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Type", "string", 0, |o, _| {
+        text_or(o, "/spec/type", "ClusterIP")
+    }));
+    cols.push(builtin("Cluster-IP", "string", 0, |o, _| {
+        text_or(o, "/spec/clusterIP", "<none>")
+    }));
+    cols.push(builtin("External-IP", "string", 0, |o, _| {
+        service_external_ip(o)
+    }));
+    cols.push(builtin("Port(s)", "string", 0, |o, _| service_ports(o)));
+    cols.push(age_column());
+    cols.push(builtin("Selector", "string", 1, |o, _| {
+        labels(o.pointer("/spec/selector"))
+    }));
+}
+
+/// The columns of Endpoints after `Name`, as kube-apiserver prints them.
+fn endpoints_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Endpoints", "string", 0, |o, _| endpoints(o)));
+    cols.push(age_column());
+}
+
+/// The columns of Ingress after `Name`, as kube-apiserver prints them.
+fn ingress_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Class", "string", 0, |o, _| {
+        text_or(o, "/spec/ingressClassName", "<none>")
+    }));
+    cols.push(builtin("Hosts", "string", 0, |o, _| ingress_hosts(o)));
+    cols.push(builtin("Address", "string", 0, |o, _| {
+        Value::String(load_balancer(o).join(","))
+    }));
+    cols.push(builtin("Ports", "string", 0, |o, _| {
+        let tls = super::count(o, "/spec/tls") > 0;
+        Value::from(if tls { "80, 443" } else { "80" })
+    }));
+    cols.push(age_column());
+}
+
+/// The columns of PodDisruptionBudget after `Name`, as kube-apiserver prints them.
+fn pod_disruption_budget_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Min Available", "string", 0, |o, _| {
+        int_or_string_or_na(o.pointer("/spec/minAvailable"))
+    }));
+    cols.push(builtin("Max Unavailable", "string", 0, |o, _| {
+        int_or_string_or_na(o.pointer("/spec/maxUnavailable"))
+    }));
+    cols.push(builtin("Allowed Disruptions", "integer", 0, |o, _| {
+        int(o, "/status/disruptionsAllowed")
+    }));
+    cols.push(age_column());
+}
+
+/// The columns of PriorityClass after `Name`, as kube-apiserver prints them.
+fn priority_class_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Value", "integer", 0, |o, _| int(o, "/value")));
+    cols.push(builtin("Global-Default", "boolean", 0, |o, _| {
+        Value::Bool(
+            o.get("globalDefault")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        )
+    }));
+    cols.push(age_column());
+    cols.push(builtin("PreemptionPolicy", "string", 0, |o, _| {
+        text_or(o, "/preemptionPolicy", "PreemptLowerPriority")
+    }));
+}
+
+/// The columns of ResourceQuota after `Name`, as kube-apiserver prints them.
+fn resource_quota_columns(cols: &mut Vec<Column>) {
+    cols.push(age_column());
+    cols.push(builtin("Request", "string", 0, |o, _| quota(o, false)));
+    cols.push(builtin("Limit", "string", 0, |o, _| quota(o, true)));
+}
+
+/// The columns of StorageClass after `Name`, as kube-apiserver prints them.
+fn storage_class_columns(cols: &mut Vec<Column>) {
+    cols[0].source = super::Source::Builtin(|o, _| {
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let default = o
+            .pointer("/metadata/annotations/storageclass.kubernetes.io~1is-default-class")
+            .and_then(Value::as_str)
+            == Some("true");
+        Value::String(if default {
+            format!("{name} (default)")
+        } else {
+            name.into()
+        })
+    });
+    cols.push(builtin("Provisioner", "string", 0, |o, _| {
+        text_or(o, "/provisioner", "")
+    }));
+    cols.push(builtin("ReclaimPolicy", "string", 0, |o, _| {
+        text_or(o, "/reclaimPolicy", "Delete")
+    }));
+    cols.push(builtin("VolumeBindingMode", "string", 0, |o, _| {
+        text_or(o, "/volumeBindingMode", "Immediate")
+    }));
+    cols.push(builtin("AllowVolumeExpansion", "string", 0, |o, _| {
+        Value::String(
+            o.get("allowVolumeExpansion")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+                .to_string(),
+        )
+    }));
+    cols.push(age_column());
 }
 
 /// `-o wide` columns of a kind with a Pod template: Containers, Images and (for most
