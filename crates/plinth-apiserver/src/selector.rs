@@ -224,6 +224,21 @@ pub fn parse_field_selector(s: &str) -> Result<Vec<FieldReq>, String> {
 /// The fields every resource can be selected by.
 const COMMON_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
 
+/// An Event's indexed fields, in the stored core/v1 spelling for both API groups.
+const EVENT_INDEXED: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
 /// Further fields kube-apiserver indexes, by `(group, plural)`. Events are listed in the
 /// stored core/v1 spelling (events.k8s.io/v1 paths are mapped to it before the check).
 const KIND_FIELDS: &[(&str, &str, &[&str])] = &[
@@ -242,40 +257,8 @@ const KIND_FIELDS: &[(&str, &str, &[&str])] = &[
             "status.nominatedNodeName",
         ],
     ),
-    (
-        "",
-        "events",
-        &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-    ),
-    (
-        "events.k8s.io",
-        "events",
-        &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-    ),
+    ("", "events", EVENT_INDEXED),
+    ("events.k8s.io", "events", EVENT_INDEXED),
     ("", "secrets", &["type"]),
     ("", "namespaces", &["status.phase"]),
     ("", "nodes", &["spec.unschedulable"]),

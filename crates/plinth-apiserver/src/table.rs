@@ -719,8 +719,14 @@ fn job_duration(o: &Value, now: Timestamp) -> Value {
 }
 
 fn join_containers(o: &Value, field: &str) -> Value {
+    containers_field(o, "/spec/template/spec/containers", field)
+}
+
+/// `field` (name, image) of every container in the list at pointer `containers`,
+/// comma-separated, as kube-apiserver's CONTAINERS and IMAGES columns print them.
+fn containers_field(o: &Value, containers: &str, field: &str) -> Value {
     let names: Vec<&str> = o
-        .pointer("/spec/template/spec/containers")
+        .pointer(containers)
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

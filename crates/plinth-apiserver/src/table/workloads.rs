@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{Column, age_column, age_of, builtin, join_containers};
+use super::{Column, age_column, age_of, builtin, containers_field, join_containers};
 
 /// Appends the columns after `Name` for `(group, kind)`; false when the kind has none here.
 pub(super) fn columns(group: &str, kind: &str, cols: &mut Vec<Column>) -> bool {
@@ -351,16 +351,7 @@ fn selector(s: Option<&Value>) -> Value {
 }
 
 fn job_template_containers(o: &Value, field: &str) -> Value {
-    let names: Vec<&str> = o
-        .pointer("/spec/jobTemplate/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.get(field).and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default();
-    Value::String(names.join(","))
+    containers_field(o, "/spec/jobTemplate/spec/template/spec/containers", field)
 }
 
 /// IPs and hostnames of `status.loadBalancer.ingress`.
