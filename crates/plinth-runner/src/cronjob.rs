@@ -18,18 +18,29 @@
 //!   (default 3) and `failedJobsHistoryLimit` (default 1) are deleted, oldest first.
 //! * `status.active`, `lastScheduleTime`, `lastSuccessfulTime`; written only when changed.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
+use plinth_api::events::{EventRecorder, EventType};
+use plinth_api::schedule::Schedule;
 
 use crate::RunnerError;
+
+/// `source.component` of the scheduler's Events (Kubernetes' CronJob controller's).
+pub const COMPONENT: &str = "cronjob-controller";
+/// Warning: the schedule parses but never fires (`59 23 31 2 *`, the 31st of February).
+pub const REASON_INVALID_SCHEDULE: &str = "InvalidSchedule";
+/// Warning: the schedule does not parse (admission normally refuses it).
+pub const REASON_UNPARSEABLE_SCHEDULE: &str = "UnparseableSchedule";
+/// Warning: `spec.timeZone` names no known zone.
+pub const REASON_UNKNOWN_TIME_ZONE: &str = "UnknownTimeZone";
 
 /// Annotation on a Job created by a CronJob: the scheduled time (RFC 3339).
 pub const SCHEDULED_TIMESTAMP_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -44,68 +55,6 @@ const MAX_LOOKBACK_MINUTES: i64 = 7 * 24 * 60;
 /// The time source of the CronJob scheduler.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
-/// A parsed `schedule` with its time zone.
-#[derive(Debug)]
-pub struct Schedule {
-    cron: croner::Cron,
-    tz: TimeZone,
-}
-
-impl Schedule {
-    /// Parses `schedule` (five fields or a macro) in `time_zone` (IANA; UTC when `None`).
-    ///
-    /// # Errors
-    /// A message naming the field and the cause (`spec.schedule "…": …`,
-    /// `spec.timeZone "…": unknown time zone`).
-    pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<Schedule, String> {
-        let expr = match schedule.trim() {
-            "@midnight" => "@daily",
-            s => s,
-        };
-        if !expr.starts_with('@') && expr.split_whitespace().count() != 5 {
-            return Err(format!(
-                "spec.schedule {schedule:?}: expected 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
-            ));
-        }
-        let cron = <croner::Cron as std::str::FromStr>::from_str(expr)
-            .map_err(|e| format!("spec.schedule {schedule:?}: {e}"))?;
-        let tz = match time_zone {
-            None | Some("") => TimeZone::UTC,
-            Some(name) => TimeZone::get(name)
-                .map_err(|_| format!("spec.timeZone {name:?}: unknown time zone"))?,
-        };
-        Ok(Schedule { cron, tz })
-    }
-
-    /// Whether the schedule fires at the minute starting at `t`.
-    fn fires_at(&self, t: Timestamp) -> bool {
-        let civil = t.to_zoned(self.tz.clone()).datetime();
-        let Ok(naive) = chrono::NaiveDate::from_ymd_opt(
-            civil.year().into(),
-            civil.month() as u32,
-            civil.day() as u32,
-        )
-        .and_then(|d| d.and_hms_opt(civil.hour() as u32, civil.minute() as u32, 0))
-        .ok_or(()) else {
-            return false;
-        };
-        let at = chrono::TimeZone::from_utc_datetime(&chrono::Utc, &naive);
-        self.cron.is_time_matching(&at).unwrap_or(false)
-    }
-
-    /// The latest scheduled time `t` with `after < t <= now` (minute resolution), looking
-    /// back at most a week.
-    pub fn latest_between(&self, after: Timestamp, now: Timestamp) -> Option<Timestamp> {
-        let now_min = now.as_second().div_euclid(60);
-        let after_min = after.as_second().div_euclid(60);
-        let floor = after_min.max(now_min - MAX_LOOKBACK_MINUTES);
-        (floor + 1..=now_min)
-            .rev()
-            .map(|m| Timestamp::from_second(m * 60).expect("in range"))
-            .find(|t| self.fires_at(*t))
-    }
-}
-
 /// What [`plan`] decided for one CronJob.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
@@ -117,6 +66,38 @@ pub struct Plan {
     pub prune: Vec<String>,
     /// The status to write (when it differs from the current one).
     pub status: CronJobStatus,
+    /// A Warning Event to record: why nothing can be scheduled (Kubernetes' reasons and
+    /// messages).
+    pub warning: Option<Warning>,
+}
+
+/// A Warning Event about a CronJob: its reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// `InvalidSchedule`, `UnparseableSchedule` or `UnknownTimeZone`.
+    pub reason: &'static str,
+    /// Kubernetes' message text for that reason.
+    pub message: String,
+}
+
+/// The Warning for a schedule or time zone that does not parse, with the CronJob
+/// controller's text (`invalid timeZone: "…": unknown time zone …`, `unparseable
+/// schedule: "…" : …`).
+fn parse_warning(spec: &k8s_openapi::api::batch::v1::CronJobSpec, error: &str) -> Warning {
+    match spec.time_zone.as_deref() {
+        Some(tz) if error.starts_with("spec.timeZone") => Warning {
+            reason: REASON_UNKNOWN_TIME_ZONE,
+            message: format!("invalid timeZone: {tz:?}: unknown time zone {tz}"),
+        },
+        _ => {
+            let prefix = format!("spec.schedule {:?}: ", spec.schedule);
+            let cause = error.strip_prefix(&prefix).unwrap_or(error);
+            Warning {
+                reason: REASON_UNPARSEABLE_SCHEDULE,
+                message: format!("unparseable schedule: {:?} : {cause}", spec.schedule),
+            }
+        }
+    }
 }
 
 fn finished(job: &Job) -> Option<bool> {
@@ -149,11 +130,15 @@ fn job_time(job: &Job) -> Timestamp {
 
 /// Decides what to do for `cj` at `now`, given every Job in its namespace.
 ///
+/// A schedule or time zone that does not parse, or a schedule that never fires, starts
+/// nothing and sets [`Plan::warning`] (as Kubernetes' controller, a suspended CronJob's
+/// schedule is not looked at; its time zone is).
+///
 /// # Errors
-/// The schedule or time zone does not parse (the message names the field).
+/// The CronJob has no spec.
 pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, String> {
     let spec = cj.spec.as_ref().ok_or("spec is missing")?;
-    let schedule = Schedule::parse(&spec.schedule, spec.time_zone.as_deref())?;
+    let schedule = Schedule::parse(&spec.schedule, spec.time_zone.as_deref());
     let mut own: Vec<&Job> = jobs.iter().filter(|j| owned_by(j, cj)).collect();
     own.sort_by_key(|j| job_time(j));
     let mut status = cj.status.clone().unwrap_or_default();
@@ -176,9 +161,32 @@ pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, String> 
     }
     plan.prune = history_to_prune(spec, &own);
     let mut still_active: Vec<&Job> = active.clone();
-    if !spec.suspend.unwrap_or(false)
-        && let Some(t) = due_time(cj, &schedule, now)
-    {
+    let suspended = spec.suspend.unwrap_or(false);
+    let due = match &schedule {
+        Err(e) => {
+            if !suspended || e.starts_with("spec.timeZone") {
+                plan.warning = Some(parse_warning(spec, e));
+            }
+            None
+        }
+        Ok(_) if suspended => None,
+        Ok(schedule) => match due_time(cj, schedule, now) {
+            Due::At(t) => Some(t),
+            Due::Nothing => None,
+            Due::Never => {
+                // Kubernetes' controller finds no two schedule times a second apart.
+                plan.warning = Some(Warning {
+                    reason: REASON_INVALID_SCHEDULE,
+                    message: format!(
+                        "invalid schedule: {} : time difference between two schedules is less than 1 second",
+                        spec.schedule
+                    ),
+                });
+                None
+            }
+        },
+    };
+    if let Some(t) = due {
         let name = format!("{}-{}", cj.name_any(), t.as_second() / 60);
         let exists = own.iter().any(|j| j.name_any() == name);
         let policy = spec.concurrency_policy.as_deref().unwrap_or("Allow");
@@ -203,16 +211,29 @@ pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, String> 
     Ok(plan)
 }
 
+/// What [`due_time`] found.
+enum Due {
+    /// Start the Job of this scheduled time.
+    At(Timestamp),
+    /// No time is due now.
+    Nothing,
+    /// The schedule never fires after the last schedule (or the creation).
+    Never,
+}
+
 /// The scheduled time to start now, if any: the latest one after the last schedule (or the
 /// creation), not older than `startingDeadlineSeconds`.
-fn due_time(cj: &CronJob, schedule: &Schedule, now: Timestamp) -> Option<Timestamp> {
-    let spec = cj.spec.as_ref()?;
-    let mut earliest = cj
+fn due_time(cj: &CronJob, schedule: &Schedule, now: Timestamp) -> Due {
+    let Some(spec) = cj.spec.as_ref() else {
+        return Due::Nothing;
+    };
+    let last = cj
         .status
         .as_ref()
         .and_then(|s| s.last_schedule_time.as_ref().map(|t| t.0))
         .or_else(|| cj.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .unwrap_or(now);
+    let mut earliest = last;
     if let Some(d) = spec.starting_deadline_seconds {
         let oldest_allowed = now - jiff::SignedDuration::from_secs(d);
         // A time exactly at the deadline is still allowed.
@@ -221,7 +242,11 @@ fn due_time(cj: &CronJob, schedule: &Schedule, now: Timestamp) -> Option<Timesta
             earliest = bound;
         }
     }
-    schedule.latest_between(earliest, now)
+    match schedule.latest_between(earliest, now, MAX_LOOKBACK_MINUTES) {
+        Some(t) => Due::At(t),
+        None if schedule.next_after(last).is_none() => Due::Never,
+        None => Due::Nothing,
+    }
 }
 
 fn history_to_prune(spec: &k8s_openapi::api::batch::v1::CronJobSpec, own: &[&Job]) -> Vec<String> {
@@ -287,61 +312,146 @@ fn job_for(cj: &CronJob, name: &str, t: Timestamp) -> Job {
     }
 }
 
-/// Carries out [`plan`] for one CronJob at `now`.
-///
-/// # Errors
-/// API errors, and a CronJob whose schedule does not parse (named in the message).
-pub async fn sync_cronjob(
-    client: &kube::Client,
-    cj: &CronJob,
-    now: Timestamp,
-) -> Result<(), RunnerError> {
-    let ns = cj.namespace().unwrap_or_default();
-    let what = format!("CronJob {ns}/{}", cj.name_any());
-    let jobs_api: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let jobs = jobs_api
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| RunnerError::kube(format!("list Jobs for {what}"), e))?;
-    let p = plan(cj, &jobs.items, now).map_err(|m| RunnerError::Config(format!("{what}: {m}")))?;
-    let bg = DeleteParams::background();
-    for name in p.replace.iter().chain(&p.prune) {
-        match jobs_api.delete(name, &bg).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => {}
-            Err(e) => return Err(RunnerError::kube(format!("delete Job {ns}/{name}"), e)),
-        }
-    }
-    let mut status = p.status;
-    if let Some(job) = &p.create {
-        match jobs_api.create(&PostParams::default(), job).await {
-            Ok(created) => {
-                if let Some(a) = status.active.as_mut().and_then(|a| a.last_mut()) {
-                    *a = job_ref(&created);
-                }
-            }
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-            Err(e) => return Err(RunnerError::kube(format!("create Job for {what}"), e)),
-        }
-    }
-    if Some(&status) != cj.status.as_ref() {
-        let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-        let patch = serde_json::json!({"status": status});
-        api.patch_status(
-            &cj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .map_err(|e| RunnerError::kube(format!("write status of {what}"), e))?;
-    }
-    Ok(())
+/// Kubernetes' CronJob controller for the embedded cluster: carries out [`plan`] through
+/// the API and records its Warnings, each once per CronJob generation (a settled CronJob,
+/// even one whose schedule never fires, writes nothing). Cheap to clone; clones share what
+/// was recorded.
+#[derive(Clone)]
+pub struct CronJobController {
+    client: kube::Client,
+    recorder: EventRecorder,
+    /// The last Warning recorded per CronJob uid, with the generation it was about.
+    warned: Arc<Mutex<HashMap<String, Warned>>>,
 }
 
-/// Schedules every CronJob in the cluster, looking every `tick`, with `clock` for the time.
-/// Runs until aborted; API errors are logged and tried again at the next tick.
+/// A Warning recorded about a CronJob, with the generation it was about.
+type Warned = (Option<i64>, Warning);
+
+impl CronJobController {
+    /// A controller writing through `client`, its Events as `cronjob-controller`.
+    pub fn new(client: kube::Client) -> Self {
+        CronJobController {
+            recorder: EventRecorder::new(client.clone(), COMPONENT),
+            client,
+            warned: Arc::default(),
+        }
+    }
+
+    /// Carries out [`plan`] for one CronJob at `now`.
+    ///
+    /// # Errors
+    /// API errors, and a CronJob without a spec.
+    pub async fn sync(&self, cj: &CronJob, now: Timestamp) -> Result<(), RunnerError> {
+        let client = &self.client;
+        let ns = cj.namespace().unwrap_or_default();
+        let what = format!("CronJob {ns}/{}", cj.name_any());
+        let jobs_api: Api<Job> = Api::namespaced(client.clone(), &ns);
+        let jobs = jobs_api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| RunnerError::kube(format!("list Jobs for {what}"), e))?;
+        let p =
+            plan(cj, &jobs.items, now).map_err(|m| RunnerError::Config(format!("{what}: {m}")))?;
+        self.warn(cj, p.warning.as_ref()).await;
+        let bg = DeleteParams::background();
+        for name in p.replace.iter().chain(&p.prune) {
+            match jobs_api.delete(name, &bg).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => return Err(RunnerError::kube(format!("delete Job {ns}/{name}"), e)),
+            }
+        }
+        let mut status = p.status;
+        if let Some(job) = &p.create {
+            match jobs_api.create(&PostParams::default(), job).await {
+                Ok(created) => {
+                    if let Some(a) = status.active.as_mut().and_then(|a| a.last_mut()) {
+                        *a = job_ref(&created);
+                    }
+                }
+                Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+                Err(e) => return Err(RunnerError::kube(format!("create Job for {what}"), e)),
+            }
+        }
+        if Some(&status) != cj.status.as_ref() {
+            let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
+            let patch = serde_json::json!({"status": status});
+            api.patch_status(
+                &cj.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|e| RunnerError::kube(format!("write status of {what}"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Records `warning` about `cj` unless the same one was recorded for its generation;
+    /// forgets the CronJob once it has none.
+    async fn warn(&self, cj: &CronJob, warning: Option<&Warning>) {
+        let uid = cj.metadata.uid.clone().unwrap_or_default();
+        let generation = cj.metadata.generation;
+        {
+            let mut warned = self.warned.lock().expect("not poisoned");
+            let Some(w) = warning else {
+                warned.remove(&uid);
+                return;
+            };
+            if warned.get(&uid) == Some(&(generation, w.clone())) {
+                return;
+            }
+            warned.insert(uid, (generation, w.clone()));
+        }
+        if let Some(w) = warning {
+            let regarding = ObjectReference {
+                api_version: Some("batch/v1".into()),
+                kind: Some("CronJob".into()),
+                name: cj.metadata.name.clone(),
+                namespace: cj.metadata.namespace.clone(),
+                uid: cj.metadata.uid.clone(),
+                resource_version: cj.metadata.resource_version.clone(),
+                ..ObjectReference::default()
+            };
+            self.recorder
+                .record(&regarding, EventType::Warning, w.reason, w.message.clone())
+                .await;
+        }
+    }
+
+    /// Forgets the CronJobs whose uid is not in `live`.
+    fn retain(&self, live: &std::collections::HashSet<String>) {
+        self.warned
+            .lock()
+            .expect("not poisoned")
+            .retain(|uid, _| live.contains(uid));
+    }
+}
+
+/// Schedules every CronJob in the cluster, looking every `tick` and at once when a
+/// CronJob changes (a watch, as Kubernetes' controller reacts to a new CronJob), with
+/// `clock` for the time. Runs until aborted; API errors are logged and tried again at the
+/// next tick.
 pub async fn run_cronjobs(client: kube::Client, clock: Clock, tick: Duration) {
+    use futures::StreamExt as _;
     let api: Api<CronJob> = Api::all(client.clone());
+    let controller = CronJobController::new(client);
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let wake = changed.clone();
+    let watch = api.clone();
+    let _watch = AbortOnDrop(tokio::spawn(async move {
+        let mut events =
+            kube::runtime::watcher(watch, kube::runtime::watcher::Config::default()).boxed();
+        while let Some(event) = events.next().await {
+            if matches!(
+                event,
+                Ok(kube::runtime::watcher::Event::Apply(_)
+                    | kube::runtime::watcher::Event::Delete(_))
+            ) {
+                wake.notify_one();
+            }
+        }
+    }));
     loop {
         match api.list(&ListParams::default()).await {
             Ok(list) => {
@@ -349,14 +459,33 @@ pub async fn run_cronjobs(client: kube::Client, clock: Clock, tick: Duration) {
                     if cj.meta().deletion_timestamp.is_some() {
                         continue;
                     }
-                    if let Err(e) = sync_cronjob(&client, cj, clock()).await {
+                    if let Err(e) = controller.sync(cj, clock()).await {
                         tracing::warn!(error = %e, "cronjob scheduler");
                     }
                 }
+                controller.retain(
+                    &list
+                        .items
+                        .iter()
+                        .filter_map(|c| c.metadata.uid.clone())
+                        .collect(),
+                );
             }
             Err(e) => tracing::debug!(error = %e, "list CronJobs"),
         }
-        tokio::time::sleep(tick).await;
+        tokio::select! {
+            () = tokio::time::sleep(tick) => {}
+            () = changed.notified() => {}
+        }
+    }
+}
+
+/// Aborts a task when dropped (the CronJob watch ends with the scheduler).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -421,26 +550,44 @@ mod tests {
     }
 
     #[test]
-    fn schedules_parse_with_macros_and_name_the_field_when_bad() {
-        for s in [
-            "*/5 * * * *",
-            "0 9 * * 1-5",
-            "@hourly",
-            "@daily",
-            "@midnight",
-            "@weekly",
-            "@monthly",
-            "@yearly",
-            "@annually",
-        ] {
-            Schedule::parse(s, None).unwrap_or_else(|e| panic!("{s}: {e}"));
-        }
-        let e = Schedule::parse("* * * *", None).unwrap_err();
-        assert!(e.contains("spec.schedule") && e.contains("5 fields"), "{e}");
-        let e = Schedule::parse("61 * * * *", None).unwrap_err();
-        assert!(e.contains("spec.schedule \"61 * * * *\""), "{e}");
-        let e = Schedule::parse("* * * * *", Some("Mars/Olympus")).unwrap_err();
-        assert!(e.contains("spec.timeZone \"Mars/Olympus\""), "{e}");
+    fn a_schedule_that_never_fires_is_an_invalid_schedule_warning() {
+        let cj = cronjob("59 23 31 2 *", json!({}));
+        let p = plan(&cj, &[], at(60 * 24 * 400)).unwrap();
+        assert_eq!(created(&p), None);
+        assert_eq!(
+            p.warning,
+            Some(Warning {
+                reason: REASON_INVALID_SCHEDULE,
+                message: "invalid schedule: 59 23 31 2 * : time difference between two schedules is less than 1 second".into(),
+            })
+        );
+        assert_eq!(p.status, CronJobStatus::default(), "no status to write");
+        // Suspended: the schedule is not looked at.
+        let suspended = cronjob("59 23 31 2 *", json!({"suspend": true}));
+        assert_eq!(plan(&suspended, &[], at(1)).unwrap().warning, None);
+        // A schedule that fires, even far ahead, warns of nothing.
+        let yearly = cronjob("0 0 29 2 *", json!({}));
+        assert_eq!(plan(&yearly, &[], at(1)).unwrap().warning, None);
+    }
+
+    #[test]
+    fn bad_schedules_and_time_zones_are_warnings_with_kubes_reasons() {
+        let cj = cronjob("* * * * *", json!({"timeZone": "Mars/Olympus"}));
+        let w = plan(&cj, &[], at(1)).unwrap().warning.unwrap();
+        assert_eq!(w.reason, REASON_UNKNOWN_TIME_ZONE);
+        assert_eq!(
+            w.message,
+            "invalid timeZone: \"Mars/Olympus\": unknown time zone Mars/Olympus"
+        );
+        let cj = cronjob("61 * * * *", json!({}));
+        let w = plan(&cj, &[], at(1)).unwrap().warning.unwrap();
+        assert_eq!(w.reason, REASON_UNPARSEABLE_SCHEDULE);
+        assert!(
+            w.message
+                .starts_with("unparseable schedule: \"61 * * * *\" : "),
+            "{}",
+            w.message
+        );
     }
 
     #[test]

@@ -142,6 +142,16 @@ impl Platform {
         if opts.runner {
             tasks.extend(start_runner(&server, &client, &opts)?);
         }
+        // The CronJob controller is the control plane's, as in Kubernetes: it starts Jobs
+        // (health checks, user CronJobs) whether this process runs them (`--no-runner`:
+        // they stay pending, as on a cluster without kubelets).
+        if opts.runner || opts.controllers {
+            tasks.push(tokio::spawn(plinth_runner::cronjob::run_cronjobs(
+                client.clone(),
+                std::sync::Arc::new(jiff::Timestamp::now),
+                std::time::Duration::from_secs(1),
+            )));
+        }
         let state_store_repo = if opts.bootstrap {
             Some(bootstrap(&server, &opts.data_dir).await?)
         } else {
@@ -280,8 +290,7 @@ fn prepare(opts: &PlatformOptions) -> anyhow::Result<std::fs::File> {
     lock_data_dir(&opts.data_dir)
 }
 
-/// Starts the Job runner (over the HTTPS listener, trusting the cluster CA) and the
-/// CronJob planner that starts Jobs for it.
+/// Starts the Job runner (over the HTTPS listener, trusting the cluster CA).
 fn start_runner(
     server: &ApiServer,
     client: &kube::Client,
@@ -318,12 +327,6 @@ fn start_runner(
             tracing::error!(error = %e, "the Job runner stopped");
         }
     }));
-    // CronJobs start Jobs for the runner above (health checks, user CronJobs).
-    tasks.push(tokio::spawn(plinth_runner::cronjob::run_cronjobs(
-        client.clone(),
-        std::sync::Arc::new(jiff::Timestamp::now),
-        std::time::Duration::from_secs(1),
-    )));
     Ok(tasks)
 }
 
