@@ -25,6 +25,7 @@ mod kinds;
 mod kratix;
 pub mod listener;
 mod logs;
+mod meta_decode;
 pub mod metrics;
 pub mod patch;
 mod protobuf;

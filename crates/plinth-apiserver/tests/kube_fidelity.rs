@@ -117,3 +117,107 @@ async fn the_api_server_keeps_service_kubernetes_in_default() {
     assert_eq!(svc["spec"]["ports"][0]["name"], "https");
     assert_eq!(svc["spec"]["ports"][0]["port"], 443);
 }
+
+fn patch(path: &str, content_type: &str, body: &str) -> http::Request<Vec<u8>> {
+    http::Request::patch(path)
+        .header("content-type", content_type)
+        .body(body.as_bytes().to_vec())
+        .unwrap()
+}
+
+async fn api_error(ts: &TestServer, req: http::Request<Vec<u8>>) -> kube::core::Status {
+    match ts.client().request::<Value>(req).await {
+        Err(kube::Error::Api(s)) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn ill_typed_metadata_fields_fail_in_the_go_decoders_words() {
+    let ts = TestServer::start().await.unwrap();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    ts.client()
+        .request::<Value>(post(
+            cm,
+            "application/json",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#,
+        ))
+        .await
+        .unwrap();
+    // A strategic merge patch: the unstructured converter's error, the patch as Go prints it.
+    for (field, detail) in [
+        ("labels", "cannot restore map from string"),
+        ("annotations", "cannot restore map from string"),
+        ("finalizers", "cannot restore slice from string"),
+    ] {
+        let body = format!(r#"{{"metadata":{{"{field}":"invalid"}}}}"#);
+        let s = api_error(
+            &ts,
+            patch(
+                &format!("{cm}/c"),
+                "application/strategic-merge-patch+json",
+                &body,
+            ),
+        )
+        .await;
+        assert_eq!(s.code, 422, "{field}");
+        assert_eq!(s.reason, "Invalid");
+        assert_eq!(
+            s.message,
+            format!(
+                " \"\" is invalid: patch: Invalid value: \"map[metadata:map[{field}:invalid]]\": {detail}"
+            )
+        );
+        let d = s.details.unwrap();
+        assert_eq!(d.causes[0].field, "patch");
+        assert_eq!(d.kind, "");
+    }
+    // A merge patch: the JSON decoder's error, with the patched object quoted.
+    let s = api_error(
+        &ts,
+        patch(
+            &format!("{cm}/c"),
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":["a"]}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(s.code, 422);
+    assert!(
+        s.message
+            .starts_with(" \"\" is invalid: patch: Invalid value: \"{"),
+        "{}",
+        s.message
+    );
+    assert!(
+        s.message.ends_with(": json: cannot unmarshal array into Go struct field ObjectMeta.metadata.labels of type map[string]string"),
+        "{}",
+        s.message
+    );
+    // A body: 400, the kind that could not be decoded named.
+    let s = api_error(
+        &ts,
+        post(
+            cm,
+            "application/json",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d","annotations":{"a":1}}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(s.code, 400);
+    assert_eq!(
+        s.message,
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ObjectMeta.metadata.annotations of type string"
+    );
+    // Nothing was written.
+    let c: Value = ts
+        .client()
+        .request(
+            http::Request::get(format!("{cm}/c"))
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(c["metadata"].get("labels").is_none());
+}

@@ -17,7 +17,7 @@ pub(crate) use update::{apply_request, modify, modify_as, patch, update};
 
 use serde_json::{Value, json};
 
-use crate::app::{Query, cause, meta, meta_mut, meta_str};
+use crate::app::{Query, meta, meta_mut, meta_str};
 use crate::error::{ApiError, group_resource};
 use crate::resource::ResourceInfo;
 use crate::ssa::Owner;
@@ -213,49 +213,16 @@ pub(super) fn normalize_metadata(obj: &mut Value) {
     }
 }
 
-/// Checks labels/annotations/finalizers shapes (metadata must be well typed).
+/// Checks that ObjectMeta's fields have their types (a body that does not decode is a 400
+/// in kube-apiserver's words: `Pod in version "v1" cannot be handled as a Pod: json: cannot
+/// unmarshal string into Go struct field ObjectMeta.metadata.labels of type
+/// map[string]string`), then the labels/annotations/finalizers rules.
 pub(super) fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    if let Some(e) = crate::meta_decode::meta_type_error(&info.kind, obj) {
+        return Err(crate::meta_decode::undecodable_body(info, &e.json));
+    }
     let name = meta_str(obj, "name").unwrap_or_default().to_string();
-    let mut causes = Vec::new();
-    for k in ["labels", "annotations"] {
-        if let Some(v) = meta(obj).get(k)
-            && !v.is_null()
-        {
-            match v.as_object() {
-                Some(m) => {
-                    for (lk, lv) in m {
-                        if !lv.is_string() {
-                            causes.push(cause(
-                                "FieldValueTypeInvalid",
-                                &format!("metadata.{k}.{lk}"),
-                                "Invalid value: must be a string",
-                            ));
-                        }
-                    }
-                }
-                None => causes.push(cause(
-                    "FieldValueTypeInvalid",
-                    &format!("metadata.{k}"),
-                    "Invalid value: must be a map of strings",
-                )),
-            }
-        }
-    }
-    if let Some(v) = meta(obj).get("finalizers")
-        && !v.is_null()
-        && !v
-            .as_array()
-            .is_some_and(|a| a.iter().all(|x| x.is_string()))
-    {
-        causes.push(cause(
-            "FieldValueTypeInvalid",
-            "metadata.finalizers",
-            "Invalid value: must be a list of strings",
-        ));
-    }
-    if causes.is_empty() {
-        causes.extend(crate::validation::object_meta_causes(meta(obj)));
-    }
+    let causes = crate::validation::object_meta_causes(meta(obj));
     if causes.is_empty() {
         Ok(())
     } else {

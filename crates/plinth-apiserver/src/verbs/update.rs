@@ -323,6 +323,7 @@ pub(crate) async fn patch(
         owner,
         |old| {
             let mut new = crate::patch::apply(kind, old, &patch_doc)?;
+            patched_metadata_decodes(info, kind, &patch_doc, &new)?;
             check_patched_identity(old, &new)?;
             if !crate::patch::names_finalizers(kind, &patch_doc)
                 && let Some(kept) = meta(old).get("finalizers").cloned()
@@ -336,6 +337,26 @@ pub(crate) async fn patch(
         },
     )
     .await
+}
+
+/// A patched object whose ObjectMeta fields do not have their types fails as in
+/// kube-apiserver, where it is decoded again: a strategic merge patch's result by the
+/// unstructured converter (422, the patch quoted as Go prints it, `cannot restore map from
+/// string`), a JSON or merge patch's by the JSON decoder (422, the patched JSON quoted).
+fn patched_metadata_decodes(
+    info: &ResourceInfo,
+    kind: crate::patch::PatchKind,
+    patch_doc: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    use crate::meta_decode::{go_format, invalid_patch, meta_type_error};
+    let Some(e) = meta_type_error(&info.kind, new) else {
+        return Ok(());
+    };
+    Err(match kind {
+        crate::patch::PatchKind::Strategic => invalid_patch(&go_format(patch_doc), &e.converter),
+        _ => invalid_patch(&serde_json::to_string(new).unwrap_or_default(), &e.json),
+    })
 }
 
 /// Server-side apply (PATCH with `application/apply-patch+yaml`): creates the object when
