@@ -35,6 +35,10 @@ pub struct AgentConfig {
     pub crd_timeout: Duration,
     /// Where passes are counted and timed (`plinth_agent_*`); none by default.
     pub metrics: Option<std::sync::Arc<plinth_api::metrics::Metrics>>,
+    /// The target is the Kratix platform itself (the Destination `platform` of `plinth
+    /// up`): a request whose output it applies is a compound request, and its Events say
+    /// so. False by default.
+    pub platform: bool,
 }
 
 impl AgentConfig {
@@ -49,6 +53,7 @@ impl AgentConfig {
             interval: crate::DEFAULT_INTERVAL,
             crd_timeout: Duration::from_secs(30),
             metrics: None,
+            platform: false,
         }
     }
 }
@@ -492,7 +497,7 @@ impl Agent {
             report.drift_corrected += 1;
             applied = self.target.apply(&p.served, &p.id, &p.object, true).await;
             if let Ok(obj) = &applied {
-                self.announce_drift(&p.id, obj, &m).await;
+                self.announce_drift(&p.id, &p.doc.file, obj, &m).await;
             }
         }
         let applied = applied.map_err(|e| match e {
@@ -520,8 +525,9 @@ impl Agent {
         Ok(Some(applied))
     }
 
-    /// One Normal `DriftCorrected` Event on the object, naming what was taken back.
-    async fn announce_drift(&self, id: &ObjectRef, obj: &Value, conflict: &str) {
+    /// One Event on the object naming what was taken back ([`drift_event`]): a Warning
+    /// naming the request that owns it when its file is in a request's directory.
+    async fn announce_drift(&self, id: &ObjectRef, file: &str, obj: &Value, conflict: &str) {
         let regarding = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(id.api_version.clone()),
             kind: Some(id.kind.clone()),
@@ -533,15 +539,8 @@ impl Agent {
                 .map(String::from),
             ..Default::default()
         };
-        let note = format!("took back fields the output declares: {conflict}");
-        self.recorder
-            .record(
-                &regarding,
-                plinth_api::events::EventType::Normal,
-                plinth_api::constants::events::DRIFT_CORRECTED,
-                note,
-            )
-            .await;
+        let (type_, reason, note) = drift_event(id, file, self.cfg.platform, conflict);
+        self.recorder.record(&regarding, type_, reason, note).await;
     }
 
     /// Step: wait for every CRD of the store that this pass applied to be Established.
@@ -676,6 +675,42 @@ impl Agent {
     }
 }
 
+/// The Event for a correction of `id`, read from `file`: when the file is in a resource
+/// request's directory (`resources/<ns>/<promise>/<request>/…`), a Warning
+/// `OwnedByRequest` naming that request (a compound request when the target is the
+/// platform), since a hand change to what a request's output declares never stays; else
+/// a Normal `DriftCorrected`. Both name the manager and fields taken back.
+fn drift_event(
+    id: &ObjectRef,
+    file: &str,
+    platform: bool,
+    conflict: &str,
+) -> (plinth_api::events::EventType, &'static str, String) {
+    use plinth_api::constants::events;
+    use plinth_statestore::layout::{PlacementSource, resource_of_file};
+    match resource_of_file(file) {
+        Some(PlacementSource::Resource {
+            namespace,
+            promise,
+            resource,
+            ..
+        }) => (
+            plinth_api::events::EventType::Warning,
+            events::OWNED_BY_REQUEST,
+            format!(
+                "{} is owned by {}request {namespace}/{resource} (Promise {promise}), whose output declares it; took back the fields it declares: {conflict}",
+                id.display(),
+                if platform { "compound " } else { "" },
+            ),
+        ),
+        _ => (
+            plinth_api::events::EventType::Normal,
+            events::DRIFT_CORRECTED,
+            format!("took back fields the output declares: {conflict}"),
+        ),
+    }
+}
+
 /// The no-op check: the live object still carries the generation recorded after the last
 /// apply (for kinds with a generation), or else every field of the document.
 fn unchanged_since_apply(entry: &Entry, live: &Value, desired: &Value) -> bool {
@@ -733,5 +768,33 @@ fn redact(url: &str) -> String {
     match (url.find("://"), url.find('@')) {
         (Some(s), Some(at)) if at > s => format!("{}{}", &url[..s + 3], &url[at + 1..]),
         _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_correction_of_a_requests_output_is_a_warning_naming_the_request() {
+        let id = ObjectRef {
+            api_version: "platform.kratix.io/v1alpha1".into(),
+            kind: "ResourceBinding".into(),
+            namespace: Some("default".into()),
+            name: "app-a-db".into(),
+        };
+        let file = "resources/default/app/app-a/compose/5058f/db.yaml";
+        let (t, reason, note) = drift_event(&id, file, true, "kubectl-patch: .spec.version");
+        assert_eq!(t, plinth_api::events::EventType::Warning);
+        assert_eq!(reason, "OwnedByRequest");
+        assert_eq!(
+            note,
+            "ResourceBinding default/app-a-db is owned by compound request default/app-a (Promise app), whose output declares it; took back the fields it declares: kubectl-patch: .spec.version"
+        );
+        let (_, _, note) = drift_event(&id, file, false, "x");
+        assert!(note.contains("owned by request default/app-a"), "{note}");
+        let (t, reason, _) = drift_event(&id, "resources/out.yaml", true, "x");
+        assert_eq!(t, plinth_api::events::EventType::Normal);
+        assert_eq!(reason, "DriftCorrected");
     }
 }

@@ -61,7 +61,9 @@ pub struct DocError {
 /// The documents of a Destination's directory and the ones that could not be read.
 #[derive(Debug, Default)]
 pub struct Parsed {
-    /// Readable documents, sorted by phase then source.
+    /// Readable documents in apply order: by phase, what others refer to first
+    /// (ResourceBindings, ServiceAccounts, Secrets, ConfigMaps, RBAC), then by file and
+    /// position.
     pub documents: Vec<Document>,
     /// Unreadable documents and files.
     pub errors: Vec<DocError>,
@@ -97,9 +99,36 @@ pub fn parse(files: &[(String, Vec<u8>)]) -> Parsed {
             }
         }
     }
-    out.documents
-        .sort_by(|a, b| (a.phase, &a.source).cmp(&(b.phase, &b.source)));
+    out.documents.sort_by_key(apply_order);
     out
+}
+
+/// Where a document goes in a pass: by phase; within a phase, what other objects refer
+/// to before the rest ([`refers_first`]); then by file and position in it.
+fn apply_order(d: &Document) -> (Phase, bool, String, usize) {
+    let n = d
+        .source
+        .rsplit_once('#')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0);
+    (d.phase, !refers_first(d), d.file.clone(), n)
+}
+
+/// Kinds other objects of the same output refer to, applied before the rest of their
+/// phase: a resource request's ResourceBinding before the request (so the platform runs
+/// it at the bound version, not at the latest), the ServiceAccounts, Secrets,
+/// ConfigMaps and RBAC a workload uses before the workload.
+fn refers_first(d: &Document) -> bool {
+    let group = d.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    match group {
+        "" => matches!(
+            d.kind.as_str(),
+            "ServiceAccount" | "Secret" | "ConfigMap" | "LimitRange" | "ResourceQuota"
+        ),
+        "rbac.authorization.k8s.io" => true,
+        g if g == plinth_api::GROUP => d.kind == "ResourceBinding",
+        _ => false,
+    }
 }
 
 /// Splits a YAML stream at `---` lines; returns (first line number, text) per document.
@@ -225,6 +254,34 @@ mod tests {
                 "resources/r.yaml#0"
             ]
         );
+    }
+
+    #[test]
+    fn bindings_and_what_workloads_use_go_first_within_a_phase() {
+        let out = "apiVersion: compound.test/v1\nkind: Db\nmetadata: {name: app-a-db, namespace: default}\n---\n\
+apiVersion: platform.kratix.io/v1alpha1\nkind: ResourceBinding\nmetadata: {name: app-a-db, namespace: default}\n---\n\
+apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\n\
+apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: web}\n";
+        let many: String = (0..12)
+            .map(|i| format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i}}}\n---\n"))
+            .collect();
+        let p = parse(&[
+            ("resources/a/out.yaml".into(), out.as_bytes().to_vec()),
+            ("resources/b/many.yaml".into(), many.into_bytes()),
+        ]);
+        let order: Vec<String> = p
+            .documents
+            .iter()
+            .map(|d| format!("{} {}", d.kind, d.name))
+            .collect();
+        let mut want = vec![
+            "ResourceBinding app-a-db".to_string(),
+            "ServiceAccount web".into(),
+            "Db app-a-db".into(),
+            "Deployment web".into(),
+        ];
+        want.extend((0..12).map(|i| format!("Pod p{i}")));
+        assert_eq!(order, want);
     }
 
     #[test]

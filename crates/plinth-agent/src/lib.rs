@@ -5,7 +5,9 @@
 //!
 //! Order of a pass ([`Agent::sync_once`]): Namespaces and CustomResourceDefinitions first
 //! (waiting for CRDs to be Established), then the documents under `dependencies/`, then
-//! everything else (`resources/`). `.kratix/` index files are skipped. A document whose kind
+//! everything else (`resources/`); within each, ResourceBindings, ServiceAccounts,
+//! Secrets, ConfigMaps and RBAC go before the rest, so a resource request's binding exists
+//! when the request is created. `.kratix/` index files are skipped. A document whose kind
 //! the target does not serve yet is reported and retried on the next pass, never dropped.
 //!
 //! Re-applying an unchanged store makes no write to the API: an object is skipped when the
@@ -58,7 +60,7 @@ pub use agent::{Agent, AgentConfig, AgentError, RETRY_AFTER_ERRORS, SyncReport};
 pub use status::AgentStatus;
 
 /// Field manager of every server-side apply the agent sends.
-pub const FIELD_MANAGER: &str = "plinth-agent";
+pub const FIELD_MANAGER: &str = plinth_api::constants::field_managers::AGENT;
 /// Namespace of the agent's inventory ConfigMaps.
 pub const INVENTORY_NAMESPACE: &str = "plinth-agent";
 /// Default interval between passes.

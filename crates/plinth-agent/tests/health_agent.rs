@@ -239,6 +239,21 @@ async fn records_reach_the_git_store_the_configmap_names_and_leave_it_with_their
         show(&bare).is_some_and(|t| t.contains("state: healthy"))
     })
     .await;
+    // The record says when the platform should expect the next one: the definition's
+    // schedule, and the Git writer's hourly heartbeat (an unchanged state is rewritten
+    // at most once an hour, so no commit firehose).
+    let text = show(&bare).unwrap();
+    let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        doc["metadata"]["annotations"][names::SCHEDULE_ANNOTATION],
+        "*/5 * * * *",
+        "{text}"
+    );
+    assert_eq!(
+        doc["metadata"]["annotations"][names::REFRESH_ANNOTATION],
+        "3600",
+        "{text}"
+    );
 
     // A new run with a new state is written; one with the same state is not.
     records

@@ -200,6 +200,19 @@ pub mod annotations {
     pub const DRY_RUN_RESOURCE_NAME: &str = "kratix.io/dry-run-resource-name";
     /// Ephemeral dry-run RR.
     pub const DRY_RUN_RESOURCE_NAMESPACE: &str = "kratix.io/dry-run-resource-namespace";
+    /// Plinth's, `"true"` on a ResourceBinding the platform created for a request that had
+    /// none: a binding with the request's labels that arrives later (from a compound
+    /// Promise's output or a user) replaces it, and the platform deletes this one. A
+    /// binding without it is never deleted for another.
+    pub const AUTO_CREATED_BINDING: &str = "plinth.dev/auto-created";
+}
+
+/// Field managers of Plinth's writers that other components recognise.
+pub mod field_managers {
+    /// The Destination agent's server-side applies: an object whose managed fields hold
+    /// an `Apply` entry of this manager is declared by a Destination's output, and the
+    /// agent takes back a declared field another manager changes.
+    pub const AGENT: &str = "plinth-agent";
 }
 
 /// Finalizers.
@@ -521,6 +534,15 @@ pub mod health {
     pub const DEFINITION_NAME_ENV: &str = "KRATIX_HEALTH_DEFINITION_NAME";
     /// Environment variable of a health check Pod: the HealthDefinition's namespace.
     pub const DEFINITION_NAMESPACE_ENV: &str = "KRATIX_HEALTH_DEFINITION_NAMESPACE";
+    /// Annotation on a HealthRecord the health agent writes: its HealthDefinition's
+    /// `spec.schedule`, from which the platform knows when the next record is due.
+    pub const SCHEDULE_ANNOTATION: &str = "plinth.dev/health-schedule";
+    /// Annotation on a HealthRecord the health agent writes: the longest the writer lets
+    /// an unchanged record's `lastRun` go unrefreshed, in seconds (`0`: never refreshed,
+    /// so the record's age says nothing and it never goes stale).
+    pub const REFRESH_ANNOTATION: &str = "plinth.dev/health-refresh-seconds";
+    /// `healthRecords[].reason` of a record that is overdue (its state shows `unknown`).
+    pub const STALE_REASON: &str = "RecordStale";
 }
 
 /// Event reasons, by the component that reports them (`source.component` /
@@ -647,6 +669,21 @@ pub mod events {
     /// manager had changed fields the output declares, and the agent took them back; the
     /// note names the manager and the fields.
     pub const DRIFT_CORRECTED: &str = "DriftCorrected";
+    /// Plinth's Warning, by the destination agent on an object a resource request's output
+    /// declares (its file is under that request's directory): another field manager had
+    /// changed fields the output declares and the agent took them back; the note names the
+    /// request that owns the object (a compound request on the platform), the manager and
+    /// the fields.
+    pub const OWNED_BY_REQUEST: &str = "OwnedByRequest";
+    /// Plinth's Normal, by the resource request controller on a request: a ResourceBinding
+    /// with its labels arrived after the one the platform created (annotated
+    /// `plinth.dev/auto-created`), and the platform's was deleted; the note names both.
+    pub const BINDING_ADOPTED: &str = "BindingAdopted";
+    /// Plinth's Warning, by the resource request controller on a ResourceBinding the
+    /// destination agent applies: another manager changed its `spec.version`, which the
+    /// output declares; the request keeps its version until the agent takes the field back
+    /// (or the output itself changes it).
+    pub const BINDING_VERSION_HELD: &str = "BindingVersionHeld";
 
     /// Plinth's reporting component of Events about DryRuns.
     pub const DRY_RUN_CONTROLLER: &str = "DryRunController";

@@ -87,17 +87,17 @@ trait Kept {
     fn shown(&self) -> String;
 }
 
-impl Kept for usize {
-    fn shown(&self) -> String {
-        self.to_string()
-    }
+macro_rules! kept_as_displayed {
+    ($($t:ty),*) => {$(
+        impl Kept for $t {
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
 }
 
-impl Kept for bool {
-    fn shown(&self) -> String {
-        self.to_string()
-    }
-}
+kept_as_displayed!(usize, u32, bool);
 
 impl Kept for &String {
     fn shown(&self) -> String {
@@ -218,6 +218,15 @@ fn apply_values(doc: &Value, c: &mut ControllerConfig) -> Vec<String> {
     ) {
         c.max_in_flight_per_promise = n as usize;
     }
+    let runs = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+    if let Some(n) = k.get(
+        "health.staleAfterMissedRuns",
+        "a non-negative integer",
+        c.health_stale_after_missed_runs,
+        runs,
+    ) {
+        c.health_stale_after_missed_runs = n;
+    }
     let backoff = |v: &Value| {
         v.as_i64()
             .and_then(|n| i32::try_from(n).ok())
@@ -317,6 +326,10 @@ const KRATIX_KEYS: &[(&str, Keyed)] = &[
     ),
     ("git", Keyed::Map(&[("minimumFetchInterval", Keyed::Leaf)])),
     ("telemetry", Keyed::Any),
+    (
+        "health",
+        Keyed::Map(&[("staleAfterMissedRuns", Keyed::Leaf)]),
+    ),
 ];
 
 /// A warning for every key of `doc` that is not in `known` (a typo is otherwise
@@ -420,6 +433,28 @@ mod tests {
             .unwrap()
             .config;
         assert_eq!(c.max_in_flight_per_promise, 0);
+    }
+
+    #[test]
+    fn health_staleness_is_read_from_health() {
+        assert_eq!(
+            ControllerConfig::default().health_stale_after_missed_runs,
+            3
+        );
+        let applied = apply_config(
+            &ControllerConfig::default(),
+            Some("health:\n  staleAfterMissedRuns: 5\n"),
+        )
+        .unwrap();
+        assert_eq!(applied.config.health_stale_after_missed_runs, 5);
+        assert!(applied.warnings.is_empty(), "{:?}", applied.warnings);
+        let applied = apply_config(
+            &applied.config,
+            Some("health:\n  staleAfterMissedRuns: -1\n"),
+        )
+        .unwrap();
+        assert_eq!(applied.config.health_stale_after_missed_runs, 5, "kept");
+        assert_eq!(applied.warnings.len(), 1, "{:?}", applied.warnings);
     }
 
     #[test]

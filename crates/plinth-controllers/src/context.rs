@@ -158,6 +158,13 @@ pub struct ControllerConfig {
     /// ten thousand requests applied at once start ten thousand reconciles, each holding
     /// its copies and responses, which was the peak of `plinth up`'s memory.
     pub max_concurrent_reconciles: u16,
+    /// Scheduled writes of a HealthRecord that may be overdue before it is stale and its
+    /// request's health `unknown` (`health.staleAfterMissedRuns`, Plinth's own key;
+    /// default 3; 0: records never go stale).
+    pub health_stale_after_missed_runs: u32,
+    /// Longest the HealthRecord controller waits before judging a request's records'
+    /// freshness again (it comes back sooner when one is due to go stale).
+    pub health_recheck_max: Duration,
 }
 
 impl ControllerConfig {
@@ -189,6 +196,8 @@ impl Default for ControllerConfig {
             git_batch_window: Duration::from_millis(200),
             network_timeout: Duration::from_secs(30),
             max_concurrent_reconciles: 32,
+            health_stale_after_missed_runs: 3,
+            health_recheck_max: Duration::from_secs(3600),
         }
     }
 }

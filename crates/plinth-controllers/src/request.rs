@@ -78,8 +78,14 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
         &ar,
         jobs_by_request.clone(),
     );
-    let (controller, bindings, revisions) =
-        watch_versions(controller, &ctx.client, &promise_name, &ar);
+    let bindings_by_request = Arc::new(request_caches::BindingIndex::default());
+    let (controller, bindings, revisions) = watch_versions(
+        controller,
+        &ctx.client,
+        &promise_name,
+        &ar,
+        bindings_by_request.clone(),
+    );
     let (controller, promise) = watch_promise(controller, &ctx.client, &promise_name, &ar);
     let (fanout, wakes) = fanout::FanOut::new(&promise_name);
     let rctx = Arc::new(RequestCtx {
@@ -91,6 +97,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
             promise,
             revisions,
             bindings,
+            bindings_by_request,
             jobs,
             jobs_by_request,
             requests: requests_store,
@@ -182,6 +189,7 @@ fn watch_versions(
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
+    index: Arc<request_caches::BindingIndex>,
 ) -> (
     Controller<DynamicObject>,
     Store<DynamicObject>,
@@ -190,7 +198,7 @@ fn watch_versions(
     let by_promise = format!("{}={promise_name}", labels::PROMISE_NAME);
     let (ar_bindings, ar_revisions, store) = (ar.clone(), ar.clone(), controller.store());
     let ((bindings, binding_stream), (revisions, revision_stream)) =
-        request_caches::reflect_versions(client, &by_promise);
+        request_caches::reflect_versions(client, &by_promise, index);
     let controller = controller
         .watches_stream_with(
             binding_stream,

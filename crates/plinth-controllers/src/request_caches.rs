@@ -28,7 +28,7 @@ use crate::Error;
 use crate::resourcebinding::{binding_resource, revision_resource};
 use crate::support::resources::promise_resource;
 use crate::workflow::engine;
-use plinth_api::constants::annotations;
+use plinth_api::constants::{annotations, labels};
 
 /// The stores of one Promise's request controller.
 #[derive(Clone)]
@@ -39,6 +39,8 @@ pub struct RequestCaches {
     pub revisions: Store<DynamicObject>,
     /// The ResourceBindings of the Promise's requests.
     pub bindings: Store<DynamicObject>,
+    /// The cached bindings by the request their labels name.
+    pub bindings_by_request: Arc<BindingIndex>,
     /// The resource workflow Jobs of the Promise's requests, without their spec and
     /// managed fields (labels, annotations and status are what is read).
     pub jobs: Store<Job>,
@@ -151,27 +153,38 @@ pub fn reflect_promise(
     )
 }
 
-/// The stores of the bindings and revisions labelled with `selector`, and their streams.
+/// A reflector's store and the stream that feeds it (and wakes the controller).
+pub type Reflected<S> = (Store<DynamicObject>, S);
+
+/// A watch stream of objects, as a controller takes it.
+pub trait ObjectStream:
+    Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static
+{
+}
+
+impl<S> ObjectStream for S where
+    S: Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static
+{
+}
+
+/// The stores of the bindings (indexed by request in `index`) and revisions labelled
+/// with `selector`, and their streams.
 pub fn reflect_versions(
     client: &kube::Client,
     selector: &str,
-) -> (
-    (
-        Store<DynamicObject>,
-        impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
-    ),
-    (
-        Store<DynamicObject>,
-        impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static,
-    ),
-) {
+    index: Arc<BindingIndex>,
+) -> (Reflected<impl ObjectStream>, Reflected<impl ObjectStream>) {
     let config = || watcher::Config::default().labels(selector);
+    let writer = reflector::store::Writer::new(binding_resource());
+    let bindings = writer.as_reader();
+    let binding_stream = watcher(Api::all_with(client.clone(), &binding_resource()), config())
+        .default_backoff()
+        .modify(|o: &mut DynamicObject| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .inspect_ok(move |ev| index.apply(ev))
+        .touched_objects();
     (
-        reflect_dynamic(
-            Api::all_with(client.clone(), &binding_resource()),
-            binding_resource(),
-            config(),
-        ),
+        (bindings, binding_stream),
         reflect_dynamic(
             Api::all_with(client.clone(), &revision_resource()),
             revision_resource(),
@@ -180,70 +193,167 @@ pub fn reflect_versions(
     )
 }
 
-/// The Jobs of each request (`namespace/name`, from the Job's annotations), kept up to
-/// date from the same watch events as the Job store ([`JobIndex::apply`]), so that a
-/// request's Jobs are found without going through every cached Job.
-#[derive(Default)]
-pub struct JobIndex {
-    state: Mutex<IndexState>,
+/// Objects of each request (`namespace/name`): the Jobs by their annotations
+/// ([`JobIndex`]), the bindings by their labels ([`BindingIndex`]). Kept up to date from
+/// the same watch events as the object's store ([`RequestIndex::apply`]), so that a
+/// request's objects are found without going through every cached one.
+pub struct RequestIndex<K: kube::Resource>
+where
+    K::DynamicType: Eq + std::hash::Hash,
+{
+    key: fn(&K) -> Option<String>,
+    dyntype: K::DynamicType,
+    state: Mutex<IndexState<K>>,
 }
 
-#[derive(Default)]
-struct IndexState {
-    by_request: HashMap<String, HashSet<ObjectRef<Job>>>,
-    /// Filled during a (re-)list and swapped in when it is complete, as the store does.
-    listing: Option<HashMap<String, HashSet<ObjectRef<Job>>>>,
-}
+/// A request's workflow Jobs, by the request their annotations name.
+pub type JobIndex = RequestIndex<Job>;
 
-fn add(map: &mut HashMap<String, HashSet<ObjectRef<Job>>>, job: &Job) {
-    if let Some(key) = request_of_job(job) {
-        map.entry(key).or_default().insert(ObjectRef::from_obj(job));
+/// A Promise's ResourceBindings, by the request their labels name
+/// (`namespace/<kratix.io/resource-name>`): every binding carrying a request's labels,
+/// whatever its name, so a second binding is seen.
+pub type BindingIndex = RequestIndex<DynamicObject>;
+
+impl Default for JobIndex {
+    fn default() -> Self {
+        RequestIndex::new(request_of_job, ())
     }
 }
 
-impl JobIndex {
-    /// Applies one event of the Job watch: a list replaces the index when it is done,
-    /// an added or changed Job is indexed under its request, a deleted one is removed.
-    pub fn apply(&self, event: &watcher::Event<Job>) {
-        let mut st = self.state.lock().expect("job index");
+impl Default for BindingIndex {
+    fn default() -> Self {
+        RequestIndex::new(request_of_binding, binding_resource())
+    }
+}
+
+struct IndexState<K: kube::Resource>
+where
+    K::DynamicType: Eq + std::hash::Hash,
+{
+    current: Keyed<K>,
+    /// Filled during a (re-)list and swapped in when it is complete, as the store does.
+    listing: Option<Keyed<K>>,
+}
+
+/// Objects by the request they belong to.
+struct Keyed<K: kube::Resource>
+where
+    K::DynamicType: Eq + std::hash::Hash,
+{
+    by_request: HashMap<String, HashSet<ObjectRef<K>>>,
+    /// The key each indexed object is under, so a changed key moves it.
+    key_of: HashMap<ObjectRef<K>, String>,
+}
+
+impl<K: kube::Resource> Keyed<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    fn new() -> Self {
+        Keyed {
+            by_request: HashMap::new(),
+            key_of: HashMap::new(),
+        }
+    }
+
+    /// Indexes `r` under `key` (moving it from any other; `None`: not indexed).
+    fn add(&mut self, key: Option<String>, r: ObjectRef<K>) {
+        self.remove(&r);
+        if let Some(key) = key {
+            self.by_request
+                .entry(key.clone())
+                .or_default()
+                .insert(r.clone());
+            self.key_of.insert(r, key);
+        }
+    }
+
+    fn remove(&mut self, r: &ObjectRef<K>) {
+        let Some(old) = self.key_of.remove(r) else {
+            return;
+        };
+        if let Some(set) = self.by_request.get_mut(&old) {
+            set.remove(r);
+            if set.is_empty() {
+                self.by_request.remove(&old);
+            }
+        }
+    }
+}
+
+impl<K: kube::Resource + Clone> RequestIndex<K>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// An empty index of objects of type `dyntype`, keying each by `key` (None: not
+    /// indexed).
+    pub fn new(key: fn(&K) -> Option<String>, dyntype: K::DynamicType) -> Self {
+        RequestIndex {
+            key,
+            dyntype,
+            state: Mutex::new(IndexState {
+                current: Keyed::new(),
+                listing: None,
+            }),
+        }
+    }
+
+    /// Applies one event of the watch: a list replaces the index when it is done, an
+    /// added or changed object is indexed under its request (moved if its key changed),
+    /// a deleted one is removed.
+    pub fn apply(&self, event: &watcher::Event<K>) {
+        let mut st = self.state.lock().expect("request index");
+        let st = &mut *st;
         match event {
-            watcher::Event::Init => st.listing = Some(HashMap::new()),
-            watcher::Event::InitApply(job) => {
+            watcher::Event::Init => st.listing = Some(Keyed::new()),
+            watcher::Event::InitApply(obj) => {
                 if let Some(listing) = st.listing.as_mut() {
-                    add(listing, job);
+                    listing.add((self.key)(obj), self.reference(obj));
                 }
             }
             watcher::Event::InitDone => {
                 if let Some(listing) = st.listing.take() {
-                    st.by_request = listing;
+                    st.current = listing;
                 }
             }
-            watcher::Event::Apply(job) => add(&mut st.by_request, job),
-            watcher::Event::Delete(job) => {
-                let Some(key) = request_of_job(job) else {
-                    return;
-                };
-                if let Some(set) = st.by_request.get_mut(&key) {
-                    set.remove(&ObjectRef::from_obj(job));
-                    if set.is_empty() {
-                        st.by_request.remove(&key);
-                    }
-                }
-            }
+            watcher::Event::Apply(obj) => st.current.add((self.key)(obj), self.reference(obj)),
+            watcher::Event::Delete(obj) => st.current.remove(&self.reference(obj)),
         }
     }
 
-    /// The cached Jobs of request `key` (`namespace/name`), as `store` holds them now
-    /// (a Job the store does not hold is left out).
-    pub fn jobs_of(&self, store: &Store<Job>, key: &str) -> Vec<Arc<Job>> {
-        let st = self.state.lock().expect("job index");
-        st.by_request
+    fn reference(&self, obj: &K) -> ObjectRef<K> {
+        ObjectRef::from_obj_with(obj, self.dyntype.clone())
+    }
+
+    /// The cached objects of request `key` (`namespace/name`), as `store` holds them now
+    /// (an object the store does not hold is left out).
+    pub fn of(&self, store: &Store<K>, key: &str) -> Vec<Arc<K>> {
+        let st = self.state.lock().expect("request index");
+        st.current
+            .by_request
             .get(key)
             .into_iter()
             .flatten()
             .filter_map(|r| store.get(r))
             .collect()
     }
+}
+
+impl JobIndex {
+    /// The cached Jobs of request `key` (`namespace/name`), as `store` holds them now
+    /// (a Job the store does not hold is left out).
+    pub fn jobs_of(&self, store: &Store<Job>, key: &str) -> Vec<Arc<Job>> {
+        self.of(store, key)
+    }
+}
+
+/// `namespace/<kratix.io/resource-name>` of the request a binding's labels name.
+pub fn request_of_binding(binding: &DynamicObject) -> Option<String> {
+    Some(format!(
+        "{}/{}",
+        binding.namespace()?,
+        binding.labels().get(labels::RESOURCE_NAME)?
+    ))
 }
 
 /// `namespace/name` of the request a workflow Job runs for, from its annotations.
@@ -372,6 +482,43 @@ mod tests {
         // After a re-list every Job wakes its request again.
         assert_eq!(wakes(Event::Init), None);
         assert!(wakes(Event::InitApply(with_status(timed))).is_some());
+    }
+
+    #[test]
+    fn binding_index_finds_every_binding_of_a_request_and_follows_relabels() {
+        let binding = |name: &str, request: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "platform.kratix.io/v1alpha1", "kind": "ResourceBinding",
+                "metadata": {"name": name, "namespace": "team", "labels": {
+                    labels::PROMISE_NAME: "db", labels::RESOURCE_NAME: request}},
+            }))
+            .expect("binding")
+        };
+        let writer_ar = binding_resource();
+        let mut writer = reflector::store::Writer::new(writer_ar);
+        let store = writer.as_reader();
+        let index = BindingIndex::default();
+        let mut feed = |ev: Event<DynamicObject>| {
+            writer.apply_watcher_event(&ev);
+            index.apply(&ev);
+        };
+        feed(Event::Init);
+        feed(Event::InitApply(binding("a-db-auto", "a")));
+        feed(Event::InitDone);
+        // A second binding for the same request under another name is seen beside it.
+        feed(Event::Apply(binding("a-db-pin", "a")));
+        let names = |key: &str| {
+            let mut v: Vec<String> = index.of(&store, key).iter().map(|b| b.name_any()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names("team/a"), ["a-db-auto", "a-db-pin"]);
+        // Relabelled to another request: it moves.
+        feed(Event::Apply(binding("a-db-pin", "b")));
+        assert_eq!(names("team/a"), ["a-db-auto"]);
+        assert_eq!(names("team/b"), ["a-db-pin"]);
+        feed(Event::Delete(binding("a-db-auto", "a")));
+        assert!(names("team/a").is_empty());
     }
 
     #[test]

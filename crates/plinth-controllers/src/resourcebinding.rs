@@ -11,12 +11,16 @@
 //! whose workflow failed is not retried by itself (no oscillation); the
 //! manual-reconciliation label on the binding retries it.
 
+pub mod ownership;
+
 use kube::ResourceExt;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams, Preconditions,
 };
-use kube::runtime::reflector::ObjectRef;
 use serde_json::{Map, Value, json};
+
+use ownership::Found;
 
 use crate::Error;
 use crate::context::Context;
@@ -25,7 +29,7 @@ use crate::support::{self as status, set_condition, set_field};
 use crate::workflow::engine::Progress;
 use plinth_api::constants::labels;
 use plinth_api::constants::{
-    VERSION_LATEST, VERSION_NOT_SET, condition_types, events as event_reasons, reasons,
+    VERSION_LATEST, VERSION_NOT_SET, annotations, condition_types, events as event_reasons, reasons,
 };
 
 /// The `resourcebindings` resource.
@@ -65,32 +69,42 @@ fn selector(promise: &str, request: &str) -> String {
     )
 }
 
-/// The request's binding, if any: from the controller's cache (`caches`) under the
-/// name Plinth gives it, else (no cache, not cached yet, so a binding is never created
-/// twice, or named by a user) listed through the API. More than one binding for a request is an error naming them.
+/// The request's binding, if any (see [`find_all`]): the one binding with its labels, or
+/// the one a user or an output made beside the platform's own. More than one binding
+/// made by others is an error naming them.
 pub async fn find(
     ctx: &Context,
     promise: &str,
     caches: Option<&RequestCaches>,
     rr: &DynamicObject,
 ) -> Result<Option<DynamicObject>, Error> {
+    Ok(find_all(ctx, promise, caches, rr).await?.map(|(b, _)| b))
+}
+
+/// The bindings carrying the request's labels, whatever their names: from the
+/// controller's cache (`caches`, indexed by request), else (no cache, or none cached yet,
+/// so a binding is never created twice) listed through the API; sorted out by
+/// [`ownership::choose`]: the request's binding and the platform's own ones it replaces.
+/// A conflict (more than one binding not made by the platform) is an error naming them.
+pub async fn find_all(
+    ctx: &Context,
+    promise: &str,
+    caches: Option<&RequestCaches>,
+    rr: &DynamicObject,
+) -> Result<Option<(DynamicObject, Vec<DynamicObject>)>, Error> {
     let ns = rr.namespace().unwrap_or_default();
     let name_label = plinth_api::names::resource_name_label_value(&rr.name_any());
-    // The cache is looked up by the name Plinth gives a binding; one a user created
-    // under another name is found by the list below.
-    let name = plinth_api::names::resource_binding_name(&rr.name_any(), promise);
     let cached: Vec<DynamicObject> = caches
-        .and_then(|c| {
-            c.bindings
-                .get(&ObjectRef::new_with(&name, binding_resource()).within(&ns))
+        .map(|c| {
+            c.bindings_by_request
+                .of(&c.bindings, &format!("{ns}/{name_label}"))
         })
-        .filter(|b| {
-            b.labels().get(labels::PROMISE_NAME).map(String::as_str) == Some(promise)
-                && b.labels().get(labels::RESOURCE_NAME) == Some(&name_label)
-        })
-        .map(|b| vec![b.as_ref().clone()])
-        .unwrap_or_default();
-    let mut found = if cached.is_empty() {
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| b.labels().get(labels::PROMISE_NAME).map(String::as_str) == Some(promise))
+        .map(|b| b.as_ref().clone())
+        .collect();
+    let found = if cached.is_empty() {
         let api: Api<DynamicObject> =
             Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
         api.list(&ListParams::default().labels(&selector(promise, &rr.name_any())))
@@ -99,17 +113,61 @@ pub async fn find(
     } else {
         cached
     };
-    if found.len() > 1 {
-        let names: Vec<String> = found.iter().map(|b| b.name_any()).collect();
-        return Err(Error::Invalid {
+    match ownership::choose(found) {
+        Found::None => Ok(None),
+        Found::One(b) => Ok(Some((b, Vec::new()))),
+        Found::Adopt { keep, replaced } => Ok(Some((keep, replaced))),
+        Found::Conflict(names) => Err(Error::Invalid {
             object: format!("resource request {ns}/{}", rr.name_any()),
             message: format!(
                 "more than one ResourceBinding carries its labels: {}",
                 names.join(", ")
             ),
-        });
+        }),
     }
-    Ok(found.pop())
+}
+
+/// Deletes the platform's own bindings of a request that a binding made by a user or an
+/// output replaced (`keep`), and says so on the request. Deleted with a UID
+/// precondition, so a binding re-created under the same name meanwhile stays.
+async fn replace_auto_created(
+    ctx: &Context,
+    component: &str,
+    rr: &DynamicObject,
+    keep: &DynamicObject,
+    replaced: &[DynamicObject],
+) -> Result<(), Error> {
+    let ns = rr.namespace().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    for b in replaced {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: b.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&b.name_any(), &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        crate::support::publish(
+            &ctx.recorder(component),
+            &crate::support::reference(rr),
+            crate::support::event_type(false),
+            event_reasons::BINDING_ADOPTED,
+            format!(
+                "Adopted ResourceBinding {} at version {}; deleted ResourceBinding {} the platform had created",
+                keep.name_any(),
+                keep.data["spec"]["version"].as_str().unwrap_or_default(),
+                b.name_any()
+            ),
+        )
+        .await;
+    }
+    Ok(())
 }
 
 /// The labels a binding mirrors from its request: all of the request's labels except the
@@ -185,7 +243,13 @@ async fn ensure_from(
     let ns = rr.namespace().unwrap_or_default();
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
-    let existing = find(ctx, promise, caches, rr).await?;
+    let existing = match find_all(ctx, promise, caches, rr).await? {
+        Some((keep, replaced)) if !replaced.is_empty() => {
+            replace_auto_created(ctx, component, rr, &keep, &replaced).await?;
+            Some(keep)
+        }
+        other => other.map(|(b, _)| b),
+    };
     let labels = desired_labels(promise, rr, existing.as_ref());
     let resource_ref = json!({"name": rr.name_any(), "namespace": ns});
     let Some(binding) = existing else {
@@ -247,7 +311,8 @@ async fn ensure_from(
         .await?)
 }
 
-/// Creates the request's binding with `labels` and `spec`, announced on the request.
+/// Creates the request's binding with `labels` and `spec`, announced on the request and
+/// annotated as the platform's (a binding with its labels arriving later replaces it).
 async fn create(
     ctx: &Context,
     component: &str,
@@ -262,7 +327,10 @@ async fn create(
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "platform.kratix.io/v1alpha1",
         "kind": "ResourceBinding",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "metadata": {
+            "name": name, "namespace": ns, "labels": labels,
+            "annotations": {annotations::AUTO_CREATED_BINDING: "true"},
+        },
         "spec": spec,
     }))
     .map_err(Error::Json)?;
@@ -576,9 +644,11 @@ pub fn set_request_versions(
     c
 }
 
-/// The binding step of a request's reconcile: ensures its binding, resolves the revision
-/// it is bound to and starts an upgrade when one is due. `None` when it wrote to start an
-/// upgrade and the reconcile should stop (the label change wakes it again).
+/// The binding step of a request's reconcile: ensures its binding, holds a version the
+/// binding's applier did not declare ([`version_held`]), resolves the revision it is
+/// bound to and starts an upgrade when one is due. `None` when it wrote to start an
+/// upgrade, or holds, and the reconcile should stop (the label change, or the agent
+/// taking the version back, wakes it again).
 pub async fn bind(
     ctx: &Context,
     component: &str,
@@ -589,11 +659,72 @@ pub async fn bind(
 ) -> Result<Option<(DynamicObject, BoundRevision)>, Error> {
     let latest = latest_version(caches).unwrap_or_else(|| VERSION_NOT_SET.to_string());
     let binding = ensure(ctx, component, promise, caches, rr, &latest).await?;
+    if version_held(ctx, component, rr, &binding).await? {
+        return Ok(None);
+    }
     let bound = resolve_for_configure(ctx, component, promise, caches, rr, &binding).await?;
     if start_upgrade(ctx, rr_api, rr, &binding, &bound).await? {
         return Ok(None);
     }
     Ok(Some((binding, bound)))
+}
+
+/// Whether the request keeps the version it last ran with although its binding's
+/// `spec.version` moved: the Destination agent applies the binding (a compound Promise's
+/// output declares it) and another manager changed the version by hand
+/// ([`ownership::version_taken_from_agent`]). The agent takes the field back on its next
+/// pass, so no workflow runs with a version the output did not ask for; a Warning on the
+/// binding names the manager. Only a version change is checked (the managed fields are
+/// read through the API then, since the cache drops them).
+async fn version_held(
+    ctx: &Context,
+    component: &str,
+    rr: &DynamicObject,
+    binding: &DynamicObject,
+) -> Result<bool, Error> {
+    let last = rr.data["status"]["resourceBindingVersion"].as_str();
+    let now = binding.data["spec"]["version"].as_str();
+    if last.is_none_or(str::is_empty) || last == now {
+        return Ok(false);
+    }
+    // The caches keep bindings with their managed fields cleared (an empty list).
+    let full = if binding
+        .metadata
+        .managed_fields
+        .as_ref()
+        .is_some_and(|m| !m.is_empty())
+    {
+        binding.clone()
+    } else {
+        let ns = binding.namespace().unwrap_or_default();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+        match api.get_opt(&binding.name_any()).await? {
+            Some(b) => b,
+            None => return Ok(false),
+        }
+    };
+    let Some(manager) = ownership::version_taken_from_agent(&full) else {
+        return Ok(false);
+    };
+    let mut regarding = crate::support::reference(&full);
+    regarding.api_version = Some(format!("{}/{}", plinth_api::GROUP, plinth_api::VERSION));
+    regarding.kind = Some("ResourceBinding".into());
+    crate::support::publish(
+        &ctx.recorder(component),
+        &regarding,
+        crate::support::event_type(true),
+        event_reasons::BINDING_VERSION_HELD,
+        format!(
+            "spec.version {} was set by {manager}, but the destination agent applies this ResourceBinding from a resource request's output, which declares the version; resource request {}/{} stays at {} until the agent takes the field back",
+            now.unwrap_or_default(),
+            rr.namespace().unwrap_or_default(),
+            rr.name_any(),
+            last.unwrap_or_default()
+        ),
+    )
+    .await;
+    Ok(true)
 }
 
 /// The request a binding belongs to (for watches): `spec.resourceRef`, namespace

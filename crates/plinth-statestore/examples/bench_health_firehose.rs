@@ -19,7 +19,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use plinth_api::HealthState;
@@ -210,6 +210,7 @@ fn report_of(run: &Run, start: i64) -> HealthReport {
         state: run.2,
         details: None,
         run_at: Timestamp::from_second(start + run.0).unwrap(),
+        schedule: None,
     }
 }
 
@@ -219,7 +220,10 @@ fn naive(runs: &[Run], start: i64) -> impl Iterator<Item = Commit> + '_ {
         Commit {
             at: start + r.0,
             message: format!("Update from: health {}", rep.key),
-            files: vec![(format!("health/{}", rep.key.path()), rep.document().into())],
+            files: vec![(
+                format!("health/{}", rep.key.path()),
+                rep.document(Duration::ZERO).into(),
+            )],
         }
     })
 }
@@ -245,7 +249,10 @@ fn plinth(runs: &[Run], start: i64) -> (Vec<Commit>, u64) {
                 .iter()
                 .map(|e| {
                     let r = e.report.as_ref().expect("no deletes in this benchmark");
-                    (format!("health/{}", e.key.path()), r.document().into())
+                    (
+                        format!("health/{}", e.key.path()),
+                        r.document(Duration::ZERO).into(),
+                    )
                 })
                 .collect();
             commits.push(Commit {

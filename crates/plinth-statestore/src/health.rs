@@ -126,11 +126,15 @@ pub struct HealthReport {
     pub details: Option<Value>,
     /// When the check ran.
     pub run_at: Timestamp,
+    /// The HealthDefinition's `spec.schedule`, when known: written on the record (with
+    /// the writer's heartbeat) so the platform can tell when the next one is overdue.
+    pub schedule: Option<String>,
 }
 
 impl HealthReport {
-    /// The HealthRecord document (YAML) for this run.
-    pub fn document(&self) -> String {
+    /// The HealthRecord document (YAML) for this run, by a writer that refreshes an
+    /// unchanged record at least every `heartbeat` (zero: never).
+    pub fn document(&self, heartbeat: Duration) -> String {
         let mut data = json!({
             "promiseRef": {"name": self.key.promise},
             "resourceRef": {"name": self.key.request, "namespace": self.key.namespace},
@@ -140,12 +144,18 @@ impl HealthReport {
         if let Some(d) = &self.details {
             data["details"] = d.clone();
         }
-        let doc = json!({
+        let mut doc = json!({
             "apiVersion": names::RECORD_API_VERSION,
             "kind": names::RECORD_KIND,
             "metadata": {"name": self.key.record_name(), "namespace": self.key.namespace},
             "data": data,
         });
+        if let Some(schedule) = &self.schedule {
+            doc["metadata"]["annotations"] = json!({
+                names::SCHEDULE_ANNOTATION: schedule,
+                names::REFRESH_ANNOTATION: heartbeat.as_secs().to_string(),
+            });
+        }
         serde_saphyr::to_string(&doc).expect("a JSON value serialises as YAML")
     }
 }
@@ -175,6 +185,8 @@ pub struct Batch {
     pub entries: Vec<BatchEntry>,
     /// `written` before this batch, per key, to restore if the batch fails.
     previous: Vec<(RecordKey, Option<Written>)>,
+    /// The writer's heartbeat, stamped on each record.
+    heartbeat: Duration,
 }
 
 impl Batch {
@@ -188,7 +200,7 @@ impl Batch {
                 ops: vec![match &e.report {
                     Some(r) => WriteOp::Put {
                         path: e.key.path(),
-                        content: r.document().into_bytes(),
+                        content: r.document(self.heartbeat).into_bytes(),
                     },
                     None => WriteOp::Delete { path: e.key.path() },
                 }],
@@ -202,11 +214,12 @@ struct Written {
     state: HealthState,
     details: Option<Value>,
     last_run: Timestamp,
+    schedule: Option<String>,
 }
 
 #[derive(Clone, Debug)]
 enum Pending {
-    Put(HealthReport),
+    Put(Box<HealthReport>),
     Delete,
 }
 
@@ -243,16 +256,16 @@ impl HealthLedger {
     pub fn report(&mut self, r: HealthReport, now: Timestamp) -> Disposition {
         self.latest.insert(r.key.clone(), r.clone());
         let Some(w) = self.written.get(&r.key) else {
-            self.enqueue(r.key.clone(), Pending::Put(r), now);
+            self.enqueue(r.key.clone(), Pending::Put(Box::new(r)), now);
             return Disposition::Queued;
         };
-        if w.state != r.state || w.details != r.details {
-            self.enqueue(r.key.clone(), Pending::Put(r), now);
+        if w.state != r.state || w.details != r.details || w.schedule != r.schedule {
+            self.enqueue(r.key.clone(), Pending::Put(Box::new(r)), now);
             return Disposition::Queued;
         }
         let hb = self.cfg.heartbeat_interval;
         if !hb.is_zero() && r.run_at >= add(w.last_run, hb) {
-            self.enqueue(r.key.clone(), Pending::Put(r), now);
+            self.enqueue(r.key.clone(), Pending::Put(Box::new(r)), now);
             return Disposition::Queued;
         }
         // Back to what is written: a queued change it undoes need not be written.
@@ -327,14 +340,17 @@ impl HealthLedger {
                 .into_iter()
                 .map(|(k, (p, _))| {
                     let r = match p {
-                        Pending::Put(r) => Some(r),
+                        Pending::Put(r) => Some(*r),
                         Pending::Delete => None,
                     };
                     (k, r)
                 })
                 .collect();
         self.add_riders(&mut entries, now);
-        let mut batch = Batch::default();
+        let mut batch = Batch {
+            heartbeat: self.cfg.heartbeat_interval,
+            ..Batch::default()
+        };
         for (key, report) in entries {
             let before = match &report {
                 Some(r) => self.written.insert(
@@ -343,6 +359,7 @@ impl HealthLedger {
                         state: r.state,
                         details: r.details.clone(),
                         last_run: r.run_at,
+                        schedule: r.schedule.clone(),
                     },
                 ),
                 None => self.written.remove(&key),
@@ -395,7 +412,7 @@ impl HealthLedger {
                 continue;
             }
             let p = match e.report {
-                Some(r) => Pending::Put(r),
+                Some(r) => Pending::Put(Box::new(r)),
                 None => Pending::Delete,
             };
             self.enqueue(e.key, p, now);
@@ -604,6 +621,7 @@ mod tests {
             state,
             details: None,
             run_at: t(at),
+            schedule: None,
         }
     }
 
@@ -798,7 +816,7 @@ mod tests {
         let mut r = run("a", HealthState::Degraded, 42);
         r.details = Some(json!({"reason": "1 of 3 replicas"}));
         assert_eq!(r.key.path(), "default/redis/a/liveness.yaml");
-        let doc: Value = serde_saphyr::from_str(&r.document()).unwrap();
+        let doc: Value = serde_saphyr::from_str(&r.document(Duration::ZERO)).unwrap();
         assert_eq!(doc["apiVersion"], "platform.kratix.io/v1alpha1");
         assert_eq!(doc["kind"], "HealthRecord");
         assert_eq!(doc["metadata"]["namespace"], "default");
@@ -808,5 +826,27 @@ mod tests {
         assert_eq!(doc["data"]["promiseRef"]["name"], "redis");
         assert_eq!(doc["data"]["resourceRef"]["name"], "a");
         assert_eq!(doc["data"]["details"]["reason"], "1 of 3 replicas");
+        assert!(doc["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn a_record_with_a_schedule_carries_it_and_the_heartbeat() {
+        let mut r = run("a", HealthState::Healthy, 42);
+        r.schedule = Some("*/5 * * * *".into());
+        let doc: Value = serde_saphyr::from_str(&r.document(Duration::from_secs(3600))).unwrap();
+        let a = &doc["metadata"]["annotations"];
+        assert_eq!(a[names::SCHEDULE_ANNOTATION], "*/5 * * * *");
+        assert_eq!(a[names::REFRESH_ANNOTATION], "3600");
+    }
+
+    #[test]
+    fn a_new_schedule_is_written_although_the_state_did_not_change() {
+        let mut l = HealthLedger::new(HealthWriterConfig::default());
+        l.report(run("a", HealthState::Healthy, 0), t(0));
+        l.take_all(t(0));
+        let mut r = run("a", HealthState::Healthy, 60);
+        assert_eq!(l.report(r.clone(), t(60)), Disposition::Suppressed);
+        r.schedule = Some("@daily".into());
+        assert_eq!(l.report(r, t(60)), Disposition::Queued);
     }
 }

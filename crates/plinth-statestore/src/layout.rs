@@ -279,6 +279,37 @@ pub fn nested_directory(
     safe_join(destination_path, &rel)
 }
 
+/// The resource request whose `nestedByMetadata` directory holds `rel`, a file path
+/// relative to the Destination's directory: `resources/<ns>/<promise>/<rr>/<pipeline>/<id5>/<file…>`
+/// gives [`PlacementSource::Resource`] (the inverse of [`nested_directory`]). `None` for
+/// any other path (dependencies, canaries, files of the `none` and aggregated modes).
+pub fn resource_of_file(rel: &str) -> Option<PlacementSource> {
+    let segs: Vec<&str> = rel.trim_start_matches('/').split('/').collect();
+    match segs.as_slice() {
+        [
+            "resources",
+            namespace,
+            promise,
+            resource,
+            pipeline,
+            _id5,
+            _file,
+            ..,
+        ] if [namespace, promise, resource, pipeline]
+            .iter()
+            .all(|s| !s.is_empty()) =>
+        {
+            Some(PlacementSource::Resource {
+                namespace: namespace.to_string(),
+                promise: promise.to_string(),
+                resource: resource.to_string(),
+                pipeline: pipeline.to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// The path of a static-dependency file: `<dest.path>/dependencies/<promise>/5058f/static/<promise>-dependencies.yaml`.
 /// The static-dependency Work's single workload is named
 /// `static/<promise>-dependencies.yaml` inside the default group's directory.
@@ -620,6 +651,31 @@ mod tests {
         assert!(!overlapping_roots("a/b", "a/c"));
         assert!(!overlapping_roots("dev", "prod"));
         assert!(overlapping_roots("..", "x"));
+    }
+
+    #[test]
+    fn the_request_of_a_file_is_read_back_from_its_directory() {
+        let src = PlacementSource::Resource {
+            namespace: "default".into(),
+            promise: "app".into(),
+            resource: "app-a".into(),
+            pipeline: "compose".into(),
+        };
+        let dir = nested_directory("/", &src, DEFAULT_WORKLOAD_GROUP_ID).unwrap();
+        assert_eq!(
+            resource_of_file(&format!("{dir}/db.yaml")),
+            Some(src.clone())
+        );
+        assert_eq!(resource_of_file(&format!("{dir}/sub/db.yaml")), Some(src));
+        assert_eq!(resource_of_file(&dir), None, "a directory, not a file");
+        assert_eq!(
+            resource_of_file("resources/kratix-canary-configmap.yaml"),
+            None
+        );
+        assert_eq!(
+            resource_of_file("dependencies/app/compose/5058f/ns.yaml"),
+            None
+        );
     }
 
     #[test]

@@ -58,6 +58,7 @@ fn report(clock: &TestClock, request: &str, state: HealthState) -> HealthReport 
         state,
         details: None,
         run_at: clock.now(),
+        schedule: None,
     }
 }
 

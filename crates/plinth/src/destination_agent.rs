@@ -152,11 +152,43 @@ pub async fn spawn(
     let mut cfg = plinth_agent::AgentConfig::new(destination, source, path);
     cfg.interval = interval;
     cfg.metrics = Some(metrics);
+    start(cfg, target, platform).await
+}
+
+/// [`spawn`] for the Destination `platform` of `plinth up`, whose directory is applied
+/// back into the platform itself (`target` is the platform): the requests whose outputs
+/// it applies are compound requests, and its Events say so.
+///
+/// # Errors
+/// The agent's inventory in the platform cannot be read.
+pub async fn spawn_into_platform(
+    destination: &str,
+    source: StoreConfig,
+    path: &str,
+    platform: kube::Client,
+    interval: Duration,
+    metrics: Arc<plinth_api::metrics::Metrics>,
+) -> anyhow::Result<JoinHandle<()>> {
+    let mut cfg = plinth_agent::AgentConfig::new(destination, source, path);
+    cfg.interval = interval;
+    cfg.metrics = Some(metrics);
+    cfg.platform = true;
+    start(cfg, platform.clone(), platform).await
+}
+
+/// Starts the agent of `cfg` applying into `target`, woken by its Destination's
+/// WorkPlacements on `platform`.
+async fn start(
+    cfg: plinth_agent::AgentConfig,
+    target: kube::Client,
+    platform: kube::Client,
+) -> anyhow::Result<JoinHandle<()>> {
+    let destination = cfg.name.clone();
     let agent = plinth_agent::Agent::new(cfg, target)
         .await
         .with_context(|| format!("starting the agent of Destination {destination}"))?;
     let wake = Arc::new(tokio::sync::Notify::new());
-    let watches = wake_on_changes(platform, destination.to_string(), wake.clone());
+    let watches = wake_on_changes(platform, destination, wake.clone());
     Ok(tokio::spawn(async move {
         tokio::select! {
             _ = agent.run_woken(wake, std::future::pending()) => {}

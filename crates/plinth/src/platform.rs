@@ -370,11 +370,10 @@ async fn start_platform_agent(
     };
     let source =
         crate::destination_agent::store_config(client, &store, &data_dir.join("agent")).await?;
-    crate::destination_agent::spawn(
+    crate::destination_agent::spawn_into_platform(
         PLATFORM_DESTINATION,
         source,
         PLATFORM_DESTINATION,
-        client.clone(),
         client.clone(),
         PLATFORM_AGENT_INTERVAL,
         metrics,

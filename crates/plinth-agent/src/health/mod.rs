@@ -37,6 +37,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{health as names, labels};
 use plinth_api::{HealthDefinition, HealthRecord};
+use plinth_statestore::StoreConfig;
 use plinth_statestore::health::{
     HealthReport, HealthWriter, HealthWriterConfig, RecordKey, StoreSink,
 };
@@ -52,8 +53,11 @@ pub struct HealthAgentConfig {
     pub config_map: (String, String),
     /// Directory for a Git store's clone.
     pub work_dir: PathBuf,
-    /// No-op suppression, heartbeat, flush window, queue bound.
+    /// No-op suppression, flush window, queue bound (its `heartbeat_interval` is set from
+    /// `heartbeat` when the store is known).
     pub writer: HealthWriterConfig,
+    /// How often an unchanged record's `lastRun` is refreshed.
+    pub heartbeat: Heartbeat,
     /// How the checks' Pods are built.
     pub check: CheckSettings,
     /// Time between passes (besides HealthDefinition events).
@@ -71,11 +75,54 @@ impl HealthAgentConfig {
             ),
             work_dir: work_dir.into(),
             writer: HealthWriterConfig::default(),
+            heartbeat: Heartbeat::Auto,
             check: CheckSettings::default(),
             interval: crate::DEFAULT_INTERVAL,
         }
     }
 }
+
+/// A heartbeat shorter than any schedule's period: every run refreshes `lastRun`.
+pub const EVERY_RUN: Duration = Duration::from_secs(1);
+/// The heartbeat [`Heartbeat::Auto`] gives a Git store, where each write is a commit.
+pub const GIT_HEARTBEAT: Duration = plinth_statestore::health::DEFAULT_HEARTBEAT_INTERVAL;
+
+/// How often the writer refreshes the `lastRun` of a record whose state did not change.
+/// The platform marks a record stale after a few missed refreshes (the record says how
+/// often it is refreshed), so this sets how soon a silent agent is noticed.
+///
+/// ```
+/// use plinth_agent::health::{Heartbeat, EVERY_RUN, GIT_HEARTBEAT};
+/// use plinth_statestore::{LocalDirConfig, StoreConfig};
+///
+/// let dir = StoreConfig::LocalDir(LocalDirConfig { root: "/tmp/health".into(), path: String::new() });
+/// assert_eq!(Heartbeat::Auto.interval(&dir), EVERY_RUN);
+/// assert_eq!(Heartbeat::Every(GIT_HEARTBEAT).interval(&dir), GIT_HEARTBEAT);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// Every run for object stores and directories (a write replaces one object);
+    /// [`GIT_HEARTBEAT`] for Git, where each write is a commit (the heartbeats of all
+    /// records share one).
+    Auto,
+    /// At most this often; zero never refreshes (the platform then cannot tell a silent
+    /// agent from a steady one, and the records never go stale).
+    Every(Duration),
+}
+
+impl Heartbeat {
+    /// The heartbeat for a writer on `store`.
+    pub fn interval(self, store: &StoreConfig) -> Duration {
+        match (self, store) {
+            (Heartbeat::Every(d), _) => d,
+            (Heartbeat::Auto, StoreConfig::Git(_)) => GIT_HEARTBEAT,
+            (Heartbeat::Auto, _) => EVERY_RUN,
+        }
+    }
+}
+
+/// The schedules of the HealthDefinitions, by namespace and name (the last pass's list).
+type Schedules = Arc<Mutex<BTreeMap<(String, String), String>>>;
 
 /// What one pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -136,6 +183,7 @@ pub struct HealthAgent {
     /// Hash of the document last applied, by object.
     applied: BTreeMap<ObjectId, String>,
     writer: SharedWriter,
+    schedules: Schedules,
 }
 
 impl HealthAgent {
@@ -146,6 +194,7 @@ impl HealthAgent {
             cfg,
             applied: BTreeMap::new(),
             writer: Arc::new(Mutex::new(None)),
+            schedules: Arc::default(),
         }
     }
 
@@ -155,7 +204,11 @@ impl HealthAgent {
     pub async fn run(mut self, shutdown: impl std::future::Future<Output = ()>) {
         let wake = Arc::new(tokio::sync::Notify::new());
         let definitions = tokio::spawn(wake_on_definitions(self.client.clone(), wake.clone()));
-        let records = tokio::spawn(watch_records(self.client.clone(), self.writer.clone()));
+        let records = tokio::spawn(watch_records(
+            self.client.clone(),
+            self.writer.clone(),
+            self.schedules.clone(),
+        ));
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let report = self.sync_once().await;
@@ -179,10 +232,15 @@ impl HealthAgent {
     /// One pass; see the module documentation for its steps.
     pub async fn sync_once(&mut self) -> HealthSyncReport {
         let mut report = HealthSyncReport::default();
+        // Definitions first: the records handed to a new writer carry their schedules.
+        let listed = self.list_definitions().await;
+        if let Ok(definitions) = &listed {
+            self.remember_schedules(definitions);
+        }
         if let Err(e) = self.refresh_store().await {
             report.errors.push(e);
         }
-        let definitions = match self.list_definitions().await {
+        let definitions = match listed {
             Ok(d) => d,
             Err(e) => {
                 report.errors.push(e);
@@ -234,10 +292,12 @@ impl HealthAgent {
         if current.as_deref() == Some(loaded.fingerprint.as_str()) {
             return Ok(());
         }
-        tracing::info!(configmap = %format!("{ns}/{name}"), "health store configured");
+        let mut writer_cfg = self.cfg.writer.clone();
+        writer_cfg.heartbeat_interval = self.cfg.heartbeat.interval(&loaded.config);
+        tracing::info!(configmap = %format!("{ns}/{name}"), heartbeat = ?writer_cfg.heartbeat_interval, "health store configured");
         let writer = HealthWriter::start(
             Arc::new(StoreSink::new(loaded.config)),
-            self.cfg.writer.clone(),
+            writer_cfg,
             Arc::new(Timestamp::now),
             Duration::from_secs(1),
         );
@@ -246,7 +306,8 @@ impl HealthAgent {
             .list(&ListParams::default())
             .await
             .map_err(|e| format!("listing HealthRecords: {e}"))?;
-        for r in list.items.iter().filter_map(report_of) {
+        let schedules = self.schedules.lock().expect("schedules").clone();
+        for r in list.items.iter().filter_map(|r| report_of(r, &schedules)) {
             writer.report(r);
         }
         *self.writer.lock().expect("health writer") = Some(ActiveWriter {
@@ -254,6 +315,14 @@ impl HealthAgent {
             writer,
         });
         Ok(())
+    }
+
+    fn remember_schedules(&self, definitions: &[HealthDefinition]) {
+        let current = definitions
+            .iter()
+            .map(|hd| (objects::definition_id(hd), hd.spec.schedule.clone()))
+            .collect();
+        *self.schedules.lock().expect("schedules") = current;
     }
 
     /// Step 2.
@@ -377,8 +446,12 @@ impl HealthAgent {
 }
 
 /// The report a HealthRecord written by `health-state-creator` stands for (`None` for
-/// records without the definition label: not the agent's).
-pub fn report_of(r: &HealthRecord) -> Option<HealthReport> {
+/// records without the definition label: not the agent's), with its definition's
+/// schedule from `schedules` (by namespace and name).
+pub fn report_of(
+    r: &HealthRecord,
+    schedules: &BTreeMap<(String, String), String>,
+) -> Option<HealthReport> {
     let definition = r.labels().get(names::DEFINITION_LABEL)?.clone();
     let d = &r.spec.data;
     let definition_namespace = r.meta().namespace.clone().unwrap_or_default();
@@ -397,11 +470,15 @@ pub fn report_of(r: &HealthRecord) -> Option<HealthReport> {
         .last_run
         .and_then(|s| Timestamp::from_second(s).ok())
         .unwrap_or_else(Timestamp::now);
+    let schedule = schedules
+        .get(&(key.definition_namespace.clone(), key.definition.clone()))
+        .cloned();
     Some(HealthReport {
         key,
         state: d.state,
         details: d.details.clone(),
         run_at,
+        schedule,
     })
 }
 
@@ -463,7 +540,7 @@ async fn wake_on_definitions(client: kube::Client, wake: Arc<tokio::sync::Notify
 
 /// Hands the checks' HealthRecords to the writer in use (none while no store is
 /// configured: the store step reports every record when it starts one).
-async fn watch_records(client: kube::Client, writer: SharedWriter) {
+async fn watch_records(client: kube::Client, writer: SharedWriter, schedules: Schedules) {
     let api: Api<HealthRecord> = Api::all(client);
     let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
     while let Some(e) = events.next().await {
@@ -475,16 +552,17 @@ async fn watch_records(client: kube::Client, writer: SharedWriter) {
                 continue;
             }
         };
+        let schedules = schedules.lock().expect("schedules").clone();
         let guard = writer.lock().expect("health writer");
         let Some(w) = guard.as_ref() else { continue };
         match event {
             watcher::Event::Apply(r) | watcher::Event::InitApply(r) => {
-                if let Some(report) = report_of(&r) {
+                if let Some(report) = report_of(&r, &schedules) {
                     w.writer.report(report);
                 }
             }
             watcher::Event::Delete(r) => {
-                if let Some(report) = report_of(&r) {
+                if let Some(report) = report_of(&r, &schedules) {
                     w.writer.remove(&report.key);
                 }
             }

@@ -1,7 +1,30 @@
 //! Aggregating HealthRecords into a request's `status.healthStatus` (Kratix's shape).
 
+use std::collections::BTreeMap;
+
+use plinth_api::constants::health as names;
 use plinth_api::{HealthRecord, HealthState};
 use serde_json::{Value, json};
+
+/// The records judged stale (`super::freshness`), by namespace and name, with why: each
+/// counts as `unknown` whatever state it last reported.
+pub type StaleRecords = BTreeMap<(String, String), String>;
+
+fn key_of(r: &HealthRecord) -> (String, String) {
+    (
+        r.metadata.namespace.clone().unwrap_or_default(),
+        r.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// The state `r` counts as: its own, or `unknown` when it is stale.
+pub fn effective_state(r: &HealthRecord, stale: &StaleRecords) -> HealthState {
+    if stale.contains_key(&key_of(r)) {
+        HealthState::Unknown
+    } else {
+        r.spec.data.state
+    }
+}
 
 /// The state of a request with no records (Kratix's default).
 pub const EMPTY_STATE: HealthState = HealthState::Ready;
@@ -70,14 +93,15 @@ fn truncated_details(bytes: usize, limit: usize, record: &HealthRecord) -> Value
 /// and one entry per record, ordered by namespace and name so the same records always give
 /// the same status. Each entry's `details` are copied up to [`MAX_DETAILS_BYTES`], and
 /// all of them up to [`MAX_TOTAL_DETAILS_BYTES`]; beyond that a marker stands in. At most
-/// [`MAX_LISTED_RECORDS`] entries are listed, the worst kept.
-pub fn health_status(records: &[&HealthRecord]) -> Value {
+/// [`MAX_LISTED_RECORDS`] entries are listed, the worst kept. A stale record's entry is
+/// `unknown`, with `reason` [`names::STALE_REASON`] and a `message`; its `lastRun` stays.
+pub fn health_status(records: &[&HealthRecord], stale: &StaleRecords) -> Value {
     let mut sorted: Vec<&&HealthRecord> = records.iter().collect();
     let omitted = sorted.len().saturating_sub(MAX_LISTED_RECORDS);
     if omitted > 0 {
         sorted.sort_by_key(|r| {
             (
-                r.spec.data.state.rank(),
+                effective_state(r, stale).rank(),
                 r.metadata.namespace.clone(),
                 r.metadata.name.clone(),
             )
@@ -90,12 +114,16 @@ pub fn health_status(records: &[&HealthRecord]) -> Value {
         .iter()
         .map(|r| {
             let mut e = json!({
-                "state": state_name(r.spec.data.state),
+                "state": state_name(effective_state(r, stale)),
                 "source": {
                     "name": r.metadata.name.clone().unwrap_or_default(),
                     "namespace": r.metadata.namespace.clone().unwrap_or_default(),
                 },
             });
+            if let Some(why) = stale.get(&key_of(r)) {
+                e["reason"] = json!(names::STALE_REASON);
+                e["message"] = json!(why);
+            }
             if let Some(t) = r.spec.data.last_run {
                 e["lastRun"] = json!(t);
             }
@@ -113,7 +141,7 @@ pub fn health_status(records: &[&HealthRecord]) -> Value {
         })
         .collect();
     let mut out = json!({
-        "state": state_name(worst(records.iter().map(|r| r.spec.data.state))),
+        "state": state_name(worst(records.iter().map(|r| effective_state(r, stale)))),
         "healthRecords": entries,
     });
     if omitted > 0 {
@@ -123,25 +151,41 @@ pub fn health_status(records: &[&HealthRecord]) -> Value {
 }
 
 /// The record that decides the overall state (the first worst one), as `namespace/name`.
-pub fn deciding_source(records: &[&HealthRecord]) -> String {
+pub fn deciding_source(records: &[&HealthRecord], stale: &StaleRecords) -> String {
+    deciding(records, stale)
+        .map(|r| {
+            let (ns, name) = key_of(r);
+            format!("{ns}/{name}")
+        })
+        .unwrap_or_default()
+}
+
+/// Why the overall state is what it is when a stale record decides it: the record and
+/// the freshness message.
+pub fn stale_reason(records: &[&HealthRecord], stale: &StaleRecords) -> Option<String> {
+    let r = deciding(records, stale)?;
+    let (ns, name) = key_of(r);
+    let why = stale.get(&(ns.clone(), name.clone()))?;
+    let from = r
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::SOURCE_LABEL))
+        .map(|s| format!(" from HealthSource {s}"))
+        .unwrap_or_default();
+    Some(format!("HealthRecord {ns}/{name}{from} is stale: {why}"))
+}
+
+fn deciding<'a>(records: &[&'a HealthRecord], stale: &StaleRecords) -> Option<&'a HealthRecord> {
     let mut sorted: Vec<&&HealthRecord> = records.iter().collect();
     sorted.sort_by_key(|r| {
         (
-            r.spec.data.state.rank(),
+            effective_state(r, stale).rank(),
             r.metadata.namespace.clone(),
             r.metadata.name.clone(),
         )
     });
-    sorted
-        .first()
-        .map(|r| {
-            format!(
-                "{}/{}",
-                r.metadata.namespace.clone().unwrap_or_default(),
-                r.metadata.name.clone().unwrap_or_default()
-            )
-        })
-        .unwrap_or_default()
+    sorted.first().map(|r| **r)
 }
 
 #[cfg(test)]
@@ -179,11 +223,14 @@ mod tests {
         assert_eq!(worst([Degraded, Unhealthy, Ready]), Unhealthy);
         assert_eq!(worst([]), Ready);
         let (a, b) = (rec("b", Healthy, 2), rec("a", Degraded, 1));
-        let s = health_status(&[&a, &b]);
+        let s = health_status(&[&a, &b], &StaleRecords::new());
         assert_eq!(s["state"], "degraded");
         assert_eq!(s["healthRecords"][0]["source"]["name"], "a");
         assert_eq!(s["healthRecords"][1]["lastRun"], 2);
-        assert_eq!(deciding_source(&[&a, &b]), "default/a");
+        assert_eq!(
+            deciding_source(&[&a, &b], &StaleRecords::new()),
+            "default/a"
+        );
     }
 
     #[test]
@@ -203,7 +250,7 @@ mod tests {
             recs.push(with_details(&format!("c-{i:02}"), Healthy, 10_000));
         }
         let refs: Vec<&HealthRecord> = recs.iter().collect();
-        let s = health_status(&refs);
+        let s = health_status(&refs, &StaleRecords::new());
         assert_eq!(s["state"], "unhealthy");
         let entries = s["healthRecords"].as_array().unwrap();
         assert_eq!(entries.len(), 22);
@@ -239,7 +286,7 @@ mod tests {
             .collect();
         recs.push(rec("z-last", HealthState::Unhealthy, 1));
         let refs: Vec<&HealthRecord> = recs.iter().collect();
-        let s = health_status(&refs);
+        let s = health_status(&refs, &StaleRecords::new());
         assert_eq!(s["state"], "unhealthy");
         assert_eq!(s["omittedRecords"], 11);
         let entries = s["healthRecords"].as_array().unwrap();
@@ -249,6 +296,32 @@ mod tests {
             "z-last",
             "the worst is kept"
         );
-        assert!(health_status(&refs[..3]).get("omittedRecords").is_none());
+        assert!(
+            health_status(&refs[..3], &StaleRecords::new())
+                .get("omittedRecords")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_stale_record_counts_as_unknown_and_says_why() {
+        use HealthState::*;
+        let (a, b) = (rec("a", Healthy, 1), rec("b", Healthy, 2));
+        let stale = StaleRecords::from([(
+            ("default".to_string(), "b".to_string()),
+            "last heard from at T".to_string(),
+        )]);
+        let s = health_status(&[&a, &b], &stale);
+        assert_eq!(s["state"], "unknown");
+        assert_eq!(s["healthRecords"][1]["state"], "unknown");
+        assert_eq!(s["healthRecords"][1]["reason"], names::STALE_REASON);
+        assert_eq!(s["healthRecords"][1]["lastRun"], 2, "the last run is kept");
+        assert!(s["healthRecords"][0].get("reason").is_none());
+        assert_eq!(deciding_source(&[&a, &b], &stale), "default/b");
+        assert_eq!(
+            stale_reason(&[&a, &b], &stale).as_deref(),
+            Some("HealthRecord default/b is stale: last heard from at T")
+        );
+        assert_eq!(stale_reason(&[&a, &b], &StaleRecords::new()), None);
     }
 }

@@ -11,6 +11,8 @@
 //! - [`history`]: the history kept in `status.healthHistory` and the figures derived from
 //!   it (uptime, time to first healthy, time to recover).
 //! - [`aggregate`]: the pure aggregation of records into `healthStatus`.
+//! - [`freshness`]: when a record is overdue, from the schedule and heartbeat its writer
+//!   stamped on it (a stale record counts as `unknown`).
 //! - [`index`]: the cached records by the request they reference.
 //!
 //! Which wins, a pipeline's `healthStatus` or the records: while at least one HealthRecord
@@ -21,6 +23,7 @@
 
 pub mod aggregate;
 pub mod clock;
+pub mod freshness;
 pub mod history;
 pub mod index;
 pub mod poll;

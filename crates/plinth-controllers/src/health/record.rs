@@ -13,6 +13,10 @@
 //! `HealthRecord` Event on the request (Normal for healthy/ready, else Warning). Nothing
 //! is written when nothing changed. Deleting a request deletes its records
 //! ([`delete_records_of`]).
+//!
+//! A record whose writer said when its next write is due ([`freshness`]) and that is
+//! overdue counts as `unknown`, with the reason in its entry and in the Event; the
+//! reconcile comes back when the earliest fresh record of the request would go stale.
 
 use std::sync::Arc;
 
@@ -28,8 +32,11 @@ use plinth_api::constants::{finalizers, health as names};
 use plinth_api::{HealthRecord, HealthState};
 use serde_json::Value;
 
-use super::aggregate::{deciding_source, health_status, is_up, parse_state, state_name};
+use super::aggregate::{
+    StaleRecords, deciding_source, health_status, is_up, parse_state, stale_reason, state_name,
+};
 use super::clock::Clock;
+use super::freshness::{self, Freshness, Verdict};
 use super::history::HealthHistory;
 use super::index::RecordIndex;
 use crate::Error;
@@ -144,8 +151,24 @@ async fn reconcile(rec: Arc<HealthRecord>, rc: Arc<RecordCtx>) -> Result<Action,
     }
     edit_finalizers(&api, &rec.name_any(), &[f], &[]).await?;
     label_with_request(&api, &rec, &target).await?;
-    rebuild(&rc, &target, None).await?;
-    Ok(Action::await_change())
+    let stale_at = rebuild(&rc, &target, None).await?;
+    Ok(recheck_at(&rc, stale_at))
+}
+
+/// Back when the earliest fresh record goes stale (at most the configured recheck apart,
+/// so a clock that jumps is caught up with), else only on a change.
+fn recheck_at(rc: &RecordCtx, stale_at: Option<jiff::Timestamp>) -> Action {
+    let Some(at) = stale_at else {
+        return Action::await_change();
+    };
+    let wait = rc
+        .clock
+        .now()
+        .duration_until(at)
+        .try_into()
+        .unwrap_or(std::time::Duration::ZERO)
+        + std::time::Duration::from_secs(1);
+    Action::requeue(wait.min(rc.ctx.config().health_recheck_max))
 }
 
 /// Sets the request label on `rec` when it is missing or stale (nothing sent otherwise).
@@ -196,11 +219,16 @@ pub async fn request_resource(ctx: &Context, promise: &str) -> Result<Option<Api
 /// Rebuilds `target`'s `healthStatus` (and history) from the cached records that
 /// reference it (found through the index, not by scanning every record), leaving out
 /// the record with uid `excluding` (one being deleted). A missing Promise or request is
-/// not an error: there is nothing to update.
-async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Result<(), Error> {
+/// not an error: there is nothing to update. Returns when the earliest of the records
+/// still fresh goes stale.
+async fn rebuild(
+    rc: &RecordCtx,
+    target: &Target,
+    excluding: Option<&str>,
+) -> Result<Option<jiff::Timestamp>, Error> {
     let ctx = &*rc.ctx;
     let Some(ar) = request_resource(ctx, &target.promise).await? else {
-        return Ok(());
+        return Ok(None);
     };
     let records: Vec<Arc<HealthRecord>> = rc
         .index
@@ -217,15 +245,16 @@ async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Re
     let requests: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &target.namespace, &ar);
     let now = rc.clock.now();
+    let (stale, stale_at) = judge_freshness(ctx, &refs, now).await;
     let mut change: Option<(Option<HealthState>, Option<HealthState>)> = None;
     let res = crate::support::update_status(&requests, &target.name, |status, obj| {
-        change = apply_health(status, obj, &refs, now);
+        change = apply_health(status, obj, &refs, &stale, now);
         change.is_some()
     })
     .await;
     let stored = match res {
         Ok(o) => o,
-        Err(Error::Kube(ref e)) if crate::support::is_not_found(e) => return Ok(()),
+        Err(Error::Kube(ref e)) if crate::support::is_not_found(e) => return Ok(None),
         Err(e) => return Err(e),
     };
     let state = (!refs.is_empty())
@@ -237,16 +266,74 @@ async fn rebuild(rc: &RecordCtx, target: &Target, excluding: Option<&str>) -> Re
     if let Some((before, Some(after))) = change
         && before != Some(after)
     {
+        let why = stale_reason(&refs, &stale)
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
         support::publish(
             &ctx.recorder(names::RECORD_COMPONENT),
             &crate::support::reference(&stored),
             support::event_type(!is_up(after)),
             names::RECORD_EVENT_REASON,
-            format!("Health state is {}", state_name(after)),
+            format!("Health state is {}{why}", state_name(after)),
         )
         .await;
     }
-    Ok(())
+    Ok(stale_at)
+}
+
+/// Which of `records` are stale at `now`, and when the earliest fresh one goes stale.
+/// A record applied by a HealthSource may arrive up to one poll interval after its write,
+/// so that interval is part of its grace.
+async fn judge_freshness(
+    ctx: &Context,
+    records: &[&HealthRecord],
+    now: jiff::Timestamp,
+) -> (StaleRecords, Option<jiff::Timestamp>) {
+    let missed = ctx.config().health_stale_after_missed_runs;
+    let mut stale = StaleRecords::new();
+    let mut earliest: Option<jiff::Timestamp> = None;
+    let mut polls: std::collections::HashMap<String, std::time::Duration> = Default::default();
+    for r in records {
+        if missed == 0 || !r.annotations().contains_key(names::SCHEDULE_ANNOTATION) {
+            continue;
+        }
+        let poll = match r.labels().get(names::SOURCE_LABEL) {
+            None => std::time::Duration::ZERO,
+            Some(src) => match polls.get(src) {
+                Some(d) => *d,
+                None => {
+                    let d = source_poll_interval(ctx, src).await;
+                    polls.insert(src.clone(), d);
+                    d
+                }
+            },
+        };
+        let policy = Freshness {
+            missed,
+            grace: freshness::SLACK + poll,
+        };
+        match policy.judge_record(r, now) {
+            Verdict::Unjudged => {}
+            Verdict::Fresh { stale_at } => {
+                earliest = Some(earliest.map_or(stale_at, |e| e.min(stale_at)));
+            }
+            Verdict::Stale { message } => {
+                let key = (r.namespace().unwrap_or_default(), r.name_any());
+                stale.insert(key, message);
+            }
+        }
+    }
+    (stale, earliest)
+}
+
+/// The poll interval of the HealthSource `name`; zero when it is gone or unreadable (its
+/// records then get the least grace, never more than they would from the source).
+async fn source_poll_interval(ctx: &Context, name: &str) -> std::time::Duration {
+    let api: Api<plinth_api::HealthSource> = Api::all(ctx.client.clone());
+    match api.get_opt(name).await {
+        Ok(Some(hs)) => super::source::poll_interval(&hs).unwrap_or_default(),
+        _ => std::time::Duration::ZERO,
+    }
 }
 
 /// Sets `healthStatus` and `healthHistory` in a request's status for `records`.
@@ -255,6 +342,7 @@ fn apply_health(
     status: &mut Value,
     obj: &DynamicObject,
     records: &[&HealthRecord],
+    stale: &StaleRecords,
     now: jiff::Timestamp,
 ) -> Option<(Option<HealthState>, Option<HealthState>)> {
     let before_status = status.clone();
@@ -274,7 +362,7 @@ fn apply_health(
         }
         None
     } else {
-        let hs = health_status(records);
+        let hs = health_status(records, stale);
         let after = hs["state"].as_str().and_then(parse_state);
         map.insert("healthStatus".into(), hs);
         after
@@ -282,7 +370,7 @@ fn apply_health(
     if let Some(state) = after {
         let mut history = HealthHistory::from_status(status);
         let created = obj.meta().creation_timestamp.as_ref().map(|t| t.0);
-        if history.record(state, &deciding_source(records), now, created) {
+        if history.record(state, &deciding_source(records, stale), now, created) {
             crate::support::ensure_object(status).insert(
                 "healthHistory".into(),
                 serde_json::to_value(&history).expect("history serialises"),

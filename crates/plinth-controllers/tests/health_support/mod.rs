@@ -126,6 +126,8 @@ pub async fn start() -> Env {
     let config = ControllerConfig {
         requeue_short: Duration::from_millis(200),
         requeue_default: Duration::from_millis(500),
+        // The manual clock does not wake timers: freshness is judged again this often.
+        health_recheck_max: Duration::from_millis(300),
         data_dir: dir.path().join("data"),
         ..ControllerConfig::default()
     };

@@ -117,9 +117,12 @@ pub struct HealthFlags {
     /// Health changes arriving within this time share one commit (e.g. 10s, 500ms).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub health_flush_window: Duration,
-    /// How often an unchanged record's lastRun is rewritten (0 = never).
-    #[arg(long, default_value = "1h", value_parser = parse_duration)]
-    pub health_heartbeat: Duration,
+    /// How often an unchanged record's lastRun is rewritten: `auto` (every run for a
+    /// bucket, hourly for Git, where each write is a commit), a duration, or 0 (never: the
+    /// platform then never marks the records stale). The platform marks a record stale
+    /// after three missed refreshes.
+    #[arg(long, default_value = "auto", value_parser = parse_heartbeat)]
+    pub health_heartbeat: plinth_agent::health::Heartbeat,
     /// Image of the containers the health agent injects into each check (reader,
     /// health-state-creator).
     #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE)]
@@ -137,7 +140,7 @@ impl Default for HealthFlags {
                 plinth_api::constants::health::STORE_CONFIGMAP
             ),
             health_flush_window: plinth_statestore::health::DEFAULT_FLUSH_WINDOW,
-            health_heartbeat: plinth_statestore::health::DEFAULT_HEARTBEAT_INTERVAL,
+            health_heartbeat: plinth_agent::health::Heartbeat::Auto,
             health_adapter_image: plinth_api::constants::DEFAULT_ADAPTER_IMAGE.into(),
         }
     }
@@ -164,10 +167,19 @@ impl HealthFlags {
         let mut cfg = plinth_agent::health::HealthAgentConfig::new(work_dir);
         cfg.config_map = (ns.to_string(), name.to_string());
         cfg.writer.flush_window = self.health_flush_window;
-        cfg.writer.heartbeat_interval = self.health_heartbeat;
+        cfg.heartbeat = self.health_heartbeat;
         cfg.check.adapter_image = self.health_adapter_image.clone();
         cfg.interval = interval;
         Ok(Some(cfg))
+    }
+}
+
+/// `auto` or a duration (see [`parse_duration`]).
+fn parse_heartbeat(s: &str) -> Result<plinth_agent::health::Heartbeat, String> {
+    use plinth_agent::health::Heartbeat;
+    match s {
+        "auto" => Ok(Heartbeat::Auto),
+        _ => parse_duration(s).map(Heartbeat::Every),
     }
 }
 
