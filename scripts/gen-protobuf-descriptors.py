@@ -39,6 +39,7 @@ ROOTS = [
     ("batch/v1", "Job", "api/batch/v1", "Job"),
     ("batch/v1", "CronJob", "api/batch/v1", "CronJob"),
     ("autoscaling/v2", "HorizontalPodAutoscaler", "api/autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("autoscaling/v1", "HorizontalPodAutoscaler", "api/autoscaling/v1", "HorizontalPodAutoscaler"),
     ("policy/v1", "PodDisruptionBudget", "api/policy/v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "Ingress", "api/networking/v1", "Ingress"),
     ("networking.k8s.io/v1", "IngressClass", "api/networking/v1", "IngressClass"),
@@ -59,6 +60,9 @@ ROOTS = [
     ("coordination.k8s.io/v1", "Lease", "api/coordination/v1", "Lease"),
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview", "api/authorization/v1", "SelfSubjectAccessReview"),
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview", "api/authorization/v1", "SelfSubjectRulesReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", "api/authorization/v1", "SubjectAccessReview"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", "api/authorization/v1", "LocalSubjectAccessReview"),
+    ("certificates.k8s.io/v1", "CertificateSigningRequest", "api/certificates/v1", "CertificateSigningRequest"),
     ("authentication.k8s.io/v1", "TokenRequest", "api/authentication/v1", "TokenRequest"),
     ("authentication.k8s.io/v1", "SelfSubjectReview", "api/authentication/v1", "SelfSubjectReview"),
 ]

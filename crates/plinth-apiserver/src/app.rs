@@ -311,6 +311,9 @@ pub(crate) fn present(info: &ResourceInfo, mut obj: Value) -> Value {
             rename_fields(&mut obj, EVENT_FIELDS, true);
         }
     }
+    if crate::hpa::is_hpa(info) {
+        crate::hpa::convert(info, &mut obj);
+    }
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), json!(info.api_version()));
         m.insert("kind".into(), json!(info.kind));

@@ -76,6 +76,20 @@ pub(crate) async fn prepare(
         if old.is_none() {
             default_job_selector(obj);
         }
+    } else if crate::hpa::is_hpa(info) {
+        if info.version == "v1" {
+            crate::hpa::default_v1(obj);
+        } else {
+            crate::hpa::default_v2(obj);
+        }
+        let causes = crate::hpa::causes(obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                info,
+                meta_str(obj, "name").unwrap_or_default(),
+                causes,
+            ));
+        }
     } else if is(info, "", "events") || is(info, "events.k8s.io", "events") {
         event_timestamps(info, obj);
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {

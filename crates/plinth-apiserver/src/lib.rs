@@ -24,6 +24,7 @@ mod gc;
 mod kinds;
 mod kratix;
 pub mod listener;
+mod hpa;
 mod logs;
 mod meta_decode;
 pub mod metrics;

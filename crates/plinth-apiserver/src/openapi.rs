@@ -432,6 +432,7 @@ fn builtin_lookup(info: &ResourceInfo, generator: Option<&mut SchemaGenerator>) 
         ("", "v1", "ReplicationController") => core::v1::ReplicationController,
         ("apps", "v1", "ControllerRevision") => apps::v1::ControllerRevision,
         ("autoscaling", "v2", "HorizontalPodAutoscaler") => autoscaling::v2::HorizontalPodAutoscaler,
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => autoscaling::v1::HorizontalPodAutoscaler,
         ("policy", "v1", "PodDisruptionBudget") => policy::v1::PodDisruptionBudget,
         ("networking.k8s.io", "v1", "Ingress") => networking::v1::Ingress,
         ("networking.k8s.io", "v1", "IngressClass") => networking::v1::IngressClass,

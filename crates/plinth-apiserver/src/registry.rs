@@ -667,6 +667,17 @@ pub fn builtins() -> Vec<ResourceInfo> {
             schema_of::<autoscaling::v2::HorizontalPodAutoscaler>(),
         ),
         (
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+            &["hpa"],
+            ALL,
+            true,
+            schema_of::<autoscaling::v1::HorizontalPodAutoscaler>(),
+        ),
+        (
             "policy",
             "v1",
             "PodDisruptionBudget",
@@ -854,7 +865,15 @@ pub fn builtins() -> Vec<ResourceInfo> {
             None,
         ),
     ];
-    table.into_iter().map(builtin).collect()
+    table
+        .into_iter()
+        .map(builtin)
+        .map(|mut i| {
+            // autoscaling/v1 HorizontalPodAutoscalers are stored as v2 (`crate::hpa`).
+            i.storage = !(i.group == "autoscaling" && i.version == "v1");
+            i
+        })
+        .collect()
 }
 
 macro_rules! decode_as {
@@ -900,6 +919,9 @@ pub(crate) fn decode_builtin(info: &ResourceInfo, obj: &Value) -> Result<(), Str
     };
     if !info.builtin {
         return Ok(());
+    }
+    if info.group == "autoscaling" && info.version == "v1" {
+        return first_error::<autoscaling::v1::HorizontalPodAutoscaler>(obj);
     }
     decode_as!(info, obj, {
         ("", "Service") => core::v1::Service,

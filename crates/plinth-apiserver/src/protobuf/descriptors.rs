@@ -45,6 +45,11 @@ pub(super) const ROOTS: &[(&str, &str, &[F])] = &[
         API_AUTOSCALING_V2_HORIZONTALPODAUTOSCALER,
     ),
     (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALER,
+    ),
+    (
         "policy/v1",
         "PodDisruptionBudget",
         API_POLICY_V1_PODDISRUPTIONBUDGET,
@@ -117,6 +122,21 @@ pub(super) const ROOTS: &[(&str, &str, &[F])] = &[
         "authorization.k8s.io/v1",
         "SelfSubjectRulesReview",
         API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        API_AUTHORIZATION_V1_SUBJECTACCESSREVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+        API_AUTHORIZATION_V1_LOCALSUBJECTACCESSREVIEW,
+    ),
+    (
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUEST,
     ),
     (
         "authentication.k8s.io/v1",
@@ -781,6 +801,9 @@ pub(super) const API_AUTHENTICATION_V1_USERINFO: &[F] = &[
     ),
 ];
 
+/// `api/authorization/v1` `ExtraValue`.
+pub(super) const API_AUTHORIZATION_V1_EXTRAVALUE: &[F] = &[(1, "items", Ty::Rep(&Ty::Str), false)];
+
 /// `api/authorization/v1` `FieldSelectorAttributes`.
 pub(super) const API_AUTHORIZATION_V1_FIELDSELECTORATTRIBUTES: &[F] = &[
     (1, "rawSelector", Ty::Str, false),
@@ -803,6 +826,28 @@ pub(super) const API_AUTHORIZATION_V1_LABELSELECTORATTRIBUTES: &[F] = &[
         Ty::Rep(&Ty::Msg(
             APIMACHINERY_PKG_APIS_META_V1_LABELSELECTORREQUIREMENT,
         )),
+        false,
+    ),
+];
+
+/// `api/authorization/v1` `LocalSubjectAccessReview`.
+pub(super) const API_AUTHORIZATION_V1_LOCALSUBJECTACCESSREVIEW: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSTATUS),
         false,
     ),
 ];
@@ -912,6 +957,53 @@ pub(super) const API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEW: &[F] = &[
 pub(super) const API_AUTHORIZATION_V1_SELFSUBJECTRULESREVIEWSPEC: &[F] =
     &[(1, "namespace", Ty::Str, false)];
 
+/// `api/authorization/v1` `SubjectAccessReview`.
+pub(super) const API_AUTHORIZATION_V1_SUBJECTACCESSREVIEW: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSTATUS),
+        false,
+    ),
+];
+
+/// `api/authorization/v1` `SubjectAccessReviewSpec`.
+pub(super) const API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSPEC: &[F] = &[
+    (
+        1,
+        "resourceAttributes",
+        Ty::Msg(API_AUTHORIZATION_V1_RESOURCEATTRIBUTES),
+        false,
+    ),
+    (
+        2,
+        "nonResourceAttributes",
+        Ty::Msg(API_AUTHORIZATION_V1_NONRESOURCEATTRIBUTES),
+        false,
+    ),
+    (3, "user", Ty::Str, false),
+    (4, "groups", Ty::Rep(&Ty::Str), false),
+    (
+        5,
+        "extra",
+        Ty::Map(&Ty::Msg(API_AUTHORIZATION_V1_EXTRAVALUE)),
+        false,
+    ),
+    (6, "uid", Ty::Str, false),
+];
+
 /// `api/authorization/v1` `SubjectAccessReviewStatus`.
 pub(super) const API_AUTHORIZATION_V1_SUBJECTACCESSREVIEWSTATUS: &[F] = &[
     (1, "allowed", Ty::Bool, true),
@@ -936,6 +1028,57 @@ pub(super) const API_AUTHORIZATION_V1_SUBJECTRULESREVIEWSTATUS: &[F] = &[
     ),
     (3, "incomplete", Ty::Bool, true),
     (4, "evaluationError", Ty::Str, false),
+];
+
+/// `api/autoscaling/v1` `CrossVersionObjectReference`.
+pub(super) const API_AUTOSCALING_V1_CROSSVERSIONOBJECTREFERENCE: &[F] = &[
+    (1, "kind", Ty::Str, false),
+    (2, "name", Ty::Str, false),
+    (3, "apiVersion", Ty::Str, false),
+];
+
+/// `api/autoscaling/v1` `HorizontalPodAutoscaler`.
+pub(super) const API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALER: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALERSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALERSTATUS),
+        false,
+    ),
+];
+
+/// `api/autoscaling/v1` `HorizontalPodAutoscalerSpec`.
+pub(super) const API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALERSPEC: &[F] = &[
+    (
+        1,
+        "scaleTargetRef",
+        Ty::Msg(API_AUTOSCALING_V1_CROSSVERSIONOBJECTREFERENCE),
+        false,
+    ),
+    (2, "minReplicas", Ty::Int, false),
+    (3, "maxReplicas", Ty::Int, true),
+    (4, "targetCPUUtilizationPercentage", Ty::Int, false),
+];
+
+/// `api/autoscaling/v1` `HorizontalPodAutoscalerStatus`.
+pub(super) const API_AUTOSCALING_V1_HORIZONTALPODAUTOSCALERSTATUS: &[F] = &[
+    (1, "observedGeneration", Ty::Int, false),
+    (2, "lastScaleTime", Ty::Time, false),
+    (3, "currentReplicas", Ty::Int, true),
+    (4, "desiredReplicas", Ty::Int, true),
+    (5, "currentCPUUtilizationPercentage", Ty::Int, false),
 ];
 
 /// `api/autoscaling/v2` `ContainerResourceMetricSource`.
@@ -1474,6 +1617,71 @@ pub(super) const API_BATCH_V1_UNCOUNTEDTERMINATEDPODS: &[F] = &[
     (1, "succeeded", Ty::Rep(&Ty::Str), false),
     (2, "failed", Ty::Rep(&Ty::Str), false),
 ];
+
+/// `api/certificates/v1` `CertificateSigningRequest`.
+pub(super) const API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUEST: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (
+        2,
+        "spec",
+        Ty::Msg(API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUESTSPEC),
+        false,
+    ),
+    (
+        3,
+        "status",
+        Ty::Msg(API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUESTSTATUS),
+        false,
+    ),
+];
+
+/// `api/certificates/v1` `CertificateSigningRequestCondition`.
+pub(super) const API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUESTCONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (6, "status", Ty::Str, false),
+    (2, "reason", Ty::Str, false),
+    (3, "message", Ty::Str, false),
+    (4, "lastUpdateTime", Ty::Time, false),
+    (5, "lastTransitionTime", Ty::Time, false),
+];
+
+/// `api/certificates/v1` `CertificateSigningRequestSpec`.
+pub(super) const API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUESTSPEC: &[F] = &[
+    (1, "request", Ty::Bytes, false),
+    (7, "signerName", Ty::Str, false),
+    (8, "expirationSeconds", Ty::Int, false),
+    (5, "usages", Ty::Rep(&Ty::Str), false),
+    (2, "username", Ty::Str, false),
+    (3, "uid", Ty::Str, false),
+    (4, "groups", Ty::Rep(&Ty::Str), false),
+    (
+        6,
+        "extra",
+        Ty::Map(&Ty::Msg(API_CERTIFICATES_V1_EXTRAVALUE)),
+        false,
+    ),
+];
+
+/// `api/certificates/v1` `CertificateSigningRequestStatus`.
+pub(super) const API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUESTSTATUS: &[F] = &[
+    (
+        1,
+        "conditions",
+        Ty::Rep(&Ty::Msg(
+            API_CERTIFICATES_V1_CERTIFICATESIGNINGREQUESTCONDITION,
+        )),
+        false,
+    ),
+    (2, "certificate", Ty::Bytes, false),
+];
+
+/// `api/certificates/v1` `ExtraValue`.
+pub(super) const API_CERTIFICATES_V1_EXTRAVALUE: &[F] = &[(1, "items", Ty::Rep(&Ty::Str), false)];
 
 /// `api/coordination/v1` `Lease`.
 pub(super) const API_COORDINATION_V1_LEASE: &[F] = &[

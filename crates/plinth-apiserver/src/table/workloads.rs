@@ -19,6 +19,7 @@ pub(super) fn columns(group: &str, kind: &str, cols: &mut Vec<Column>) -> bool {
         ("", "Endpoints") => endpoints_columns,
         ("networking.k8s.io", "Ingress") => ingress_columns,
         ("policy", "PodDisruptionBudget") => pod_disruption_budget_columns,
+        ("autoscaling", "HorizontalPodAutoscaler") => horizontal_pod_autoscaler_columns,
         ("scheduling.k8s.io", "PriorityClass") => priority_class_columns,
         ("", "ResourceQuota") => resource_quota_columns,
         ("storage.k8s.io", "StorageClass") => storage_class_columns,
@@ -174,6 +175,35 @@ fn pod_disruption_budget_columns(cols: &mut Vec<Column>) {
     }));
     cols.push(builtin("Allowed Disruptions", "integer", 0, |o, _| {
         int(o, "/status/disruptionsAllowed")
+    }));
+    cols.push(age_column());
+}
+
+/// The columns of HorizontalPodAutoscaler after `Name`, as kube-apiserver prints them
+/// (either version: v1 objects are read as v2).
+fn horizontal_pod_autoscaler_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Reference", "string", 0, |o, _| {
+        let kind = o
+            .pointer("/spec/scaleTargetRef/kind")
+            .and_then(Value::as_str);
+        let name = o
+            .pointer("/spec/scaleTargetRef/name")
+            .and_then(Value::as_str);
+        Value::from(format!("{}/{}", kind.unwrap_or(""), name.unwrap_or("")))
+    }));
+    cols.push(builtin("Targets", "string", 0, |o, _| {
+        Value::from(crate::hpa::targets(o))
+    }));
+    cols.push(builtin("MinPods", "string", 0, |o, _| {
+        o.pointer("/spec/minReplicas")
+            .and_then(Value::as_i64)
+            .map_or(Value::from("<unset>"), |m| Value::from(m.to_string()))
+    }));
+    cols.push(builtin("MaxPods", "integer", 0, |o, _| {
+        int(o, "/spec/maxReplicas")
+    }));
+    cols.push(builtin("Replicas", "integer", 0, |o, _| {
+        int(o, "/status/currentReplicas")
     }));
     cols.push(age_column());
 }
