@@ -141,22 +141,6 @@ spec:
 
 const REQUEST: &str = "apiVersion: compound.plinth.dev/v1alpha1\nkind: Stack\nmetadata:\n  name: shop\n  namespace: default\nspec:\n  size: small\n";
 
-fn apply(p: &Plinth, name: &str, yaml: &str) {
-    let f = p.dir.path().join(name);
-    std::fs::write(&f, yaml).unwrap();
-    p.kubectl(&["apply", "-f", f.to_str().unwrap()]);
-}
-
-fn get(p: &Plinth, args: &[&str]) -> Option<Value> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-o", "json"]);
-    let out = p.kubectl_raw(&a);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).unwrap())
-}
-
 fn reconciled(obj: &Value) -> bool {
     obj["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()
@@ -167,24 +151,23 @@ fn reconciled(obj: &Value) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compound_promise_requests_sub_promises_on_the_platform_and_deleting_it_removes_them() {
     let p = Plinth::up(&[]).await;
-    let dest = get(&p, &["destination", "platform"]).expect("Destination platform bootstrapped");
+    let dest = p
+        .get(&["destination", "platform"])
+        .expect("Destination platform bootstrapped");
     assert_eq!(dest["metadata"]["labels"]["environment"], "platform");
     assert_eq!(dest["spec"]["strictMatchLabels"], true);
 
-    apply(
-        &p,
-        "database.yaml",
-        &sub_promise("database", "Database", true),
-    );
-    apply(&p, "cache.yaml", &sub_promise("cache", "Cache", false));
-    apply(&p, "stack.yaml", PARENT);
+    p.apply_yaml("database.yaml", &sub_promise("database", "Database", true));
+    p.apply_yaml("cache.yaml", &sub_promise("cache", "Cache", false));
+    p.apply_yaml("stack.yaml", PARENT);
     for promise in ["database", "cache", "stack"] {
         wait_until(60, &format!("Promise {promise} Available"), || async {
-            get(&p, &["promise", promise]).is_some_and(|v| v["status"]["status"] == "Available")
+            p.get(&["promise", promise])
+                .is_some_and(|v| v["status"]["status"] == "Available")
         })
         .await;
     }
-    apply(&p, "request.yaml", REQUEST);
+    p.apply_yaml("request.yaml", REQUEST);
 
     // The parent's output goes to platform/, the agent creates the sub-requests, and they
     // run to files under local/.
@@ -193,8 +176,9 @@ async fn a_compound_promise_requests_sub_promises_on_the_platform_and_deleting_i
         60,
         "sub-requests created on the platform and reconciled",
         || async {
-            get(&p, &["database", "shop-database", "-n", "default"]).is_some_and(|v| reconciled(&v))
-                && get(&p, &["cache", "shop-cache", "-n", "default"])
+            p.get(&["database", "shop-database", "-n", "default"])
+                .is_some_and(|v| reconciled(&v))
+                && p.get(&["cache", "shop-cache", "-n", "default"])
                     .is_some_and(|v| reconciled(&v))
         },
     )
@@ -215,7 +199,9 @@ async fn a_compound_promise_requests_sub_promises_on_the_platform_and_deleting_i
             "{sub}'s files under local/: {files:?}"
         );
     }
-    let db = get(&p, &["database", "shop-database", "-n", "default"]).unwrap();
+    let db = p
+        .get(&["database", "shop-database", "-n", "default"])
+        .unwrap();
     assert_eq!(db["spec"]["size"], "small");
     assert_eq!(
         db["metadata"]["labels"]["kratix.io/parent-resource-name"],
@@ -245,8 +231,9 @@ async fn a_compound_promise_requests_sub_promises_on_the_platform_and_deleting_i
         "sub-requests pruned and their files removed",
         || async {
             let files = repo_files(&repo, "main");
-            get(&p, &["database", "shop-database", "-n", "default"]).is_none()
-                && get(&p, &["cache", "shop-cache", "-n", "default"]).is_none()
+            p.get(&["database", "shop-database", "-n", "default"])
+                .is_none()
+                && p.get(&["cache", "shop-cache", "-n", "default"]).is_none()
                 && !files
                     .iter()
                     .any(|f| f.contains("/shop-database/") || f.contains("/shop-cache/"))
@@ -257,7 +244,7 @@ async fn a_compound_promise_requests_sub_promises_on_the_platform_and_deleting_i
     )
     .await;
     assert!(
-        get(&p, &["promise", "database"]).is_some(),
+        p.get(&["promise", "database"]).is_some(),
         "sub-Promises stay installed"
     );
     assert_settled_silent(&p.client().await, SILENCE).await;

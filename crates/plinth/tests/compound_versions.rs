@@ -158,35 +158,20 @@ fn app_request(name: &str, order: &str) -> String {
     )
 }
 
-fn apply(p: &Plinth, name: &str, yaml: &str) {
-    let f = p.dir.path().join(name);
-    std::fs::write(&f, yaml).unwrap();
-    p.kubectl(&["apply", "-f", f.to_str().unwrap()]);
-}
-
-fn get(p: &Plinth, args: &[&str]) -> Option<Value> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-o", "json"]);
-    let out = p.kubectl_raw(&a);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).unwrap())
-}
-
 /// The bindings carrying `request`'s labels.
 fn bindings_of(p: &Plinth, request: &str) -> Vec<Value> {
     let sel = format!("kratix.io/promise-name=db,kratix.io/resource-name={request}");
-    get(p, &["resourcebindings", "-n", "default", "-l", &sel]).map_or_else(Vec::new, |v| {
-        v["items"].as_array().cloned().unwrap_or_default()
-    })
+    p.get(&["resourcebindings", "-n", "default", "-l", &sel])
+        .map_or_else(Vec::new, |v| {
+            v["items"].as_array().cloned().unwrap_or_default()
+        })
 }
 
 /// The versions the configure Jobs of `request` were built from (`db-version=<v>` in
 /// their command lines).
 fn job_versions(p: &Plinth, request: &str) -> Vec<String> {
     let sel = format!("kratix.io/promise-name=db,kratix.io/resource-name={request}");
-    let jobs = get(p, &["jobs", "-n", "default", "-l", &sel]).unwrap();
+    let jobs = p.get(&["jobs", "-n", "default", "-l", &sel]).unwrap();
     let mut out: Vec<String> = jobs["items"]
         .as_array()
         .into_iter()
@@ -230,7 +215,7 @@ async fn wait_pinned(p: &Plinth, request: &str, version: &str, secs: u64) -> Val
                 );
             }
             let bs = bindings_of(p, request);
-            get(p, &["db", request, "-n", "default"]).is_some_and(|db| {
+            p.get(&["db", request, "-n", "default"]).is_some_and(|db| {
                 reconciled(&db) && db["status"]["promiseVersion"] == version
             }) && bs.len() == 1
                 && bs[0]["spec"]["version"] == version
@@ -247,16 +232,23 @@ fn state_of(p: &Plinth, request: &str) -> String {
         "bindings: {:#?}\nrequest: {:#}\njob versions: {:?}\ncompound requests: {:#}\nlog:\n{}",
         bindings_of(p, request)
             .iter()
-            .map(|b| (&b["metadata"]["name"], &b["metadata"]["annotations"], &b["spec"], &b["status"]))
+            .map(|b| (
+                &b["metadata"]["name"],
+                &b["metadata"]["annotations"],
+                &b["spec"],
+                &b["status"]
+            ))
             .collect::<Vec<_>>(),
-        get(p, &["db", request, "-n", "default"]).map_or(Value::Null, |d| d["status"].clone()),
+        p.get(&["db", request, "-n", "default"])
+            .map_or(Value::Null, |d| d["status"].clone()),
         job_versions(p, request),
-        get(p, &["apps", "-n", "default"]).map_or(Value::Null, |a| a["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| a["status"].clone())
-            .collect()),
+        p.get(&["apps", "-n", "default"])
+            .map_or(Value::Null, |a| a["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| a["status"].clone())
+                .collect()),
         p.log(),
     )
 }
@@ -264,38 +256,49 @@ fn state_of(p: &Plinth, request: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compound_promise_pins_its_component_in_either_order_and_a_hand_patch_is_taken_back() {
     let p = Plinth::up(&[]).await;
-    apply(&p, "db-v1.yaml", &db_promise("v1"));
+    p.apply_yaml("db-v1.yaml", &db_promise("v1"));
     wait_until(60, "db v1 Available", || async {
-        get(&p, &["promise", "db"]).is_some_and(|v| v["status"]["status"] == "Available")
+        p.get(&["promise", "db"])
+            .is_some_and(|v| v["status"]["status"] == "Available")
     })
     .await;
-    apply(&p, "db-v2.yaml", &db_promise("v2"));
+    p.apply_yaml("db-v2.yaml", &db_promise("v2"));
     wait_until(60, "db v2 is the latest revision", || async {
-        get(&p, &["promiserevisions", "-l", "kratix.io/promise-name=db"]).is_some_and(|v| {
-            v["items"].as_array().is_some_and(|rs| {
-                rs.iter()
-                    .any(|r| r["spec"]["version"] == "v2" && r["status"]["latest"] == true)
+        p.get(&["promiserevisions", "-l", "kratix.io/promise-name=db"])
+            .is_some_and(|v| {
+                v["items"].as_array().is_some_and(|rs| {
+                    rs.iter()
+                        .any(|r| r["spec"]["version"] == "v2" && r["status"]["latest"] == true)
+                })
             })
-        }) && get(&p, &["promise", "db"]).is_some_and(|v| {
-            v["status"]["status"] == "Available"
-                && v["status"]["observedGeneration"] == v["metadata"]["generation"]
-        })
+            && p.get(&["promise", "db"]).is_some_and(|v| {
+                v["status"]["status"] == "Available"
+                    && v["status"]["observedGeneration"] == v["metadata"]["generation"]
+            })
     })
     .await;
-    apply(&p, "app.yaml", APP);
+    p.apply_yaml("app.yaml", APP);
     wait_until(60, "app Available", || async {
-        get(&p, &["promise", "app"]).is_some_and(|v| v["status"]["status"] == "Available")
+        p.get(&["promise", "app"])
+            .is_some_and(|v| v["status"]["status"] == "Available")
     })
     .await;
 
     // Both orders of the one file: one binding, pinned to v1, adopted as the compound
     // output wrote it, and the request runs at v1 only.
-    apply(&p, "app-a.yaml", &app_request("app-a", "request-first"));
-    apply(&p, "app-b.yaml", &app_request("app-b", "binding-first"));
+    p.apply_yaml("app-a.yaml", &app_request("app-a", "request-first"));
+    p.apply_yaml("app-b.yaml", &app_request("app-b", "binding-first"));
     for (request, binding) in [("app-a-db", "app-a-db-pin"), ("app-b-db", "app-b-db-pin")] {
         let b = wait_pinned(&p, request, "v1", 120).await;
-        assert_eq!(b["metadata"]["name"], binding, "the output's binding is used");
-        assert_eq!(job_versions(&p, request), ["v1"], "{request} ran at v1 only");
+        assert_eq!(
+            b["metadata"]["name"], binding,
+            "the output's binding is used"
+        );
+        assert_eq!(
+            job_versions(&p, request),
+            ["v1"],
+            "{request} ran at v1 only"
+        );
     }
 
     // A hand patch to v2 of the binding the compound output declares: the agent takes it
@@ -313,7 +316,7 @@ async fn a_compound_promise_pins_its_component_in_either_order_and_a_hand_patch_
         r#"{"spec":{"version":"v2"}}"#,
     ]);
     wait_until(75, "the hand patch taken back", || async {
-        get(&p, &["resourcebinding", "app-a-db-pin", "-n", "default"])
+        p.get(&["resourcebinding", "app-a-db-pin", "-n", "default"])
             .is_some_and(|b| b["spec"]["version"] == "v1")
     })
     .await;
@@ -337,45 +340,49 @@ async fn a_compound_promise_pins_its_component_in_either_order_and_a_hand_patch_
 
     // A binding arriving after the platform made its own: the platform's goes, the late
     // one is used, with no double-binding error.
-    apply(
-        &p,
+    p.apply_yaml(
         "late.yaml",
         "apiVersion: compound.plinth.dev/v1alpha1\nkind: Db\nmetadata:\n  name: late-db\n  namespace: default\nspec:\n  size: small\n",
     );
-    wait_until(120, "late-db at v2 through the platform's own binding", || async {
-        let bs = bindings_of(&p, "late-db");
-        get(&p, &["db", "late-db", "-n", "default"])
-            .is_some_and(|db| reconciled(&db) && db["status"]["promiseVersion"] == "v2")
-            && bs.len() == 1
-            && bs[0]["spec"]["version"] == "latest"
-            && bs[0]["metadata"]["annotations"]["plinth.dev/auto-created"] == "true"
-    })
+    wait_until(
+        120,
+        "late-db at v2 through the platform's own binding",
+        || async {
+            let bs = bindings_of(&p, "late-db");
+            p.get(&["db", "late-db", "-n", "default"])
+                .is_some_and(|db| reconciled(&db) && db["status"]["promiseVersion"] == "v2")
+                && bs.len() == 1
+                && bs[0]["spec"]["version"] == "latest"
+                && bs[0]["metadata"]["annotations"]["plinth.dev/auto-created"] == "true"
+        },
+    )
     .await;
     let late_binding = |name: &str| {
         format!(
             "apiVersion: platform.kratix.io/v1alpha1\nkind: ResourceBinding\nmetadata:\n  name: {name}\n  namespace: default\n  labels: {{kratix.io/promise-name: db, kratix.io/resource-name: late-db}}\nspec:\n  version: v1\n  promiseRef: {{name: db}}\n  resourceRef: {{name: late-db, namespace: default}}\n"
         )
     };
-    apply(&p, "late-pin.yaml", &late_binding("late-db-pin"));
+    p.apply_yaml("late-pin.yaml", &late_binding("late-db-pin"));
     let b = wait_pinned(&p, "late-db", "v1", 60).await;
     assert_eq!(b["metadata"]["name"], "late-db-pin");
-    let db = get(&p, &["db", "late-db", "-n", "default"]).unwrap();
+    let db = p.get(&["db", "late-db", "-n", "default"]).unwrap();
     assert!(
         condition(&db, "ReconcileSucceeded").is_none_or(|c| c["status"] != "False"),
         "no double-binding error: {db}"
     );
 
     // A second binding made by someone else: an error naming both, and neither deleted.
-    apply(&p, "late-pin-2.yaml", &late_binding("late-db-pin-2"));
+    p.apply_yaml("late-pin-2.yaml", &late_binding("late-db-pin-2"));
     wait_until(30, "the double-binding error", || async {
-        get(&p, &["db", "late-db", "-n", "default"]).is_some_and(|db| {
-            condition(&db, "ReconcileSucceeded").is_some_and(|c| {
-                c["status"] == "False"
-                    && c["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains("more than one ResourceBinding"))
+        p.get(&["db", "late-db", "-n", "default"])
+            .is_some_and(|db| {
+                condition(&db, "ReconcileSucceeded").is_some_and(|c| {
+                    c["status"] == "False"
+                        && c["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("more than one ResourceBinding"))
+                })
             })
-        })
     })
     .await;
     assert_eq!(bindings_of(&p, "late-db").len(), 2);

@@ -37,12 +37,6 @@ data:
     )
 }
 
-fn apply(p: &Plinth, file: &str, yaml: &str) {
-    let path = p.dir.path().join(file);
-    std::fs::write(&path, yaml).unwrap();
-    p.kubectl(&["apply", "-f", path.to_str().unwrap()]);
-}
-
 fn health(p: &Plinth, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_plinth"))
         .arg("health")
@@ -101,12 +95,12 @@ fn row<'a>(table: &'a str, promise: &str, ns: &str, name: &str) -> Vec<&'a str> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
     let p = Plinth::up(&[]).await;
-    apply(&p, "promise.yaml", GADGET_PROMISE);
+    p.apply_yaml("promise.yaml", GADGET_PROMISE);
     wait_until(60, "the Gadget API", || async {
         p.kubectl_raw(&["get", "gadgets", "-A"]).status.success()
     })
     .await;
-    apply(&p, "request.yaml", REQUEST);
+    p.apply_yaml("request.yaml", REQUEST);
 
     // A request without records: listed, no state yet.
     let table = ok(&health(&p, &[]));
@@ -116,9 +110,9 @@ async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
     // One check unhealthy, then a second one healthy: the worst decides; then both
     // healthy (a recovery). History times have one-second precision: keep each state
     // for seconds.
-    apply(&p, "latency.yaml", &record("latency", "unhealthy", 100));
+    p.apply_yaml("latency.yaml", &record("latency", "unhealthy", 100));
     wait_state(&p, "unhealthy").await;
-    apply(&p, "disk.yaml", &record("disk", "healthy", 100));
+    p.apply_yaml("disk.yaml", &record("disk", "healthy", 100));
     wait_until(60, "both records in healthStatus", || async {
         let out = p.kubectl_raw(&[
             "get",
@@ -133,7 +127,7 @@ async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
     })
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-    apply(&p, "latency.yaml", &record("latency", "healthy", 200));
+    p.apply_yaml("latency.yaml", &record("latency", "healthy", 200));
     wait_state(&p, "healthy").await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
 
@@ -244,8 +238,7 @@ async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
 
     // Every record carries its request's label (how a request's records are found);
     // two records of one request share it, one of another request differs.
-    apply(
-        &p,
+    p.apply_yaml(
         "stray.yaml",
         &record("stray", "healthy", 100).replace("name: mine", "name: other"),
     );

@@ -192,10 +192,33 @@ impl Plinth {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Writes `yaml` to `file` in the test's directory and `kubectl apply`s it.
+    pub fn apply_yaml(&self, file: &str, yaml: &str) {
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, yaml).unwrap();
+        self.kubectl(&["apply", "-f", path.to_str().unwrap()]);
+    }
+
+    /// `kubectl get <args> -o json`; `None` when kubectl fails (e.g. not found).
+    pub fn get(&self, args: &[&str]) -> Option<Value> {
+        get_json(args, |a| self.kubectl_raw(a))
+    }
+
     /// The bootstrapped bare repository.
     pub fn repo(&self) -> PathBuf {
         self.data.join("state-store.git")
     }
+}
+
+/// `kubectl get <args> -o json` through `kubectl`; `None` when it fails.
+fn get_json(args: &[&str], kubectl: impl Fn(&[&str]) -> Output) -> Option<Value> {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    let out = kubectl(&a);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
 /// Waits until `f` returns true, failing with `what` after `secs` seconds.
@@ -618,13 +641,7 @@ impl Worker {
     }
 
     pub fn get(&self, args: &[&str]) -> Option<Value> {
-        let mut a = vec!["get"];
-        a.extend_from_slice(args);
-        a.extend_from_slice(&["-o", "json"]);
-        let out = self.kubectl_raw(&a);
-        out.status
-            .success()
-            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+        get_json(args, |a| self.kubectl_raw(a))
     }
 }
 
