@@ -156,6 +156,32 @@ async fn an_overdue_record_turns_its_request_unknown_until_a_fresh_one_arrives()
     })
     .await;
 
+    // Heartbeats keep the record fresh without rewriting the request's status.
+    let before = rv(env.requests("default").get("app-a").await.unwrap());
+    for minute in 1..=3 {
+        env.clock.advance(60);
+        env.apply_record(scheduled(
+            "app-a-check",
+            "app-a",
+            "healthy",
+            now + minute * 60,
+            "* * * * *",
+        ))
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = env.requests("default").get("app-a").await.unwrap();
+    assert_eq!(
+        before,
+        rv(after.clone()),
+        "a heartbeat alone writes no status"
+    );
+    assert_eq!(
+        after.data["status"]["healthStatus"]["state"], "healthy",
+        "fresh through its heartbeats: {:#}",
+        after.data["status"]
+    );
+
     // Three days on, the daily check has missed three runs too.
     env.clock.advance(3 * 86_400);
     env.wait_state("default", "nightly", "unknown").await;

@@ -254,7 +254,12 @@ async fn rebuild(
     .await;
     let stored = match res {
         Ok(o) => o,
-        Err(Error::Kube(ref e)) if crate::support::is_not_found(e) => return Ok(None),
+        Err(Error::Kube(ref e)) if crate::support::is_not_found(e) => {
+            // The request is gone: so are its health series.
+            let request = format!("{}/{}", target.namespace, target.name);
+            ctx.metrics.set_health(&target.promise, &request, None);
+            return Ok(None);
+        }
         Err(e) => return Err(e),
     };
     let state = (!refs.is_empty())
@@ -364,7 +369,12 @@ fn apply_health(
     } else {
         let hs = health_status(records, stale);
         let after = hs["state"].as_str().and_then(parse_state);
-        map.insert("healthStatus".into(), hs);
+        if !map
+            .get("healthStatus")
+            .is_some_and(|shown| only_heartbeats(shown, &hs))
+        {
+            map.insert("healthStatus".into(), hs);
+        }
         after
     };
     if let Some(state) = after {
@@ -378,6 +388,44 @@ fn apply_health(
         }
     }
     (*status != before_status).then_some((before, after))
+}
+
+/// Longest a request's `healthStatus` keeps a record's older `lastRun` when nothing else
+/// changed: heartbeats (a writer refreshing an unchanged state every run) reach the
+/// HealthRecords, where freshness is judged, but the request's status is rewritten for
+/// them at most this often, so a settled platform stays quiet.
+pub const LAST_RUN_REFRESH_SECS: i64 = 3600;
+
+/// Whether `next` differs from `shown` only by `lastRun`s that advanced by less than
+/// [`LAST_RUN_REFRESH_SECS`].
+fn only_heartbeats(shown: &Value, next: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(entries) = v.get_mut("healthRecords").and_then(Value::as_array_mut) {
+            for e in entries {
+                if let Some(e) = e.as_object_mut() {
+                    e.remove("lastRun");
+                }
+            }
+        }
+        v
+    };
+    let runs = |v: &Value| -> Vec<Option<i64>> {
+        v["healthRecords"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| e["lastRun"].as_i64())
+            .collect()
+    };
+    strip(shown) == strip(next)
+        && runs(shown)
+            .iter()
+            .zip(runs(next))
+            .all(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => b >= *a && b - a < LAST_RUN_REFRESH_SECS,
+                (a, b) => *a == b,
+            })
 }
 
 /// Deletes every HealthRecord that references the request `target` (called when the
@@ -408,4 +456,40 @@ pub async fn delete_records_of(ctx: &Context, target: &Target) -> Result<usize, 
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shown(state: &str, last_run: i64) -> Value {
+        json!({"state": state, "healthRecords": [
+            {"state": state, "source": {"name": "a", "namespace": "default"}, "lastRun": last_run}
+        ]})
+    }
+
+    #[test]
+    fn a_heartbeat_alone_rewrites_the_status_at_most_hourly() {
+        assert!(only_heartbeats(
+            &shown("healthy", 100),
+            &shown("healthy", 160)
+        ));
+        assert!(only_heartbeats(
+            &shown("healthy", 100),
+            &shown("healthy", 100)
+        ));
+        assert!(
+            !only_heartbeats(&shown("healthy", 100), &shown("healthy", 100 + 3600)),
+            "an hour on, the status shows the newer run"
+        );
+        assert!(!only_heartbeats(
+            &shown("healthy", 100),
+            &shown("unhealthy", 160)
+        ));
+        assert!(
+            !only_heartbeats(&shown("healthy", 160), &shown("healthy", 100)),
+            "an older run is shown as it is"
+        );
+    }
 }
