@@ -7,10 +7,12 @@ use plinth_statestore::{StateStore, StoreConfig};
 use serde_json::Value;
 
 use crate::documents::{self, Document, Phase};
-use crate::inventory::{self, Entry, Inventory, ObjectRef};
+use crate::inventory::{self, Entry, Inventory};
 use crate::jobs;
 use crate::kube_apply::{ApplyError, Served, Target};
+use crate::object_ref::ObjectRef;
 use crate::readiness;
+use crate::report::SyncReport;
 use crate::status::{AgentStatus, ObjectStatus};
 
 /// Longest wait before a pass whose documents had errors is tried again.
@@ -64,26 +66,6 @@ pub enum AgentError {
     /// The inventory in the target could not be read.
     #[error("{0}")]
     Inventory(String),
-}
-
-/// What one pass did.
-#[derive(Clone, Debug, Default)]
-pub struct SyncReport {
-    /// Objects applied (written) in this pass.
-    pub applied: usize,
-    /// Objects whose apply was skipped because nothing changed.
-    pub unchanged: usize,
-    /// Objects deleted because they left the store.
-    pub pruned: usize,
-    /// Objects whose declared fields another field manager had taken and the agent took
-    /// back (server-side apply with force, only for objects it applied before).
-    pub drift_corrected: usize,
-    /// False when the store version had not moved and nothing was retried.
-    pub read_store: bool,
-    /// Errors of this pass (store and documents).
-    pub errors: Vec<String>,
-    /// Write requests sent to the target API (applies, deletes, the inventory).
-    pub api_writes: u64,
 }
 
 /// One Destination's agent.

@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 
-use crate::inventory::{Entry, ObjectRef};
+use crate::inventory::Entry;
+use crate::object_ref::ObjectRef;
 
 /// Status message of a Job that ran with the current spec and has left the cluster.
 pub(crate) const ALREADY_RAN: &str = "already ran with this spec and was removed from the cluster; not re-applied until its spec changes";

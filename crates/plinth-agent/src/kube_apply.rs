@@ -11,7 +11,7 @@ use kube::discovery::{ApiResource, Scope};
 use serde_json::Value;
 
 use crate::FIELD_MANAGER;
-use crate::inventory::ObjectRef;
+use crate::object_ref::ObjectRef;
 
 /// A served kind.
 #[derive(Clone, Debug)]

@@ -52,11 +52,15 @@ pub mod health;
 pub mod inventory;
 mod jobs;
 mod kube_apply;
+pub mod object_ref;
 mod observe;
 pub mod readiness;
+mod report;
 pub mod status;
 
-pub use agent::{Agent, AgentConfig, AgentError, RETRY_AFTER_ERRORS, SyncReport};
+pub use agent::{Agent, AgentConfig, AgentError, RETRY_AFTER_ERRORS};
+pub use object_ref::ObjectRef;
+pub use report::SyncReport;
 pub use status::AgentStatus;
 
 /// Field manager of every server-side apply the agent sends.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use plinth_api::metrics::{Metrics, labels};
 
-use crate::agent::SyncReport;
+use crate::report::SyncReport;
 
 /// Records one pass of agent `agent`: its result, duration and the objects it applied,
 /// left unchanged and pruned.

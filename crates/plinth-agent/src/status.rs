@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::inventory::ObjectRef;
+use crate::object_ref::ObjectRef;
 use crate::readiness::Readiness;
 
 /// The outcome of the last pass.
