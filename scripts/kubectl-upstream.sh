@@ -241,12 +241,15 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=kubectl-upstream" \
 # One server per lane: functions of different lanes never see each other's cluster-scoped
 # objects. The admin token is the one upstream's fixtures send (`admin-token`). Upstream
 # runs the tests on an API server and controller-manager with no kubelet, so Pods stay
-# Pending there: `--no-runner` gives the same (no image pulls, no status writes).
+# Pending there: `--no-runner` gives the same (no image pulls, no status writes). Its
+# kube-apiserver runs with `--authorization-mode=RBAC,AlwaysAllow` (hack/make-rules/
+# test-cmd.sh), so a SubjectAccessReview for any user is allowed and impersonated users
+# may create what they ask for: `--authorization-mode RBAC,AlwaysAllow` gives the same.
 start_server() {
   local lane="$1" data="$tmp/server-$1"
   mkdir -p "$data/auth"
   printf 'admin-token\n' > "$data/auth/admin.token"
-  "$bin" up --data-dir "$data" --listen 127.0.0.1:0 --no-runner --log warn >"$tmp/server-$lane.log" 2>&1 &
+  "$bin" up --data-dir "$data" --listen 127.0.0.1:0 --no-runner --authorization-mode RBAC,AlwaysAllow --log warn >"$tmp/server-$lane.log" 2>&1 &
   echo "$!" >"$tmp/server-$lane.pid"
   local i
   for i in $(seq 1 240); do

@@ -344,6 +344,23 @@ fn rename_fields(obj: &mut Value, pairs: &[(&str, &str)], to_core: bool) {
     }
 }
 
+/// Whether a response is pretty-printed, as kube-apiserver decides: `pretty=<bool>` in
+/// the query, else a user agent of curl, Wget or a browser.
+pub(crate) fn pretty_requested(headers: &http::HeaderMap, query: Option<&str>) -> bool {
+    if let Some(v) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("pretty=").filter(|v| !v.is_empty()))
+    {
+        return matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True");
+    }
+    let ua = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    ua.starts_with("curl") || ua.starts_with("Wget") || ua.starts_with("Mozilla/5.0")
+}
+
 pub(crate) fn is_events_v1(info: &ResourceInfo) -> bool {
     info.builtin && info.group == "events.k8s.io" && info.plural == "events"
 }

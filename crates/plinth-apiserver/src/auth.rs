@@ -25,12 +25,16 @@ use crate::app::{App, AppRef, meta_str};
 use crate::error::{ApiError, Error};
 
 /// Who made a request (a request extension set by authentication).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Identity {
     /// User name, e.g. `plinth-admin` or `system:serviceaccount:default:builder`.
     pub user: String,
     /// Groups, e.g. `system:masters`, `system:authenticated`.
     pub groups: Vec<String>,
+    /// The user's uid (a ServiceAccount's uid; `Impersonate-Uid`), empty when unknown.
+    pub uid: String,
+    /// Extra attributes (`Impersonate-Extra-<key>`).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Identity {
@@ -39,6 +43,7 @@ impl Identity {
         Identity {
             user: "plinth-admin".into(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..Identity::default()
         }
     }
 }
@@ -225,6 +230,8 @@ async fn identify(app: &App, token: &str) -> Option<Identity> {
             format!("system:serviceaccounts:{ns}"),
             "system:authenticated".into(),
         ],
+        uid,
+        ..Identity::default()
     })
 }
 

@@ -14,10 +14,16 @@
 //!   `system:public-info-viewer`) and creating `selfsubjectaccessreviews` /
 //!   `selfsubjectrulesreviews` (`system:basic-user`).
 //! * `SelfSubjectAccessReview` (authorization.k8s.io/v1, what `kubectl auth can-i`
-//!   sends) is answered here from the same snapshot, and `SelfSubjectReview`
-//!   (authentication.k8s.io/v1, `kubectl auth whoami`) from the request's identity.
-//! * Impersonation (`Impersonate-User` / `Impersonate-Group` headers, `kubectl --as`)
-//!   is honoured for `system:masters` members and refused (403) for everyone else.
+//!   sends), `SubjectAccessReview` and `LocalSubjectAccessReview` (about the subject
+//!   their spec names; creating them is authorized like any create) are answered here
+//!   from the same snapshot, and `SelfSubjectReview` (authentication.k8s.io/v1,
+//!   `kubectl auth whoami`) from the request's identity.
+//! * Impersonation (`Impersonate-User`, `-Group`, `-Uid`, `-Extra-*` headers, `kubectl
+//!   --as`) as kube-apiserver checks it: the requester needs `impersonate` on each user
+//!   (or ServiceAccount), group, uid and extra it names; the request is then authorized
+//!   as the impersonated user, who also gets `system:authenticated`.
+//! * `ServerConfig::always_allow` is kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow`:
+//!   what RBAC does not allow is allowed (upstream's kubectl test environment).
 //!
 //! The snapshot is loaded lazily and marked stale whenever an RBAC object changes (a
 //! watch on the four RBAC resources, plus an immediate mark after any write through the
@@ -53,16 +59,22 @@ pub(crate) struct Authorizer {
     app: Arc<App>,
     snapshot: RwLock<Option<Arc<RbacSnapshot>>>,
     stale: AtomicBool,
+    /// `--authorization-mode=RBAC,AlwaysAllow`: allow what RBAC does not.
+    always_allow: bool,
 }
 
 impl Authorizer {
     /// An authorizer over `app`'s store; spawns the task that marks the snapshot stale
     /// on RBAC changes (returned so the server can stop it).
-    pub(crate) fn start(app: Arc<App>) -> (Arc<Authorizer>, tokio::task::JoinHandle<()>) {
+    pub(crate) fn start(
+        app: Arc<App>,
+        always_allow: bool,
+    ) -> (Arc<Authorizer>, tokio::task::JoinHandle<()>) {
         let a = Arc::new(Authorizer {
             app: app.clone(),
             snapshot: RwLock::new(None),
             stale: AtomicBool::new(true),
+            always_allow,
         });
         let mut rxs: Vec<_> = RBAC_PLURALS
             .iter()
@@ -120,7 +132,7 @@ impl Authorizer {
         if attrs.groups.iter().any(|g| g == MASTERS) || default_grant(attrs) {
             return Ok(true);
         }
-        Ok(authorize(attrs, &*self.snapshot().await?).allowed())
+        Ok(authorize(attrs, &*self.snapshot().await?).allowed() || self.always_allow)
     }
 }
 
@@ -180,48 +192,200 @@ fn forbidden(attrs: &RequestAttributes) -> Response {
 }
 
 /// The identity a request acts as after impersonation headers (`Impersonate-User`,
-/// `Impersonate-Group`); `Err` with the refused request's attributes when the caller may
-/// not impersonate.
-fn impersonated(id: &Identity, req: &Request) -> Result<Option<Identity>, Box<RequestAttributes>> {
-    let headers = req.headers();
-    let Some(user) = headers
-        .get("impersonate-user")
-        .and_then(|v| v.to_str().ok())
-    else {
-        return Ok(None);
+/// `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-<key>`), checked as
+/// kube-apiserver checks them: the requester needs `impersonate` on each `users` (or
+/// `serviceaccounts`), `groups`, `uids` and `userextras/<key>` it names; groups or a uid
+/// without a user are refused. `Err` is the 403 to answer.
+async fn impersonated(
+    authz: &Authorizer,
+    id: &Identity,
+    headers: &http::HeaderMap,
+) -> Result<Option<Identity>, Response> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(String::from))
+            .collect()
     };
-    if !id.groups.iter().any(|g| g == MASTERS) {
-        let attrs = RequestAttributes {
-            user: id.user.clone(),
-            groups: id.groups.clone(),
-            verb: "impersonate".into(),
-            resource_request: true,
-            resource: "users".into(),
-            name: user.to_string(),
-            ..Default::default()
-        };
-        return Err(Box::new(attrs));
+    let user = values("impersonate-user").into_iter().next();
+    let groups = values("impersonate-group");
+    let uid = values("impersonate-uid").into_iter().next();
+    let mut extra: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (name, v) in headers {
+        if let Some(key) = name.as_str().strip_prefix("impersonate-extra-")
+            && let Ok(v) = v.to_str()
+        {
+            let key = percent_decode(key);
+            extra.entry(key).or_default().push(v.to_string());
+        }
     }
-    let mut groups: Vec<String> = headers
-        .get_all("impersonate-group")
-        .iter()
-        .filter_map(|v| v.to_str().ok().map(String::from))
-        .collect();
-    if let Some(rest) = user.strip_prefix("system:serviceaccount:")
-        && let Some((ns, _)) = rest.split_once(':')
-    {
-        groups.push("system:serviceaccounts".into());
-        groups.push(format!("system:serviceaccounts:{ns}"));
+    let Some(user) = user else {
+        if groups.is_empty() && uid.is_none() && extra.is_empty() {
+            return Ok(None);
+        }
+        let refs: Vec<String> = groups
+            .iter()
+            .map(|g| format!("{{Group  {g}  authentication.k8s.io/v1  }}"))
+            .collect();
+        let e = ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "requested [{}] without impersonating a user",
+                refs.join(" ")
+            ),
+        );
+        return Err(e.into_response());
+    };
+    // What the requester must be allowed to impersonate, as kube-apiserver asks it.
+    let mut asks: Vec<RequestAttributes> = Vec::new();
+    let ask = |resource: &str, sub: &str, group: &str, ns: &str, name: &str| RequestAttributes {
+        user: id.user.clone(),
+        groups: id.groups.clone(),
+        verb: "impersonate".into(),
+        resource_request: true,
+        api_group: group.into(),
+        resource: resource.into(),
+        subresource: sub.into(),
+        namespace: ns.into(),
+        name: name.into(),
+        path: String::new(),
+    };
+    let sa = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|r| r.split_once(':'));
+    match sa {
+        Some((ns, name)) => asks.push(ask("serviceaccounts", "", "", ns, name)),
+        None => asks.push(ask("users", "", "", "", &user)),
     }
-    groups.push("system:authenticated".into());
+    for g in &groups {
+        asks.push(ask("groups", "", "", "", g));
+    }
+    if let Some(u) = &uid {
+        asks.push(ask("uids", "", "authentication.k8s.io", "", u));
+    }
+    for (k, vs) in &extra {
+        for v in vs {
+            asks.push(ask("userextras", k, "authentication.k8s.io", "", v));
+        }
+    }
+    for a in &asks {
+        match authz.allowed(a).await {
+            Ok(true) => {}
+            Ok(false) => return Err(forbidden(a)),
+            Err(e) => return Err(e.into_response()),
+        }
+    }
+    let mut all_groups = groups;
+    if let Some((ns, _)) = sa {
+        all_groups.push("system:serviceaccounts".into());
+        all_groups.push(format!("system:serviceaccounts:{ns}"));
+    }
+    if user != "system:anonymous" && !all_groups.iter().any(|g| g == "system:authenticated") {
+        all_groups.push("system:authenticated".into());
+    }
     Ok(Some(Identity {
-        user: user.to_string(),
-        groups,
+        user,
+        groups: all_groups,
+        uid: uid.unwrap_or_default(),
+        extra,
     }))
 }
 
-/// Answers a SelfSubjectAccessReview for `id`.
-async fn self_subject_access_review(authz: &Authorizer, id: &Identity, req: Request) -> Response {
+/// `%XX` escapes decoded (impersonated extra keys are percent-encoded in header names).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Which access review a request creates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Review {
+    /// `SelfSubjectAccessReview`: about the requester.
+    SelfSubject,
+    /// `SubjectAccessReview` (cluster-scoped): about the subject its spec names.
+    Subject,
+    /// `LocalSubjectAccessReview` in this namespace: about the spec's subject, for
+    /// resources of that namespace only.
+    Local,
+}
+
+impl Review {
+    fn kind(self) -> &'static str {
+        match self {
+            Review::SelfSubject => "SelfSubjectAccessReview",
+            Review::Subject => "SubjectAccessReview",
+            Review::Local => "LocalSubjectAccessReview",
+        }
+    }
+
+    fn of(attrs: &RequestAttributes) -> Option<Review> {
+        if !attrs.resource_request || attrs.api_group != "authorization.k8s.io" {
+            return None;
+        }
+        match attrs.resource.as_str() {
+            "selfsubjectaccessreviews" => Some(Review::SelfSubject),
+            "subjectaccessreviews" => Some(Review::Subject),
+            "localsubjectaccessreviews" => Some(Review::Local),
+            _ => None,
+        }
+    }
+}
+
+/// kube-apiserver's 422 for an access review whose spec breaks its rules.
+fn invalid_review(review: Review, field: &str, value: &Value, why: &str) -> Response {
+    let message = format!("Invalid value: {}: {why}", go_print(value));
+    ApiError {
+        code: 422,
+        reason: "Invalid",
+        message: format!(
+            "{}.authorization.k8s.io \"\" is invalid: {field}: {message}",
+            review.kind()
+        ),
+        details: Some(json!({
+            "group": "authorization.k8s.io", "kind": review.kind(),
+            "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
+        })),
+    }
+    .into_response()
+}
+
+/// A value as kube-apiserver's `Invalid value` prints it: a string quoted, a missing
+/// struct `null`, a struct as its JSON.
+fn go_print(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+/// Answers an access review: a `SelfSubjectAccessReview` about `id`, a
+/// `SubjectAccessReview` or `LocalSubjectAccessReview` (in `namespace`) about the user and
+/// groups its spec names, evaluated by the same RBAC snapshot as every request. The
+/// answer is 201 with the review and its `status.allowed`, as kube-apiserver's.
+async fn access_review(
+    authz: &Authorizer,
+    id: &Identity,
+    req: Request,
+    review: Review,
+    namespace: &str,
+) -> Response {
+    let pretty = crate::app::pretty_requested(req.headers(), req.uri().query());
     let body = match axum::body::to_bytes(req.into_body(), 1 << 20).await {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
@@ -232,18 +396,87 @@ async fn self_subject_access_review(authz: &Authorizer, id: &Identity, req: Requ
     } else {
         serde_json::from_slice(&body).map_err(|e| format!("invalid JSON: {e}"))
     };
-    let review: Value = match parsed {
+    let review_obj: Value = match parsed {
         Ok(v) => v,
         Err(e) => {
-            return ApiError::bad_request(format!("SelfSubjectAccessReview: {e}")).into_response();
+            return ApiError::bad_request(format!("{}: {e}", review.kind())).into_response();
         }
     };
-    let spec = &review["spec"];
+    let mut spec = review_obj.get("spec").cloned().unwrap_or(json!({}));
     let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+    let (user, groups) = match review {
+        Review::SelfSubject => (id.user.clone(), id.groups.clone()),
+        Review::Subject | Review::Local => {
+            let groups: Vec<String> = spec["groups"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|g| g.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let user = s(&spec, "user");
+            if user.is_empty() && groups.is_empty() {
+                return invalid_review(
+                    review,
+                    "spec.user",
+                    &json!(""),
+                    "at least one of user or group must be specified",
+                );
+            }
+            (user, groups)
+        }
+    };
+    let ra = spec
+        .get("resourceAttributes")
+        .filter(|v| v.is_object())
+        .cloned();
+    let nra = spec
+        .get("nonResourceAttributes")
+        .filter(|v| v.is_object())
+        .cloned();
+    match (&ra, &nra) {
+        (Some(_), Some(n)) => {
+            return invalid_review(
+                review,
+                "spec.nonResourceAttributes",
+                n,
+                "cannot be specified in combination with resourceAttributes",
+            );
+        }
+        (None, None) => {
+            return invalid_review(
+                review,
+                "spec.resourceAttributes",
+                &Value::Null,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            );
+        }
+        _ => {}
+    }
+    if review == Review::Local {
+        if let Some(n) = &nra {
+            return invalid_review(
+                review,
+                "spec.nonResourceAttributes",
+                n,
+                "disallowed on this kind of request",
+            );
+        }
+        let ns = ra.as_ref().map(|r| s(r, "namespace")).unwrap_or_default();
+        if ns.is_empty() {
+            spec["resourceAttributes"]["namespace"] = json!(namespace);
+        } else if ns != namespace {
+            return ApiError::bad_request(format!(
+                "spec.resourceAttributes.namespace must match namespace: {namespace}"
+            ))
+            .into_response();
+        }
+    }
     let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
         RequestAttributes {
-            user: id.user.clone(),
-            groups: id.groups.clone(),
+            user,
+            groups,
             verb: s(ra, "verb"),
             resource_request: true,
             namespace: s(ra, "namespace"),
@@ -253,19 +486,15 @@ async fn self_subject_access_review(authz: &Authorizer, id: &Identity, req: Requ
             name: s(ra, "name"),
             path: String::new(),
         }
-    } else if let Some(nra) = spec.get("nonResourceAttributes").filter(|v| v.is_object()) {
+    } else {
+        let nra = nra.unwrap_or_default();
         RequestAttributes {
-            user: id.user.clone(),
-            groups: id.groups.clone(),
-            verb: s(nra, "verb"),
-            path: s(nra, "path"),
+            user,
+            groups,
+            verb: s(&nra, "verb"),
+            path: s(&nra, "path"),
             ..Default::default()
         }
-    } else {
-        return ApiError::bad_request(
-            "SelfSubjectAccessReview spec: exactly one of resourceAttributes or nonResourceAttributes must be set",
-        )
-        .into_response();
     };
     let allowed = match authz.allowed(&attrs).await {
         Ok(a) => a,
@@ -273,17 +502,26 @@ async fn self_subject_access_review(authz: &Authorizer, id: &Identity, req: Requ
     };
     // Kubernetes's RBAC authorizer gives no reason on a denial either.
     let status = json!({"allowed": allowed});
+    let mut metadata = json!({"creationTimestamp": null});
+    if review == Review::Local {
+        metadata["namespace"] = json!(namespace);
+    }
     let out = json!({
-        "kind": "SelfSubjectAccessReview",
+        "kind": review.kind(),
         "apiVersion": "authorization.k8s.io/v1",
-        "metadata": {"creationTimestamp": null},
+        "metadata": metadata,
         "spec": spec,
         "status": status,
     });
+    let text = if pretty {
+        serde_json::to_string_pretty(&out).unwrap_or_default()
+    } else {
+        out.to_string()
+    };
     (
         http::StatusCode::CREATED,
         [(http::header::CONTENT_TYPE, "application/json")],
-        out.to_string(),
+        text,
     )
         .into_response()
 }
@@ -298,13 +536,22 @@ pub(crate) async fn authorize_request(
     let Some(mut id) = req.extensions().get::<Identity>().cloned() else {
         return next.run(req).await;
     };
-    match impersonated(&id, &req) {
+    let impersonating = req
+        .headers()
+        .keys()
+        .any(|k| k.as_str().starts_with("impersonate-"));
+    let headers = if impersonating {
+        req.headers().clone()
+    } else {
+        http::HeaderMap::new()
+    };
+    match impersonated(&authz, &id, &headers).await {
         Ok(Some(as_id)) => {
             req.extensions_mut().insert(as_id.clone());
             id = as_id;
         }
         Ok(None) => {}
-        Err(attrs) => return forbidden(&attrs),
+        Err(refused) => return refused,
     }
     let attrs = request_attributes(
         req.method().as_str(),
@@ -313,12 +560,17 @@ pub(crate) async fn authorize_request(
         &id.user,
         &id.groups,
     );
-    if attrs.resource_request
-        && attrs.api_group == "authorization.k8s.io"
-        && attrs.resource == "selfsubjectaccessreviews"
-        && attrs.verb == "create"
-    {
-        return self_subject_access_review(&authz, &id, req).await;
+    let review = Review::of(&attrs);
+    if review.is_some() && attrs.verb != "create" {
+        return ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .into_response();
+    }
+    if review == Some(Review::SelfSubject) {
+        return access_review(&authz, &id, req, Review::SelfSubject, "").await;
     }
     if attrs.resource_request
         && attrs.api_group == "authentication.k8s.io"
@@ -342,6 +594,9 @@ pub(crate) async fn authorize_request(
             return forbidden(&attrs);
         }
         Err(e) => return e.into_response(),
+    }
+    if let Some(r) = review {
+        return access_review(&authz, &id, req, r, &attrs.namespace).await;
     }
     let rbac_write = attrs.resource_request
         && attrs.api_group == RBAC_GROUP

@@ -76,6 +76,18 @@ pub(crate) async fn prepare(
         if old.is_none() {
             default_job_selector(obj);
         }
+    } else if crate::csr::is_csr(info) {
+        if let Some(old) = old {
+            crate::csr::keep_spec(obj, old);
+        }
+        let causes = crate::csr::causes(obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                info,
+                meta_str(obj, "name").unwrap_or_default(),
+                causes,
+            ));
+        }
     } else if crate::hpa::is_hpa(info) {
         if info.version == "v1" {
             crate::hpa::default_v1(obj);

@@ -15,6 +15,7 @@ pub mod table;
 mod app;
 pub mod auth;
 mod authz;
+mod csr;
 mod default_rbac;
 mod defaults;
 mod discovery;

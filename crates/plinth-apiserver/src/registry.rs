@@ -406,8 +406,8 @@ fn builtin(b: Builtin) -> ResourceInfo {
 /// Services, ...) are stored and validated only; nothing acts on them in embedded mode.
 pub fn builtins() -> Vec<ResourceInfo> {
     use k8s_openapi::api::{
-        admissionregistration as adm, apps, autoscaling, batch, coordination, core, discovery,
-        events, networking, policy, rbac, scheduling, storage,
+        admissionregistration as adm, apps, authorization, autoscaling, batch, certificates,
+        coordination, core, discovery, events, networking, policy, rbac, scheduling, storage,
     };
     const ALL: &[&str] = &["all"];
     const NONE: &[&str] = &[];
@@ -667,6 +667,50 @@ pub fn builtins() -> Vec<ResourceInfo> {
             schema_of::<autoscaling::v2::HorizontalPodAutoscaler>(),
         ),
         (
+            "certificates.k8s.io",
+            "v1",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            false,
+            &["csr"],
+            NONE,
+            true,
+            schema_of::<certificates::v1::CertificateSigningRequest>(),
+        ),
+        (
+            "authorization.k8s.io",
+            "v1",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            false,
+            NONE,
+            NONE,
+            false,
+            schema_of::<authorization::v1::SubjectAccessReview>(),
+        ),
+        (
+            "authorization.k8s.io",
+            "v1",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+            NONE,
+            NONE,
+            false,
+            schema_of::<authorization::v1::LocalSubjectAccessReview>(),
+        ),
+        (
+            "authorization.k8s.io",
+            "v1",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+            NONE,
+            NONE,
+            false,
+            schema_of::<authorization::v1::SelfSubjectAccessReview>(),
+        ),
+        (
             "autoscaling",
             "v1",
             "HorizontalPodAutoscaler",
@@ -871,6 +915,10 @@ pub fn builtins() -> Vec<ResourceInfo> {
         .map(|mut i| {
             // autoscaling/v1 HorizontalPodAutoscalers are stored as v2 (`crate::hpa`).
             i.storage = !(i.group == "autoscaling" && i.version == "v1");
+            // Access reviews are answered, never stored (`crate::authz`).
+            if i.group == "authorization.k8s.io" {
+                i.verbs = vec!["create".into()];
+            }
             i
         })
         .collect()

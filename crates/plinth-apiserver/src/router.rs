@@ -166,7 +166,8 @@ async fn dispatch(app: AppRef, req: Request) -> Result<Response, ApiError> {
         (&Method::GET, None) => verbs::list(&app, &t.info, t.ns, &cx.q, &cx.render).await,
         (&Method::POST, None) => {
             let bytes = read_body(&app, body).await?;
-            create(&app, &t, &cx, &bytes).await
+            let id = parts.extensions.get::<crate::auth::Identity>().cloned();
+            create(&app, &t, &cx, &bytes, id.as_ref()).await
         }
         (&Method::POST, Some(name)) if t.sub.as_deref() == Some("token") => {
             let bytes = read_body(&app, body).await?;
@@ -259,9 +260,14 @@ async fn create(
     t: &Target,
     cx: &RequestContext,
     bytes: &[u8],
+    requester: Option<&crate::auth::Identity>,
 ) -> Result<Response, ApiError> {
-    let obj = verbs::decode_object(&t.info, &cx.content_type, bytes)?;
+    let mut obj = verbs::decode_object(&t.info, &cx.content_type, bytes)?;
     let warnings = verbs::field_validation(&t.info, &cx.q, &obj)?;
+    if crate::csr::is_csr(&t.info) {
+        let anonymous = crate::auth::Identity::default();
+        crate::csr::set_requester(&mut obj, requester.unwrap_or(&anonymous));
+    }
     let ns = t.ns.as_deref();
     let created = verbs::create(app, &t.info, ns, obj, cx.dry_run(), &cx.owner).await?;
     Ok(with_warnings(

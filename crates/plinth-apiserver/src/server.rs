@@ -70,6 +70,10 @@ pub struct ServerConfig {
     /// Where request, watch and database metrics are recorded (the process's one set,
     /// shared with the controllers). Default: a set of the server's own.
     pub metrics: Option<Arc<plinth_api::metrics::Metrics>>,
+    /// kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow`: what RBAC does not allow
+    /// is allowed all the same (upstream's kubectl test environment). Default false: RBAC
+    /// alone decides.
+    pub always_allow: bool,
     /// Whether `/readyz` answers 200 as soon as the server listens. A caller that must
     /// finish its own start-up first (`plinth up` registers the Kratix CRDs) sets `false`
     /// and calls [`ApiServer::mark_ready`]; until then `/readyz` answers 503, so scripts
@@ -115,6 +119,7 @@ impl Default for ServerConfig {
             listener: crate::listener::ListenerLimits::default(),
             tls_extra_names: Vec::new(),
             metrics: None,
+            always_allow: false,
         }
     }
 }
@@ -329,7 +334,8 @@ impl ApiServer {
             .map_err(|e| Error::Invalid(format!("default ClusterRoles: {}", e.message)))?;
 
         // RBAC runs after authentication (inner layer): both routers enforce it.
-        let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
+        let (authorizer, authz_task) =
+            crate::authz::Authorizer::start(app.clone(), config.always_allow);
         tasks.push(authz_task);
         let base = crate::router::routes(app.clone())
             .layer(axum::middleware::from_fn_with_state(

@@ -48,6 +48,9 @@ pub struct PlatformOptions {
     pub container_log_max_files: usize,
     /// Pipeline Jobs the runner runs at the same time.
     pub max_parallel_jobs: usize,
+    /// kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow` (see
+    /// `plinth_apiserver::ServerConfig::always_allow`); false: RBAC alone.
+    pub always_allow: bool,
 }
 
 /// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
@@ -113,6 +116,7 @@ impl Platform {
         let mut config = ServerConfig::new(&opts.data_dir);
         config.listen = Some(opts.listen);
         config.tls_extra_names = tls_names.to_vec();
+        config.always_allow = opts.always_allow;
         config.ready_on_start = false;
         let web = crate::web::Web::new(&opts.data_dir);
         let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());

@@ -77,6 +77,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
         container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
         max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
+        always_allow: false,
     })
     .await
     .context("step 'start the platform' failed")?;

@@ -77,6 +77,12 @@ pub struct UpArgs {
     /// address, e.g. `127.0.0.1:9090`. Off when not given.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+
+    /// Authorizers, as kube-apiserver's flag of the same name: `RBAC` (the default), or
+    /// `RBAC,AlwaysAllow`, which allows whatever RBAC does not (the environment Kubernetes'
+    /// own kubectl tests run in; never for a platform others share).
+    #[arg(long, default_value = "RBAC", value_parser = ["RBAC", "RBAC,AlwaysAllow"])]
+    pub authorization_mode: String,
 }
 
 /// `--max-parallel-jobs`: a whole number of at least 1.
@@ -102,6 +108,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             container_log_max_size: args.container_log_max_size,
             container_log_max_files: usize::from(args.container_log_max_files),
             max_parallel_jobs: args.max_parallel_jobs,
+            always_allow: args.authorization_mode == "RBAC,AlwaysAllow",
         },
         &args.tls_sans,
     )
