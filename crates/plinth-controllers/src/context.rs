@@ -27,8 +27,8 @@ pub struct Context {
     /// The process's metrics: reconciles, pipelines, state store writes, scheduling
     /// outcomes ([`plinth_api::metrics`]).
     pub metrics: Arc<plinth_api::metrics::Metrics>,
-    /// Condition transitions already announced as Events ([`crate::announce`]).
-    pub announced: crate::announce::Announced,
+    /// Condition transitions already announced as Events ([`crate::announce::announced`]).
+    pub announced: crate::announce::announced::Announced,
     config: RwLock<Arc<ControllerConfig>>,
     config_version: tokio::sync::watch::Sender<u64>,
     me: Weak<Context>,
