@@ -17,6 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::prometheus_text;
@@ -115,6 +116,11 @@ fn has_all(labels: &Labels, pairs: &[(&str, &str)]) -> bool {
     pairs.iter().all(|(k, v)| value_of(labels, k) == Some(*v))
 }
 
+/// Resource requests a process exports `plinth_health_request_state` for (by default):
+/// beyond it, further requests get no per-request series and
+/// `plinth_health_request_series_dropped_total` counts them.
+pub const MAX_REQUEST_SERIES: usize = 10_000;
+
 /// The `Content-Type` of what [`Metrics::encode`] returns.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
@@ -157,8 +163,13 @@ pub struct Metrics {
     pub store_commits: Series<Counter>,
     /// Last counted commit per store, so writes batched into one commit count it once.
     last_commit: Mutex<HashMap<String, String>>,
-    /// Health state per `(promise, namespace/name)` of request, behind `health_states`.
-    health_of: Mutex<HashMap<(String, String), String>>,
+    /// Health state per `(promise, namespace/name)` of request, behind `health_states`,
+    /// and whether the request has a `plinth_health_request_state` series.
+    health_of: Mutex<HashMap<(String, String), (String, bool)>>,
+    /// Requests with a `plinth_health_request_state` series now.
+    request_series_count: AtomicUsize,
+    /// At most this many requests get a `plinth_health_request_state` series.
+    request_series_cap: AtomicUsize,
     /// `kratix_workplacement_writes_total{result, promise, resource, destination,
     /// pipeline}`: WorkPlacement writes to a state store, as Kratix counts them.
     pub workplacement_writes: Series<Counter>,
@@ -175,6 +186,16 @@ pub struct Metrics {
     pub sqlite_size_bytes: Gauge,
     /// `plinth_health_requests{promise, state}`: resource requests per health state.
     pub health_states: Series<Gauge>,
+    /// `plinth_health_request_state{promise, namespace, name, state}`: 1 for each request
+    /// with a health state, while it has one (at most [`MAX_REQUEST_SERIES`] requests).
+    pub health_request_state: Series<Gauge>,
+    /// `plinth_health_request_series_dropped_total`: requests that got no
+    /// `plinth_health_request_state` series because the cap was reached.
+    pub health_request_dropped: Counter,
+    /// `plinth_alertmanager_alerts_total{result}`: alerts the Alertmanager receiver
+    /// handled, by outcome (`applied`, `unchanged`, `stale`, `noRequestLabels`,
+    /// `requestNotFound`, `conflict`, `error`).
+    pub alertmanager_alerts: Series<Counter>,
     /// `plinth_agent_passes_total{agent, result}`: Destination agent passes (`success`,
     /// `error`).
     pub agent_passes: Series<Counter>,
@@ -223,6 +244,8 @@ impl Metrics {
             store_commits: Series::default(),
             last_commit: Mutex::new(HashMap::new()),
             health_of: Mutex::new(HashMap::new()),
+            request_series_count: AtomicUsize::new(0),
+            request_series_cap: AtomicUsize::new(MAX_REQUEST_SERIES),
             workplacement_writes: Series::default(),
             workplacement_outcomes: Series::default(),
             api_requests: Series::default(),
@@ -230,6 +253,9 @@ impl Metrics {
             api_watches: Series::default(),
             sqlite_size_bytes: Gauge::default(),
             health_states: Series::default(),
+            health_request_state: Series::default(),
+            health_request_dropped: Counter::default(),
+            alertmanager_alerts: Series::default(),
             agent_passes: Series::default(),
             agent_pass_duration: hist(),
             agent_objects: Series::default(),
@@ -337,6 +363,21 @@ impl Metrics {
             self.health_states.family(),
         );
         r.register(
+            "plinth_health_request_state",
+            "1 per resource request and its current health state (capped per process)",
+            self.health_request_state.family(),
+        );
+        r.register(
+            "plinth_health_request_series_dropped",
+            "Resource requests without a plinth_health_request_state series (cap reached)",
+            self.health_request_dropped.clone(),
+        );
+        r.register(
+            "plinth_alertmanager_alerts",
+            "Alerts received from Alertmanager by outcome",
+            self.alertmanager_alerts.family(),
+        );
+        r.register(
             "plinth_agent_passes",
             "Destination agent passes by result",
             self.agent_passes.family(),
@@ -403,7 +444,10 @@ impl Metrics {
 
     /// Sets the health state of `promise`'s request `request` (`namespace/name`); `None`
     /// when it has none any more (no records, or deleted). Keeps
-    /// `plinth_health_requests{promise, state}` counting requests per state.
+    /// `plinth_health_requests{promise, state}` counting requests per state and
+    /// `plinth_health_request_state{promise, namespace, name, state}` at 1 for the
+    /// request's state (while fewer than the cap of requests have one; see
+    /// [`Metrics::set_request_series_cap`]).
     pub fn set_health(&self, promise: &str, request: &str, state: Option<&str>) {
         // The state is read back from the request's status, which a client may have
         // written: only HealthRecord states become label values.
@@ -413,23 +457,70 @@ impl Metrics {
         });
         let mut of = self.health_of.lock().expect("metrics lock");
         let key = (promise.to_string(), request.to_string());
-        let before = match state {
-            Some(s) => of.insert(key, s.to_string()),
-            None => of.remove(&key),
-        };
-        if before.as_deref() == state {
+        let before = of.get(&key).cloned();
+        if before.as_ref().map(|(s, _)| s.as_str()) == state {
             return;
         }
-        if let Some(b) = before {
+        let (ns, name) = request.split_once('/').unwrap_or(("", request));
+        let per_request = |s: &str| {
+            labels([
+                ("promise", promise),
+                ("namespace", ns),
+                ("name", name),
+                ("state", s),
+            ])
+        };
+        let mut exported = false;
+        if let Some((b, had_series)) = &before {
             self.health_states
-                .get_or_create(&labels([("promise", promise), ("state", &b)]))
+                .get_or_create(&labels([("promise", promise), ("state", b)]))
                 .dec();
+            if *had_series {
+                self.health_request_state
+                    .remove_where(|l| *l == per_request(b));
+                exported = true;
+            }
         }
-        if let Some(s) = state {
-            self.health_states
-                .get_or_create(&labels([("promise", promise), ("state", s)]))
-                .inc();
+        match state {
+            Some(s) => {
+                self.health_states
+                    .get_or_create(&labels([("promise", promise), ("state", s)]))
+                    .inc();
+                if !exported && self.take_request_slot() {
+                    exported = true;
+                } else if !exported && before.is_none() {
+                    self.health_request_dropped.inc();
+                }
+                if exported {
+                    self.health_request_state
+                        .get_or_create(&per_request(s))
+                        .set(1);
+                }
+                of.insert(key, (s.to_string(), exported));
+            }
+            None => {
+                if exported {
+                    self.request_series_count.fetch_sub(1, Ordering::Relaxed);
+                }
+                of.remove(&key);
+            }
         }
+    }
+
+    /// Reserves one request's `plinth_health_request_state` series under the cap.
+    fn take_request_slot(&self) -> bool {
+        let cap = self.request_series_cap.load(Ordering::Relaxed);
+        self.request_series_count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Sets how many requests get a `plinth_health_request_state` series (default
+    /// [`MAX_REQUEST_SERIES`]); requests already exported keep theirs.
+    pub fn set_request_series_cap(&self, cap: usize) {
+        self.request_series_cap.store(cap, Ordering::Relaxed);
     }
 
     /// Records one finished pipeline Job of `promise` (`result`: `succeeded` or `failed`).
@@ -477,7 +568,7 @@ impl<M: Clone, C: MetricConstructor<M> + Clone> Prune for Series<M, C> {
 }
 
 impl Metrics {
-    fn families(&self) -> [&dyn Prune; 19] {
+    fn families(&self) -> [&dyn Prune; 21] {
         [
             &self.reconciles,
             &self.reconcile_errors,
@@ -495,6 +586,8 @@ impl Metrics {
             &self.api_request_duration,
             &self.api_watches,
             &self.health_states,
+            &self.health_request_state,
+            &self.alertmanager_alerts,
             &self.agent_passes,
             &self.agent_pass_duration,
             &self.agent_objects,
@@ -509,10 +602,17 @@ impl Metrics {
             return 0;
         }
         if let Some(promise) = pairs.iter().find(|(k, _)| *k == "promise").map(|p| p.1) {
+            let mut freed = 0;
             self.health_of
                 .lock()
                 .expect("metrics lock")
-                .retain(|(p, _), _| p != promise);
+                .retain(|(p, _), (_, exported)| {
+                    let gone = p == promise;
+                    freed += usize::from(gone && *exported);
+                    !gone
+                });
+            self.request_series_count
+                .fetch_sub(freed, Ordering::Relaxed);
         }
         self.families()
             .iter()
@@ -619,6 +719,49 @@ mod tests {
     }
 
     #[test]
+    fn a_request_has_one_state_series_while_it_has_health() {
+        let m = Metrics::new();
+        m.set_health("redis", "default/a", Some("healthy"));
+        m.set_health("redis", "default/a", Some("unhealthy"));
+        let text = m.encode();
+        assert!(
+            text.contains(r#"plinth_health_request_state{promise="redis",namespace="default",name="a",state="unhealthy"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"name="a",state="healthy""#), "{text}");
+        m.forget_request("redis", "default", "a", false);
+        assert!(!m.encode().contains("plinth_health_request_state{"));
+        assert!(m.health_request_state.is_empty());
+    }
+
+    #[test]
+    fn request_series_beyond_the_cap_are_dropped_and_counted() {
+        let m = Metrics::new();
+        m.set_request_series_cap(2);
+        for r in ["default/a", "default/b", "default/c", "default/d"] {
+            m.set_health("redis", r, Some("healthy"));
+        }
+        // A change of a dropped request is not counted again.
+        m.set_health("redis", "default/c", Some("degraded"));
+        assert_eq!(m.health_request_state.len(), 2);
+        let text = m.encode();
+        assert!(
+            text.contains("plinth_health_request_series_dropped_total 2"),
+            "{text}"
+        );
+        // A request that goes frees its slot for the next one that changes.
+        m.set_health("redis", "default/a", None);
+        m.set_health("redis", "default/e", Some("healthy"));
+        assert!(m.encode().contains(r#"name="e",state="healthy"} 1"#));
+        assert_eq!(m.health_request_state.len(), 2);
+        m.forget(&[("promise", "redis")]);
+        assert!(m.health_request_state.is_empty());
+        m.set_health("pg", "default/x", Some("healthy"));
+        m.set_health("pg", "default/y", Some("healthy"));
+        assert_eq!(m.health_request_state.len(), 2);
+    }
+
+    #[test]
     fn kratix_counters_keep_their_names() {
         let m = Metrics::new();
         m.workplacement_outcomes
@@ -698,15 +841,15 @@ mod tests {
         m.observe_store_write("GitStateStore", "s1", Duration::ZERO, 1, Ok((true, "x")));
         m.observe_store_write("GitStateStore", "s2", Duration::ZERO, 1, Ok((true, "x")));
         let before = m.series();
-        // Outcomes, writes, pipeline runs and durations, health.
-        assert_eq!(m.forget(&[("promise", "redis")]), 5);
+        // Outcomes, writes, pipeline runs and durations, health, the request's state.
+        assert_eq!(m.forget(&[("promise", "redis")]), 6);
         assert!(!m.encode().contains(r#"promise="redis""#));
         assert_eq!(m.forget(&[("destination", "edge")]), 2);
         m.forget_store("GitStateStore", "s1");
         let text = m.encode();
         assert!(!text.contains(r#"store="s1""#), "{text}");
         assert!(text.contains(r#"store="s2""#), "{text}");
-        assert_eq!(m.series(), before - 5 - 2 - 4);
+        assert_eq!(m.series(), before - 6 - 2 - 4);
         // A store of the same name made again counts its first commit.
         m.observe_store_write("GitStateStore", "s1", Duration::ZERO, 1, Ok((true, "x")));
         assert!(

@@ -124,7 +124,7 @@ impl GitServe {
 }
 
 /// Reads the token file, or writes a new random token (64 hex digits, mode 0600).
-fn load_or_create_token(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn load_or_create_token(path: &Path) -> anyhow::Result<String> {
     let existing = std::fs::read_to_string(path).unwrap_or_default();
     if !existing.trim().is_empty() {
         return Ok(existing.trim().to_string());
@@ -244,7 +244,7 @@ fn authorized(headers: &HeaderMap, token: &str) -> bool {
     constant_time_eq(presented.as_bytes(), token.as_bytes())
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

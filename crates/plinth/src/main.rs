@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module under `cmd/`; this file only parses
 //! the command line, sets up logging and the TLS provider, and dispatches.
 
+mod alertmanager;
 mod authoring;
 mod cmd;
 mod destination_agent;

@@ -14,6 +14,8 @@
 //! - [`freshness`]: when a record is overdue, from the schedule and heartbeat its writer
 //!   stamped on it (a stale record counts as `unknown`).
 //! - [`index`]: the cached records by the request they reference.
+//! - [`alerts`]: Alertmanager's webhook payload as HealthRecords (`plinth up
+//!   --alertmanager-addr`).
 //!
 //! Which wins, a pipeline's `healthStatus` or the records: while at least one HealthRecord
 //! references a request, the records are the truth and `status.healthStatus` is rebuilt
@@ -22,6 +24,7 @@
 //! its last record goes, the health status the records built is removed.
 
 pub mod aggregate;
+pub mod alerts;
 pub mod clock;
 pub mod freshness;
 pub mod history;

@@ -78,6 +78,17 @@ pub struct UpArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
 
+    /// Receive Alertmanager's webhook (`POST /alerts`, plain HTTP, bearer token) on this
+    /// address, e.g. `127.0.0.1:9093`: alerts labelled `kratix_promise`, `kratix_resource`
+    /// and `namespace` become HealthRecords of that request. Off when not given.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub alertmanager_addr: Option<SocketAddr>,
+
+    /// File holding the bearer token the Alertmanager receiver checks [default: created
+    /// as <data dir>/alertmanager-token].
+    #[arg(long, value_name = "PATH", requires = "alertmanager_addr")]
+    pub alertmanager_token_file: Option<PathBuf>,
+
     /// Authorizers, as kube-apiserver's flag of the same name: `RBAC` (the default), or
     /// `RBAC,AlwaysAllow`, which allows whatever RBAC does not (the environment Kubernetes'
     /// own kubectl tests run in; never for a platform others share).
@@ -91,6 +102,33 @@ fn parse_parallel_jobs(s: &str) -> Result<usize, String> {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("{s:?} is not a whole number of at least 1")),
     }
+}
+
+/// Starts the Alertmanager receiver when `--alertmanager-addr` is set, printing where it
+/// listens and where its token is (a line scripts can read).
+async fn serve_alertmanager(
+    args: &UpArgs,
+    data_dir: &std::path::Path,
+    platform: &Platform,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(addr) = args.alertmanager_addr else {
+        return Ok(None);
+    };
+    let rx = crate::alertmanager::Receiver::new(
+        data_dir,
+        args.alertmanager_token_file.as_deref(),
+        platform.metrics.clone(),
+    )?;
+    rx.set_client(platform.server.client());
+    let path = rx.token_path().to_path_buf();
+    let (local, task) = crate::alertmanager::serve(addr, rx).await?;
+    // Printed unindented: scripts and tests read this line.
+    println!(
+        "alertmanager: http://{local}{} (bearer token in {})",
+        crate::alertmanager::ROUTE,
+        path.display()
+    );
+    Ok(Some(task))
 }
 
 /// Runs `plinth up`.
@@ -156,6 +194,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     let _metrics =
         crate::metrics_server::maybe_serve(args.metrics_addr, platform.metrics.clone()).await?;
+    let _alerts = serve_alertmanager(&args, &data_dir, &platform).await?;
     if args.no_controllers {
         println!("  controllers: off (run `plinth operator --kubeconfig <kubeconfig>`)");
     }
