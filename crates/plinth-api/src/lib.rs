@@ -35,6 +35,7 @@ pub mod schedule;
 mod schema;
 pub mod secrets;
 pub mod security;
+pub mod work_content;
 
 pub use error::ApiError;
 pub use kinds::*;

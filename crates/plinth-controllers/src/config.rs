@@ -12,8 +12,8 @@ use plinth_api::constants::events as ev;
 use serde_json::Value;
 
 use crate::context::{Context, ControllerConfig};
-use crate::promise::SYSTEM_NAMESPACE;
 use crate::support::{self, EventType};
+use plinth_api::constants::SYSTEM_NAMESPACE;
 
 /// Name of the ConfigMap holding Kratix's configuration.
 pub const CONFIG_MAP: &str = "kratix";

@@ -143,7 +143,7 @@ async fn reconcile_steps(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     if !ctx.config().feature_dry_run {
         let msg = format!(
             "DryRun is disabled: set featureFlags.dryRun: true in the config key of ConfigMap {}/{}",
-            crate::promise::SYSTEM_NAMESPACE,
+            plinth_api::constants::SYSTEM_NAMESPACE,
             crate::config::CONFIG_MAP
         );
         set_completed(&api, &name, "False", reasons::DISABLED, &msg, None).await?;
@@ -217,7 +217,7 @@ async fn reconcile_steps(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 async fn ensure_request(
     requests: &Api<DynamicObject>,
     d: &DynamicObject,
-    request_api: &crate::request::RequestApi,
+    request_api: &crate::dynamic::RequestApi,
 ) -> Result<DynamicObject, Error> {
     let ns = d.namespace().unwrap_or_default();
     let eph = plinth_api::names::dry_run_resource_name(&d.name_any());
@@ -271,7 +271,7 @@ async fn list_outputs(
     ctx: &Context,
     promise: &str,
     rr: &DynamicObject,
-    _request_api: &crate::request::RequestApi,
+    _request_api: &crate::dynamic::RequestApi,
 ) -> Result<Value, Error> {
     let works: Api<DynamicObject> = Api::all_with(
         ctx.client.clone(),

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::context::Context;
-pub use crate::dynamic::RequestApi;
+use crate::dynamic::RequestApi;
 use crate::request_caches::{self, RequestCaches};
 use crate::support::resources::{promise_resource, work_resource};
 use crate::support::works::classify_works;

@@ -27,11 +27,9 @@
 //!   generation that was already written.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use base64::Engine;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
@@ -70,29 +68,13 @@ pub const REASON_INVALID_WORKLOAD_CONTENT: &str = "InvalidWorkloadContent";
 /// Reason of `Ready=False` on a WorkPlacement whose Destination does not exist.
 pub const REASON_DESTINATION_NOT_FOUND: &str = "DestinationNotFound";
 
-/// Decodes a workload's `content`: standard base64, then gzip.
+/// Decodes a workload's `content` ([`plinth_api::work_content`]).
 ///
 /// # Errors
 /// A message naming the workload's `filepath` and the decoding step that failed.
 pub fn decode_workload(w: &Workload) -> Result<Vec<u8>, String> {
-    let compressed = base64::engine::general_purpose::STANDARD
-        .decode(w.content.trim())
-        .map_err(|e| format!("workload {:?}: content is not base64: {e}", w.filepath))?;
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(compressed.as_slice())
-        .read_to_end(&mut out)
-        .map_err(|e| format!("workload {:?}: content is not gzip: {e}", w.filepath))?;
-    Ok(out)
-}
-
-/// Encodes bytes as a workload `content` (gzip, then standard base64) — the inverse of
-/// [`decode_workload`], used by tests and tools that build Works by hand.
-pub fn encode_workload(bytes: &[u8]) -> String {
-    use std::io::Write;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(bytes).expect("writing to a Vec cannot fail");
-    base64::engine::general_purpose::STANDARD
-        .encode(gz.finish().expect("finishing a Vec cannot fail"))
+    plinth_api::work_content::decode(&w.content)
+        .map_err(|e| format!("workload {:?}: {e}", w.filepath))
 }
 
 /// Where a placement's files go, resolved from the Destination and the placement.
@@ -1178,7 +1160,7 @@ mod tests {
                         .iter()
                         .map(|(p, c)| Workload {
                             filepath: p.to_string(),
-                            content: encode_workload(c.as_bytes()),
+                            content: plinth_api::work_content::encode(c.as_bytes()),
                             ..Default::default()
                         })
                         .collect(),
@@ -1199,7 +1181,7 @@ mod tests {
     fn encode_decode_round_trip() {
         let w = Workload {
             filepath: "a.yaml".into(),
-            content: encode_workload(b"kind: A\n"),
+            content: plinth_api::work_content::encode(b"kind: A\n"),
             ..Default::default()
         };
         assert_eq!(decode_workload(&w).unwrap(), b"kind: A\n");

@@ -13,8 +13,8 @@ use std::process::Command;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use placement_support::{start, wait_for};
+use plinth_api::work_content;
 use plinth_api::{GitStateStore, Work, WorkPlacement};
-use plinth_controllers::workplacement::encode_workload;
 use serde_json::json;
 
 fn ready(
@@ -179,7 +179,7 @@ async fn update_work(env: &placement_support::Env, content: &str) {
     let mut w = works.get("w71").await.unwrap();
     let mut spec = serde_json::to_value(&w.spec).unwrap();
     spec["workloadGroups"][0]["workloads"][0]["content"] =
-        json!(encode_workload(content.as_bytes()));
+        json!(work_content::encode(content.as_bytes()));
     w.spec = serde_json::from_value(spec).unwrap();
     works
         .replace("w71", &PostParams::default(), &w)

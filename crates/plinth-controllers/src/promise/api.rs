@@ -6,7 +6,9 @@ use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::{Observed, SYSTEM_NAMESPACE, Step};
+use plinth_api::constants::SYSTEM_NAMESPACE;
+
+use super::{Observed, Step};
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::{self, set_condition, set_field};

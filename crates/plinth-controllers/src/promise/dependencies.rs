@@ -1,24 +1,16 @@
 //! The static-dependency Work: `spec.dependencies` bundled into one Work in the system
 //! namespace, scheduled by the Promise's `destinationSelectors`.
 
-use std::io::Write;
-
-use base64::Engine;
 use kube::api::{Api, DeleteParams, DynamicObject};
 use serde_json::json;
 
-use super::{Observed, SYSTEM_NAMESPACE, ignore_not_found};
+use plinth_api::constants::SYSTEM_NAMESPACE;
+
+use super::{Observed, ignore_not_found};
 use crate::Error;
 use crate::context::Context;
 use crate::support::resources::work_resource;
 use plinth_api::constants::{labels, work_type};
-
-/// gzip + standard base64, the Work content encoding.
-pub fn encode_content(bytes: &[u8]) -> String {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(bytes).expect("in-memory gzip");
-    base64::engine::general_purpose::STANDARD.encode(enc.finish().expect("in-memory gzip"))
-}
 
 /// Creates or updates the Work while `spec.dependencies` is non-empty, deletes it when
 /// it becomes empty. Errors with [`Error::InvalidPromise`] naming the dependency that
@@ -37,7 +29,7 @@ pub(super) async fn reconcile(ctx: &Context, p: &Observed) -> Result<(), Error> 
     let mut group = json!({
         "id": plinth_api::hash::md5_hex("."),
         "directory": ".",
-        "workloads": [{"filepath": format!("static/{name}-dependencies.yaml"), "content": encode_content(yaml.as_bytes())}],
+        "workloads": [{"filepath": format!("static/{name}-dependencies.yaml"), "content": plinth_api::work_content::encode(yaml.as_bytes())}],
     });
     if !selectors.is_empty() {
         group["destinationSelectors"] = json!([{"matchLabels": selectors, "source": "promise"}]);

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::context::Context;
 use crate::dynamic::RequestApi;
-pub use crate::support::works::{WorksState, classify_works};
+use crate::support::works::{WorksState, classify_works};
 use crate::support::{self, set_condition, set_field, set_finalizers};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
@@ -43,8 +43,6 @@ use plinth_api::constants::{condition_types, finalizers, labels, messages, reaso
 
 pub use crate::support::resources::promise_resource;
 use crate::support::resources::{revision_resource, work_resource};
-pub use dependencies::encode_content;
-pub use plinth_api::constants::SYSTEM_NAMESPACE;
 
 /// Reporting component of Promise events.
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
@@ -242,7 +240,7 @@ impl Observed {
             namespace: self
                 .spec
                 .pipeline_namespace()
-                .unwrap_or(SYSTEM_NAMESPACE)
+                .unwrap_or(plinth_api::constants::SYSTEM_NAMESPACE)
                 .to_string(),
             pipeline_namespace_set: false,
         }

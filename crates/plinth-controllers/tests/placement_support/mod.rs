@@ -14,9 +14,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use plinth_api::work_content;
 use plinth_api::{Destination, GitStateStore, Work, WorkPlacement};
 use plinth_apiserver::testing::TestServer;
-use plinth_controllers::workplacement::encode_workload;
 use plinth_controllers::{Context, ControllerConfig};
 use serde_json::{Value, json};
 
@@ -234,7 +234,7 @@ impl Env {
                 json!({
                     "id": plinth_api::hash::workload_group_id(dir),
                     "directory": dir,
-                    "workloads": files.iter().map(|(p, c)| json!({"filepath": p, "content": encode_workload(c.as_bytes())})).collect::<Vec<_>>(),
+                    "workloads": files.iter().map(|(p, c)| json!({"filepath": p, "content": work_content::encode(c.as_bytes())})).collect::<Vec<_>>(),
                     "destinationSelectors": sels.iter().map(|(s, l)| json!({"source": s, "matchLabels": l})).collect::<Vec<_>>(),
                 })
             })
