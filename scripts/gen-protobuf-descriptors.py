@@ -26,6 +26,7 @@ ROOTS = [
     ("v1", "Endpoints", "api/core/v1", "Endpoints"),
     ("v1", "PersistentVolumeClaim", "api/core/v1", "PersistentVolumeClaim"),
     ("v1", "PersistentVolume", "api/core/v1", "PersistentVolume"),
+    ("v1", "Node", "api/core/v1", "Node"),
     ("v1", "LimitRange", "api/core/v1", "LimitRange"),
     ("v1", "ResourceQuota", "api/core/v1", "ResourceQuota"),
     ("v1", "PodTemplate", "api/core/v1", "PodTemplate"),

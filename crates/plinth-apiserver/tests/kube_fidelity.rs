@@ -221,3 +221,69 @@ async fn ill_typed_metadata_fields_fail_in_the_go_decoders_words() {
         .unwrap();
     assert!(c["metadata"].get("labels").is_none());
 }
+
+#[tokio::test]
+async fn nodes_are_stored_and_a_replace_at_resource_version_0_is_unconditional() {
+    let ts = TestServer::start().await.unwrap();
+    let c = ts.client();
+    let node = |annotations: Value| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "node-v1-test", "annotations": annotations, "resourceVersion": "0"}})
+    };
+    let mut created = node(serde_json::json!({}));
+    created["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    c.request::<Value>(post(
+        "/api/v1/nodes",
+        "application/json",
+        &created.to_string(),
+    ))
+    .await
+    .unwrap();
+    // kubectl replace of an object carrying resourceVersion "0": no precondition.
+    let replaced: Value = c
+        .request(
+            http::Request::put("/api/v1/nodes/node-v1-test")
+                .header("content-type", "application/json")
+                .body(node(serde_json::json!({"a": "b"})).to_string().into_bytes())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced["metadata"]["annotations"]["a"], "b");
+    // A stale resourceVersion is still a conflict.
+    let mut stale = node(serde_json::json!({"a": "c"}));
+    stale["metadata"]["resourceVersion"] = serde_json::json!("1");
+    let err = c
+        .request::<Value>(
+            http::Request::put("/api/v1/nodes/node-v1-test")
+                .header("content-type", "application/json")
+                .body(stale.to_string().into_bytes())
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
+    // kube's Table columns for Nodes.
+    let table: Value = c
+        .request(
+            http::Request::get("/api/v1/nodes")
+                .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let names: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["priority"] == 0)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Name", "Status", "Roles", "Age", "Version"]);
+    assert_eq!(table["rows"][0]["cells"][1], "Unknown");
+    assert_eq!(table["rows"][0]["cells"][2], "<none>");
+}

@@ -19,6 +19,7 @@ pub(super) const ROOTS: &[(&str, &str, &[F])] = &[
         API_CORE_V1_PERSISTENTVOLUMECLAIM,
     ),
     ("v1", "PersistentVolume", API_CORE_V1_PERSISTENTVOLUME),
+    ("v1", "Node", API_CORE_V1_NODE),
     ("v1", "LimitRange", API_CORE_V1_LIMITRANGE),
     ("v1", "ResourceQuota", API_CORE_V1_RESOURCEQUOTA),
     ("v1", "PodTemplate", API_CORE_V1_PODTEMPLATE),
@@ -1723,6 +1724,12 @@ pub(super) const API_CORE_V1_APPARMORPROFILE: &[F] = &[
     (2, "localhostProfile", Ty::Str, false),
 ];
 
+/// `api/core/v1` `AttachedVolume`.
+pub(super) const API_CORE_V1_ATTACHEDVOLUME: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (2, "devicePath", Ty::Str, false),
+];
+
 /// `api/core/v1` `AwsElasticBlockStoreVolumeSource`.
 pub(super) const API_CORE_V1_AWSELASTICBLOCKSTOREVOLUMESOURCE: &[F] = &[
     (1, "volumeID", Ty::Str, false),
@@ -1861,6 +1868,15 @@ pub(super) const API_CORE_V1_CONFIGMAPKEYSELECTOR: &[F] = &[
     (3, "optional", Ty::Bool, false),
 ];
 
+/// `api/core/v1` `ConfigMapNodeConfigSource`.
+pub(super) const API_CORE_V1_CONFIGMAPNODECONFIGSOURCE: &[F] = &[
+    (1, "namespace", Ty::Str, false),
+    (2, "name", Ty::Str, false),
+    (3, "uid", Ty::Str, false),
+    (4, "resourceVersion", Ty::Str, false),
+    (5, "kubeletConfigKey", Ty::Str, false),
+];
+
 /// `api/core/v1` `ConfigMapProjection`.
 pub(super) const API_CORE_V1_CONFIGMAPPROJECTION: &[F] = &[
     (
@@ -1960,6 +1976,12 @@ pub(super) const API_CORE_V1_CONTAINEREXTENDEDRESOURCEREQUEST: &[F] = &[
     (1, "containerName", Ty::Str, false),
     (2, "resourceName", Ty::Str, false),
     (3, "requestName", Ty::Str, false),
+];
+
+/// `api/core/v1` `ContainerImage`.
+pub(super) const API_CORE_V1_CONTAINERIMAGE: &[F] = &[
+    (1, "names", Ty::Rep(&Ty::Str), false),
+    (2, "sizeBytes", Ty::Int, false),
 ];
 
 /// `api/core/v1` `ContainerPort`.
@@ -2126,6 +2148,9 @@ pub(super) const API_CORE_V1_CSIVOLUMESOURCE: &[F] = &[
         false,
     ),
 ];
+
+/// `api/core/v1` `DaemonEndpoint`.
+pub(super) const API_CORE_V1_DAEMONENDPOINT: &[F] = &[(1, "Port", Ty::Int, true)];
 
 /// `api/core/v1` `DownwardAPIProjection`.
 pub(super) const API_CORE_V1_DOWNWARDAPIPROJECTION: &[F] = &[(
@@ -2685,6 +2710,22 @@ pub(super) const API_CORE_V1_NFSVOLUMESOURCE: &[F] = &[
     (3, "readOnly", Ty::Bool, false),
 ];
 
+/// `api/core/v1` `Node`.
+pub(super) const API_CORE_V1_NODE: &[F] = &[
+    (
+        1,
+        "metadata",
+        Ty::Msg(APIMACHINERY_PKG_APIS_META_V1_OBJECTMETA),
+        false,
+    ),
+    (2, "spec", Ty::Msg(API_CORE_V1_NODESPEC), false),
+    (3, "status", Ty::Msg(API_CORE_V1_NODESTATUS), false),
+];
+
+/// `api/core/v1` `NodeAddress`.
+pub(super) const API_CORE_V1_NODEADDRESS: &[F] =
+    &[(1, "type", Ty::Str, false), (2, "address", Ty::Str, false)];
+
 /// `api/core/v1` `NodeAffinity`.
 pub(super) const API_CORE_V1_NODEAFFINITY: &[F] = &[
     (
@@ -2699,6 +2740,66 @@ pub(super) const API_CORE_V1_NODEAFFINITY: &[F] = &[
         Ty::Rep(&Ty::Msg(API_CORE_V1_PREFERREDSCHEDULINGTERM)),
         false,
     ),
+];
+
+/// `api/core/v1` `NodeCondition`.
+pub(super) const API_CORE_V1_NODECONDITION: &[F] = &[
+    (1, "type", Ty::Str, false),
+    (2, "status", Ty::Str, false),
+    (3, "lastHeartbeatTime", Ty::Time, false),
+    (4, "lastTransitionTime", Ty::Time, false),
+    (5, "reason", Ty::Str, false),
+    (6, "message", Ty::Str, false),
+];
+
+/// `api/core/v1` `NodeConfigSource`.
+pub(super) const API_CORE_V1_NODECONFIGSOURCE: &[F] = &[(
+    2,
+    "configMap",
+    Ty::Msg(API_CORE_V1_CONFIGMAPNODECONFIGSOURCE),
+    false,
+)];
+
+/// `api/core/v1` `NodeConfigStatus`.
+pub(super) const API_CORE_V1_NODECONFIGSTATUS: &[F] = &[
+    (1, "assigned", Ty::Msg(API_CORE_V1_NODECONFIGSOURCE), false),
+    (2, "active", Ty::Msg(API_CORE_V1_NODECONFIGSOURCE), false),
+    (
+        3,
+        "lastKnownGood",
+        Ty::Msg(API_CORE_V1_NODECONFIGSOURCE),
+        false,
+    ),
+    (4, "error", Ty::Str, false),
+];
+
+/// `api/core/v1` `NodeDaemonEndpoints`.
+pub(super) const API_CORE_V1_NODEDAEMONENDPOINTS: &[F] = &[(
+    1,
+    "kubeletEndpoint",
+    Ty::Msg(API_CORE_V1_DAEMONENDPOINT),
+    false,
+)];
+
+/// `api/core/v1` `NodeFeatures`.
+pub(super) const API_CORE_V1_NODEFEATURES: &[F] =
+    &[(1, "supplementalGroupsPolicy", Ty::Bool, false)];
+
+/// `api/core/v1` `NodeRuntimeHandler`.
+pub(super) const API_CORE_V1_NODERUNTIMEHANDLER: &[F] = &[
+    (1, "name", Ty::Str, false),
+    (
+        2,
+        "features",
+        Ty::Msg(API_CORE_V1_NODERUNTIMEHANDLERFEATURES),
+        false,
+    ),
+];
+
+/// `api/core/v1` `NodeRuntimeHandlerFeatures`.
+pub(super) const API_CORE_V1_NODERUNTIMEHANDLERFEATURES: &[F] = &[
+    (1, "recursiveReadOnlyMounts", Ty::Bool, false),
+    (2, "userNamespaces", Ty::Bool, false),
 ];
 
 /// `api/core/v1` `NodeSelector`.
@@ -2730,6 +2831,88 @@ pub(super) const API_CORE_V1_NODESELECTORTERM: &[F] = &[
         Ty::Rep(&Ty::Msg(API_CORE_V1_NODESELECTORREQUIREMENT)),
         false,
     ),
+];
+
+/// `api/core/v1` `NodeSpec`.
+pub(super) const API_CORE_V1_NODESPEC: &[F] = &[
+    (1, "podCIDR", Ty::Str, false),
+    (7, "podCidRs", Ty::Rep(&Ty::Str), false),
+    (3, "providerID", Ty::Str, false),
+    (4, "unschedulable", Ty::Bool, false),
+    (5, "taints", Ty::Rep(&Ty::Msg(API_CORE_V1_TAINT)), false),
+    (
+        6,
+        "configSource",
+        Ty::Msg(API_CORE_V1_NODECONFIGSOURCE),
+        false,
+    ),
+    (2, "externalID", Ty::Str, false),
+];
+
+/// `api/core/v1` `NodeStatus`.
+pub(super) const API_CORE_V1_NODESTATUS: &[F] = &[
+    (1, "capacity", Ty::Map(&Ty::Quantity), false),
+    (2, "allocatable", Ty::Map(&Ty::Quantity), false),
+    (3, "phase", Ty::Str, false),
+    (
+        4,
+        "conditions",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_NODECONDITION)),
+        false,
+    ),
+    (
+        5,
+        "addresses",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_NODEADDRESS)),
+        false,
+    ),
+    (
+        6,
+        "daemonEndpoints",
+        Ty::Msg(API_CORE_V1_NODEDAEMONENDPOINTS),
+        false,
+    ),
+    (7, "nodeInfo", Ty::Msg(API_CORE_V1_NODESYSTEMINFO), false),
+    (
+        8,
+        "images",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_CONTAINERIMAGE)),
+        false,
+    ),
+    (9, "volumesInUse", Ty::Rep(&Ty::Str), false),
+    (
+        10,
+        "volumesAttached",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_ATTACHEDVOLUME)),
+        false,
+    ),
+    (11, "config", Ty::Msg(API_CORE_V1_NODECONFIGSTATUS), false),
+    (
+        12,
+        "runtimeHandlers",
+        Ty::Rep(&Ty::Msg(API_CORE_V1_NODERUNTIMEHANDLER)),
+        false,
+    ),
+    (13, "features", Ty::Msg(API_CORE_V1_NODEFEATURES), false),
+    (14, "declaredFeatures", Ty::Rep(&Ty::Str), false),
+];
+
+/// `api/core/v1` `NodeSwapStatus`.
+pub(super) const API_CORE_V1_NODESWAPSTATUS: &[F] = &[(1, "capacity", Ty::Int, false)];
+
+/// `api/core/v1` `NodeSystemInfo`.
+pub(super) const API_CORE_V1_NODESYSTEMINFO: &[F] = &[
+    (1, "machineID", Ty::Str, false),
+    (2, "systemUUID", Ty::Str, false),
+    (3, "bootID", Ty::Str, false),
+    (4, "kernelVersion", Ty::Str, false),
+    (5, "osImage", Ty::Str, false),
+    (6, "containerRuntimeVersion", Ty::Str, false),
+    (7, "kubeletVersion", Ty::Str, false),
+    (8, "kubeProxyVersion", Ty::Str, false),
+    (9, "operatingSystem", Ty::Str, false),
+    (10, "architecture", Ty::Str, false),
+    (11, "swap", Ty::Msg(API_CORE_V1_NODESWAPSTATUS), false),
 ];
 
 /// `api/core/v1` `ObjectFieldSelector`.
@@ -3913,6 +4096,14 @@ pub(super) const API_CORE_V1_STORAGEOSVOLUMESOURCE: &[F] = &[
 /// `api/core/v1` `Sysctl`.
 pub(super) const API_CORE_V1_SYSCTL: &[F] =
     &[(1, "name", Ty::Str, false), (2, "value", Ty::Str, false)];
+
+/// `api/core/v1` `Taint`.
+pub(super) const API_CORE_V1_TAINT: &[F] = &[
+    (1, "key", Ty::Str, false),
+    (2, "value", Ty::Str, false),
+    (3, "effect", Ty::Str, false),
+    (4, "timeAdded", Ty::Time, false),
+];
 
 /// `api/core/v1` `TcpSocketAction`.
 pub(super) const API_CORE_V1_TCPSOCKETACTION: &[F] = &[

@@ -16,6 +16,7 @@ pub(super) fn columns(group: &str, kind: &str, cols: &mut Vec<Column>) -> bool {
         ("apps", "DaemonSet") => daemon_set_columns,
         ("batch", "CronJob") => cron_job_columns,
         ("", "Service") => service_columns,
+        ("", "Node") => node_columns,
         ("", "Endpoints") => endpoints_columns,
         ("networking.k8s.io", "Ingress") => ingress_columns,
         ("policy", "PodDisruptionBudget") => pod_disruption_budget_columns,
@@ -177,6 +178,77 @@ fn pod_disruption_budget_columns(cols: &mut Vec<Column>) {
         int(o, "/status/disruptionsAllowed")
     }));
     cols.push(age_column());
+}
+
+/// The columns of Node after `Name`, as kube-apiserver prints them (`printNode`).
+fn node_columns(cols: &mut Vec<Column>) {
+    cols.push(builtin("Status", "string", 0, |o, _| {
+        let ready = o
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .and_then(|c| c["status"].as_str());
+        let mut s = match ready {
+            Some("True") => "Ready".to_string(),
+            Some("False") => "NotReady".to_string(),
+            _ => "Unknown".to_string(),
+        };
+        if o.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
+            s.push_str(",SchedulingDisabled");
+        }
+        Value::from(s)
+    }));
+    cols.push(builtin("Roles", "string", 0, |o, _| {
+        let mut roles: Vec<String> = o
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| {
+                if let Some(r) = k.strip_prefix("node-role.kubernetes.io/") {
+                    (!r.is_empty()).then(|| r.to_string())
+                } else if k == "kubernetes.io/role" {
+                    v.as_str().filter(|r| !r.is_empty()).map(String::from)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        roles.sort();
+        roles.dedup();
+        Value::from(if roles.is_empty() {
+            "<none>".to_string()
+        } else {
+            roles.join(",")
+        })
+    }));
+    cols.push(age_column());
+    cols.push(builtin("Version", "string", 0, |o, _| {
+        text_or(o, "/status/nodeInfo/kubeletVersion", "")
+    }));
+    cols.push(builtin("Internal-IP", "string", 1, |o, _| {
+        o.pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|x| x["type"] == "InternalIP"))
+            .and_then(|x| x["address"].as_str())
+            .map_or(Value::from("<none>"), Value::from)
+    }));
+    cols.push(builtin("External-IP", "string", 1, |o, _| {
+        o.pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|x| x["type"] == "ExternalIP"))
+            .and_then(|x| x["address"].as_str())
+            .map_or(Value::from("<none>"), Value::from)
+    }));
+    cols.push(builtin("OS-Image", "string", 1, |o, _| {
+        text_or(o, "/status/nodeInfo/osImage", "<unknown>")
+    }));
+    cols.push(builtin("Kernel-Version", "string", 1, |o, _| {
+        text_or(o, "/status/nodeInfo/kernelVersion", "<unknown>")
+    }));
+    cols.push(builtin("Container-Runtime", "string", 1, |o, _| {
+        text_or(o, "/status/nodeInfo/containerRuntimeVersion", "<unknown>")
+    }));
 }
 
 /// The columns of HorizontalPodAutoscaler after `Name`, as kube-apiserver prints them

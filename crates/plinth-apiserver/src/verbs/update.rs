@@ -268,7 +268,8 @@ pub(crate) async fn update(
     dry_run: bool,
     owner: &Owner,
 ) -> Result<Value, ApiError> {
-    let explicit = meta_str(&obj, "resourceVersion").is_some();
+    // kube-apiserver reads a resourceVersion of "0" as none: an unconditional update.
+    let explicit = meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty() && rv != "0");
     update_with(
         app,
         info,
