@@ -42,16 +42,6 @@ pub fn dry_run_resource() -> ApiResource {
     )
 }
 
-/// True for the workflow of an ephemeral dry-run request (it carries the real request's
-/// name annotation): its Jobs get `KRATIX_DRY_RUN=true` and a `-dry-run` hash.
-pub fn is_dry_run_subject(wf: &crate::workflow::Workflow) -> bool {
-    wf.workflow_type == crate::workflow::WorkflowType::Resource
-        && wf
-            .subject
-            .annotations
-            .contains_key(annotations::DRY_RUN_RESOURCE_NAME)
-}
-
 use plinth_api::constants::dry_run_reasons as reasons;
 
 const COMPLETED: &str = plinth_api::constants::condition_types::COMPLETED;

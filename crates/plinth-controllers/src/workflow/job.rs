@@ -106,7 +106,7 @@ pub fn workflow_hash(wf: &Workflow) -> String {
         WorkflowType::Resource => plinth_api::hash::resource_workflow_hash(
             &wf.promise_spec,
             &wf.subject.spec,
-            crate::dryrun::is_dry_run_subject(wf),
+            wf.is_dry_run(),
         ),
     }
 }
@@ -403,7 +403,7 @@ fn work_writer(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig) -> Val
         json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
     ];
     // A dry run's Works are labelled as such (and scheduled only to dry-run Destinations).
-    if crate::dryrun::is_dry_run_subject(wf) {
+    if wf.is_dry_run() {
         env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
     }
     adapter(
@@ -465,7 +465,7 @@ fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
         .into_iter()
         .map(|(k, v)| json!({"name": k, "value": v}))
         .collect();
-    if crate::dryrun::is_dry_run_subject(wf) {
+    if wf.is_dry_run() {
         env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
     }
     env

@@ -67,3 +67,16 @@ pub struct Workflow {
     /// of the request's namespace (adds `kratix.io/resource-namespace`).
     pub pipeline_namespace_set: bool,
 }
+
+impl Workflow {
+    /// True for the workflow of an ephemeral dry-run request (it carries the real
+    /// request's name annotation): its Jobs get `KRATIX_DRY_RUN=true` and a `-dry-run`
+    /// hash.
+    pub fn is_dry_run(&self) -> bool {
+        self.workflow_type == WorkflowType::Resource
+            && self
+                .subject
+                .annotations
+                .contains_key(plinth_api::constants::annotations::DRY_RUN_RESOURCE_NAME)
+    }
+}
