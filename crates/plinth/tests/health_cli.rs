@@ -192,6 +192,56 @@ async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
         "Promise uptime 1h = the one request's"
     );
 
+    // The state changes as JSON and CSV, with the state left and the deciding record.
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&health(&p, &["gadget", "-o", "json", "--since", "1h"]))).unwrap();
+    let changes: Vec<(&str, &str, &str)> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(
+                (c["promise"].as_str(), c["name"].as_str()),
+                (Some("gadget"), Some("mine"))
+            );
+            (
+                c["from"].as_str().unwrap(),
+                c["to"].as_str().unwrap(),
+                c["record"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let states: Vec<(&str, &str)> = changes.iter().map(|c| (c.0, c.1)).collect();
+    assert_eq!(
+        states,
+        [("", "unhealthy"), ("unhealthy", "healthy")],
+        "{json:#}"
+    );
+    assert_eq!(changes[0].2, "default/latency", "{json:#}");
+    assert!(
+        ["default/latency", "default/disk"].contains(&changes[1].2),
+        "{json:#}"
+    );
+    let csv = ok(&health(&p, &["-o", "csv"]));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0], "time,promise,namespace,name,from,to,record",
+        "{csv}"
+    );
+    assert!(
+        lines[2].contains(",gadget,default,mine,unhealthy,healthy,default/"),
+        "{csv}"
+    );
+    // A window that ends before the changes holds none; a bad window is refused.
+    assert_eq!(
+        ok(&health(&p, &["-o", "csv", "--since", "0s"]))
+            .lines()
+            .count(),
+        1
+    );
+    let err = failed(&health(&p, &["-o", "csv", "--since", "a week"]));
+    assert!(err.contains("expected a number and a unit"), "{err}");
+
     // One Promise: the same row; an unknown Promise is a clear error.
     let table = ok(&health(&p, &["gadget"]));
     assert_eq!(row(&table, "gadget", "default", "mine")[3], "healthy");

@@ -195,6 +195,84 @@ pub fn render(rows: &[RequestHealth], now: Timestamp, single: bool) -> String {
     out
 }
 
+/// One change of a request's overall health state, as `plinth health -o json|csv`
+/// exports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Change {
+    /// When it changed (RFC 3339).
+    pub time: String,
+    /// Promise name.
+    pub promise: String,
+    /// Request namespace.
+    pub namespace: String,
+    /// Request name.
+    pub name: String,
+    /// The state before (empty for the first state recorded).
+    pub from: String,
+    /// The new state.
+    pub to: String,
+    /// The HealthRecord (`namespace/name`) that decided it; empty when the last record
+    /// went.
+    pub record: String,
+}
+
+/// The state changes of `rows` at or after `since`, oldest first (by time, then
+/// request): each transition of `status.healthHistory` with the state it left.
+pub fn changes(rows: &[RequestHealth], since: Timestamp) -> Vec<Change> {
+    let mut out = Vec::new();
+    for r in rows {
+        let mut from = String::new();
+        for t in &r.history.transitions {
+            let at: Option<Timestamp> = t.time.parse().ok();
+            if at.is_some_and(|at| at >= since) {
+                out.push(Change {
+                    time: t.time.clone(),
+                    promise: r.promise.clone(),
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                    from: from.clone(),
+                    to: t.state.clone(),
+                    record: t.source.clone(),
+                });
+            }
+            from = t.state.clone();
+        }
+    }
+    out.sort_by(|a, b| {
+        let key = |c: &Change| c.time.parse::<Timestamp>().ok();
+        key(a).cmp(&key(b))
+    });
+    out
+}
+
+/// `changes` as CSV (RFC 4180: a header line, fields with a comma, quote or line break
+/// quoted).
+pub fn changes_csv(changes: &[Change]) -> String {
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
+    let mut out = String::from("time,promise,namespace,name,from,to,record\n");
+    for c in changes {
+        let cells = [
+            &c.time,
+            &c.promise,
+            &c.namespace,
+            &c.name,
+            &c.from,
+            &c.to,
+            &c.record,
+        ];
+        let line: Vec<String> = cells.iter().map(|s| field(s)).collect();
+        out.push_str(&line.join(","));
+        out.push('\n');
+    }
+    out
+}
+
 fn align(table: &[Vec<String>]) -> String {
     let cols = table.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
@@ -218,4 +296,78 @@ fn align(table: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::history::Transition;
+
+    fn row(name: &str, transitions: &[(&str, &str, &str)]) -> RequestHealth {
+        RequestHealth {
+            promise: "redis".into(),
+            namespace: "default".into(),
+            name: name.into(),
+            state: "-".into(),
+            history: HealthHistory {
+                transitions: transitions
+                    .iter()
+                    .map(|(time, state, source)| Transition {
+                        state: state.to_string(),
+                        time: time.to_string(),
+                        source: source.to_string(),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn changes_in_the_window_with_the_state_they_left() {
+        let rows = [
+            row(
+                "a",
+                &[
+                    ("2026-01-01T00:00:00Z", "healthy", "default/check"),
+                    ("2026-01-05T00:00:00Z", "unhealthy", "default/alert-x"),
+                    ("2026-01-06T00:00:00Z", "healthy", "default/alert-x"),
+                ],
+            ),
+            row("b", &[("2026-01-05T12:00:00Z", "degraded", "default/a,b")]),
+        ];
+        let since: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        let c = changes(&rows, since);
+        let got: Vec<(&str, &str, &str, &str)> = c
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.from.as_str(),
+                    c.to.as_str(),
+                    c.time.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "healthy", "unhealthy", "2026-01-05T00:00:00Z"),
+                ("b", "", "degraded", "2026-01-05T12:00:00Z"),
+                ("a", "unhealthy", "healthy", "2026-01-06T00:00:00Z"),
+            ]
+        );
+        let csv = changes_csv(&c);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], "time,promise,namespace,name,from,to,record");
+        assert_eq!(
+            lines[1],
+            "2026-01-05T00:00:00Z,redis,default,a,healthy,unhealthy,default/alert-x"
+        );
+        assert_eq!(
+            lines[2],
+            "2026-01-05T12:00:00Z,redis,default,b,,degraded,\"default/a,b\""
+        );
+        assert_eq!(lines.len(), 4);
+    }
 }

@@ -462,7 +462,7 @@ pub struct RequestExtras {
 pub fn request(promise: &str, r: &RequestNode, x: &RequestExtras, now: Timestamp) -> String {
     let mut out = format!(
         "<h2 data-request=\"{ns}/{n}\">Request {ns}/{n} <small>of Promise <a href=\"/ui/promise/{ps}\">{p}</a></small></h2>\
-         <h3>Conditions</h3>{c}<h3>Health: {h}</h3>{chart}<h3>Workflow Jobs</h3><div class=\"col\">{jobs}</div>",
+         <h3>Conditions</h3>{c}<h3>Health: {h}</h3>{chart}{changes}<h3>Workflow Jobs</h3><div class=\"col\">{jobs}</div>",
         ns = esc(&r.namespace),
         n = esc(&r.name),
         ps = seg(promise),
@@ -474,6 +474,7 @@ pub fn request(promise: &str, r: &RequestNode, x: &RequestExtras, now: Timestamp
             .map(state)
             .unwrap_or_else(|| "no health records".into()),
         chart = health_chart(&x.history, now),
+        changes = health_changes(&x.history),
         jobs = job_boxes(&r.jobs),
     );
     out.push_str("<h3>Files written</h3>");
@@ -602,6 +603,49 @@ fn job_boxes(jobs: &[JobNode]) -> String {
     let mut out: String = jobs[skip..].iter().map(job_box).collect();
     if skip > 0 {
         let _ = write!(out, "<small>and {skip} earlier Jobs</small>");
+    }
+    out
+}
+
+/// Health state changes listed on a request page (the newest).
+pub const CHANGES_SHOWN: usize = 50;
+
+/// The request's health state changes, newest first, each with the state it left and
+/// the HealthRecord that decided it (at most [`CHANGES_SHOWN`]; `plinth health -o csv`
+/// exports them all).
+pub fn health_changes(h: &HealthHistory) -> String {
+    if h.transitions.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<table class=\"health-history\"><tr><th>Time</th><th>From</th><th>To</th><th>Deciding record</th></tr>",
+    );
+    let n = h.transitions.len();
+    for i in (n.saturating_sub(CHANGES_SHOWN)..n).rev() {
+        let t = &h.transitions[i];
+        let from = i
+            .checked_sub(1)
+            .map(|j| state(&h.transitions[j].state))
+            .unwrap_or_else(|| "-".into());
+        let record = if t.source.is_empty() {
+            "<small>(last record removed)</small>".to_string()
+        } else {
+            format!("<code>{}</code>", esc(&t.source))
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{from}</td><td>{}</td><td>{record}</td></tr>",
+            esc(&t.time),
+            state(&t.state),
+        );
+    }
+    out.push_str("</table>");
+    if n > CHANGES_SHOWN {
+        let _ = write!(
+            out,
+            "<small>and {} earlier changes (<code>plinth health -o csv</code>)</small>",
+            n - CHANGES_SHOWN
+        );
     }
     out
 }
@@ -747,6 +791,62 @@ mod tests {
         // Promise, request, Work, WorkPlacement and the unwritten commit: outlined.
         assert!(html.matches("box fail").count() >= 5, "{html}");
         assert!(html.contains("path &quot;../x&quot; escapes"), "{html}");
+    }
+
+    #[test]
+    fn a_request_page_lists_health_changes_with_their_deciding_record() {
+        let r = req("a", "x");
+        let t = |time: &str, state: &str, source: &str| Transition {
+            time: time.into(),
+            state: state.into(),
+            source: source.into(),
+        };
+        let mut history = HealthHistory {
+            transitions: vec![
+                t("2026-01-01T00:00:00Z", "healthy", "default/check"),
+                t("2026-01-01T01:00:00Z", "unhealthy", "default/alert-<x>"),
+                t("2026-01-01T02:00:00Z", "unknown", ""),
+            ],
+            ..Default::default()
+        };
+        let extras = |history: HealthHistory| RequestExtras {
+            files: Ok(("abc".into(), vec![])),
+            logs: vec![],
+            files_from: 0,
+            history,
+        };
+        let html = request("gadget", &r, &extras(history.clone()), Timestamp::now());
+        let table = html
+            .split_once("<table class=\"health-history\">")
+            .unwrap()
+            .1;
+        let rows: Vec<&str> = table.split("<tr>").skip(2).collect();
+        assert_eq!(rows.len(), 3, "{table}");
+        assert!(
+            rows[0].contains("2026-01-01T02:00:00Z") && rows[0].contains("last record removed")
+        );
+        assert!(
+            rows[1].contains("default/alert-&lt;x&gt;") && rows[1].contains("ok\">healthy"),
+            "from healthy to unhealthy, escaped: {}",
+            rows[1]
+        );
+        assert!(rows[2].contains("<td>-</td>") && rows[2].contains("default/check"));
+        history.transitions = (0..60)
+            .map(|i| t(&format!("2026-01-01T00:{i:02}:00Z"), "healthy", "default/c"))
+            .collect();
+        let html = request("gadget", &r, &extras(history), Timestamp::now());
+        assert_eq!(
+            html.matches("<td><code>default/c</code></td>").count(),
+            CHANGES_SHOWN
+        );
+        assert!(html.contains("and 10 earlier changes"));
+        let none = request(
+            "gadget",
+            &r,
+            &extras(HealthHistory::default()),
+            Timestamp::now(),
+        );
+        assert!(!none.contains("health-history"));
     }
 
     /// A request with 1,000 files and long logs in many containers renders a page of a
