@@ -385,7 +385,7 @@ async fn write_progress(ctx: &Context, caches: &RequestCaches, promise: &str) ->
         return Ok(());
     }
     let promises: Api<DynamicObject> =
-        Api::all_with(ctx.client.clone(), &crate::promise::promise_resource());
+        Api::all_with(ctx.client.clone(), &crate::support::resources::promise_resource());
     status::update_status(&promises, promise, |s, _| {
         status::set_field(s, "resourceRequests", progress.clone())
     })

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::context::Context;
-use crate::promise::promise_resource;
+use crate::support::resources::promise_resource;
 use crate::support::{self, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
