@@ -139,15 +139,13 @@ pub(crate) async fn openapi_index(State(app): State<AppRef>) -> Response {
     json_ok(crate::openapi::v3_index(&app.registry.all()))
 }
 
-/// `/openapi/v2`: an OpenAPI 2.0 document with no definitions, as protobuf when asked
-/// for (kubectl asks only for that) and JSON otherwise.
-///
-/// Every served kind is described by `/openapi/v3`. kubectl reads `/openapi/v2` only for
-/// an object whose group/version v3 does not list, i.e. a kind that does not exist;
-/// finding no definition there, it skips client-side validation and reports the kind as
-/// unknown ("no matches for kind ... ensure CRDs are installed first"), as it does
-/// against a Kubernetes API server. Without this document it failed on the download.
-pub(crate) async fn openapi_v2(headers: http::HeaderMap) -> Response {
+/// `/openapi/v2`: as JSON, the Swagger 2.0 form of the `/openapi/v3` documents (every
+/// served kind's definitions with their descriptions, and the paths); as protobuf (what
+/// kubectl asks for, and reads only for an object whose group/version v3 does not list,
+/// i.e. a kind that does not exist) a document with no definitions, so kubectl skips
+/// client-side validation and reports the kind as unknown ("no matches for kind ...
+/// ensure CRDs are installed first"), as it does against a Kubernetes API server.
+pub(crate) async fn openapi_v2(State(app): State<AppRef>, headers: http::HeaderMap) -> Response {
     let wants_proto = headers
         .get_all(header::ACCEPT)
         .iter()
@@ -167,7 +165,7 @@ pub(crate) async fn openapi_v2(headers: http::HeaderMap) -> Response {
         )
             .into_response()
     } else {
-        json_ok(crate::openapi::v2_empty_json())
+        json_ok(crate::openapi::v2_json(&app.registry.all()))
     }
 }
 

@@ -42,10 +42,183 @@ pub(crate) const V2_PROTOBUF_CONTENT_TYPE: &str =
 const V2_TITLE: &str = "Kubernetes";
 const V2_VERSION: &str = "v1.33.0+plinth";
 
-/// The OpenAPI v2 document without definitions (see `/openapi/v2` in the discovery
-/// module), as JSON.
-pub(crate) fn v2_empty_json() -> Value {
-    json!({"swagger": "2.0", "info": {"title": V2_TITLE, "version": V2_VERSION}, "paths": {}})
+/// `/openapi/v2` as JSON: the Swagger 2.0 form of every group-version's `/openapi/v3`
+/// document (the same definitions, with their descriptions, and the same paths and
+/// parameters), as kube-apiserver publishes both from one set of types.
+pub(crate) fn v2_json(resources: &[ResourceInfo]) -> Value {
+    let mut definitions = Map::new();
+    let mut paths = Map::new();
+    for (group, version) in by_group_version(resources).into_keys() {
+        let Some(doc) = v3_group_version(resources, &group, &version) else {
+            continue;
+        };
+        if let Some(schemas) = doc
+            .pointer("/components/schemas")
+            .and_then(Value::as_object)
+        {
+            for (name, s) in schemas {
+                definitions
+                    .entry(name.clone())
+                    .or_insert_with(|| v2_schema(s.clone()));
+            }
+        }
+        if let Some(p) = doc.get("paths").and_then(Value::as_object) {
+            for (path, item) in p {
+                paths.insert(path.clone(), v2_path_item(item));
+            }
+        }
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": V2_TITLE, "version": V2_VERSION},
+        "paths": paths,
+        "definitions": definitions,
+    })
+}
+
+/// An OpenAPI v3 schema as Swagger 2.0 reads it: references into `#/definitions/`, a lone
+/// `allOf` reference inlined, no `nullable`.
+fn v2_schema(mut s: Value) -> Value {
+    match &mut s {
+        Value::Object(m) => {
+            m.remove("nullable");
+            if let Some(Value::Array(all)) = m.get("allOf")
+                && all.len() == 1
+                && let Some(Value::Object(only)) = all.first().cloned()
+            {
+                m.remove("allOf");
+                for (k, v) in only {
+                    m.entry(k).or_insert(v);
+                }
+            }
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix("#/components/schemas/")
+            {
+                *r = format!("#/definitions/{name}");
+            }
+            for v in m.values_mut() {
+                let taken = std::mem::take(v);
+                *v = v2_schema(taken);
+            }
+        }
+        Value::Array(a) => {
+            for v in a.iter_mut() {
+                let taken = std::mem::take(v);
+                *v = v2_schema(taken);
+            }
+        }
+        _ => {}
+    }
+    s
+}
+
+/// A v3 parameter as a Swagger 2.0 one: the schema's type (and its other keywords) on
+/// the parameter itself.
+fn v2_parameter(p: &Value) -> Value {
+    let mut out = p.clone();
+    if let Some(m) = out.as_object_mut()
+        && let Some(Value::Object(schema)) = m.remove("schema")
+    {
+        for (k, v) in schema {
+            m.entry(k).or_insert(v);
+        }
+    }
+    out
+}
+
+/// A v3 path item as a Swagger 2.0 one: parameters inline, the request body a `body`
+/// parameter, responses with their schema and the media types as `consumes`/`produces`.
+fn v2_path_item(item: &Value) -> Value {
+    let Some(m) = item.as_object() else {
+        return item.clone();
+    };
+    let mut out = Map::new();
+    for (k, v) in m {
+        match k.as_str() {
+            "parameters" => {
+                let ps: Vec<Value> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(v2_parameter)
+                    .collect();
+                out.insert(k.clone(), Value::Array(ps));
+            }
+            "get" | "put" | "post" | "delete" | "patch" | "head" | "options" => {
+                out.insert(k.clone(), v2_operation(v));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+fn v2_operation(op: &Value) -> Value {
+    let Some(m) = op.as_object() else {
+        return op.clone();
+    };
+    let mut out = Map::new();
+    let mut params: Vec<Value> = m
+        .get("parameters")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(v2_parameter)
+        .collect();
+    let mut produces: Vec<String> = Vec::new();
+    for (k, v) in m {
+        match k.as_str() {
+            "parameters" => {}
+            "requestBody" => {
+                let content = v.get("content").and_then(Value::as_object);
+                let schema = content
+                    .and_then(|c| c.values().next())
+                    .and_then(|c| c.get("schema"))
+                    .cloned()
+                    .unwrap_or(json!({}));
+                params.insert(
+                    0,
+                    json!({"name": "body", "in": "body", "required": v.get("required").cloned().unwrap_or(json!(true)),
+                           "schema": v2_schema(schema)}),
+                );
+                if let Some(c) = content {
+                    out.insert("consumes".into(), json!(c.keys().collect::<Vec<_>>()));
+                }
+            }
+            "responses" => {
+                let mut rs = Map::new();
+                for (code, r) in v.as_object().into_iter().flatten() {
+                    let mut one =
+                        json!({"description": r.get("description").cloned().unwrap_or(json!(""))});
+                    if let Some(c) = r.get("content").and_then(Value::as_object) {
+                        for mt in c.keys() {
+                            if !produces.contains(mt) {
+                                produces.push(mt.clone());
+                            }
+                        }
+                        if let Some(s) = c.values().next().and_then(|c| c.get("schema")) {
+                            one["schema"] = v2_schema(s.clone());
+                        }
+                    }
+                    rs.insert(code.clone(), one);
+                }
+                out.insert(k.clone(), Value::Object(rs));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    if !params.is_empty() {
+        out.insert("parameters".into(), Value::Array(params));
+    }
+    if !produces.is_empty() {
+        out.insert("produces".into(), json!(produces));
+    }
+    out.insert("schemes".into(), json!(["https"]));
+    Value::Object(out)
 }
 
 /// The same document as a protobuf `openapi.v2.Document`: `swagger` (field 1),

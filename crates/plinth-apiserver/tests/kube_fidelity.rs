@@ -287,3 +287,53 @@ async fn nodes_are_stored_and_a_replace_at_resource_version_0_is_unconditional()
     assert_eq!(table["rows"][0]["cells"][1], "Unknown");
     assert_eq!(table["rows"][0]["cells"][2], "<none>");
 }
+
+#[tokio::test]
+async fn openapi_v2_json_carries_the_built_in_kinds_with_their_descriptions() {
+    let ts = TestServer::start().await.unwrap();
+    let doc: Value = ts
+        .client()
+        .request(http::Request::get("/openapi/v2").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(doc["swagger"], "2.0");
+    let text = doc.to_string();
+    for want in [
+        "list of returned",
+        "List of services",
+        "Watch for changes to the described resources",
+    ] {
+        assert!(text.contains(want), "{want}");
+    }
+    let defs = doc["definitions"].as_object().unwrap();
+    assert!(
+        defs.keys().any(|k| k.ends_with("core.v1.Pod")),
+        "Pod defined"
+    );
+    assert!(
+        !text.contains("#/components/schemas/"),
+        "references are v2's"
+    );
+    // Parameters carry their type inline, the body is a parameter.
+    let post = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["post"];
+    let body = post["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["in"] == "body")
+        .expect("a body parameter");
+    assert!(
+        body["schema"]["$ref"]
+            .as_str()
+            .unwrap()
+            .starts_with("#/definitions/")
+    );
+    let get = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps"]["get"];
+    let limit = get["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .expect("limit");
+    assert_eq!(limit["type"], "integer");
+}
