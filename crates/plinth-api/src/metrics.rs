@@ -761,6 +761,105 @@ mod tests {
         assert_eq!(m.health_request_state.len(), 2);
     }
 
+    /// The sample names `/metrics` can hold, from the `# TYPE` lines of the exposition
+    /// (every registered family has one, series or not).
+    fn exported_names(m: &Metrics) -> HashSet<String> {
+        // A family without series has no TYPE line: give each one.
+        let l = labels([("x", "y")]);
+        for c in [
+            &m.reconciles,
+            &m.reconcile_errors,
+            &m.pipeline_runs,
+            &m.store_writes,
+            &m.store_written_bytes,
+            &m.store_commits,
+            &m.workplacement_writes,
+            &m.workplacement_outcomes,
+            &m.api_requests,
+            &m.agent_passes,
+            &m.agent_objects,
+            &m.alertmanager_alerts,
+        ] {
+            c.get_or_create(&l).inc();
+        }
+        for g in [
+            &m.active_workers,
+            &m.api_watches,
+            &m.health_states,
+            &m.health_request_state,
+        ] {
+            g.get_or_create(&l).set(1);
+        }
+        for h in [
+            &m.reconcile_time,
+            &m.pipeline_duration,
+            &m.store_write_duration,
+            &m.api_request_duration,
+            &m.agent_pass_duration,
+        ] {
+            h.get_or_create(&l).observe(1.0);
+        }
+        assert_eq!(m.series(), 21, "every family has a series");
+        let mut out = HashSet::new();
+        for line in m.encode().lines() {
+            let Some(rest) = line.strip_prefix("# TYPE ") else {
+                continue;
+            };
+            let (name, kind) = rest.split_once(' ').expect("TYPE line");
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            for s in suffixes {
+                out.insert(format!("{}{s}", name.trim_end_matches("_total")));
+            }
+        }
+        out
+    }
+
+    /// Every metric name in the Grafana dashboard's queries is one this registry exports.
+    #[test]
+    fn the_grafana_dashboard_uses_only_exported_metrics() {
+        let text = include_str!("../../../docs/grafana-dashboard.json");
+        let dashboard: serde_json::Value = serde_json::from_str(text).expect("dashboard JSON");
+        let mut exprs: Vec<String> = Vec::new();
+        for p in dashboard["panels"].as_array().expect("panels") {
+            for t in p["targets"].as_array().expect("targets") {
+                exprs.push(t["expr"].as_str().expect("expr").to_string());
+            }
+        }
+        for v in dashboard["templating"]["list"]
+            .as_array()
+            .expect("variables")
+        {
+            if let Some(q) = v["definition"].as_str() {
+                exprs.push(q.to_string());
+            }
+        }
+        assert!(exprs.len() >= 10, "{exprs:?}");
+        let exported = exported_names(&Metrics::new());
+        assert!(
+            exported.contains("plinth_health_request_state"),
+            "{exported:?}"
+        );
+        let mut used = 0;
+        for e in &exprs {
+            let idents = e
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .filter(|w| {
+                    ["plinth_", "kratix_", "controller_runtime_"]
+                        .iter()
+                        .any(|p| w.starts_with(p))
+                });
+            for name in idents {
+                assert!(exported.contains(name), "{name} (in {e}) is not exported");
+                used += 1;
+            }
+        }
+        assert!(used >= exprs.len(), "every query names a metric");
+    }
+
     #[test]
     fn kratix_counters_keep_their_names() {
         let m = Metrics::new();
