@@ -327,3 +327,84 @@ async fn plinth_health_prints_state_uptime_timeline_and_transitions() {
         "another request's record stays: {left}"
     );
 }
+
+/// POSTs `body` to the Alertmanager receiver at `addr` (`host:port`); the status code and
+/// the response body.
+fn post_alerts(addr: &str, token: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the receiver");
+    write!(
+        s,
+        "POST /alerts HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map(|b| b.1).unwrap_or_default();
+    (code, body.to_string())
+}
+
+fn alert_payload(status: &str, ends_at: &str) -> String {
+    serde_json::json!({
+        "version": "4",
+        "status": status,
+        "receiver": "plinth",
+        "alerts": [{
+            "status": status,
+            "labels": {"alertname": "GadgetDown", "kratix_promise": "gadget",
+                       "kratix_resource": "mine", "namespace": "default"},
+            "annotations": {"summary": "gadget mine is down"},
+            "startsAt": "2026-01-01T00:00:00Z",
+            "endsAt": ends_at,
+            "fingerprint": "f00d",
+        }],
+    })
+    .to_string()
+}
+
+/// `plinth up --alertmanager-addr`: the printed line names the address and the token file;
+/// a firing alert makes the request unhealthy, the resolved one healthy again; a wrong
+/// token is 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alertmanager_alerts_set_a_requests_health() {
+    let p = Plinth::up(&["--alertmanager-addr", "127.0.0.1:0"]).await;
+    let out = std::fs::read_to_string(p.dir.path().join("plinth.out")).unwrap();
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("alertmanager: http://"))
+        .unwrap_or_else(|| panic!("no alertmanager line in:\n{out}"));
+    let (addr, rest) = line.split_once("/alerts (bearer token in ").unwrap();
+    let token_file = rest.trim_end_matches(')');
+    assert_eq!(
+        std::path::Path::new(token_file),
+        p.data.join("alertmanager-token")
+    );
+    let token = std::fs::read_to_string(token_file).unwrap();
+    p.apply_yaml("promise.yaml", GADGET_PROMISE);
+    wait_until(60, "the Gadget API", || async {
+        p.kubectl_raw(&["get", "gadgets", "-A"]).status.success()
+    })
+    .await;
+    p.apply_yaml("request.yaml", REQUEST);
+
+    let (code, _) = post_alerts(addr, "wrong", &alert_payload("firing", ""));
+    assert_eq!(code, 401);
+    let (code, body) = post_alerts(addr, &token, &alert_payload("firing", ""));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"applied\":1"), "{body}");
+    wait_state(&p, "unhealthy").await;
+    let (code, body) = post_alerts(
+        addr,
+        &token,
+        &alert_payload("resolved", "2026-01-01T00:05:00Z"),
+    );
+    assert_eq!(code, 200, "{body}");
+    wait_state(&p, "healthy").await;
+}
