@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine that has only the
 # Rust toolchain: Debian packages (sshd + git-shell for the SSH git server,
-# bubblewrap for the pipeline sandbox, chromium for the web view test) and an S3-compatible server (moto, from PyPI).
+# bubblewrap for the pipeline sandbox, chromium for the web view test, redis-server and
+# nats-server for the health stream tests) and an S3-compatible server (moto, from PyPI).
 # Idempotent: a second run only checks.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +22,10 @@ command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || need_apt+=(runc)
 # HTTPS git server (git-http-backend behind lighttpd with basic auth and TLS).
 command -v lighttpd >/dev/null 2>&1 || [ -x /usr/sbin/lighttpd ] || need_apt+=(lighttpd)
 [ -e /usr/lib/lighttpd/mod_openssl.so ] || need_apt+=(lighttpd-mod-openssl)
+# Stream transports of the health records (crates/plinth-controllers/tests/health_streams.rs):
+# a Redis server and a NATS server (run with -js for JetStream).
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need_apt+=(nats-server)
 # Headless browser for the web view test (crates/plinth/tests/web_view.rs).
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -498,6 +498,8 @@ pub mod health {
     pub const CONFLICT_REASON: &str = "HealthRecordConflict";
     /// `Ready=True` reason of a HealthSource after a successful poll.
     pub const POLLED: &str = "Polled";
+    /// `Ready=True` reason of a stream HealthSource (Redis, NATS) whose consumer runs.
+    pub const CONSUMING: &str = "Consuming";
     /// `Ready=False` reason: the spec cannot be used.
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// `Ready=False` reason: the credentials Secret is missing.
@@ -522,8 +524,9 @@ pub mod health {
     /// Field manager of `health-state-creator`'s HealthRecord applies.
     pub const STATE_CREATOR_FIELD_MANAGER: &str = "health-state-creator";
     /// Name of the ConfigMap configuring the health agent's store (SKE's), with keys
-    /// `stateStoreKind` (`GitStateStore`/`BucketStateStore`), `url`, `branch`,
-    /// `secretName`, `endpoint`, `bucketName`, `authMethod`, `path`, `insecure`.
+    /// `stateStoreKind` (`GitStateStore`/`BucketStateStore`/`Redis`/`NATS`), `url`, `branch`,
+    /// `secretName`, `endpoint`, `bucketName`, `authMethod`, `path`, `insecure`, `address`,
+    /// `servers`, `stream`, `subject`.
     pub const STORE_CONFIGMAP: &str = "health-state-store-config";
     /// File a health check writes: `state` (a HealthRecord state) and optional `details`.
     pub const STATUS_FILE: &str = "health-status.yaml";

@@ -207,6 +207,21 @@ impl Batch {
             })
             .collect()
     }
+
+    /// One `(store path, document)` message per record for a stream: the record, or the
+    /// [`crate::stream::tombstone`] of a deleted one.
+    pub fn messages(&self) -> Vec<(String, String)> {
+        self.entries
+            .iter()
+            .map(|e| {
+                let body = match &e.report {
+                    Some(r) => r.document(self.heartbeat),
+                    None => crate::stream::tombstone(&e.key.namespace, &e.key.record_name()),
+                };
+                (e.key.path(), body)
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -426,10 +441,10 @@ impl HealthLedger {
     }
 }
 
-/// Where a [`HealthWriter`] writes: one result per request, in order.
+/// Where a [`HealthWriter`] writes: one result per entry of the batch, in order.
 pub trait HealthSink: Send + Sync {
-    /// Writes the requests (concurrently where the store allows).
-    fn write(&self, reqs: Vec<WriteRequest>) -> BoxFuture<'_, Vec<Result<(), StoreError>>>;
+    /// Writes the batch's entries (concurrently where the store allows).
+    fn write(&self, batch: &Batch) -> BoxFuture<'_, Vec<Result<(), StoreError>>>;
 }
 
 /// A state store opened on first use and again after a failure, so a store that is down
@@ -450,7 +465,8 @@ impl StoreSink {
 }
 
 impl HealthSink for StoreSink {
-    fn write(&self, reqs: Vec<WriteRequest>) -> BoxFuture<'_, Vec<Result<(), StoreError>>> {
+    fn write(&self, batch: &Batch) -> BoxFuture<'_, Vec<Result<(), StoreError>>> {
+        let reqs = batch.requests();
         Box::pin(async move {
             let mut guard = self.store.lock().await;
             if guard.is_none() {
@@ -577,7 +593,7 @@ async fn flush_due(
         }
     };
     let Some(batch) = batch else { return 0 };
-    let results = sink.write(batch.requests()).await;
+    let results = sink.write(&batch).await;
     let failed: Vec<RecordKey> = batch
         .entries
         .iter()

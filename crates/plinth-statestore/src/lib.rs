@@ -42,6 +42,7 @@ pub mod health;
 pub mod layout;
 pub mod reader;
 mod ssh;
+pub mod stream;
 
 use std::sync::Arc;
 
@@ -84,6 +85,9 @@ pub use error::{StoreError, stable_message};
 pub use git::{GitAuth, GitConfig, redact_url};
 pub use layout::PathError;
 pub use reader::{GitReader, ListedObject, Listing, ObjectReader, RecordReader, open_reader};
+pub use stream::{
+    NatsConfig, RedisConfig, StreamConfig, StreamConsumer, StreamMessage, StreamSink,
+};
 
 /// Which state store to open and how to reach it.
 ///

@@ -38,8 +38,9 @@ use kube::{Resource, ResourceExt};
 use plinth_api::constants::{health as names, labels};
 use plinth_api::{HealthDefinition, HealthRecord};
 use plinth_statestore::StoreConfig;
+use plinth_statestore::StreamSink;
 use plinth_statestore::health::{
-    HealthReport, HealthWriter, HealthWriterConfig, RecordKey, StoreSink,
+    HealthReport, HealthSink, HealthWriter, HealthWriterConfig, RecordKey, StoreSink,
 };
 use serde_json::Value;
 
@@ -119,7 +120,19 @@ impl Heartbeat {
             (Heartbeat::Auto, _) => EVERY_RUN,
         }
     }
+
+    /// The heartbeat for a writer on a stream (Redis, NATS): [`Heartbeat::Auto`] is every
+    /// run, as for a bucket.
+    pub fn stream_interval(self) -> Duration {
+        match self {
+            Heartbeat::Every(d) => d,
+            Heartbeat::Auto => EVERY_RUN,
+        }
+    }
 }
+
+/// How often a stream writer sends what is queued (it has no flush window).
+pub const STREAM_TICK: Duration = Duration::from_millis(50);
 
 /// The schedules of the HealthDefinitions, by namespace and name (the last pass's list).
 type Schedules = Arc<Mutex<BTreeMap<(String, String), String>>>;
@@ -293,14 +306,20 @@ impl HealthAgent {
             return Ok(());
         }
         let mut writer_cfg = self.cfg.writer.clone();
-        writer_cfg.heartbeat_interval = self.cfg.heartbeat.interval(&loaded.config);
+        let (sink, tick): (Arc<dyn HealthSink>, Duration) = match loaded.config {
+            store::HealthStore::Store(cfg) => {
+                writer_cfg.heartbeat_interval = self.cfg.heartbeat.interval(&cfg);
+                (Arc::new(StoreSink::new(cfg)), Duration::from_secs(1))
+            }
+            // A message per record: sent as it comes, no flush window.
+            store::HealthStore::Stream(cfg) => {
+                writer_cfg.heartbeat_interval = self.cfg.heartbeat.stream_interval();
+                writer_cfg.flush_window = Duration::ZERO;
+                (Arc::new(StreamSink::new(cfg)), STREAM_TICK)
+            }
+        };
         tracing::info!(configmap = %format!("{ns}/{name}"), heartbeat = ?writer_cfg.heartbeat_interval, "health store configured");
-        let writer = HealthWriter::start(
-            Arc::new(StoreSink::new(loaded.config)),
-            writer_cfg,
-            Arc::new(Timestamp::now),
-            Duration::from_secs(1),
-        );
+        let writer = HealthWriter::start(sink, writer_cfg, Arc::new(Timestamp::now), tick);
         let records: Api<HealthRecord> = Api::all(self.client.clone());
         let list = records
             .list(&ListParams::default())

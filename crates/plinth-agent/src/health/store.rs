@@ -7,22 +7,40 @@
 //! `branch` (default `main`); bucket: `endpoint`, `bucketName`, `authMethod` (`accessKey`
 //! — the Secret's `accessKeyID`/`secretAccessKey` — or `IAM`), `region`. Secret keys are a
 //! state store's (Git `username`/`password`, `sshPrivateKey`/`knownHosts`, ...).
+//!
+//! Streams: `stateStoreKind: Redis` with `address` (`redis://host:port`, `rediss://` for
+//! TLS), `stream` (the key) and `secretName` (optional keys `username`, `password`);
+//! `stateStoreKind: NATS` with `servers` (comma-separated URLs), `stream` (the JetStream
+//! stream, created with the subject if missing), `subject`, and `secretName` (optional key
+//! `token`, or `username`/`password`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
-use plinth_statestore::{BucketAuth, BucketConfig, GitConfig, StoreConfig};
+use plinth_statestore::{
+    BucketAuth, BucketConfig, GitConfig, NatsConfig, RedisConfig, StoreConfig, StreamConfig,
+};
 
 use crate::credentials::Credentials;
+
+/// Where the health writer writes: a state store (one object or file per record) or a
+/// stream (one message per record write).
+#[derive(Clone, Debug)]
+pub enum HealthStore {
+    /// A Git repository, a bucket or a directory.
+    Store(StoreConfig),
+    /// A Redis or NATS JetStream stream.
+    Stream(StreamConfig),
+}
 
 /// A store configuration read from the cluster, with a fingerprint that changes when the
 /// ConfigMap or its Secret changes.
 #[derive(Clone, Debug)]
 pub struct LoadedStore {
     /// The store to write to.
-    pub config: StoreConfig,
+    pub config: HealthStore,
     /// `resourceVersion`s of the ConfigMap and the Secret.
     pub fingerprint: String,
 }
@@ -32,6 +50,38 @@ pub struct LoadedStore {
 /// # Errors
 /// A message naming the ConfigMap key and the cause.
 pub fn store_from_data(
+    data: &BTreeMap<String, String>,
+    creds: &Credentials,
+    work_dir: &Path,
+) -> Result<HealthStore, String> {
+    let get = |k: &str| data.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let required = |k: &str| get(k).ok_or_else(|| format!("key {k} is required"));
+    let secret = |k: &str| creds.0.get(k).filter(|v| !v.is_empty()).cloned();
+    match required("stateStoreKind")? {
+        "Redis" => {
+            let mut r = RedisConfig::new(required("address")?, required("stream")?);
+            r.username = secret("username");
+            r.password = secret("password");
+            return Ok(HealthStore::Stream(StreamConfig::Redis(r)));
+        }
+        "NATS" => {
+            let servers: Vec<String> = required("servers")?
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            let mut n = NatsConfig::new(servers, required("stream")?, required("subject")?);
+            n.token = secret("token");
+            n.username = secret("username");
+            n.password = secret("password");
+            return Ok(HealthStore::Stream(StreamConfig::Nats(n)));
+        }
+        _ => {}
+    }
+    store_config_from_data(data, creds, work_dir).map(HealthStore::Store)
+}
+
+fn store_config_from_data(
     data: &BTreeMap<String, String>,
     creds: &Credentials,
     work_dir: &Path,
@@ -70,7 +120,7 @@ pub fn store_from_data(
             Ok(StoreConfig::Bucket(b))
         }
         other => Err(format!(
-            "key stateStoreKind: {other:?} is not GitStateStore or BucketStateStore"
+            "key stateStoreKind: {other:?} is not GitStateStore, BucketStateStore, Redis or NATS"
         )),
     }
 }
@@ -138,7 +188,7 @@ mod tests {
             ("secretAccessKey".to_string(), "s".to_string()),
         ]));
         let dir = Path::new("/tmp/x");
-        let StoreConfig::Bucket(b) = store_from_data(
+        let HealthStore::Store(StoreConfig::Bucket(b)) = store_from_data(
             &data(&[
                 ("stateStoreKind", "BucketStateStore"),
                 ("endpoint", "127.0.0.1:9000"),
@@ -156,7 +206,7 @@ mod tests {
             (b.bucket.as_str(), b.path.as_str(), b.insecure),
             ("health", "records", true)
         );
-        let StoreConfig::Git(g) = store_from_data(
+        let HealthStore::Store(StoreConfig::Git(g)) = store_from_data(
             &data(&[
                 ("stateStoreKind", "GitStateStore"),
                 ("url", "file:///srv/h.git"),
@@ -184,5 +234,45 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("secretName"), "{e}");
+        let creds = Credentials(BTreeMap::from([
+            ("username".to_string(), "u".to_string()),
+            ("password".to_string(), "p".to_string()),
+        ]));
+        let HealthStore::Stream(StreamConfig::Redis(r)) = store_from_data(
+            &data(&[
+                ("stateStoreKind", "Redis"),
+                ("address", "rediss://redis.example.test:6380"),
+                ("stream", "health"),
+            ]),
+            &creds,
+            dir,
+        )
+        .unwrap() else {
+            panic!("redis expected")
+        };
+        assert_eq!(
+            (
+                r.stream.as_str(),
+                r.username.as_deref(),
+                r.password.as_deref()
+            ),
+            ("health", Some("u"), Some("p"))
+        );
+        let HealthStore::Stream(StreamConfig::Nats(n)) = store_from_data(
+            &data(&[
+                ("stateStoreKind", "NATS"),
+                ("servers", "nats://a:4222, nats://b:4222"),
+                ("stream", "HEALTH"),
+                ("subject", "health.records"),
+            ]),
+            &Credentials::default(),
+            dir,
+        )
+        .unwrap() else {
+            panic!("nats expected")
+        };
+        assert_eq!(n.servers, ["nats://a:4222", "nats://b:4222"]);
+        let e = store_from_data(&data(&[("stateStoreKind", "Redis")]), &creds, dir).unwrap_err();
+        assert!(e.contains("key address is required"), "{e}");
     }
 }

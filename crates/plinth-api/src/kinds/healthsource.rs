@@ -20,8 +20,9 @@ pub const DEFAULT_HEALTH_POLL_INTERVAL_SECS: u64 = 60;
 
 /// `spec` of a HealthSource. Cluster-scoped, status subresource.
 ///
-/// Exactly one of `bucket` (S3-compatible), `azure`, `gcs` or `git` names the store; the
-/// reader needs only read access to it. Records are read from under `path`.
+/// Exactly one of `bucket` (S3-compatible), `azure`, `gcs` or `git` (polled), or `redis` or
+/// `nats` (streams, consumed as messages arrive) names the store; the reader needs only read
+/// access to a polled store. Records are read from under `path` (polled stores).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "platform.syntasso.io",
@@ -60,6 +61,12 @@ pub struct HealthSourceSpec {
     /// `branch`, `authMethod`, `secretRef`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitStateStoreSpec>,
+    /// A Redis stream, read in a consumer group (not polled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisSource>,
+    /// A NATS JetStream stream, read by a durable pull consumer (not polled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nats: Option<NatsSource>,
     /// Key prefix (directory) the records are read from; every `.yaml`/`.yml`/`.json` file
     /// under it is one record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +101,48 @@ pub struct AzureBlobSource {
     pub extra: Extra,
 }
 
+/// `spec.redis` of a HealthSource: a stream the health writer `XADD`s records to. Secret
+/// keys (all optional): `username`, `password`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RedisSource {
+    /// `redis://host:port`, or `rediss://host:port` for TLS.
+    pub address: String,
+    /// The stream's key.
+    pub stream: String,
+    /// Consumer group shared by the platform's replicas (default `plinth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Credentials Secret (namespace defaults to `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+    /// Unmodelled fields.
+    #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: Extra,
+}
+
+/// `spec.nats` of a HealthSource: a JetStream stream the health writer publishes records
+/// to. Secret keys (all optional): `token`, or `username` and `password`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NatsSource {
+    /// Server URLs (`nats://host:port`, `tls://host:port`).
+    pub servers: Vec<String>,
+    /// The JetStream stream (created with `subject` if missing).
+    pub stream: String,
+    /// The subject the records are published on.
+    pub subject: String,
+    /// Durable pull consumer shared by the platform's replicas (default `plinth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<String>,
+    /// Credentials Secret (namespace defaults to `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretRef>,
+    /// Unmodelled fields.
+    #[serde(flatten, default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: Extra,
+}
+
 /// `spec.gcs` of a HealthSource. Secret key `serviceAccountKey` (JSON).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -116,7 +165,8 @@ pub struct GcsSource {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthSourceStatus {
-    /// `Ready` with reasons `Polled`, `InvalidSpec`, `SecretNotFound`, `StoreError`.
+    /// `Ready` with reasons `Polled` (`Consuming` for a stream), `InvalidSpec`,
+    /// `SecretNotFound`, `StoreError`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::conditions")]
     pub conditions: Option<Vec<Condition>>,
@@ -130,10 +180,12 @@ pub struct HealthSourceStatus {
     /// Records on the platform from this source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records: Option<i64>,
-    /// Records applied (created or changed) by the last poll that found a change.
+    /// Records applied (created or changed) by the last poll that found a change; for a
+    /// stream source, since its consumer started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<i64>,
-    /// Records found unchanged by the last poll that found a change.
+    /// Records found unchanged by the last poll that found a change; for a stream source,
+    /// messages since its consumer started that changed nothing (redelivered or older).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unchanged: Option<i64>,
     /// Records currently rejected (listed in `rejectedRecords`, at most 50).

@@ -7,7 +7,7 @@
 //!   the request's health history when the overall state changes.
 //! - [`source`]: the HealthSource controller, which polls a bucket, an Azure container, a
 //!   GCS bucket or a Git branch for HealthRecords that Destinations write and applies them
-//!   onto the platform.
+//!   onto the platform; [`stream`]: its consumers of a Redis or NATS JetStream stream.
 //! - [`history`]: the history kept in `status.healthHistory` and the figures derived from
 //!   it (uptime, time to first healthy, time to recover).
 //! - [`aggregate`]: the pure aggregation of records into `healthStatus`.
@@ -33,6 +33,7 @@ pub mod poll;
 pub mod record;
 pub mod report;
 pub mod source;
+pub mod stream;
 pub mod validate;
 
 pub use clock::{Clock, ManualClock, SystemClock};

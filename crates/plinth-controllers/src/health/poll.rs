@@ -81,7 +81,7 @@ pub struct PollOutcome {
 /// The Ready message's note for a Git branch that does not exist and never held records.
 pub const BRANCH_ABSENT_NOTE: &str = "the branch does not exist yet: no Destination has written a record there (check the branch name if one should have)";
 
-enum Handled {
+pub(crate) enum Handled {
     Applied(String, String),
     Unchanged(String, String),
 }
@@ -94,9 +94,9 @@ enum RequestState {
     Missing,
 }
 
-/// Per-poll caches of API lookups.
+/// Per-poll (per stream batch) caches of API lookups.
 #[derive(Default)]
-struct Lookups {
+pub(crate) struct Lookups {
     promises: HashMap<String, Option<ApiResource>>,
     requests: HashMap<Target, RequestState>,
     /// target → names of the sources whose records reference it.
@@ -151,7 +151,8 @@ pub(crate) async fn poll(
             .await
             .map_err(|e| format!("{}: {e}", obj.key))?;
         out.reads += 1;
-        record_result(state, &mut out, obj, result);
+        state.seen.insert(obj.key.clone(), obj.version.clone());
+        record_result(state, &mut out, &obj.key, result);
     }
     let handled: HashSet<&str> = todo.iter().map(|o| o.key.as_str()).collect();
     out.unchanged += state
@@ -187,50 +188,51 @@ fn work_list(s: &SourceCtx, state: &SourceState) -> Vec<ListedObject> {
         .collect()
 }
 
-fn record_result(
+/// Remembers what handling the object at `key` gave and counts it in `out`.
+pub(crate) fn record_result(
     state: &mut SourceState,
     out: &mut PollOutcome,
-    obj: &ListedObject,
+    key: &str,
     result: Result<Handled, Rejection>,
 ) {
-    state.seen.insert(obj.key.clone(), obj.version.clone());
+    let key = key.to_string();
     match result {
         Ok(Handled::Applied(ns, name)) => {
             out.applied += 1;
-            state.applied.insert(obj.key.clone(), (ns, name));
-            state.rejected.remove(&obj.key);
-            state.orphaned.remove(&obj.key);
+            state.applied.insert(key.clone(), (ns, name));
+            state.rejected.remove(&key);
+            state.orphaned.remove(&key);
         }
         Ok(Handled::Unchanged(ns, name)) => {
             out.unchanged += 1;
-            state.applied.insert(obj.key.clone(), (ns, name));
-            state.rejected.remove(&obj.key);
-            state.orphaned.remove(&obj.key);
+            state.applied.insert(key.clone(), (ns, name));
+            state.rejected.remove(&key);
+            state.orphaned.remove(&key);
         }
         Err(Rejection::Orphaned(why)) => {
             // The request's deletion removed the record; the object is the Destination's
             // to remove. Nothing to report.
-            if state.orphaned.insert(obj.key.clone()) {
-                tracing::debug!(key = %obj.key, reason = %why, "health record skipped: its request was deleted");
+            if state.orphaned.insert(key.clone()) {
+                tracing::debug!(key = %key, reason = %why, "health record skipped: its request was deleted");
             }
-            state.applied.remove(&obj.key);
-            state.rejected.remove(&obj.key);
+            state.applied.remove(&key);
+            state.rejected.remove(&key);
         }
         Err(rej) => {
-            state.orphaned.remove(&obj.key);
+            state.orphaned.remove(&key);
             let known = state
                 .rejected
-                .get(&obj.key)
+                .get(&key)
                 .is_some_and(|r| r.reason == rej.reason());
             if !known {
                 out.new_rejections.push((
-                    obj.key.clone(),
+                    key.clone(),
                     rej.reason().to_string(),
                     matches!(rej, Rejection::Conflict(_)),
                 ));
             }
             state.rejected.insert(
-                obj.key.clone(),
+                key.clone(),
                 Rejected {
                     reason: rej.reason().to_string(),
                     retry: rej.retryable(),
@@ -255,7 +257,21 @@ async fn handle(
             "disappeared while being read".into(),
         )));
     };
-    let rec = match parse_record(&bytes) {
+    handle_document(s, hs, &obj.key, &bytes, known, lookups).await
+}
+
+/// Checks and applies one record document read from `key` (an object of a polled store,
+/// a message of a stream); `known`: its record was applied before. `Err` only for
+/// transport and server failures.
+pub(crate) async fn handle_document(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    key: &str,
+    bytes: &[u8],
+    known: bool,
+    lookups: &mut Lookups,
+) -> Result<Result<Handled, Rejection>, String> {
+    let rec = match parse_record(bytes) {
         Ok(r) => r,
         Err(rej) => return Ok(Err(rej)),
     };
@@ -268,7 +284,7 @@ async fn handle(
     if let Some(rej) = check_ownership(s, hs, &rec, lookups) {
         return Ok(Err(rej));
     }
-    apply(s, hs, rec, &obj.key).await
+    apply(s, hs, rec, key).await
 }
 
 /// The Promise and the request must exist (and the request not be going away). A request
@@ -386,7 +402,8 @@ async fn apply(
     key: &str,
 ) -> Result<Result<Handled, Rejection>, String> {
     match write_record(s, hs, rec, key).await {
-        Ok(h) => Ok(Ok(h)),
+        Ok(Written::Done(h)) => Ok(Ok(h)),
+        Ok(Written::Older(why)) => Ok(Err(Rejection::Stale(why))),
         Err((what, kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
             Ok(Err(Rejection::Invalid(format!(
                 "{what} refused by the API ({}): {}",
@@ -397,19 +414,25 @@ async fn apply(
     }
 }
 
+enum Written {
+    Done(Handled),
+    /// The platform's copy (read from the API, newer than the cache) has a newer `lastRun`.
+    Older(String),
+}
+
 async fn write_record(
     s: &SourceCtx,
     hs: &HealthSource,
     rec: HealthRecord,
     key: &str,
-) -> Result<Handled, (String, kube::Error)> {
+) -> Result<Written, (String, kube::Error)> {
     let (ns, name) = (rec.namespace().unwrap_or_default(), rec.name_any());
     let desired = desired_record(hs, rec, key);
     let existing = s.records.get(&ObjectRef::new(&name).within(&ns));
     if let Some(ex) = &existing
         && same_record(ex, &desired)
     {
-        return Ok(Handled::Unchanged(ns, name));
+        return Ok(Written::Done(Handled::Unchanged(ns, name)));
     }
     let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), &ns);
     let err = |e: kube::Error| (format!("applying HealthRecord {ns}/{name}"), e);
@@ -421,7 +444,17 @@ async fn write_record(
         }
         Some(cur) => {
             if same_record(&cur, &desired) {
-                return Ok(Handled::Unchanged(ns, name));
+                return Ok(Written::Done(Handled::Unchanged(ns, name)));
+            }
+            // The cache may lag behind a write of this source (or of another replica
+            // consuming the same stream): the API's copy decides.
+            if let (Some(new), Some(old)) = (desired.spec.data.last_run, cur.spec.data.last_run)
+                && new < old
+                && cur.labels().get(names::SOURCE_LABEL) == Some(&hs.name_any())
+            {
+                return Ok(Written::Older(format!(
+                    "data.lastRun {new} is older than the applied {old}"
+                )));
             }
             let mut next = desired;
             next.metadata.resource_version = cur.metadata.resource_version.clone();
@@ -431,7 +464,7 @@ async fn write_record(
                 .map_err(err)?;
         }
     }
-    Ok(Handled::Applied(ns, name))
+    Ok(Written::Done(Handled::Applied(ns, name)))
 }
 
 fn desired_record(hs: &HealthSource, mut rec: HealthRecord, key: &str) -> HealthRecord {
@@ -485,23 +518,34 @@ async fn remove_gone(
         .filter(|(k, _)| !present.contains(*k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let mine = hs.name_any();
     for (key, (ns, name)) in &gone {
-        let ours = s
-            .records
-            .get(&ObjectRef::new(name).within(ns))
-            .is_some_and(|r| r.labels().get(names::SOURCE_LABEL) == Some(&mine));
-        if ours {
-            let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), ns);
-            match api.delete(name, &DeleteParams::background()).await {
-                Ok(_) => {}
-                Err(ref e) if crate::support::is_not_found(e) => {}
-                Err(e) => return Err(format!("removing HealthRecord {ns}/{name}: {e}")),
-            }
-        }
+        delete_record(s, hs, ns, name).await?;
         state.applied.remove(key);
     }
     Ok(gone.len())
+}
+
+/// Deletes HealthRecord `ns/name` if this source applied it; `Ok(true)` when it did.
+pub(crate) async fn delete_record(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    ns: &str,
+    name: &str,
+) -> Result<bool, String> {
+    let mine = hs.name_any();
+    let ours = s
+        .records
+        .get(&ObjectRef::new(name).within(ns))
+        .is_some_and(|r| r.labels().get(names::SOURCE_LABEL) == Some(&mine));
+    if !ours {
+        return Ok(false);
+    }
+    let api: Api<HealthRecord> = Api::namespaced(s.ctx.client.clone(), ns);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(true),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(false),
+        Err(e) => Err(format!("removing HealthRecord {ns}/{name}: {e}")),
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@
 //!
 //! Errors back off: after `n` consecutive failed polls the next one waits
 //! `pollInterval × 2^(n-1)`, at most an hour (never less than `pollInterval`).
+//!
+//! A stream source (`spec.redis`, `spec.nats`) is not polled: the reconcile starts (or
+//! restarts, when the generation or the Secret changed; the Secret is re-read every
+//! [`STREAM_RECHECK`]) its consumer task, see [`super::stream`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +50,7 @@ use serde_json::{Value, json};
 
 use super::clock::{Clock, rfc3339};
 use super::poll::{PollOutcome, SourceState, poll};
+use super::stream::{StreamTask, is_stream, stream_config};
 use crate::context::Context;
 use crate::statestore::StateStoreObject;
 use crate::support::{self, patch_status, set_condition};
@@ -56,13 +61,36 @@ pub const POLL_TIME_REFRESH: Duration = Duration::from_secs(3600);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// At most this many rejected keys are listed in status.
 pub const MAX_LISTED_REJECTIONS: usize = 50;
+/// How often a stream source's Secret is checked for a change.
+pub const STREAM_RECHECK: Duration = Duration::from_secs(60);
 
 pub(crate) struct SourceCtx {
     pub(crate) ctx: Arc<Context>,
     pub(crate) clock: Arc<dyn Clock>,
     /// Every HealthRecord on the platform (for claims, conflicts and no-op detection).
     pub(crate) records: Store<HealthRecord>,
+    /// Every HealthSource (a stream consumer stops when its source is gone).
+    pub(crate) sources: Store<HealthSource>,
+    /// This controller's name in stream consumer groups (unique per process and context).
+    pub(crate) consumer_name: String,
     states: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SourceState>>>>,
+    /// uid → the stream consumer task of a stream source.
+    streams: Mutex<HashMap<String, StreamTask>>,
+}
+
+/// A consumer name unique to this process and controller instance.
+fn consumer_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "plinth".into());
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}-{}-{n}-{nanos:x}", std::process::id())
 }
 
 /// Runs the HealthSource controller until the process stops.
@@ -89,7 +117,10 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         ctx,
         clock,
         records,
+        sources: sources.clone(),
+        consumer_name: consumer_name(),
         states: Mutex::new(HashMap::new()),
+        streams: Mutex::new(HashMap::new()),
     });
     Controller::for_stream(stream, sources)
         .run(
@@ -116,15 +147,24 @@ fn error_policy(hs: Arc<HealthSource>, err: &crate::Error, s: Arc<SourceCtx>) ->
 }
 
 /// Why a source cannot poll: condition reason and message.
-struct NotReady(&'static str, String);
+pub(crate) struct NotReady(pub(crate) &'static str, pub(crate) String);
 
 async fn reconcile(hs: Arc<HealthSource>, s: Arc<SourceCtx>) -> Result<Action, crate::Error> {
     let uid = hs.uid().unwrap_or_default();
+    s.streams
+        .lock()
+        .expect("streams")
+        .retain(|_, t| !t.handle.is_finished());
     if hs.meta().deletion_timestamp.is_some() {
         // Its records go with it (owner references).
         s.states.lock().expect("states").remove(&uid);
+        s.streams.lock().expect("streams").remove(&uid);
         return Ok(Action::await_change());
     }
+    if is_stream(&hs) {
+        return reconcile_stream(hs, s, uid).await;
+    }
+    s.streams.lock().expect("streams").remove(&uid);
     let state = s
         .states
         .lock()
@@ -170,6 +210,90 @@ async fn reconcile(hs: Arc<HealthSource>, s: Arc<SourceCtx>) -> Result<Action, c
     Ok(Action::requeue(next_wait(&state, interval)))
 }
 
+/// Starts the consumer task of a stream source, or restarts it when the spec or the
+/// Secret changed.
+async fn reconcile_stream(
+    hs: Arc<HealthSource>,
+    s: Arc<SourceCtx>,
+    uid: String,
+) -> Result<Action, crate::Error> {
+    let state = s
+        .states
+        .lock()
+        .expect("states")
+        .entry(uid.clone())
+        .or_default()
+        .clone();
+    let prepared = async {
+        check_one_backend(&hs)?;
+        let (secret_ref, secret) = read_secret(&s, &hs).await?;
+        let data = secret.as_ref().map(secret_data).unwrap_or_default();
+        let (cfg, group) = stream_config(&hs, &secret_ref, &data)?;
+        let fingerprint = format!(
+            "{}/{}",
+            hs.metadata.generation.unwrap_or_default(),
+            secret
+                .as_ref()
+                .and_then(|x| x.metadata.resource_version.clone())
+                .unwrap_or_default()
+        );
+        Ok::<_, NotReady>((cfg, group, fingerprint))
+    }
+    .await;
+    let (cfg, group, fingerprint) = match prepared {
+        Ok(p) => p,
+        Err(not_ready) => {
+            s.streams.lock().expect("streams").remove(&uid);
+            let st = state.lock().await;
+            write_status(&s, &hs, &st, Err(not_ready), None).await?;
+            return Ok(Action::requeue(STREAM_RECHECK));
+        }
+    };
+    let mut streams = s.streams.lock().expect("streams");
+    let running = streams
+        .get(&uid)
+        .is_some_and(|t| t.fingerprint == fingerprint && !t.handle.is_finished());
+    if !running {
+        let handle = tokio::spawn(super::stream::consume(
+            s.clone(),
+            (*hs).clone(),
+            cfg,
+            group,
+            state,
+        ));
+        streams.insert(
+            uid,
+            StreamTask {
+                fingerprint,
+                handle,
+            },
+        );
+    }
+    Ok(Action::requeue(STREAM_RECHECK))
+}
+
+fn check_one_backend(hs: &HealthSource) -> Result<(), NotReady> {
+    let spec = &hs.spec;
+    let n = [
+        spec.bucket.is_some(),
+        spec.azure.is_some(),
+        spec.gcs.is_some(),
+        spec.git.is_some(),
+        spec.redis.is_some(),
+        spec.nats.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if n != 1 {
+        return Err(NotReady(
+            names::INVALID_SPEC,
+            "exactly one of spec.bucket, spec.azure, spec.gcs, spec.git, spec.redis, spec.nats must be set".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `spec.pollInterval`, checked: a Go duration of at least 10 s.
 pub fn poll_interval(hs: &HealthSource) -> Result<Duration, String> {
     let Some(text) = hs.spec.poll_interval.as_deref() else {
@@ -208,6 +332,12 @@ async fn poll_once(
     let outcome = poll(s, hs, state, reader.as_ref())
         .await
         .map_err(|e| NotReady(names::STORE_ERROR, e))?;
+    publish_rejections(s, hs, &outcome).await;
+    Ok(outcome)
+}
+
+/// One Warning Event and one log line per rejection not reported before.
+pub(crate) async fn publish_rejections(s: &SourceCtx, hs: &HealthSource, outcome: &PollOutcome) {
     for (key, reason, conflict) in &outcome.new_rejections {
         tracing::warn!(source = %hs.name_any(), key, reason, "health record skipped");
         let why = if *conflict {
@@ -225,7 +355,6 @@ async fn poll_once(
         )
         .await;
     }
-    Ok(outcome)
 }
 
 /// Opens (or reuses) the reader for the source's current spec and Secret.
@@ -269,7 +398,9 @@ async fn read_secret(
         .and_then(|b| b.secret_ref.as_ref())
         .or(spec.azure.as_ref().and_then(|a| a.secret_ref.as_ref()))
         .or(spec.gcs.as_ref().and_then(|g| g.secret_ref.as_ref()))
-        .or(spec.git.as_ref().and_then(|g| g.secret_ref.as_ref()));
+        .or(spec.git.as_ref().and_then(|g| g.secret_ref.as_ref()))
+        .or(spec.redis.as_ref().and_then(|r| r.secret_ref.as_ref()))
+        .or(spec.nats.as_ref().and_then(|n| n.secret_ref.as_ref()));
     let Some((name, ns)) = r.and_then(|r| {
         let name = r.name.clone().filter(|n| !n.is_empty())?;
         let ns = r.namespace.clone().filter(|n| !n.is_empty());
@@ -320,21 +451,7 @@ fn store_config(
     cfg: &crate::ControllerConfig,
 ) -> Result<StoreConfig, NotReady> {
     let spec = &hs.spec;
-    let n = [
-        spec.bucket.is_some(),
-        spec.azure.is_some(),
-        spec.gcs.is_some(),
-        spec.git.is_some(),
-    ]
-    .iter()
-    .filter(|x| **x)
-    .count();
-    if n != 1 {
-        return Err(NotReady(
-            names::INVALID_SPEC,
-            "exactly one of spec.bucket, spec.azure, spec.gcs, spec.git must be set".into(),
-        ));
-    }
+    check_one_backend(hs)?;
     let sdata: crate::statestore::SecretData =
         data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let invalid = |e: crate::statestore::NotReady| NotReady(names::INVALID_SPEC, e.message);
@@ -406,7 +523,7 @@ fn cloud_config(
 
 /// Writes the status when something other than the poll time changed, a trigger was
 /// handled, or the poll time is older than [`POLL_TIME_REFRESH`].
-async fn write_status(
+pub(crate) async fn write_status(
     s: &SourceCtx,
     hs: &HealthSource,
     state: &SourceState,
@@ -417,6 +534,10 @@ async fn write_status(
     let now = s.clock.now();
     let generation = hs.metadata.generation;
     let (ok, reason, message, outcome) = match result {
+        Ok(o) if is_stream(hs) => {
+            let message = format!("Consuming {}", o.target);
+            (true, names::CONSUMING, message, Some(o))
+        }
         Ok(o) => {
             let message = match o.note {
                 Some(note) => format!("Polled {}: {note}", o.target),

@@ -120,6 +120,29 @@ pub fn parse_record(bytes: &[u8]) -> Result<HealthRecord, Rejection> {
     Ok(rec)
 }
 
+/// A stream's tombstone (see `plinth_statestore::stream::tombstone`): a HealthRecord
+/// document with `metadata.name` and no `data` says the record `(namespace, name)` is gone
+/// (the namespace defaults to `default`). Anything else is `None`.
+pub fn parse_tombstone(bytes: &[u8]) -> Option<(String, String)> {
+    if bytes.len() > MAX_RECORD_BYTES {
+        return None;
+    }
+    let doc: Value = serde_saphyr::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
+    let is_record = doc["apiVersion"].as_str() == Some(names::RECORD_API_VERSION)
+        && doc["kind"].as_str() == Some(names::RECORD_KIND);
+    if !is_record || doc.get("data").is_some() {
+        return None;
+    }
+    let name = doc.pointer("/metadata/name")?.as_str()?.to_string();
+    let ns = doc
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default")
+        .to_string();
+    (!name.is_empty()).then_some((ns, name))
+}
+
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
@@ -129,6 +152,18 @@ mod tests {
     use super::*;
 
     const GOOD: &str = "apiVersion: platform.kratix.io/v1alpha1\nkind: HealthRecord\nmetadata: {name: r1}\ndata:\n  promiseRef: {name: redis}\n  resourceRef: {name: a, namespace: team}\n  state: healthy\n  lastRun: 5\n";
+
+    #[test]
+    fn a_tombstone_is_a_record_without_data() {
+        let t = plinth_statestore::stream::tombstone("team", "r1");
+        assert_eq!(
+            parse_tombstone(t.as_bytes()),
+            Some(("team".into(), "r1".into()))
+        );
+        assert_eq!(parse_tombstone(GOOD.as_bytes()), None);
+        assert_eq!(parse_tombstone(b"kind: HealthRecord"), None);
+        assert!(parse_record(t.as_bytes()).is_err());
+    }
 
     #[test]
     fn good_record_parses_and_bad_ones_name_the_cause() {

@@ -580,3 +580,138 @@ impl Azurite {
         StateStore::open(StoreConfig::Bucket(cfg)).await
     }
 }
+
+/// A server the stream tests need is missing: SKIPPED outside CI, a failure in CI (where
+/// scripts/install-test-deps.sh installs it).
+fn missing(what: &str) {
+    let msg = format!("{what} not installed; run scripts/install-test-deps.sh");
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    println!("SKIPPED: {msg}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server process on a free port in a temporary directory, killed on drop.
+pub struct Peer {
+    pub port: u16,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn peer(bin: &str, args: impl Fn(u16, &Path) -> Vec<String>) -> Option<Peer> {
+    let Ok(path) = which(bin).or_else(|_| {
+        let sbin = Path::new("/usr/sbin").join(bin);
+        sbin.exists().then_some(sbin).ok_or(())
+    }) else {
+        missing(bin);
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let child = Command::new(path)
+        .args(args(port, dir.path()))
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{bin} starts: {e}"));
+    wait_for(&format!("{bin} listening"), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    Some(Peer {
+        port,
+        child,
+        _dir: dir,
+    })
+}
+
+/// `redis-server` without persistence; `None` (SKIPPED) when it is not installed.
+pub async fn redis_server() -> Option<Peer> {
+    peer("redis-server", |port, dir| {
+        [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .map(String::from)
+        .to_vec()
+    })
+    .await
+}
+
+/// `nats-server -js` with its store in a temporary directory; `None` (SKIPPED) when it is
+/// not installed.
+pub async fn nats_server() -> Option<Peer> {
+    let p = peer("nats-server", |port, dir| {
+        [
+            "-js",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-sd",
+            dir.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    })
+    .await?;
+    // JetStream answers a moment after the port opens.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Some(p)
+}
+
+impl Peer {
+    pub fn redis_url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn nats_url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Env {
+    /// A second platform controller (HealthRecord and HealthSource controllers on their own
+    /// Context) against the same API server, as a second replica would run.
+    pub fn start_replica(&mut self) {
+        let config = ControllerConfig {
+            requeue_short: Duration::from_millis(200),
+            requeue_default: Duration::from_millis(500),
+            health_recheck_max: Duration::from_millis(300),
+            data_dir: self.dir.path().join("data-2"),
+            ..ControllerConfig::default()
+        };
+        let ctx = Context::new(self.client.clone(), config);
+        self.tasks
+            .push(tokio::spawn(plinth_controllers::health::run(
+                ctx,
+                self.clock.clone(),
+            )));
+    }
+}

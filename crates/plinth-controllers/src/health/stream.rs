@@ -1,0 +1,321 @@
+//! Stream HealthSources (`spec.redis`, `spec.nats`): not polled; one long-lived consumer
+//! task per source, started when the source appears, restarted when its spec (generation)
+//! or credentials Secret changes, stopped when it is deleted or becomes a polled source.
+//!
+//! The task joins the stream's consumer group (Redis group / NATS durable consumer, default
+//! `plinth`, shared by the platform's replicas so each message is handled by one of them),
+//! and hands every message to the same code as a poll ([`super::poll::handle_document`]:
+//! validation, `lastRun` ordering, ownership, apply). A message is acknowledged once it was
+//! applied, found unchanged, or rejected; a server or transport failure leaves it
+//! unacknowledged for redelivery. Delivery is at-least-once: a redelivered message is
+//! unchanged, an older one (`lastRun` below the applied record's) is skipped quietly (a
+//! debug log: out-of-order delivery is normal on a stream, not the Destination's error).
+//!
+//! A tombstone (a HealthRecord document without `data`) deletes the record it names, if
+//! this source applied it. A message rejected for a reason that can clear by itself (its
+//! request does not exist yet, another manager or source holds the record) is kept in
+//! memory and tried again every [`RETRY_PARKED`] until it applies or a newer message for
+//! the same key replaces it.
+//!
+//! Status: `Ready` with reason `Consuming` (or `InvalidSpec`, `SecretNotFound`,
+//! `StoreError`), `records` applied from the source, `applied`/`unchanged` counted since the
+//! consumer started, the rejected keys; written at most every [`STATUS_EVERY`] unless
+//! readiness or the rejections changed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use plinth_api::HealthSource;
+use plinth_api::constants::health as names;
+use plinth_statestore::{NatsConfig, RedisConfig, StreamConfig, StreamConsumer, StreamMessage};
+
+use super::poll::{
+    Lookups, PollOutcome, SourceState, delete_record, handle_document, record_result,
+};
+use super::source::{NotReady, SourceCtx, publish_rejections, write_status};
+use super::validate::{Rejection, parse_tombstone};
+
+/// How long the consumer waits for messages before checking its source is still there.
+pub const WAIT: Duration = Duration::from_millis(500);
+/// Status is written at most this often while only counts change.
+pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+/// How often parked (retryable) messages are tried again.
+pub const RETRY_PARKED: Duration = Duration::from_secs(5);
+/// Longest wait before reconnecting after repeated failures.
+pub const MAX_RECONNECT: Duration = Duration::from_secs(60);
+
+/// A running consumer task.
+pub(crate) struct StreamTask {
+    pub(crate) fingerprint: String,
+    pub(crate) handle: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for StreamTask {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// Whether the source is a stream.
+pub fn is_stream(hs: &HealthSource) -> bool {
+    hs.spec.redis.is_some() || hs.spec.nats.is_some()
+}
+
+/// The stream configuration and the consumer group of a stream source.
+pub(crate) fn stream_config(
+    hs: &HealthSource,
+    secret: &str,
+    data: &std::collections::HashMap<String, String>,
+) -> Result<(StreamConfig, String), NotReady> {
+    let key = |k: &str| data.get(k).filter(|v| !v.is_empty()).cloned();
+    let invalid = |m: String| NotReady(names::INVALID_SPEC, m);
+    let _ = secret;
+    if let Some(r) = &hs.spec.redis {
+        if !(r.address.starts_with("redis://") || r.address.starts_with("rediss://")) {
+            return Err(invalid(format!(
+                "spec.redis.address {:?} is not redis://host:port or rediss://host:port",
+                r.address
+            )));
+        }
+        if r.stream.is_empty() {
+            return Err(invalid("spec.redis.stream is required".into()));
+        }
+        let mut c = RedisConfig::new(&r.address, &r.stream);
+        c.username = key("username");
+        c.password = key("password");
+        let group = r.group.clone().filter(|g| !g.is_empty());
+        return Ok((
+            StreamConfig::Redis(c),
+            group.unwrap_or_else(|| plinth_statestore::stream::DEFAULT_GROUP.into()),
+        ));
+    }
+    let n = hs.spec.nats.as_ref().expect("a stream source");
+    if n.servers.is_empty() || n.stream.is_empty() || n.subject.is_empty() {
+        return Err(invalid(
+            "spec.nats needs servers, stream and subject".into(),
+        ));
+    }
+    let mut c = NatsConfig::new(n.servers.clone(), &n.stream, &n.subject);
+    c.token = key("token");
+    c.username = key("username");
+    c.password = key("password");
+    let consumer = n.consumer.clone().filter(|g| !g.is_empty());
+    Ok((
+        StreamConfig::Nats(c),
+        consumer.unwrap_or_else(|| plinth_statestore::stream::DEFAULT_GROUP.into()),
+    ))
+}
+
+/// What the consumer keeps besides the poll state.
+#[derive(Default)]
+struct Counts {
+    applied: usize,
+    unchanged: usize,
+    /// key → document of a message rejected for a reason that may clear.
+    parked: BTreeMap<String, (String, Vec<u8>)>,
+}
+
+/// Runs the consumer of `hs` until the task is aborted or the source is gone.
+pub(crate) async fn consume(
+    s: Arc<SourceCtx>,
+    hs: HealthSource,
+    cfg: StreamConfig,
+    group: String,
+    state: Arc<tokio::sync::Mutex<SourceState>>,
+) {
+    let mut failures: u32 = 0;
+    let mut counts = Counts::default();
+    while still_there(&s, &hs) {
+        let mut consumer = match StreamConsumer::open(&cfg, &group, &s.consumer_name).await {
+            Ok(c) => c,
+            Err(e) => {
+                failures += 1;
+                let st = state.lock().await;
+                let _ = write_status(
+                    &s,
+                    &hs,
+                    &st,
+                    Err(NotReady(names::STORE_ERROR, e.to_string())),
+                    None,
+                )
+                .await;
+                drop(st);
+                tokio::time::sleep(backoff(failures)).await;
+                continue;
+            }
+        };
+        tracing::info!(source = %hs.name_any(), stream = %consumer.describe(), group = %group, consumer = %s.consumer_name, "health source consuming");
+        match run_consumer(&s, &hs, &mut consumer, &state, &mut counts, &mut failures).await {
+            Ok(()) => return,
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(source = %hs.name_any(), error = %e, "health source stream failed; reconnecting");
+                let st = state.lock().await;
+                let _ =
+                    write_status(&s, &hs, &st, Err(NotReady(names::STORE_ERROR, e)), None).await;
+                drop(st);
+                tokio::time::sleep(backoff(failures)).await;
+            }
+        }
+    }
+}
+
+fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(500)
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(10)))
+        .min(MAX_RECONNECT)
+}
+
+fn still_there(s: &SourceCtx, hs: &HealthSource) -> bool {
+    s.sources
+        .get(&ObjectRef::new(&hs.name_any()))
+        .is_some_and(|cur| cur.uid() == hs.uid() && cur.metadata.deletion_timestamp.is_none())
+}
+
+/// Consumes until the source is gone (`Ok`) or the stream fails (`Err`).
+async fn run_consumer(
+    s: &Arc<SourceCtx>,
+    hs: &HealthSource,
+    consumer: &mut StreamConsumer,
+    state: &tokio::sync::Mutex<SourceState>,
+    counts: &mut Counts,
+    failures: &mut u32,
+) -> Result<(), String> {
+    let target = consumer.describe().to_string();
+    let mut last_status: Option<Instant> = None;
+    let mut dirty = true;
+    let mut last_retry = Instant::now();
+    loop {
+        if !still_there(s, hs) {
+            return Ok(());
+        }
+        let msgs = consumer.next(WAIT).await.map_err(|e| e.to_string())?;
+        let mut st = state.lock().await;
+        let mut out = PollOutcome {
+            target: target.clone(),
+            changed: true,
+            ..Default::default()
+        };
+        let mut lookups = Lookups::default();
+        let mut acks = Vec::new();
+        let mut failed = None;
+        for (i, m) in msgs.iter().enumerate() {
+            match handle_message(s, hs, &mut st, &mut out, counts, m, &mut lookups).await {
+                Ok(()) => acks.push(m.id.clone()),
+                Err(e) => {
+                    let rest: Vec<String> = msgs[i..].iter().map(|m| m.id.clone()).collect();
+                    consumer.retry_later(&rest, Duration::from_secs(5)).await;
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if last_retry.elapsed() >= RETRY_PARKED && failed.is_none() && !counts.parked.is_empty() {
+            last_retry = Instant::now();
+            retry_parked(s, hs, &mut st, &mut out, counts, &mut lookups).await?;
+        }
+        consumer.ack(&acks).await.map_err(|e| e.to_string())?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        *failures = 0;
+        dirty |= out.applied + out.removed > 0 || !out.new_rejections.is_empty();
+        let urgent = !out.new_rejections.is_empty() || last_status.is_none();
+        publish_rejections(s, hs, &out).await;
+        let due = last_status.is_none_or(|t| t.elapsed() >= STATUS_EVERY);
+        if dirty && (urgent || due) {
+            out.applied = counts.applied;
+            out.unchanged = counts.unchanged;
+            write_status(s, hs, &st, Ok(out), None)
+                .await
+                .map_err(|e| e.to_string())?;
+            last_status = Some(Instant::now());
+            dirty = false;
+        }
+    }
+}
+
+/// Handles one message; `Err` only for server and transport failures (not acknowledged).
+async fn handle_message(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    st: &mut SourceState,
+    out: &mut PollOutcome,
+    counts: &mut Counts,
+    m: &StreamMessage,
+    lookups: &mut Lookups,
+) -> Result<(), String> {
+    let key = m
+        .key
+        .clone()
+        .unwrap_or_else(|| "(message without key)".into());
+    counts.parked.remove(&key);
+    if let Some((ns, name)) = parse_tombstone(&m.body) {
+        if delete_record(s, hs, &ns, &name).await? {
+            out.removed += 1;
+        }
+        st.applied.remove(&key);
+        st.rejected.remove(&key);
+        st.orphaned.remove(&key);
+        return Ok(());
+    }
+    handle_body(s, hs, st, out, counts, &key, &m.id, &m.body, lookups).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn handle_body(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    st: &mut SourceState,
+    out: &mut PollOutcome,
+    counts: &mut Counts,
+    key: &str,
+    id: &str,
+    body: &[u8],
+    lookups: &mut Lookups,
+) -> Result<(), String> {
+    let known = st.applied.contains_key(key) || st.orphaned.contains(key);
+    let result = handle_document(s, hs, key, body, known, lookups)
+        .await
+        .map_err(|e| format!("{key}: {e}"))?;
+    out.reads += 1;
+    match &result {
+        Err(Rejection::Stale(why)) => {
+            tracing::debug!(source = %hs.name_any(), key, message = id, reason = %why, "health record skipped: older than the applied one");
+            counts.unchanged += 1;
+            return Ok(());
+        }
+        Err(rej) if rej.retryable() => {
+            counts
+                .parked
+                .insert(key.to_string(), (id.to_string(), body.to_vec()));
+        }
+        Ok(super::poll::Handled::Applied(..)) => counts.applied += 1,
+        Ok(super::poll::Handled::Unchanged(..)) => counts.unchanged += 1,
+        Err(_) => {}
+    }
+    let result = result.map_err(|rej| match rej {
+        Rejection::Invalid(m) => Rejection::Invalid(format!("message {id}: {m}")),
+        other => other,
+    });
+    record_result(st, out, key, result);
+    Ok(())
+}
+
+async fn retry_parked(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    st: &mut SourceState,
+    out: &mut PollOutcome,
+    counts: &mut Counts,
+    lookups: &mut Lookups,
+) -> Result<(), String> {
+    let parked = std::mem::take(&mut counts.parked);
+    for (key, (id, body)) in parked {
+        handle_body(s, hs, st, out, counts, &key, &id, &body, lookups).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,447 @@
+//! Stream HealthSources against real servers (`redis-server`, `nats-server -js`): records
+//! the health writer sends reach the request's `healthStatus`; a redelivered or older
+//! message changes nothing; two platform replicas in one consumer group apply each message
+//! once and lose none; a bad message is rejected with a Warning and acknowledged, and the
+//! next good one applies; a tombstone removes the record.
+
+mod health_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use health_support::*;
+use kube::ResourceExt;
+use kube::api::Api;
+use plinth_api::constants::health as names;
+use plinth_api::{HealthRecord, HealthState};
+use plinth_statestore::health::{HealthReport, HealthWriter, HealthWriterConfig, RecordKey};
+use plinth_statestore::{NatsConfig, RedisConfig, StreamConfig, StreamSink};
+use serde_json::{Value, json};
+
+fn key(request: &str, definition: &str) -> RecordKey {
+    RecordKey {
+        namespace: "default".into(),
+        promise: PROMISE.into(),
+        request: request.into(),
+        definition_namespace: "default".into(),
+        definition: definition.into(),
+    }
+}
+
+/// The manual clock's time (2026-01-01T00:00:00Z): records near it are fresh.
+const BASE: i64 = 1_767_225_600;
+
+fn report(k: &RecordKey, state: HealthState, run_at: i64) -> HealthReport {
+    HealthReport {
+        key: k.clone(),
+        state,
+        details: Some(json!({"run": run_at})),
+        run_at: jiff::Timestamp::from_second(BASE + run_at).unwrap(),
+        schedule: Some("* * * * *".into()),
+    }
+}
+
+/// The agent's writer on a stream: no flush window, every run a heartbeat.
+fn writer(cfg: StreamConfig) -> HealthWriter {
+    HealthWriter::start(
+        Arc::new(StreamSink::new(cfg)),
+        HealthWriterConfig {
+            flush_window: Duration::ZERO,
+            heartbeat_interval: Duration::from_secs(1),
+            ..HealthWriterConfig::default()
+        },
+        Arc::new(jiff::Timestamp::now),
+        Duration::from_millis(50),
+    )
+}
+
+async fn redis_conn(r: &Peer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(r.redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn xadd(conn: &mut redis::aio::MultiplexedConnection, key: &str, body: &[u8]) {
+    let _: String = redis::cmd("XADD")
+        .arg("health")
+        .arg("*")
+        .arg("key")
+        .arg(key)
+        .arg("record")
+        .arg(body)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
+
+async fn redis_source(env: &Env, r: &Peer) {
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": "stream-1"},
+        "spec": {"redis": {"address": r.redis_url(), "stream": "health"}},
+    }))
+    .await;
+}
+
+async fn nats_source(env: &Env, n: &Peer) {
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": "stream-1"},
+        "spec": {"nats": {"servers": [n.nats_url()], "stream": "HEALTH",
+                          "subject": "health.records"}},
+    }))
+    .await;
+}
+
+fn nats_cfg(n: &Peer) -> StreamConfig {
+    StreamConfig::Nats(NatsConfig::new(
+        vec![n.nats_url()],
+        "HEALTH",
+        "health.records",
+    ))
+}
+
+async fn wait_ready(env: &Env, source: &str) {
+    wait_for("the source consuming", || async {
+        env.source(source).await.status.is_some_and(|st| {
+            st.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == names::CONSUMING)
+        })
+    })
+    .await;
+}
+
+async fn record_of(env: &Env, k: &RecordKey) -> Option<HealthRecord> {
+    env.records("default")
+        .get_opt(&k.record_name())
+        .await
+        .unwrap()
+}
+
+/// The writer's records reach the request, keep their freshness stamps, follow a change,
+/// and a deleted definition's tombstone removes the record.
+async fn writer_round_trip(env: &Env, w: &HealthWriter) {
+    let k = key("a", "probe");
+    w.report(report(&k, HealthState::Healthy, 1_000));
+    env.wait_state("default", "a", "healthy").await;
+    let rec = record_of(env, &k).await.expect("record applied");
+    let ann = rec.annotations();
+    assert_eq!(
+        ann.get(names::SCHEDULE_ANNOTATION).map(String::as_str),
+        Some("* * * * *")
+    );
+    assert_eq!(
+        ann.get(names::REFRESH_ANNOTATION).map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(ann.get(names::SOURCE_KEY_ANNOTATION), Some(&k.path()));
+    assert_eq!(
+        rec.labels().get(names::SOURCE_LABEL).map(String::as_str),
+        Some("stream-1")
+    );
+    w.report(report(&k, HealthState::Unhealthy, 1_060));
+    env.wait_state("default", "a", "unhealthy").await;
+    w.remove(&k);
+    wait_for("the tombstone removes the record", || async {
+        record_of(env, &k).await.is_none()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_records_from_the_writer_reach_the_request() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    let w = writer(StreamConfig::Redis(RedisConfig::new(
+        r.redis_url(),
+        "health",
+    )));
+    writer_round_trip(&env, &w).await;
+    let st = env.source("stream-1").await.status.unwrap();
+    assert_eq!(st.rejected, Some(0), "{st:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn nats_records_from_the_writer_reach_the_request() {
+    let Some(n) = nats_server().await else { return };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    nats_source(&env, &n).await;
+    wait_ready(&env, "stream-1").await;
+    let w = writer(nats_cfg(&n));
+    writer_round_trip(&env, &w).await;
+}
+
+fn doc(k: &RecordKey, state: &str, last_run: i64) -> Vec<u8> {
+    yaml(&record(
+        &k.record_name(),
+        "default",
+        &k.request,
+        state,
+        last_run,
+    ))
+}
+
+async fn rv_of(env: &Env, ns: &str, name: &str) -> String {
+    env.requests(ns)
+        .get(name)
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_a_redelivered_or_older_record_changes_nothing() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    env.create_request("default", "b").await;
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    let mut conn = redis_conn(&r).await;
+    let (ka, kb) = (key("a", "probe"), key("b", "probe"));
+    xadd(&mut conn, &ka.path(), &doc(&ka, "healthy", 100)).await;
+    env.wait_state("default", "a", "healthy").await;
+    // Let the status write settle before reading the version.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (request_rv, record_rv) = (
+        rv_of(&env, "default", "a").await,
+        record_of(&env, &ka)
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+    );
+    // Redelivered, then older: neither changes anything; the marker for `b` shows both
+    // were handled before it.
+    xadd(&mut conn, &ka.path(), &doc(&ka, "healthy", 100)).await;
+    xadd(&mut conn, &ka.path(), &doc(&ka, "unhealthy", 50)).await;
+    xadd(&mut conn, &kb.path(), &doc(&kb, "degraded", 100)).await;
+    env.wait_state("default", "b", "degraded").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rv_of(&env, "default", "a").await, request_rv);
+    assert_eq!(
+        record_of(&env, &ka)
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+        record_rv
+    );
+    let events = env
+        .events("HealthSource", "stream-1", names::REJECTED_REASON)
+        .await;
+    assert!(
+        events.is_empty(),
+        "an older message is not the Destination's error: {events:?}"
+    );
+    let pending: Value = redis_pending(&mut conn).await;
+    assert_eq!(pending, json!(0), "every message acknowledged");
+}
+
+async fn redis_pending(conn: &mut redis::aio::MultiplexedConnection) -> Value {
+    let v: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg("health")
+        .arg("plinth")
+        .query_async(conn)
+        .await
+        .unwrap();
+    match &v[0] {
+        redis::Value::Int(n) => json!(n),
+        other => json!(format!("{other:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let mut env = start().await;
+    env.start_replica();
+    env.create_request("default", "a").await;
+    // Every write to a record, seen by a watch from the start.
+    let writes = Arc::new(std::sync::Mutex::new(Vec::<(String, i64)>::new()));
+    let api: Api<HealthRecord> = Api::all(env.client.clone());
+    let seen = writes.clone();
+    let watch = tokio::spawn(async move {
+        use futures::StreamExt;
+        let mut s = std::pin::pin!(kube::runtime::watcher(api, Default::default()));
+        // The source's writes change `data`; the HealthRecord controller's (its finalizer)
+        // do not.
+        let mut last = std::collections::HashMap::new();
+        while let Some(Ok(ev)) = s.next().await {
+            if let kube::runtime::watcher::Event::Apply(r) = ev {
+                let data = serde_json::to_value(&r.spec.data).unwrap();
+                if last.insert(r.name_any(), data.clone()) != Some(data) {
+                    seen.lock()
+                        .unwrap()
+                        .push((r.name_any(), r.spec.data.last_run.unwrap_or_default()));
+                }
+            }
+        }
+    });
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    let w = writer(StreamConfig::Redis(RedisConfig::new(
+        r.redis_url(),
+        "health",
+    )));
+    const N: i64 = 40;
+    let keys: Vec<RecordKey> = (0..N).map(|i| key("a", &format!("check-{i}"))).collect();
+    for (i, k) in keys.iter().enumerate() {
+        w.report(report(k, HealthState::Healthy, 1_000 + i as i64));
+    }
+    wait_for("every record applied", || async {
+        env.records("default")
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len()
+            == N as usize
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    watch.abort();
+    let writes = writes.lock().unwrap().clone();
+    for (i, k) in keys.iter().enumerate() {
+        let mine: Vec<&(String, i64)> = writes
+            .iter()
+            .filter(|(n, _)| *n == k.record_name())
+            .collect();
+        assert_eq!(mine.len(), 1, "{}: written {mine:?}", k.record_name());
+        assert_eq!(mine[0].1, BASE + 1_000 + i as i64);
+    }
+    env.wait_state("default", "a", "healthy").await;
+    let mut conn = redis_conn(&r).await;
+    assert_eq!(redis_pending(&mut conn).await, json!(0));
+    let consumers: Vec<redis::Value> = redis::cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg("health")
+        .arg("plinth")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(consumers.len(), 2, "both replicas joined the group");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_a_bad_message_is_rejected_acknowledged_and_the_next_applies() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    let mut conn = redis_conn(&r).await;
+    let k = key("a", "probe");
+    xadd(&mut conn, &k.path(), b"state: [unclosed").await;
+    xadd(&mut conn, &k.path(), &doc(&k, "healthy", 10)).await;
+    env.wait_state("default", "a", "healthy").await;
+    wait_for("the rejection evented", || async {
+        env.events("HealthSource", "stream-1", names::REJECTED_REASON)
+            .await
+            .iter()
+            .any(|(t, note)| {
+                t == "Warning" && note.contains("unparsable YAML") && note.contains(&k.path())
+            })
+    })
+    .await;
+    assert_eq!(
+        redis_pending(&mut conn).await,
+        json!(0),
+        "the bad message was acknowledged"
+    );
+    // The good message for the same key cleared the rejection.
+    wait_for("status without the rejection", || async {
+        env.source("stream-1")
+            .await
+            .status
+            .is_some_and(|s| s.rejected == Some(0))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn nats_a_bad_message_is_rejected_and_an_older_one_changes_nothing() {
+    let Some(n) = nats_server().await else { return };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    env.create_request("default", "b").await;
+    nats_source(&env, &n).await;
+    wait_ready(&env, "stream-1").await;
+    let client = async_nats::connect(n.nats_url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let publish = |k: &RecordKey, body: Vec<u8>| {
+        let js = js.clone();
+        let path = k.path();
+        async move {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert(plinth_statestore::stream::KEY_HEADER, path.as_str());
+            js.publish_with_headers("health.records", h, body.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    let (ka, kb) = (key("a", "probe"), key("b", "probe"));
+    publish(&ka, b"state: [unclosed".to_vec()).await;
+    publish(&ka, doc(&ka, "healthy", 100)).await;
+    env.wait_state("default", "a", "healthy").await;
+    wait_for("the rejection evented", || async {
+        env.events("HealthSource", "stream-1", names::REJECTED_REASON)
+            .await
+            .iter()
+            .any(|(t, note)| t == "Warning" && note.contains("unparsable YAML"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let request_rv = rv_of(&env, "default", "a").await;
+    publish(&ka, doc(&ka, "healthy", 100)).await;
+    publish(&ka, doc(&ka, "unhealthy", 50)).await;
+    publish(&kb, doc(&kb, "degraded", 100)).await;
+    env.wait_state("default", "b", "degraded").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rv_of(&env, "default", "a").await, request_rv);
+}
