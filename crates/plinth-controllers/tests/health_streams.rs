@@ -2,7 +2,8 @@
 //! the health writer sends reach the request's `healthStatus`; a redelivered or older
 //! message changes nothing; two platform replicas in one consumer group apply each message
 //! once and lose none; a bad message is rejected with a Warning and acknowledged, and the
-//! next good one applies; a tombstone removes the record.
+//! next good one applies; a tombstone removes the record; a record a dead replica left
+//! pending is claimed (`XAUTOCLAIM`) and applied.
 
 mod health_support;
 
@@ -444,4 +445,54 @@ async fn nats_a_bad_message_is_rejected_and_an_older_one_changes_nothing() {
     env.wait_state("default", "b", "degraded").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rv_of(&env, "default", "a").await, request_rv);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_a_dead_consumers_pending_record_is_claimed_and_applied() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    let mut conn = redis_conn(&r).await;
+    let k = key("a", "probe");
+    xadd(&mut conn, &k.path(), &doc(&k, "degraded", 10)).await;
+    // A replica that read the record and died before acknowledging it.
+    let _: String = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("health")
+        .arg("plinth")
+        .arg("0")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("plinth")
+        .arg("dead-replica")
+        .arg("STREAMS")
+        .arg("health")
+        .arg(">")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(redis_pending(&mut conn).await, json!(1));
+    let t0 = std::time::Instant::now();
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    // Claimed once it has been idle for CLAIM_IDLE (30 s), within the wait's 60 s.
+    env.wait_state("default", "a", "degraded").await;
+    assert!(
+        t0.elapsed() >= plinth_statestore::stream::CLAIM_IDLE - Duration::from_secs(5),
+        "claimed before the dead consumer's entry was idle: {:?}",
+        t0.elapsed()
+    );
+    wait_for("the claimed entry acknowledged", || async {
+        redis_pending(&mut redis_conn(&r).await).await == json!(0)
+    })
+    .await;
 }
