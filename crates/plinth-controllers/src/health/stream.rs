@@ -18,9 +18,9 @@
 //! the same key replaces it.
 //!
 //! Status: `Ready` with reason `Consuming` (or `InvalidSpec`, `SecretNotFound`,
-//! `StoreError`), `records` applied from the source, `applied`/`unchanged` counted since the
-//! consumer started, the rejected keys; written at most every [`STATUS_EVERY`] unless
-//! readiness or the rejections changed.
+//! `StoreError`), `records` on the platform from the source, `applied`/`unchanged` counted
+//! since the consumer started (by the replica that wrote the status last), the rejected
+//! keys; written at most every [`STATUS_EVERY`] unless readiness or the rejections changed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -128,6 +128,8 @@ pub(crate) async fn consume(
 ) {
     let mut failures: u32 = 0;
     let mut counts = Counts::default();
+    s.records.wait_until_ready().await.ok();
+    sync_applied(&s, &hs, &mut *state.lock().await);
     while still_there(&s, &hs) {
         let mut consumer = match StreamConsumer::open(&cfg, &group, &s.consumer_name).await {
             Ok(c) => c,
@@ -161,6 +163,28 @@ pub(crate) async fn consume(
             }
         }
     }
+}
+
+/// The records on the platform labelled with this source, by key: a stream is not re-read
+/// from the start, and the platform's replicas share it, so `records` in status counts what
+/// the platform holds rather than what this consumer applied.
+fn sync_applied(s: &SourceCtx, hs: &HealthSource, st: &mut SourceState) {
+    let mine = hs.name_any();
+    st.applied = s
+        .records
+        .state()
+        .iter()
+        .filter(|r| r.labels().get(names::SOURCE_LABEL) == Some(&mine))
+        .map(|r| {
+            let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+            let key = r
+                .annotations()
+                .get(names::SOURCE_KEY_ANNOTATION)
+                .cloned()
+                .unwrap_or_else(|| format!("{ns}/{name}"));
+            (key, (ns, name))
+        })
+        .collect();
 }
 
 fn backoff(failures: u32) -> Duration {
@@ -229,6 +253,7 @@ async fn run_consumer(
         if dirty && (urgent || due) {
             out.applied = counts.applied;
             out.unchanged = counts.unchanged;
+            sync_applied(s, hs, &mut st);
             write_status(s, hs, &st, Ok(out), None)
                 .await
                 .map_err(|e| e.to_string())?;
