@@ -1,7 +1,9 @@
 //! Kubernetes' default user-facing RBAC and ClusterRole aggregation.
 //!
 //! * At start-up the server creates the ClusterRoles `cluster-admin`, `admin`, `edit`,
-//!   `view` and the `system:aggregate-to-*` roles that give the built-in kinds to them, and
+//!   `view`, the `system:aggregate-to-*` roles that give the built-in kinds to them and
+//!   the bootstrap `system:` roles that name no controller (discovery, self reviews,
+//!   health, certificate approval), and
 //!   the `cluster-admin` ClusterRoleBinding of `system:masters`, as kube-apiserver's RBAC
 //!   bootstrap does. Roles annotated `rbac.authorization.kubernetes.io/autoupdate: "true"`
 //!   are brought back to their default content at each start.
@@ -51,7 +53,7 @@ fn aggregated(name: &str, labels: &[&str], selector_label: &str) -> Value {
 /// The default ClusterRoles (Kubernetes' bootstrap policy, for the kinds this server
 /// serves).
 pub(crate) fn default_cluster_roles() -> Vec<Value> {
-    vec![
+    let mut roles = vec![
         cluster_role(
             rbac::CLUSTER_ADMIN,
             &[],
@@ -102,6 +104,126 @@ pub(crate) fn default_cluster_roles() -> Vec<Value> {
                 rule(&["authorization.k8s.io"], &["localsubjectaccessreviews"], &["create"]),
                 rule(&[RBAC_GROUP], &["rolebindings", "roles"], &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]),
             ]}),
+        ),
+    ];
+    roles.extend(system_roles());
+    roles
+}
+
+/// Kubernetes' bootstrap `system:` ClusterRoles that name no controller: the discovery,
+/// self-review, health and certificate-approval roles a cluster always has. Only the
+/// roles: which subjects hold them is left to the bindings a user creates (this server
+/// authorizes discovery and self reviews by itself).
+fn system_roles() -> Vec<Value> {
+    let urls = |urls: &[&str]| json!({"rules": [{"nonResourceURLs": urls, "verbs": ["get"]}]});
+    let approve = |signer: &str| {
+        json!({"rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                          "resourceNames": [signer], "verbs": ["approve"]}]})
+    };
+    let create = |group: &str, resources: &[&str]| json!({"rules": [rule(&[group], resources, &["create"])]});
+    vec![
+        cluster_role(
+            "system:discovery",
+            &[],
+            urls(&[
+                "/api",
+                "/api/*",
+                "/apis",
+                "/apis/*",
+                "/healthz",
+                "/livez",
+                "/openapi",
+                "/openapi/*",
+                "/readyz",
+                "/version",
+                "/version/",
+            ]),
+        ),
+        cluster_role(
+            "system:public-info-viewer",
+            &[],
+            urls(&["/healthz", "/livez", "/readyz", "/version", "/version/"]),
+        ),
+        cluster_role(
+            "system:monitoring",
+            &[],
+            urls(&[
+                "/healthz",
+                "/healthz/*",
+                "/livez",
+                "/livez/*",
+                "/metrics",
+                "/metrics/slis",
+                "/readyz",
+                "/readyz/*",
+            ]),
+        ),
+        cluster_role(
+            "system:service-account-issuer-discovery",
+            &[],
+            urls(&[
+                "/.well-known/openid-configuration",
+                "/.well-known/openid-configuration/",
+                "/openid/v1/jwks",
+                "/openid/v1/jwks/",
+            ]),
+        ),
+        cluster_role(
+            "system:basic-user",
+            &[],
+            json!({"rules": [
+                rule(&["authorization.k8s.io"], &["selfsubjectaccessreviews", "selfsubjectrulesreviews"], &["create"]),
+                rule(&["authentication.k8s.io"], &["selfsubjectreviews"], &["create"]),
+            ]}),
+        ),
+        cluster_role(
+            "system:auth-delegator",
+            &[],
+            json!({"rules": [
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"]),
+            ]}),
+        ),
+        cluster_role(
+            "system:node-bootstrapper",
+            &[],
+            json!({"rules": [rule(&["certificates.k8s.io"], &["certificatesigningrequests"], &["create", "get", "list", "watch"])]}),
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+            &[],
+            create(
+                "certificates.k8s.io",
+                &["certificatesigningrequests/nodeclient"],
+            ),
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+            &[],
+            create(
+                "certificates.k8s.io",
+                &["certificatesigningrequests/selfnodeclient"],
+            ),
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:kube-apiserver-client-approver",
+            &[],
+            approve("kubernetes.io/kube-apiserver-client"),
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:kube-apiserver-client-kubelet-approver",
+            &[],
+            approve("kubernetes.io/kube-apiserver-client-kubelet"),
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:kubelet-serving-approver",
+            &[],
+            approve("kubernetes.io/kubelet-serving"),
+        ),
+        cluster_role(
+            "system:certificates.k8s.io:legacy-unknown-approver",
+            &[],
+            approve("kubernetes.io/legacy-unknown"),
         ),
     ]
 }

@@ -1,5 +1,5 @@
 //! `autoscaling` HorizontalPodAutoscalers: one stored resource served as `autoscaling/v2`
-//! (the storage and preferred version) and `autoscaling/v1`, converted as Kubernetes'
+//! (the storage version; discovery prefers v1, as kube-apiserver does) and `autoscaling/v1`, converted as Kubernetes'
 //! `pkg/apis/autoscaling/v1` conversion does: v1's `targetCPUUtilizationPercentage` and
 //! `currentCPUUtilizationPercentage` are v2's CPU `Resource` metric of type `Utilization`;
 //! what v1 has no field for (other metrics, `behavior`, current metrics, conditions) rides

@@ -153,8 +153,16 @@ impl Registry {
                 vs.push(i.version.clone());
             }
         }
-        for vs in out.values_mut() {
+        for (group, vs) in out.iter_mut() {
             vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+            // kube-apiserver's scheme still prefers autoscaling/v1 (v2 is only the
+            // storage version), so clients that do not name a version get v1.
+            if group == "autoscaling"
+                && let Some(i) = vs.iter().position(|v| v == "v1")
+            {
+                let v1 = vs.remove(i);
+                vs.insert(0, v1);
+            }
         }
         out
     }

@@ -38,7 +38,8 @@ async fn one_autoscaler_is_served_as_v1_and_v2() {
         .request(plain("GET", "/apis/autoscaling", None))
         .await
         .unwrap();
-    assert_eq!(group["preferredVersion"]["version"], "v2");
+    // As kube-apiserver: v1 is preferred in discovery, v2 is stored.
+    assert_eq!(group["preferredVersion"]["version"], "v1");
     assert_eq!(group["versions"].as_array().unwrap().len(), 2);
 
     // Created through v1 with a CPU target: read through v2 as a Resource metric.
