@@ -8,22 +8,21 @@
 //! Run: `cargo run --release -p plinth-controllers --example bench_health`
 //! (`-- --records N` for another size; needs moto from scripts/install-test-deps.sh).
 
+#[path = "support/bench_platform.rs"]
+mod bench_platform;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use plinth_api::{HealthRecord, HealthSource};
-use plinth_apiserver::testing::TestServer;
 use plinth_controllers::{Context, ControllerConfig};
 use plinth_statestore::{BucketAuth, BucketConfig, StateStore, StoreConfig, WriteOp, WriteRequest};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const CHECKS_PER_REQUEST: usize = 10;
 
@@ -177,45 +176,12 @@ async fn main() {
     cfg.insecure = true;
     let store = StateStore::open(StoreConfig::Bucket(cfg)).await.unwrap();
 
-    let server = TestServer::start().await.expect("API server");
-    let client = server.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let api_crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "benches.bench.example.test"},
-        "spec": {"group": "bench.example.test", "names": {"kind": "Bench", "plural": "benches", "singular": "bench"},
-                 "scope": "Namespaced", "versions": [{"name": "v1", "served": true, "storage": true,
-                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}}]}});
-    let mut all: Vec<Value> = plinth_api::crds::all_crds()
-        .into_iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
-    all.push(plinth_api::crds::build_request_crd("bench", &api_crd).unwrap());
-    for c in all {
-        crds.create(&PostParams::default(), &serde_json::from_value(c).unwrap())
-            .await
-            .unwrap();
-    }
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("bench.example.test", "v1", "Bench"),
-        "benches",
-    );
-    let requests: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    while requests.list(&Default::default()).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let promises: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &plinth_controllers::promise::promise_resource(),
-    );
-    promises
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"apiVersion": "platform.kratix.io/v1alpha1",
-        "kind": "Promise", "metadata": {"name": "bench"}, "spec": {"api": api_crd}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let bench_platform::BenchPlatform {
+        server,
+        client,
+        requests,
+        resource: ar,
+    } = bench_platform::start().await;
     let n_requests = records.div_ceil(CHECKS_PER_REQUEST);
     for r in 0..n_requests {
         requests.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "bench.example.test/v1",

@@ -9,14 +9,16 @@
 //! (needs `redis-server` and `nats-server` on PATH or in /usr/sbin, from
 //! scripts/install-test-deps.sh; `-- --samples N`, `-- --only redis|nats`).
 
+#[path = "support/bench_platform.rs"]
+#[allow(dead_code)] // each benchmark uses what it needs of the shared platform
+mod bench_platform;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, PostParams};
 use plinth_api::HealthState;
-use plinth_apiserver::testing::TestServer;
 use plinth_controllers::{Context, ControllerConfig};
 use plinth_statestore::health::{HealthReport, HealthWriter, HealthWriterConfig, RecordKey};
 use plinth_statestore::{NatsConfig, RedisConfig, StreamConfig, StreamSink};
@@ -84,45 +86,12 @@ async fn main() {
     };
     let samples: usize = arg("--samples").and_then(|v| v.parse().ok()).unwrap_or(200);
     let only = arg("--only");
-    let server = TestServer::start().await.expect("API server");
-    let client = server.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let api_crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "benches.bench.example.test"},
-        "spec": {"group": "bench.example.test", "names": {"kind": "Bench", "plural": "benches", "singular": "bench"},
-                 "scope": "Namespaced", "versions": [{"name": "v1", "served": true, "storage": true,
-                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}}]}});
-    let mut all: Vec<Value> = plinth_api::crds::all_crds()
-        .into_iter()
-        .map(|c| serde_json::to_value(c).unwrap())
-        .collect();
-    all.push(plinth_api::crds::build_request_crd("bench", &api_crd).unwrap());
-    for c in all {
-        crds.create(&PostParams::default(), &serde_json::from_value(c).unwrap())
-            .await
-            .unwrap();
-    }
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("bench.example.test", "v1", "Bench"),
-        "benches",
-    );
-    let requests: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    while requests.list(&Default::default()).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let promises: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &plinth_controllers::promise::promise_resource(),
-    );
-    promises
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"apiVersion": "platform.kratix.io/v1alpha1",
-        "kind": "Promise", "metadata": {"name": "bench"}, "spec": {"api": api_crd}}))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    let bench_platform::BenchPlatform {
+        server,
+        client,
+        requests,
+        ..
+    } = bench_platform::start().await;
     let ctx = Context::new(
         client.clone(),
         ControllerConfig {

@@ -149,9 +149,7 @@ pub async fn spawn(
     interval: Duration,
     metrics: Arc<plinth_api::metrics::Metrics>,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let mut cfg = plinth_agent::AgentConfig::new(destination, source, path);
-    cfg.interval = interval;
-    cfg.metrics = Some(metrics);
+    let cfg = agent_config(destination, source, path, interval, metrics);
     start(cfg, target, platform).await
 }
 
@@ -169,11 +167,23 @@ pub async fn spawn_into_platform(
     interval: Duration,
     metrics: Arc<plinth_api::metrics::Metrics>,
 ) -> anyhow::Result<JoinHandle<()>> {
+    let mut cfg = agent_config(destination, source, path, interval, metrics);
+    cfg.platform = true;
+    start(cfg, platform.clone(), platform).await
+}
+
+/// The configuration of the agent of `destination`, passing every `interval`.
+fn agent_config(
+    destination: &str,
+    source: StoreConfig,
+    path: &str,
+    interval: Duration,
+    metrics: Arc<plinth_api::metrics::Metrics>,
+) -> plinth_agent::AgentConfig {
     let mut cfg = plinth_agent::AgentConfig::new(destination, source, path);
     cfg.interval = interval;
     cfg.metrics = Some(metrics);
-    cfg.platform = true;
-    start(cfg, platform.clone(), platform).await
+    cfg
 }
 
 /// Starts the agent of `cfg` applying into `target`, woken by its Destination's
