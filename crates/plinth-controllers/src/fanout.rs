@@ -384,8 +384,10 @@ async fn write_progress(ctx: &Context, caches: &RequestCaches, promise: &str) ->
     if progress.is_null() {
         return Ok(());
     }
-    let promises: Api<DynamicObject> =
-        Api::all_with(ctx.client.clone(), &crate::support::resources::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        ctx.client.clone(),
+        &crate::support::resources::promise_resource(),
+    );
     status::update_status(&promises, promise, |s, _| {
         status::set_field(s, "resourceRequests", progress.clone())
     })
