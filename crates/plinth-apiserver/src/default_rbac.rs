@@ -107,20 +107,16 @@ pub(crate) fn default_cluster_roles() -> Vec<Value> {
         ),
     ];
     roles.extend(system_roles());
+    roles.extend(certificate_roles());
     roles
 }
 
-/// Kubernetes' bootstrap `system:` ClusterRoles that name no controller: the discovery,
-/// self-review, health and certificate-approval roles a cluster always has. Only the
+/// Kubernetes' bootstrap `system:` ClusterRoles that name no controller and no signer:
+/// the discovery, self-review and health roles a cluster always has. Only the
 /// roles: which subjects hold them is left to the bindings a user creates (this server
 /// authorizes discovery and self reviews by itself).
 fn system_roles() -> Vec<Value> {
     let urls = |urls: &[&str]| json!({"rules": [{"nonResourceURLs": urls, "verbs": ["get"]}]});
-    let approve = |signer: &str| {
-        json!({"rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
-                          "resourceNames": [signer], "verbs": ["approve"]}]})
-    };
-    let create = |group: &str, resources: &[&str]| json!({"rules": [rule(&[group], resources, &["create"])]});
     vec![
         cluster_role(
             "system:discovery",
@@ -184,6 +180,18 @@ fn system_roles() -> Vec<Value> {
                 rule(&["authorization.k8s.io"], &["subjectaccessreviews"], &["create"]),
             ]}),
         ),
+    ]
+}
+
+/// The bootstrap roles of the certificates API: who may request node certificates and
+/// approve requests for each of Kubernetes' signers.
+fn certificate_roles() -> Vec<Value> {
+    let approve = |signer: &str| {
+        json!({"rules": [{"apiGroups": ["certificates.k8s.io"], "resources": ["signers"],
+                          "resourceNames": [signer], "verbs": ["approve"]}]})
+    };
+    let create = |resource: &str| json!({"rules": [rule(&["certificates.k8s.io"], &[resource], &["create"])]});
+    vec![
         cluster_role(
             "system:node-bootstrapper",
             &[],
@@ -192,18 +200,12 @@ fn system_roles() -> Vec<Value> {
         cluster_role(
             "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
             &[],
-            create(
-                "certificates.k8s.io",
-                &["certificatesigningrequests/nodeclient"],
-            ),
+            create("certificatesigningrequests/nodeclient"),
         ),
         cluster_role(
             "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
             &[],
-            create(
-                "certificates.k8s.io",
-                &["certificatesigningrequests/selfnodeclient"],
-            ),
+            create("certificatesigningrequests/selfnodeclient"),
         ),
         cluster_role(
             "system:certificates.k8s.io:kube-apiserver-client-approver",

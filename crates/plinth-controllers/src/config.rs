@@ -202,6 +202,22 @@ fn apply_values(doc: &Value, c: &mut ControllerConfig) -> Vec<String> {
     ) {
         c.feature_dry_run = b;
     }
+    let runs = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+    if let Some(n) = k.get(
+        "health.staleAfterMissedRuns",
+        "a non-negative integer",
+        c.health_stale_after_missed_runs,
+        runs,
+    ) {
+        c.health_stale_after_missed_runs = n;
+    }
+    apply_workflow_values(&mut k, c);
+    k.warnings
+}
+
+/// The `workflows.*` keys of [`apply_values`]: how pipeline Jobs and their containers
+/// are built and re-run.
+fn apply_workflow_values(k: &mut Keys<'_>, c: &mut ControllerConfig) {
     if let Some(b) = k.get(
         "workflows.reconcileAfterFailure",
         "a boolean",
@@ -217,15 +233,6 @@ fn apply_values(doc: &Value, c: &mut ControllerConfig) -> Vec<String> {
         Value::as_u64,
     ) {
         c.max_in_flight_per_promise = n as usize;
-    }
-    let runs = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
-    if let Some(n) = k.get(
-        "health.staleAfterMissedRuns",
-        "a non-negative integer",
-        c.health_stale_after_missed_runs,
-        runs,
-    ) {
-        c.health_stale_after_missed_runs = n;
     }
     let backoff = |v: &Value| {
         v.as_i64()
@@ -270,7 +277,6 @@ fn apply_values(doc: &Value, c: &mut ControllerConfig) -> Vec<String> {
     ) {
         c.default_container_resources = Some(v);
     }
-    k.warnings
 }
 
 /// The keys of Kratix's config document, those Plinth reads and those it has no use for
