@@ -10,7 +10,7 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::dynamic::RequestControllers;
-use crate::stores::StoreRegistry;
+use crate::statestore::registry::StoreRegistry;
 
 /// Everything a reconcile needs besides the object itself.
 pub struct Context {

@@ -26,9 +26,9 @@
 //! normalised by the layout rules (leading/trailing/repeated `/` dropped, `.` and `/`
 //! = store root, `..` refused with `Ready=False/InvalidDestinationPath`).
 
+use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
@@ -46,7 +46,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::Context;
-use crate::stores::store_generation;
+use crate::statestore::registry::store_generation;
 use crate::support::{
     EventRecorder, EventType, describe, edit_finalizers, is_not_found, patch_status, publish,
     set_condition, typed_reference,
@@ -67,6 +67,12 @@ pub fn layout_mode(mode: FilepathMode) -> layout::FilepathMode {
 struct DestState {
     ctx: Arc<Context>,
     recorder: EventRecorder,
+}
+
+impl crate::support::harness::Shared for DestState {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 fn destinations_of_store(
@@ -129,27 +135,8 @@ pub async fn run(ctx: Arc<Context>) {
                     .collect::<Vec<_>>()
             },
         )
-        .run(
-            crate::instrument::instrument(
-                state.ctx.metrics.clone(),
-                "destination",
-                None,
-                reconcile,
-            ),
-            error_policy,
-            state,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "destination reconcile");
-            }
-        })
+        .start(Harness::new("destination"), reconcile, state)
         .await;
-}
-
-fn error_policy(dest: Arc<Destination>, err: &Error, state: Arc<DestState>) -> Action {
-    log_reconcile_failure!(err, "destination reconcile", destination = %describe(dest.as_ref()));
-    Action::requeue(state.ctx.config().requeue_default)
 }
 
 fn conditions_of(d: &Destination) -> Vec<Condition> {

@@ -15,9 +15,9 @@
 //! DryRun gets `Completed=False/DryRunDisabled` naming the setting; turning the flag on
 //! wakes every DryRun.
 
+use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
@@ -79,18 +79,8 @@ pub async fn run(ctx: Arc<Context>) {
         )
         // Turning the feature on or off re-evaluates every DryRun.
         .reconcile_all_on(config_changes)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "dry run reconcile");
-            }
-        })
+        .start(Harness::new("dryrun"), reconcile, ctx)
         .await;
-}
-
-fn error_policy(d: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    log_reconcile_failure!(err, "DryRun reconcile", dryrun = %d.name_any());
-    Action::requeue(ctx.config().requeue_default)
 }
 
 async fn set_completed(

@@ -114,7 +114,7 @@ pub fn instrument<K, C, F, Fut, E>(
     controller: &str,
     promise: Option<String>,
     mut reconcile: F,
-) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Action, E>>
+) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Action, E>> + use<K, C, F, Fut, E>
 where
     K: LogSubject + Send + Sync + 'static,
     C: Send + Sync + 'static,

@@ -1,58 +1,52 @@
 //! Plinth's controllers: kube-runtime controllers that implement Kratix's behaviour on
 //! any Kubernetes API (the embedded server in-process, or a real cluster).
 //!
-//! - [`promise`]: Promises and, per Promise API, a dynamic
-//!   resource-request controller ([`request`]).
-//! - [`dynamic`]: the registry of running request controllers (held by [`Context`]).
-//! - [`workflow`]: pipelines as Jobs and the workflow engine.
-//! - [`scheduler`] (the placement rules), [`work`], [`workplacement`], [`destination`],
-//!   [`statestore`]: Works to files.
-//! - [`support`]: what every controller shares (conditions, the status writer, the
-//!   finalizer editor, Events, API-error tests).
+//! The controllers, one module (or folder) each:
+//! - [`promise`]: Promises; per Promise API a dynamic resource-request controller
+//!   ([`request`]), with [`fanout`], [`request_caches`] and [`resourcebinding`].
+//! - [`promiserelease`], [`dryrun`]: PromiseReleases and dry runs of Promise changes.
+//! - [`work`] (with its [`work::scheduler`]), [`workplacement`], [`destination`],
+//!   [`statestore`]: Works to files in state stores.
+//! - [`health`]: HealthSources and HealthRecords to a request's health.
+//! - [`config`]: the `kratix` ConfigMap's keys, applied to every controller.
+//!
+//! The machinery they share:
+//! - [`context`] (the one client and the configuration), [`support`] (conditions, the
+//!   status writer, the finalizer editor, Events, the controller harness),
+//!   [`instrument`] (metrics and logs of every reconcile), [`announce`] (condition
+//!   Events), [`workflow`] (pipelines as Jobs), [`dynamic`] (the registry of running
+//!   request controllers), [`observe`], [`triggers`], [`apply`], [`user_roles`].
 //!
 //! Every controller talks to the control plane only through the one `kube::Client` in
 //! [`Context`].
 #![deny(missing_docs)]
 
-/// Logs a failed reconcile with the object's fields: at DEBUG when it lost a write race
-/// (409 Conflict: the object changed since it was read, and the retry that follows is
-/// routine), at WARN otherwise. `$what` names the reconcile ("Promise reconcile").
-macro_rules! log_reconcile_failure {
-    ($err:expr, $what:literal, $($fields:tt)+) => {{
-        let err: &$crate::Error = $err;
-        if err.is_conflict() {
-            tracing::debug!($($fields)+, error = %err, concat!($what, " lost a write race; retrying"));
-        } else {
-            tracing::warn!($($fields)+, error = %err, concat!($what, " failed"));
-        }
-    }};
-}
-
-pub mod announce;
-pub mod apply;
+// The controllers.
 pub mod config;
-pub mod context;
 pub mod destination;
 pub mod dryrun;
-pub mod dynamic;
 pub mod fanout;
 pub mod health;
-pub mod instrument;
-pub mod observe;
 pub mod promise;
 pub mod promiserelease;
 pub mod request;
 pub mod request_caches;
 pub mod resourcebinding;
-pub mod scheduler;
 pub mod statestore;
-pub mod stores;
+pub mod work;
+pub mod workplacement;
+
+// The machinery they share.
+pub mod announce;
+pub mod apply;
+pub mod context;
+pub mod dynamic;
+pub mod instrument;
+pub mod observe;
 pub mod support;
 pub mod triggers;
 pub mod user_roles;
-pub mod work;
 pub mod workflow;
-pub mod workplacement;
 
 pub use context::{Context, ControllerConfig};
 

@@ -3,10 +3,10 @@
 //! removes it when the PromiseRelease is deleted. Fetch errors surface as a condition
 //! and a Warning event quoting the cause.
 
+use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -37,22 +37,8 @@ pub fn release_resource() -> ApiResource {
 pub async fn run(ctx: Arc<Context>) {
     let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
     Controller::new_with(api, watcher::Config::default(), release_resource())
-        .run(
-            crate::instrument::instrument(ctx.metrics.clone(), "promiserelease", None, reconcile),
-            error_policy,
-            ctx,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "promise release reconcile");
-            }
-        })
+        .start(Harness::new("promiserelease"), reconcile, ctx)
         .await;
-}
-
-fn error_policy(pr: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    log_reconcile_failure!(err, "PromiseRelease reconcile", promise_release = %pr.name_any());
-    Action::requeue(ctx.config().requeue_default)
 }
 
 /// One reconcile, a failure of it reported on the PromiseRelease

@@ -4,9 +4,9 @@
 //! Beyond Kratix: the controller is restarted on the API's currently served version when
 //! the Promise's CRD changes, and it is truly stopped when the Promise goes.
 
+use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -44,6 +44,12 @@ struct RequestCtx {
     api: RequestApi,
     fanout: fanout::FanOut,
     caches: RequestCaches,
+}
+
+impl crate::support::harness::Shared for RequestCtx {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
 }
 
 /// Starts (or restarts on a changed API) the request controller of `promise` on `api`
@@ -109,21 +115,11 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
         .reconcile_on(futures::stream::unfold(wakes, |mut rx| async move {
             rx.recv().await.map(|r| (r, rx))
         }))
-        .run(
-            crate::instrument::instrument(
-                rctx.ctx.metrics.clone(),
-                "request",
-                Some(rctx.promise.clone()),
-                crate::announce::with_condition_events(COMPONENT, context_of, reconcile),
-            ),
-            error_policy,
+        .start(
+            Harness::for_promise("request", rctx.promise.clone()),
+            crate::announce::with_condition_events(COMPONENT, context_of, reconcile),
             rctx,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "resource request reconcile");
-            }
-        });
+        );
     let pause = reporter.ctx.config().requeue_short;
     let progress = reporter
         .fanout
@@ -243,11 +239,6 @@ fn all_requests(store: &Store<DynamicObject>, ar: &ApiResource) -> Vec<ObjectRef
         .into_iter()
         .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
         .collect()
-}
-
-fn error_policy(rr: Arc<DynamicObject>, err: &Error, rctx: Arc<RequestCtx>) -> Action {
-    log_reconcile_failure!(err, "resource request reconcile", promise = %rctx.promise, request = %rr.name_any(), namespace = %rr.namespace().unwrap_or_default());
-    Action::requeue(rctx.ctx.config().requeue_default)
 }
 
 fn request_workflow(

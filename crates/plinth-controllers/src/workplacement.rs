@@ -26,11 +26,11 @@
 //!   between those, status-only updates and Destination events do not re-write a
 //!   generation that was already written.
 
+use crate::support::harness::{Harness, Start};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
@@ -50,7 +50,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::Context;
-use crate::stores::store_generation;
+use crate::statestore::registry::store_generation;
 use crate::support::{
     EventRecorder, EventType, condition_is_false, describe, edit_finalizers, get_condition,
     patch_status, publish, set_condition, typed_reference,
@@ -209,6 +209,12 @@ struct WpState {
     written: Mutex<HashMap<ObjectKey, (Option<i64>, Instant)>>,
 }
 
+impl crate::support::harness::Shared for WpState {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 /// Runs the WorkPlacement controller until the process stops.
 ///
 /// Watches WorkPlacements (all namespaces), Destinations (mapped to the placements
@@ -290,21 +296,7 @@ pub async fn run(ctx: Arc<Context>) {
                 )
             },
         )
-        .run(
-            crate::instrument::instrument(
-                state.ctx.metrics.clone(),
-                "workplacement",
-                None,
-                reconcile,
-            ),
-            error_policy,
-            state,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "workplacement reconcile");
-            }
-        })
+        .start(Harness::new("workplacement"), reconcile, state)
         .await;
 }
 
@@ -338,11 +330,6 @@ fn destinations_of_store(
         .filter(|d| d.spec.state_store_ref.kind == kind && d.spec.state_store_ref.name == name)
         .map(|d| d.name_any())
         .collect()
-}
-
-fn error_policy(wp: Arc<WorkPlacement>, err: &Error, state: Arc<WpState>) -> Action {
-    log_reconcile_failure!(err, "workplacement reconcile", workplacement = %describe(wp.as_ref()));
-    Action::requeue(state.ctx.config().requeue_default)
 }
 
 fn conditions_of(wp: &WorkPlacement) -> Vec<Condition> {

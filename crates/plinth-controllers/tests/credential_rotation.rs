@@ -174,15 +174,21 @@ fn list_has(bare: &std::path::Path, needle: &str) -> bool {
     out.status.success() && !out.stdout.is_empty()
 }
 
+/// Replaces the Work's content, reading it again when the controllers wrote its status
+/// in between (409 Conflict), as any client of a live object does.
 async fn update_work(env: &placement_support::Env, content: &str) {
     let works: Api<Work> = Api::namespaced(env.client.clone(), "team-a");
-    let mut w = works.get("w71").await.unwrap();
-    let mut spec = serde_json::to_value(&w.spec).unwrap();
-    spec["workloadGroups"][0]["workloads"][0]["content"] =
-        json!(work_content::encode(content.as_bytes()));
-    w.spec = serde_json::from_value(spec).unwrap();
-    works
-        .replace("w71", &PostParams::default(), &w)
-        .await
-        .unwrap();
+    for _ in 0..10 {
+        let mut w = works.get("w71").await.unwrap();
+        let mut spec = serde_json::to_value(&w.spec).unwrap();
+        spec["workloadGroups"][0]["workloads"][0]["content"] =
+            json!(work_content::encode(content.as_bytes()));
+        w.spec = serde_json::from_value(spec).unwrap();
+        match works.replace("w71", &PostParams::default(), &w).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("replacing Work w71: {e}"),
+        }
+    }
+    panic!("Work w71 kept changing: 10 conflicts in a row");
 }

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use placement_support::*;
 use plinth_api::{Destination, Work, WorkPlacement};
-use plinth_controllers::scheduler::rendezvous_choice;
+use plinth_controllers::work::scheduler::rendezvous_choice;
 use serde_json::json;
 
 const GROUP: &str = "5058f1af8388633f609cadb75a75dc9d";

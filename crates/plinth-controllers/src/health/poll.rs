@@ -103,6 +103,54 @@ pub(crate) struct Lookups {
     claims: Option<HashMap<Target, BTreeSet<String>>>,
 }
 
+/// Why a poll, or one message of a stream, failed as a whole. A bad object never does:
+/// it is a [`Rejection`]. The messages are fit for the HealthSource's `Ready` condition.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PollError {
+    /// The store could not be listed or read, or the stream failed.
+    #[error("{0}")]
+    Store(#[from] plinth_statestore::StoreError),
+    /// The branch that held records is gone: more likely removed by mistake than meant to
+    /// drop every record, so they are kept.
+    #[error(
+        "the branch no longer exists; the {kept} records read from it are kept until it is \
+         back or this HealthSource is deleted"
+    )]
+    BranchGone {
+        /// How many records were read from it.
+        kept: usize,
+    },
+    /// Looking up a record's Promise or request failed, or the status write did.
+    #[error("{0}")]
+    Controller(#[from] crate::Error),
+    /// The API failed `action` (e.g. `applying HealthRecord ns/name`).
+    #[error("{action}: {source}")]
+    Api {
+        /// What was being done to which record.
+        action: String,
+        /// The client's error.
+        source: kube::Error,
+    },
+    /// Handling the object or message at `key` failed.
+    #[error("{key}: {source}")]
+    Object {
+        /// The object's key in the store, or the message's record key.
+        key: String,
+        /// Why.
+        source: Box<PollError>,
+    },
+}
+
+impl PollError {
+    /// The failure `source` of handling `key`.
+    pub(crate) fn at(key: &str, source: PollError) -> PollError {
+        PollError::Object {
+            key: key.to_string(),
+            source: Box::new(source),
+        }
+    }
+}
+
 /// Runs one poll. Transport errors fail the poll (`Err` with the cause); bad objects
 /// never do.
 pub(crate) async fn poll(
@@ -110,17 +158,13 @@ pub(crate) async fn poll(
     hs: &HealthSource,
     state: &mut SourceState,
     reader: &dyn RecordReader,
-) -> Result<PollOutcome, String> {
+) -> Result<PollOutcome, PollError> {
     let mut out = PollOutcome {
         target: reader.describe(),
         ..Default::default()
     };
     let since = state.listing_version.clone();
-    match reader
-        .list(since.as_deref())
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    match reader.list(since.as_deref()).await? {
         Listing::Unchanged => {}
         Listing::Changed { version, objects } => {
             state.listing_version = Some(version);
@@ -135,11 +179,9 @@ pub(crate) async fn poll(
         // It held records: more likely removed by mistake than meant to drop every
         // record, so nothing is removed and the source reports it.
         Listing::Absent => {
-            return Err(format!(
-                "the branch no longer exists; the {} records read from it are kept until it \
-                 is back or this HealthSource is deleted",
-                state.applied.len()
-            ));
+            return Err(PollError::BranchGone {
+                kept: state.applied.len(),
+            });
         }
     }
     let todo = work_list(s, state);
@@ -149,7 +191,7 @@ pub(crate) async fn poll(
         let known = state.applied.contains_key(&obj.key) || state.orphaned.contains(&obj.key);
         let result = handle(s, hs, reader, obj, known, &mut lookups)
             .await
-            .map_err(|e| format!("{}: {e}", obj.key))?;
+            .map_err(|e| PollError::at(&obj.key, e))?;
         out.reads += 1;
         state.seen.insert(obj.key.clone(), obj.version.clone());
         record_result(state, &mut out, &obj.key, result);
@@ -251,8 +293,8 @@ async fn handle(
     obj: &ListedObject,
     known: bool,
     lookups: &mut Lookups,
-) -> Result<Result<Handled, Rejection>, String> {
-    let Some(bytes) = reader.get(&obj.key).await.map_err(|e| e.to_string())? else {
+) -> Result<Result<Handled, Rejection>, PollError> {
+    let Some(bytes) = reader.get(&obj.key).await? else {
         return Ok(Err(Rejection::Invalid(
             "disappeared while being read".into(),
         )));
@@ -270,15 +312,12 @@ pub(crate) async fn handle_document(
     bytes: &[u8],
     known: bool,
     lookups: &mut Lookups,
-) -> Result<Result<Handled, Rejection>, String> {
+) -> Result<Result<Handled, Rejection>, PollError> {
     let rec = match parse_record(bytes) {
         Ok(r) => r,
         Err(rej) => return Ok(Err(rej)),
     };
-    if let Some(rej) = check_refs(s, &rec, known, lookups)
-        .await
-        .map_err(|e| e.to_string())?
-    {
+    if let Some(rej) = check_refs(s, &rec, known, lookups).await? {
         return Ok(Err(rej));
     }
     if let Some(rej) = check_ownership(s, hs, &rec, lookups) {
@@ -400,7 +439,7 @@ async fn apply(
     hs: &HealthSource,
     rec: HealthRecord,
     key: &str,
-) -> Result<Result<Handled, Rejection>, String> {
+) -> Result<Result<Handled, Rejection>, PollError> {
     match write_record(s, hs, rec, key).await {
         Ok(Written::Done(h)) => Ok(Ok(h)),
         Ok(Written::Older(why)) => Ok(Err(Rejection::Stale(why))),
@@ -410,7 +449,7 @@ async fn apply(
                 e.code, e.message
             ))))
         }
-        Err((what, e)) => Err(format!("{what}: {e}")),
+        Err((action, source)) => Err(PollError::Api { action, source }),
     }
 }
 
@@ -507,7 +546,7 @@ async fn remove_gone(
     s: &SourceCtx,
     hs: &HealthSource,
     state: &mut SourceState,
-) -> Result<usize, String> {
+) -> Result<usize, PollError> {
     let present: HashSet<String> = state.objects.iter().map(|o| o.key.clone()).collect();
     state.seen.retain(|k, _| present.contains(k));
     state.rejected.retain(|k, _| present.contains(k));
@@ -531,7 +570,7 @@ pub(crate) async fn delete_record(
     hs: &HealthSource,
     ns: &str,
     name: &str,
-) -> Result<bool, String> {
+) -> Result<bool, PollError> {
     let mine = hs.name_any();
     let ours = s
         .records
@@ -544,7 +583,10 @@ pub(crate) async fn delete_record(
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(true),
         Err(ref e) if crate::support::is_not_found(e) => Ok(false),
-        Err(e) => Err(format!("removing HealthRecord {ns}/{name}: {e}")),
+        Err(source) => Err(PollError::Api {
+            action: format!("removing HealthRecord {ns}/{name}"),
+            source,
+        }),
     }
 }
 

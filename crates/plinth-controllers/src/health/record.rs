@@ -18,9 +18,10 @@
 //! overdue counts as `unknown`, with the reason in its entry and in the Event; the
 //! reconcile comes back when the earliest fresh record of the request would go stale.
 
+use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
@@ -101,6 +102,12 @@ struct RecordCtx {
     index: Arc<RecordIndex>,
 }
 
+impl crate::support::harness::Shared for RecordCtx {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 /// Runs the HealthRecord controller until the process stops.
 pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
     let api: Api<HealthRecord> = Api::all(ctx.client.clone());
@@ -119,22 +126,8 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         index,
     });
     Controller::for_stream(stream, store)
-        .run(
-            crate::instrument::instrument(rc.ctx.metrics.clone(), "healthrecord", None, reconcile),
-            error_policy,
-            rc,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "health record reconcile");
-            }
-        })
+        .start(Harness::new("healthrecord"), reconcile, rc)
         .await;
-}
-
-fn error_policy(rec: Arc<HealthRecord>, err: &Error, rc: Arc<RecordCtx>) -> Action {
-    log_reconcile_failure!(err, "health record reconcile", record = %rec.name_any(), namespace = ?rec.namespace());
-    Action::requeue(rc.ctx.config().requeue_default)
 }
 
 async fn reconcile(rec: Arc<HealthRecord>, rc: Arc<RecordCtx>) -> Result<Action, Error> {

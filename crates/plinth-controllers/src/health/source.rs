@@ -27,6 +27,7 @@
 //! restarts, when the generation or the Secret changed; the Secret is re-read every
 //! [`STREAM_RECHECK`]) its consumer task, see [`super::stream`].
 
+use crate::support::harness::{Harness, Start};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,6 +79,12 @@ pub(crate) struct SourceCtx {
     streams: Mutex<HashMap<String, StreamTask>>,
 }
 
+impl crate::support::harness::Shared for SourceCtx {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 /// A consumer name unique to this process and controller instance.
 fn consumer_name() -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -123,27 +130,8 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         streams: Mutex::new(HashMap::new()),
     });
     Controller::for_stream(stream, sources)
-        .run(
-            crate::instrument::instrument(
-                sctx.ctx.metrics.clone(),
-                "healthsource",
-                None,
-                reconcile,
-            ),
-            error_policy,
-            sctx,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "health source reconcile");
-            }
-        })
+        .start(Harness::new("healthsource"), reconcile, sctx)
         .await;
-}
-
-fn error_policy(hs: Arc<HealthSource>, err: &crate::Error, s: Arc<SourceCtx>) -> Action {
-    log_reconcile_failure!(err, "health source reconcile", source = %hs.name_any());
-    Action::requeue(s.ctx.config().requeue_default)
 }
 
 /// Why a source cannot poll: condition reason and message.
@@ -331,7 +319,7 @@ async fn poll_once(
     s.records.wait_until_ready().await.ok();
     let outcome = poll(s, hs, state, reader.as_ref())
         .await
-        .map_err(|e| NotReady(names::STORE_ERROR, e))?;
+        .map_err(|e| NotReady(names::STORE_ERROR, e.to_string()))?;
     publish_rejections(s, hs, &outcome).await;
     Ok(outcome)
 }

@@ -33,7 +33,7 @@ use plinth_api::constants::health as names;
 use plinth_statestore::{NatsConfig, RedisConfig, StreamConfig, StreamConsumer, StreamMessage};
 
 use super::poll::{
-    Lookups, PollOutcome, SourceState, delete_record, handle_document, record_result,
+    Lookups, PollError, PollOutcome, SourceState, delete_record, handle_document, record_result,
 };
 use super::source::{NotReady, SourceCtx, publish_rejections, write_status};
 use super::validate::{Rejection, parse_tombstone};
@@ -156,8 +156,14 @@ pub(crate) async fn consume(
                 failures += 1;
                 tracing::warn!(source = %hs.name_any(), error = %e, "health source stream failed; reconnecting");
                 let st = state.lock().await;
-                let _ =
-                    write_status(&s, &hs, &st, Err(NotReady(names::STORE_ERROR, e)), None).await;
+                let _ = write_status(
+                    &s,
+                    &hs,
+                    &st,
+                    Err(NotReady(names::STORE_ERROR, e.to_string())),
+                    None,
+                )
+                .await;
                 drop(st);
                 tokio::time::sleep(backoff(failures)).await;
             }
@@ -207,7 +213,7 @@ async fn run_consumer(
     state: &tokio::sync::Mutex<SourceState>,
     counts: &mut Counts,
     failures: &mut u32,
-) -> Result<(), String> {
+) -> Result<(), PollError> {
     let target = consumer.describe().to_string();
     let mut last_status: Option<Instant> = None;
     let mut dirty = true;
@@ -216,7 +222,7 @@ async fn run_consumer(
         if !still_there(s, hs) {
             return Ok(());
         }
-        let msgs = consumer.next(WAIT).await.map_err(|e| e.to_string())?;
+        let msgs = consumer.next(WAIT).await?;
         let mut st = state.lock().await;
         let mut out = PollOutcome {
             target: target.clone(),
@@ -241,7 +247,7 @@ async fn run_consumer(
             last_retry = Instant::now();
             retry_parked(s, hs, &mut st, &mut out, counts, &mut lookups).await?;
         }
-        consumer.ack(&acks).await.map_err(|e| e.to_string())?;
+        consumer.ack(&acks).await?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -254,9 +260,7 @@ async fn run_consumer(
             out.applied = counts.applied;
             out.unchanged = counts.unchanged;
             sync_applied(s, hs, &mut st);
-            write_status(s, hs, &st, Ok(out), None)
-                .await
-                .map_err(|e| e.to_string())?;
+            write_status(s, hs, &st, Ok(out), None).await?;
             last_status = Some(Instant::now());
             dirty = false;
         }
@@ -272,7 +276,7 @@ async fn handle_message(
     counts: &mut Counts,
     m: &StreamMessage,
     lookups: &mut Lookups,
-) -> Result<(), String> {
+) -> Result<(), PollError> {
     let key = m
         .key
         .clone()
@@ -301,11 +305,11 @@ async fn handle_body(
     id: &str,
     body: &[u8],
     lookups: &mut Lookups,
-) -> Result<(), String> {
+) -> Result<(), PollError> {
     let known = st.applied.contains_key(key) || st.orphaned.contains(key);
     let result = handle_document(s, hs, key, body, known, lookups)
         .await
-        .map_err(|e| format!("{key}: {e}"))?;
+        .map_err(|e| PollError::at(key, e))?;
     out.reads += 1;
     match &result {
         Err(Rejection::Stale(why)) => {
@@ -337,7 +341,7 @@ async fn retry_parked(
     out: &mut PollOutcome,
     counts: &mut Counts,
     lookups: &mut Lookups,
-) -> Result<(), String> {
+) -> Result<(), PollError> {
     let parked = std::mem::take(&mut counts.parked);
     for (key, (id, body)) in parked {
         handle_body(s, hs, st, out, counts, &key, &id, &body, lookups).await?;

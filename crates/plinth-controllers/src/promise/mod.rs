@@ -18,9 +18,9 @@ mod deletion;
 mod dependencies;
 mod requirements;
 
+use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -107,25 +107,11 @@ pub async fn run(ctx: Arc<Context>) {
         .watches_with(promises, ar, watcher::Config::default(), move |changed| {
             requirers(&requires_store, &changed.name_any())
         })
-        .run(
-            crate::instrument::instrument(
-                ctx.metrics.clone(),
-                "promise",
-                None,
-                crate::announce::with_condition_events(
-                    COMPONENT,
-                    crate::announce::itself,
-                    reconcile,
-                ),
-            ),
-            error_policy,
+        .start(
+            Harness::new("promise"),
+            crate::announce::with_condition_events(COMPONENT, crate::announce::itself, reconcile),
             ctx,
         )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "promise reconcile");
-            }
-        })
         .await;
 }
 
@@ -148,11 +134,6 @@ fn requirers(store: &Store<DynamicObject>, name: &str) -> Vec<ObjectRef<DynamicO
         })
         .map(|p| ObjectRef::new_with(&p.name_any(), promise_resource()))
         .collect()
-}
-
-fn error_policy(promise: Arc<DynamicObject>, err: &Error, ctx: Arc<Context>) -> Action {
-    log_reconcile_failure!(err, "Promise reconcile", promise = %promise.name_any());
-    Action::requeue(ctx.config().requeue_default)
 }
 
 fn promise_api(ctx: &Context) -> Api<DynamicObject> {

@@ -1,12 +1,14 @@
 //! What every controller shares: conditions ([`conditions`]), the one status writer
 //! ([`status`]), the one finalizer editor ([`finalizers`]), Events ([`events`]), the
 //! Kratix kinds' dynamic resources ([`resources`]), Works readiness ([`works`]), a failed
-//! reconcile reported on its object ([`outcome`]), tests on API errors and the wait
+//! reconcile reported on its object ([`outcome`]), one way to start a controller
+//! ([`harness`]), tests on API errors and the wait
 //! until a timestamp.
 
 pub mod conditions;
 pub mod events;
 pub mod finalizers;
+pub mod harness;
 pub mod outcome;
 pub mod resources;
 pub mod status;

@@ -1,5 +1,5 @@
 //! The Work controller: places each workload group of a Work with the scheduling rules
-//! of [`crate::scheduler`], writes its WorkPlacements ([`placement`]) and keeps the
+//! of [`scheduler`], writes its WorkPlacements ([`placement`]) and keeps the
 //! Work's status in step ([`summary`]).
 //!
 //! * A Destination event re-queues exactly the Works that can be affected by it —
@@ -19,12 +19,13 @@
 //! so no WorkPlacement or state-store file is orphaned.
 
 mod placement;
+pub mod scheduler;
 mod summary;
 
+use crate::support::harness::{Harness, Start};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
@@ -37,14 +38,14 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::Context;
-use crate::scheduler::{
-    DestinationFacts, choose_for_resource, destination_matches, group_selector, is_dry_run,
-};
 use crate::support::{
     EventRecorder, EventType, condition_is_false, condition_is_true, describe, edit_finalizers,
     get_condition, patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
+use crate::work::scheduler::{
+    DestinationFacts, choose_for_resource, destination_matches, group_selector, is_dry_run,
+};
 use summary::{GroupOutcome, summarize};
 
 const REPORTER: &str = plinth_api::constants::events::SCHEDULER;
@@ -105,6 +106,12 @@ struct WorkCtx {
     works: Store<Work>,
 }
 
+impl crate::support::harness::Shared for WorkCtx {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler`.
 const WORK_CONTROLLER_REASONS: [&str; 3] = [
     plinth_api::constants::events::WAITING_DESTINATION,
@@ -155,16 +162,7 @@ pub async fn run(ctx: Arc<Context>) {
             watcher::Config::default(),
             move |dest: Destination| works_affected_by_destination(&dest, &work_store, &wp_reader),
         )
-        .run(
-            crate::instrument::instrument(state.ctx.metrics.clone(), "scheduler", None, reconcile),
-            error_policy,
-            state,
-        )
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "work reconcile");
-            }
-        })
+        .start(Harness::new("scheduler"), reconcile, state)
         .await;
 }
 
@@ -207,11 +205,6 @@ fn works_affected_by_destination(
     out.into_iter()
         .map(|(ns, name)| ObjectRef::new(&name).within(&ns))
         .collect()
-}
-
-fn error_policy(work: Arc<Work>, err: &Error, state: Arc<WorkCtx>) -> Action {
-    log_reconcile_failure!(err, "scheduling", work = %describe(work.as_ref()));
-    Action::requeue(state.ctx.config().requeue_default)
 }
 
 /// A Work as one reconcile sees it, with the APIs it writes through.

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::{WorkCtx, wp_conditions};
 use crate::Error;
-use crate::scheduler::workplacement_name;
 use crate::support::{
     EventType, condition_is_false, patch_status, publish, set_condition, typed_reference,
 };
+use crate::work::scheduler::workplacement_name;
 
 /// The spec fields the scheduler owns, compared after normalising absent, `null`, `""`
 /// and `[]` to one value.

@@ -22,7 +22,7 @@ use kube::api::{
 use kube::{Client, ResourceExt};
 use plinth_api::constants::{condition_types, labels, reasons};
 use plinth_api::{Destination, Work, WorkPlacement};
-use plinth_controllers::scheduler::{
+use plinth_controllers::work::scheduler::{
     DestinationFacts, choose_for_resource, destination_matches, resolve_selectors,
 };
 use plinth_controllers::workplacement::{Target, resolve_target};

@@ -1,4 +1,5 @@
-//! The GitStateStore and BucketStateStore controllers.
+//! The GitStateStore and BucketStateStore controllers, and the [`registry`] of the
+//! stores they opened.
 //!
 //! Per reconcile:
 //! 1. Read the Secret named by `spec.secretRef` (namespace defaults to `default`). A
@@ -35,13 +36,15 @@
 //! additionally accepts `file://` (a local bare repository — the embedded mode's default
 //! store) and `git://` (read-only daemons, useful in tests); the writer checks the URL.
 
+pub mod registry;
+
+use crate::support::harness::{Harness, Start};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -332,6 +335,12 @@ struct StoreState {
     failures: Mutex<HashMap<String, u32>>,
 }
 
+impl crate::support::harness::Shared for StoreState {
+    fn context(&self) -> &Context {
+        &self.ctx
+    }
+}
+
 impl StoreState {
     /// Delay before retrying a store that is not Ready: `requeue_default`, doubled on
     /// each consecutive failure, at most five times `requeue_slow`. Reset on success.
@@ -414,30 +423,25 @@ async fn run_kind<K: StateStoreObject + crate::instrument::LogSubject>(ctx: Arc<
         })
         // A writer found the credentials refused: validate again and say so.
         .reconcile_on(revalidations::<K>(&ctx))
-        .run(
-            crate::instrument::instrument(
-                state.ctx.metrics.clone(),
-                &K::kind(&()).to_ascii_lowercase(),
-                None,
-                reconcile::<K>,
-            ),
-            error_policy::<K>,
+        .start_with(
+            Harness::new(K::kind(&()).to_ascii_lowercase()),
+            reconcile::<K>,
             state,
-        )
-        .for_each(|res| {
-            let ctx = ctx.clone();
-            let kind = kind.clone();
-            async move {
-                match res {
-                    // The store was deleted: forget its writer.
-                    Err(controller::Error::ObjectNotFound(obj)) => {
-                        ctx.stores.mark_failed(&kind, &obj.name)
+            move |res| {
+                let ctx = ctx.clone();
+                let kind = kind.clone();
+                async move {
+                    match res {
+                        // The store was deleted: forget its writer.
+                        Err(controller::Error::ObjectNotFound(obj)) => {
+                            ctx.stores.mark_failed(&kind, &obj.name)
+                        }
+                        Err(e) => tracing::debug!(error = %e, "state store reconcile"),
+                        Ok(_) => {}
                     }
-                    Err(e) => tracing::debug!(error = %e, "state store reconcile"),
-                    Ok(_) => {}
                 }
-            }
-        })
+            },
+        )
         .await;
 }
 
@@ -484,11 +488,6 @@ fn open_error(e: plinth_statestore::StoreError, secret: &str, fallback: NotReady
 /// Reason of a store (and of a WorkPlacement's failed write) whose credentials the
 /// remote refused.
 pub const REASON_AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
-
-fn error_policy<K: StateStoreObject>(obj: Arc<K>, err: &Error, state: Arc<StoreState>) -> Action {
-    log_reconcile_failure!(err, "state store reconcile", store = %describe(obj.as_ref()));
-    Action::requeue(state.ctx.config().requeue_default)
-}
 
 /// One reconcile, a failure of it reported on the store ([`crate::support::outcome`]).
 async fn reconcile<K: StateStoreObject>(
