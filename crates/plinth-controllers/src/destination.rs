@@ -26,7 +26,6 @@
 //! normalised by the layout rules (leading/trailing/repeated `/` dropped, `.` and `/`
 //! = store root, `..` refused with `Ready=False/InvalidDestinationPath`).
 
-use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -47,6 +46,7 @@ use serde_json::json;
 use crate::Error;
 use crate::context::Context;
 use crate::statestore::registry::store_generation;
+use crate::support::harness::{Harness, Start};
 use crate::support::{
     EventRecorder, EventType, describe, edit_finalizers, is_not_found, patch_status, publish,
     set_condition, typed_reference,

@@ -15,7 +15,6 @@
 //! DryRun gets `Completed=False/DryRunDisabled` naming the setting; turning the flag on
 //! wakes every DryRun.
 
-use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -30,6 +29,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::context::Context;
+use crate::support::harness::{Harness, Start};
 use crate::support::{self as status, set_condition, set_field};
 use plinth_api::constants::labels;
 use plinth_api::constants::{annotations, labels as klabels};

@@ -3,7 +3,7 @@
 //!
 //! The controllers, one module (or folder) each:
 //! - [`promise`]: Promises; per Promise API a dynamic resource-request controller
-//!   ([`request`]), with [`fanout`], [`request_caches`] and [`resourcebinding`].
+//!   ([`request`]: its caches, workflow fan-out, ResourceBindings and deletion).
 //! - [`promiserelease`], [`dryrun`]: PromiseReleases and dry runs of Promise changes.
 //! - [`work`] (with its [`work::scheduler`]), [`workplacement`], [`destination`],
 //!   [`statestore`]: Works to files in state stores.
@@ -25,13 +25,10 @@
 pub mod config;
 pub mod destination;
 pub mod dryrun;
-pub mod fanout;
 pub mod health;
 pub mod promise;
 pub mod promiserelease;
 pub mod request;
-pub mod request_caches;
-pub mod resourcebinding;
 pub mod statestore;
 pub mod work;
 pub mod workplacement;

@@ -3,7 +3,6 @@
 //! removes it when the PromiseRelease is deleted. Fetch errors surface as a condition
 //! and a Warning event quoting the cause.
 
-use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::Error;
 use crate::context::Context;
+use crate::support::harness::{Harness, Start};
 use crate::support::resources::promise_resource;
 use crate::support::{self, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};

@@ -26,7 +26,6 @@
 //!   between those, status-only updates and Destination events do not re-write a
 //!   generation that was already written.
 
-use crate::support::harness::{Harness, Start};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -46,6 +45,7 @@ use plinth_statestore::layout::{self, PathError, PlacementSource};
 use plinth_statestore::{StateStore, StoreError, WriteOp, WriteRequest};
 
 use crate::statestore::REASON_AUTHENTICATION_FAILED;
+use crate::support::harness::{Harness, Start};
 use serde_json::json;
 
 use crate::Error;

@@ -18,7 +18,6 @@
 //! overdue counts as `unknown`, with the reason in its entry and in the Event; the
 //! reconcile comes back when the earliest fresh record of the request would go stale.
 
-use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
 use futures::TryStreamExt;
@@ -42,6 +41,7 @@ use super::history::HealthHistory;
 use super::index::RecordIndex;
 use crate::Error;
 use crate::context::Context;
+use crate::support::harness::{Harness, Start};
 use crate::support::{self, edit_finalizers};
 
 /// The request a record reports on.

@@ -27,7 +27,6 @@
 //! restarts, when the generation or the Secret changed; the Secret is re-read every
 //! [`STREAM_RECHECK`]) its consumer task, see [`super::stream`].
 
-use crate::support::harness::{Harness, Start};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,6 +53,7 @@ use super::poll::{PollOutcome, SourceState, poll};
 use super::stream::{StreamTask, is_stream, stream_config};
 use crate::context::Context;
 use crate::statestore::StateStoreObject;
+use crate::support::harness::{Harness, Start};
 use crate::support::{self, patch_status, set_condition};
 
 /// How often `lastPollTime` alone is refreshed in status.

@@ -157,7 +157,7 @@ async fn delete_workflow_jobs(ctx: &Context, p: &Observed) -> Result<Outcome, Er
 async fn delete_requests(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
     match ctx.request_controllers.api_of(&p.name) {
         Some(r) => {
-            if request::delete_all(ctx, &r).await? > 0 {
+            if request::delete::delete_all(ctx, &r).await? > 0 {
                 return Ok(wait_short(ctx));
             }
         }

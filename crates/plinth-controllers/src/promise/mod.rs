@@ -18,7 +18,6 @@ mod deletion;
 mod dependencies;
 mod requirements;
 
-use crate::support::harness::{Harness, Start};
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -33,6 +32,7 @@ use serde_json::{Value, json};
 
 use crate::context::Context;
 use crate::dynamic::RequestApi;
+use crate::support::harness::{Harness, Start};
 use crate::support::works::{WorksState, classify_works};
 use crate::support::{self, set_condition, set_field, set_finalizers};
 use crate::workflow::engine::{self, Progress};

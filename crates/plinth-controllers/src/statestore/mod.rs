@@ -38,7 +38,6 @@
 
 pub mod registry;
 
-use crate::support::harness::{Harness, Start};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -63,6 +62,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::{Context, ControllerConfig};
+use crate::support::harness::{Harness, Start};
 use crate::support::{
     EventRecorder, EventType, describe, get_condition, patch_status, publish, set_condition,
     typed_reference,

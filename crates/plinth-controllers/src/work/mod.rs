@@ -22,7 +22,6 @@ mod placement;
 pub mod scheduler;
 mod summary;
 
-use crate::support::harness::{Harness, Start};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -38,6 +37,7 @@ use serde_json::json;
 
 use crate::Error;
 use crate::context::Context;
+use crate::support::harness::{Harness, Start};
 use crate::support::{
     EventRecorder, EventType, condition_is_false, condition_is_true, describe, edit_finalizers,
     get_condition, patch_status, publish, set_condition, typed_reference,

@@ -24,7 +24,7 @@ use ownership::Found;
 
 use crate::Error;
 use crate::context::Context;
-use crate::request_caches::RequestCaches;
+use crate::request::caches::RequestCaches;
 use crate::support::{self as status, set_condition, set_field};
 use crate::workflow::engine::Progress;
 use plinth_api::constants::labels;

@@ -24,12 +24,13 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use super::binding;
+use crate::Error;
 use crate::context::Context;
-use crate::request_caches::{RequestCaches, request_of_job};
+use crate::request::caches::{RequestCaches, request_of_job};
 use crate::support as status;
 use crate::workflow::Workflow;
 use crate::workflow::engine::{self, JobState};
-use crate::{Error, resourcebinding};
 use plinth_api::constants::VERSION_LATEST;
 use plinth_api::constants::labels;
 use plinth_api::constants::labels::{HASH as LABEL_HASH, PIPELINE_NAME as LABEL_PIPELINE_NAME};
@@ -321,7 +322,7 @@ pub fn count_progress(promise: &DynamicObject, caches: &RequestCaches) -> Value 
         .and_then(|a| a.last())
         .and_then(|p| p["metadata"]["name"].as_str())
         .map(str::to_string);
-    let Some(latest) = resourcebinding::latest_revision(caches) else {
+    let Some(latest) = binding::latest_revision(caches) else {
         return Value::Null;
     };
     let spec = latest.spec;
@@ -331,7 +332,7 @@ pub fn count_progress(promise: &DynamicObject, caches: &RequestCaches) -> Value 
         .state()
         .iter()
         .filter_map(|b| {
-            let (rr, ns) = resourcebinding::request_of(b)?;
+            let (rr, ns) = binding::request_of(b)?;
             Some((
                 format!("{ns}/{rr}"),
                 b.data["spec"]["version"].as_str()?.to_string(),

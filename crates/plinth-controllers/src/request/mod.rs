@@ -4,11 +4,15 @@
 //! Beyond Kratix: the controller is restarted on the API's currently served version when
 //! the Promise's CRD changes, and it is truly stopped when the Promise goes.
 
-use crate::support::harness::{Harness, Start};
+pub mod binding;
+pub mod caches;
+pub mod delete;
+pub mod fanout;
+
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,14 +22,14 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
-use crate::request_caches::{self, RequestCaches};
+use crate::support::harness::{Harness, Start};
 use crate::support::resources::{promise_resource, work_resource};
+use crate::support::set_finalizers;
 use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
-use crate::support::{remove_finalizer, set_finalizers};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
-use crate::{fanout, resourcebinding};
+use caches::RequestCaches;
 use plinth_api::constants::{
     annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
@@ -76,7 +80,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
     let controller =
         Controller::for_stream_with(main, store, ar.clone()).with_config(ctx.config().runtime());
     let requests_store = controller.store();
-    let jobs_by_request = Arc::new(request_caches::JobIndex::default());
+    let jobs_by_request = Arc::new(caches::JobIndex::default());
     let (controller, jobs) = watch_workflow_outputs(
         controller,
         &ctx.client,
@@ -84,7 +88,7 @@ async fn run(ctx: Arc<Context>, promise_name: String, api: RequestApi) {
         &ar,
         jobs_by_request.clone(),
     );
-    let bindings_by_request = Arc::new(request_caches::BindingIndex::default());
+    let bindings_by_request = Arc::new(caches::BindingIndex::default());
     let (controller, bindings, revisions) = watch_versions(
         controller,
         &ctx.client,
@@ -137,7 +141,7 @@ fn watch_workflow_outputs(
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
-    index: Arc<request_caches::JobIndex>,
+    index: Arc<caches::JobIndex>,
 ) -> (Controller<DynamicObject>, Store<Job>) {
     let job_sel = format!(
         "{}={promise_name},kratix.io/workflow-type=resource",
@@ -149,7 +153,7 @@ fn watch_workflow_outputs(
         labels::RESOURCE_NAME
     );
     let (ar_jobs, ar_works) = (ar.clone(), ar.clone());
-    let (jobs, job_stream) = request_caches::reflect_jobs(
+    let (jobs, job_stream) = caches::reflect_jobs(
         Api::<Job>::all(client.clone()),
         watcher::Config::default().labels(&job_sel),
         index,
@@ -185,7 +189,7 @@ fn watch_versions(
     client: &kube::Client,
     promise_name: &str,
     ar: &ApiResource,
-    index: Arc<request_caches::BindingIndex>,
+    index: Arc<caches::BindingIndex>,
 ) -> (
     Controller<DynamicObject>,
     Store<DynamicObject>,
@@ -194,20 +198,20 @@ fn watch_versions(
     let by_promise = format!("{}={promise_name}", labels::PROMISE_NAME);
     let (ar_bindings, ar_revisions, store) = (ar.clone(), ar.clone(), controller.store());
     let ((bindings, binding_stream), (revisions, revision_stream)) =
-        request_caches::reflect_versions(client, &by_promise, index);
+        caches::reflect_versions(client, &by_promise, index);
     let controller = controller
         .watches_stream_with(
             binding_stream,
             move |b| {
-                let (name, ns) = resourcebinding::request_of(&b)?;
+                let (name, ns) = binding::request_of(&b)?;
                 Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
             },
-            resourcebinding::binding_resource(),
+            binding::binding_resource(),
         )
         .watches_stream_with(
             revision_stream,
             move |_| all_requests(&store, &ar_revisions),
-            resourcebinding::revision_resource(),
+            binding::revision_resource(),
         );
     (controller, bindings, revisions)
 }
@@ -220,7 +224,7 @@ fn watch_promise(
     ar: &ApiResource,
 ) -> (Controller<DynamicObject>, Store<DynamicObject>) {
     let (ar, store) = (ar.clone(), controller.store());
-    let (promise, stream) = request_caches::reflect_promise(client, promise_name);
+    let (promise, stream) = caches::reflect_promise(client, promise_name);
     let controller = controller.watches_stream_with(
         stream.predicate_filter(
             |p: &DynamicObject| Some(fanout::promise_inputs(p)),
@@ -345,7 +349,7 @@ async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Resul
     }
     if rr.meta().deletion_timestamp.is_some() {
         let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
-        return delete(&rctx, &r.api, &rr, &promise_spec).await;
+        return delete::delete(&rctx, &r.api, &rr, &promise_spec).await;
     }
     // Resumed (the request's or its Promise's pause lifted): run from the first pipeline.
     if engine::resume_after_pause(&r.api, &rr, &[]).await?
@@ -357,7 +361,7 @@ async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Resul
     }
     // ResourceBinding: the revision whose Promise spec the request runs with.
     let Some((binding, bound)) =
-        resourcebinding::bind(r.ctx(), COMPONENT, &rctx.promise, &rctx.caches, &r.api, &rr).await?
+        binding::bind(r.ctx(), COMPONENT, &rctx.promise, &rctx.caches, &r.api, &rr).await?
     else {
         return Ok(Action::await_change());
     };
@@ -471,7 +475,7 @@ async fn run_configure(
     r: &Reconciling<'_>,
     wf: &Workflow,
     binding: &DynamicObject,
-    bound: &resourcebinding::BoundRevision,
+    bound: &binding::BoundRevision,
 ) -> Result<Option<Action>, Error> {
     let (ctx, rctx) = (r.ctx(), r.rctx);
     let config = ctx.config();
@@ -488,7 +492,7 @@ async fn run_configure(
         engine::reconcile_configure(ctx, wf, &r.api, r.rr, &rctx.api.group, COMPONENT).await?;
     drop(slot);
     rctx.fanout.ran(&me, &progress);
-    resourcebinding::record_outcome(ctx, binding, bound, &progress).await?;
+    binding::record_outcome(ctx, binding, bound, &progress).await?;
     Ok(match progress {
         Progress::Done => None,
         Progress::Running => Some(Action::await_change()),
@@ -558,14 +562,14 @@ async fn record_reconciled(
     r: &Reconciling<'_>,
     wf: &Workflow,
     binding: &DynamicObject,
-    bound: &resourcebinding::BoundRevision,
+    bound: &binding::BoundRevision,
 ) -> Result<DynamicObject, Error> {
     let state = classify_works(&request_works(r, wf).await?);
     let generation = r.rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
     let stored = support::update_status_known(&r.api, r.rr, |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
-        c |= resourcebinding::set_request_versions(s, binding, bound);
+        c |= binding::set_request_versions(s, binding, bound);
         c |= state.set_conditions(s, "resource", no_pipelines);
         c | record_last_success(s)
     })
@@ -614,139 +618,6 @@ fn record_last_success(s: &mut Value) -> bool {
     c
 }
 
-/// Deletion, one step per reconcile in finalizer order: delete pipeline, then Works,
-/// then Jobs, then the ResourceBinding. The request's HealthRecords go first.
-async fn delete(
-    rctx: &RequestCtx,
-    api: &Api<DynamicObject>,
-    rr: &DynamicObject,
-    promise_spec: &Value,
-) -> Result<Action, Error> {
-    let ctx = &rctx.ctx;
-    let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
-    let target = crate::health::record::Target {
-        promise: rctx.promise.clone(),
-        namespace: rr.namespace().unwrap_or_default(),
-        name: rr.name_any(),
-    };
-    crate::health::record::delete_records_of(ctx, &target).await?;
-    let promise_spec =
-        &resourcebinding::spec_for_delete(ctx, &rctx.promise, &rctx.caches, rr, promise_spec)
-            .await?;
-    let wf = request_workflow(rctx, rr, promise_spec, WorkflowAction::Delete);
-    let sel = format!(
-        "{}={},{}={}",
-        labels::PROMISE_NAME,
-        rctx.promise,
-        labels::RESOURCE_NAME,
-        rr.name_any()
-    );
-    if has(finalizers::DELETE_WORKFLOWS) {
-        let configure = request_workflow(rctx, rr, promise_spec, WorkflowAction::Configure);
-        return run_delete_workflow(rctx, api, rr, &wf, &configure).await;
-    }
-    if has(finalizers::WORK_CLEANUP) {
-        return delete_works(rctx, api, rr, &wf, &sel).await;
-    }
-    if has(finalizers::WORKFLOWS_CLEANUP) {
-        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &wf.namespace);
-        let lp = ListParams::default().labels(&format!("{sel},kratix.io/workflow-type=resource"));
-        for j in jobs.list(&lp).await?.items {
-            ignore_not_found(
-                jobs.delete(&j.name_any(), &DeleteParams::background())
-                    .await,
-            )?;
-        }
-        remove_finalizer(api, rr, finalizers::WORKFLOWS_CLEANUP).await?;
-        return Ok(Action::await_change());
-    }
-    if has(finalizers::RESOURCE_BINDING_CLEANUP) {
-        let bindings: Api<DynamicObject> = Api::namespaced_with(
-            ctx.client.clone(),
-            &rr.namespace().unwrap_or_default(),
-            &resourcebinding::binding_resource(),
-        );
-        for b in bindings
-            .list(&ListParams::default().labels(&sel))
-            .await?
-            .items
-        {
-            let _ = bindings
-                .delete(&b.name_any(), &DeleteParams::background())
-                .await;
-        }
-        remove_finalizer(api, rr, finalizers::RESOURCE_BINDING_CLEANUP).await?;
-    }
-    Ok(Action::await_change())
-}
-
-/// The delete pipeline; its finalizer goes once it is done.
-async fn run_delete_workflow(
-    rctx: &RequestCtx,
-    api: &Api<DynamicObject>,
-    rr: &DynamicObject,
-    wf: &Workflow,
-    configure: &Workflow,
-) -> Result<Action, Error> {
-    let progress = engine::reconcile_delete(
-        &rctx.ctx,
-        wf,
-        configure,
-        api,
-        rr,
-        &rctx.api.group,
-        COMPONENT,
-    )
-    .await?;
-    match progress {
-        Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
-        // A retrying delete pipeline runs again at its nextRetryAt.
-        Progress::Suspended { retry_at: Some(at) } => {
-            return Ok(Action::requeue(support::until(at)));
-        }
-        _ => {}
-    }
-    Ok(Action::await_change())
-}
-
-/// Deletes the request's Works; their finalizer goes once none is left. Work deletion
-/// events wake the request (Works are watched), `requeue_default` is the fallback.
-async fn delete_works(
-    rctx: &RequestCtx,
-    api: &Api<DynamicObject>,
-    rr: &DynamicObject,
-    wf: &Workflow,
-    sel: &str,
-) -> Result<Action, Error> {
-    let works: Api<DynamicObject> =
-        Api::namespaced_with(rctx.ctx.client.clone(), &wf.namespace, &work_resource());
-    let list = works.list(&ListParams::default().labels(sel)).await?.items;
-    if list.is_empty() {
-        remove_finalizer(api, rr, finalizers::WORK_CLEANUP).await?;
-        return Ok(Action::await_change());
-    }
-    for w in list
-        .iter()
-        .filter(|w| w.meta().deletion_timestamp.is_none())
-    {
-        ignore_not_found(
-            works
-                .delete(&w.name_any(), &DeleteParams::background())
-                .await,
-        )?;
-    }
-    Ok(Action::requeue(rctx.ctx.config().requeue_default))
-}
-
-/// `Ok` for a success or a 404 (the object is already gone).
-fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Labels every request of the API with the run-from-start label.
 pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result<(), Error> {
     let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
@@ -766,30 +637,4 @@ pub async fn label_all_run_from_start(ctx: &Context, api: &RequestApi) -> Result
             .await?;
     }
     Ok(())
-}
-
-/// Deletes every request of the API (their finalizers run their delete workflows);
-/// returns how many still exist.
-pub async fn delete_all(ctx: &Context, api: &RequestApi) -> Result<usize, Error> {
-    let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &api.resource());
-    let items = all.list(&ListParams::default()).await?.items;
-    for rr in items
-        .iter()
-        .filter(|r| r.meta().deletion_timestamp.is_none())
-    {
-        let scoped: Api<DynamicObject> = Api::namespaced_with(
-            ctx.client.clone(),
-            &rr.namespace().unwrap_or_default(),
-            &api.resource(),
-        );
-        match scoped
-            .delete(&rr.name_any(), &DeleteParams::background())
-            .await
-        {
-            Ok(_) => {}
-            Err(ref e) if crate::support::is_not_found(e) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(items.len())
 }

@@ -25,7 +25,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::Error;
-use crate::resourcebinding::{binding_resource, revision_resource};
+use crate::request::binding::{binding_resource, revision_resource};
 use crate::support::resources::promise_resource;
 use crate::workflow::engine;
 use plinth_api::constants::{annotations, labels};
