@@ -45,6 +45,8 @@ pub struct App {
     pub ca_pem: Option<String>,
     /// Whether `/readyz` answers 200 (see `ServerConfig::ready_on_start`).
     pub ready: std::sync::atomic::AtomicBool,
+    /// The registered admission webhooks and their pooled clients (`webhook`).
+    pub(crate) webhooks: Arc<crate::webhook::Webhooks>,
 }
 
 pub(crate) type AppRef = Arc<App>;

@@ -1,7 +1,8 @@
 //! Kind-specific create/update rules of the built-in kinds (what Kubernetes' registry
 //! strategies do): the published defaults (`defaults`), container names of every Pod
 //! spec, Namespace phase and finalizers, Secret `stringData`, Pod initial
-//! status, Job selector and Pod template labels, Event timestamps and count, and
+//! status, Job selector and Pod template labels, Event timestamps and count, webhook
+//! configurations (`webhook::configuration_causes`), and
 //! CustomResourceDefinition validation, status and registration.
 
 use serde_json::{Value, json};
@@ -65,6 +66,15 @@ pub(crate) async fn prepare(
         }
         if old.is_none() {
             obj["status"] = json!({"phase": "Active"});
+        }
+    } else if crate::webhook::is_configuration(info) {
+        let causes = crate::webhook::configuration_causes(info, obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(
+                info,
+                meta_str(obj, "name").unwrap_or_default(),
+                causes,
+            ));
         }
     } else if is(info, "", "secrets") {
         secret_string_data(info, obj)?;

@@ -46,6 +46,7 @@ pub mod usage;
 pub mod validation;
 mod verbs;
 mod watch;
+mod webhook;
 
 pub use app::{is_dns1123_label, is_dns1123_subdomain};
 pub use auth::Identity;

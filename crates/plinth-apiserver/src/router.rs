@@ -39,12 +39,25 @@ pub(crate) fn routes(app: AppRef) -> axum::Router {
         .with_state(app)
 }
 
-/// The main handler: everything under `/api` and `/apis` that is not discovery.
+/// The main handler: everything under `/api` and `/apis` that is not discovery. Runs in
+/// a request scope (the requester and subresource admission webhooks are told about);
+/// the warnings webhooks gave become `Warning` headers of the answer, refused or not.
 pub(crate) async fn handle(State(app): State<AppRef>, req: Request) -> Response {
-    match dispatch(app, req).await {
+    let user = req
+        .extensions()
+        .get::<crate::auth::Identity>()
+        .cloned()
+        .unwrap_or_default();
+    let sub = parse_target(&app.registry, req.uri().path())
+        .ok()
+        .and_then(|t| t.sub);
+    let (out, warnings) =
+        crate::webhook::in_request(user, sub.as_deref(), dispatch(app, req)).await;
+    let r = match out {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    };
+    with_warnings(r, &warnings)
 }
 
 /// The resource (and object, subresource) a request path names.
@@ -340,7 +353,7 @@ async fn patch(
     Ok(one(t, cx, patched, StatusCode::OK))
 }
 
-/// Adds `Warning` headers (field validation's `Warn` mode).
+/// Adds `Warning` headers (field validation's `Warn` mode, admission webhooks' warnings).
 fn with_warnings(mut r: Response, warnings: &[String]) -> Response {
     for w in warnings {
         if let Ok(v) = http::HeaderValue::from_str(w) {

@@ -135,13 +135,16 @@ pub struct ApiServer {
 }
 
 /// Opens the SQLite store at `path`; every stored change is published to the watch
-/// `hub`, and the ones the garbage collector cares about are sent on `gc_tx`.
+/// `hub`, and the ones the garbage collector cares about are sent on `gc_tx`; changes of
+/// webhook configurations invalidate `webhooks`' cache.
 async fn open_store(
     path: &Path,
     hub: Arc<Hub>,
     gc_tx: tokio::sync::mpsc::UnboundedSender<Event>,
+    webhooks: Arc<crate::webhook::Webhooks>,
 ) -> Result<Store, Error> {
     let sink: EventSink = Arc::new(move |evs: &[Event]| {
+        webhooks.observe(evs);
         hub.publish(evs);
         for e in evs {
             if crate::gc::interesting(e) {
@@ -301,7 +304,8 @@ impl ApiServer {
         let hub = Arc::new(Hub::new(config.watch_buffer));
         let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
         let store_path = dir.join("plinth.db");
-        let store = open_store(&store_path, hub.clone(), gc_tx).await?;
+        let webhooks = Arc::new(crate::webhook::Webhooks::default());
+        let store = open_store(&store_path, hub.clone(), gc_tx, webhooks.clone()).await?;
         let tls_files = match config.listen {
             Some(_) => Some(crate::tls::load_or_create_with_names(
                 &dir.join("tls"),
@@ -322,6 +326,7 @@ impl ApiServer {
             https_addr: std::sync::OnceLock::new(),
             ca_pem: tls_files.as_ref().map(|f| f.ca_pem.clone()),
             ready: std::sync::atomic::AtomicBool::new(config.ready_on_start),
+            webhooks,
         });
         let metrics = config.metrics.clone().unwrap_or_default();
         let mut tasks = spawn_maintenance(&config, &app, &store, &store_path, gc_rx, &metrics);

@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    check_metadata, check_namespace_field, check_type, normalize_metadata, record_fields, write,
+    check_metadata, check_mutated, check_namespace_field, check_type, normalize_metadata,
+    record_fields, write,
 };
 use crate::app::{
     App, cause, is_crd, key_for, meta, meta_mut, meta_str, name_error, now, present, storage_info,
@@ -13,6 +14,7 @@ use crate::registry::rkey;
 use crate::resource::ResourceInfo;
 use crate::ssa::Owner;
 use crate::store::{ObjKey, WriteOp};
+use crate::webhook::{Attributes, Operation};
 
 /// Five characters of the alphabet Kubernetes uses for generated name suffixes.
 fn random_suffix() -> String {
@@ -45,10 +47,18 @@ pub(crate) async fn create(
     if info.namespaced {
         check_namespace_open(app, info, ns.unwrap_or_default(), &name).await?;
     }
+    let admission = Attributes::of(info, Operation::Create, ns, &name, dry_run, Some(owner));
+    if let Some(a) = &admission {
+        crate::webhook::mutate(app, a, Some(&mut obj), None).await?;
+        check_mutated(info, ns, &name, &mut obj)?;
+    }
     reset_system_metadata(info, &mut obj);
     crate::kinds::prepare(app, info, &mut obj, None).await?;
     crate::schema::admit(info, &mut obj, None).map_err(|c| ApiError::invalid(info, &name, c))?;
     record_fields(info, None, &mut obj, owner, applied_fields);
+    if let Some(a) = &admission {
+        crate::webhook::validate(app, a, Some(&obj), None).await?;
+    }
     if dry_run {
         return Ok(obj);
     }

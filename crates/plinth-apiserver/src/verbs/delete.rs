@@ -13,6 +13,7 @@ use crate::app::{
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
 use crate::store::WriteOp;
+use crate::webhook::{Attributes, Operation};
 
 /// Parsed `DeleteOptions` (body or query).
 #[derive(Debug, Default, Clone)]
@@ -107,6 +108,10 @@ pub(crate) async fn delete(
     for _ in 0..16 {
         let old = present(info, get_object(app, info, ns, name).await?);
         check_preconditions(info, name, opts, &old)?;
+        if let Some(a) = Attributes::of(info, Operation::Delete, ns, name, opts.dry_run, None) {
+            crate::webhook::mutate(app, &a, None, Some(&old)).await?;
+            crate::webhook::validate(app, &a, None, Some(&old)).await?;
+        }
         let already = meta(&old)
             .get("deletionTimestamp")
             .is_some_and(|d| !d.is_null());

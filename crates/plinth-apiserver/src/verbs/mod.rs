@@ -230,6 +230,27 @@ pub(super) fn check_metadata(info: &ResourceInfo, obj: &Value) -> Result<(), Api
     }
 }
 
+/// Checks an object again after mutating admission webhooks patched it: its apiVersion,
+/// kind, namespace and name stay those of the request (400 otherwise) and its metadata
+/// keeps the ObjectMeta rules (422).
+pub(super) fn check_mutated(
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    check_type(info, obj)?;
+    check_namespace_field(info, ns, obj)?;
+    if meta_str(obj, "name") != Some(name) {
+        return Err(ApiError::bad_request(format!(
+            "admission webhooks may not change metadata.name (from {name:?} to {:?})",
+            meta_str(obj, "name").unwrap_or_default()
+        )));
+    }
+    normalize_metadata(obj);
+    check_metadata(info, obj)
+}
+
 /// Sets `managedFields` on a proposed object: the ones server-side apply computed, or
 /// the ownership of a non-apply write.
 pub(super) fn record_fields(

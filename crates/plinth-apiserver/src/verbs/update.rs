@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::create::create;
 use super::{
-    MODIFIED, check_metadata, check_namespace_field, check_type, decode_body, field_validation,
-    normalize_metadata, record_fields, write,
+    MODIFIED, check_metadata, check_mutated, check_namespace_field, check_type, decode_body,
+    field_validation, normalize_metadata, record_fields, write,
 };
 use crate::app::{
     App, Query, cause, dry_run, finalizers, get_object, key_for, meta, meta_mut, meta_str, present,
@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::resource::ResourceInfo;
 use crate::ssa::Owner;
 use crate::store::WriteOp;
+use crate::webhook::{Attributes, Operation};
 
 /// Everything but metadata (and status, when it is a subresource): what `generation` tracks.
 fn spec_part(info: &ResourceInfo, obj: &Value) -> Value {
@@ -218,9 +219,17 @@ where
         if conditional && wanted_rv.and_then(|w| w.parse::<u64>().ok()) != Some(old_rv) {
             return Err(ApiError::conflict(info, name, MODIFIED));
         }
+        let admission = Attributes::of(info, Operation::Update, ns, name, dry_run, Some(owner));
+        if let Some(a) = &admission {
+            crate::webhook::mutate(app, a, Some(&mut new), Some(&old)).await?;
+            check_mutated(info, ns, name, &mut new)?;
+        }
         let mut new = prepare_update(app, info, &old, new, status_only).await?;
         if !status_only {
             record_fields(info, Some(&old), &mut new, owner, applied_fields);
+        }
+        if let Some(a) = &admission {
+            crate::webhook::validate(app, a, Some(&new), Some(&old)).await?;
         }
         if new == old {
             return Ok(old);

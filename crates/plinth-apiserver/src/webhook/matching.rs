@@ -1,0 +1,120 @@
+//! Which webhooks a request reaches, by kube-apiserver's rules: a rule matches the
+//! operation, group, version, resource (with `*`, `res/sub`, `res/*`, `*/*`) and scope;
+//! the objectSelector matches the old or the new object's labels; the
+//! namespaceSelector matches the labels of the object's Namespace (a Namespace's own
+//! labels when it is created or updated; cluster-scoped objects always match).
+
+use kube::core::SelectorExt;
+use serde_json::Value;
+
+use super::config::Hook;
+use super::{Attributes, Operation, labels_of};
+use crate::app::App;
+use crate::error::ApiError;
+use crate::registry::rkey;
+use crate::store::ObjKey;
+
+/// Whether one of the hook's rules covers the request.
+pub(super) fn rules_match(hook: &Hook, attrs: &Attributes<'_>) -> bool {
+    let sub = attrs.subresource();
+    hook.rules.iter().any(|r| {
+        let any_or = |list: &Option<Vec<String>>, v: &str| {
+            list.as_ref()
+                .is_some_and(|l| l.iter().any(|x| x == "*" || x == v))
+        };
+        any_or(&r.operations, attrs.operation.as_str())
+            && any_or(&r.api_groups, &attrs.info.group)
+            && any_or(&r.api_versions, &attrs.info.version)
+            && resource_matches(r.resources.as_deref().unwrap_or_default(), attrs, &sub)
+            && scope_matches(r.scope.as_deref(), attrs)
+    })
+}
+
+fn resource_matches(resources: &[String], attrs: &Attributes<'_>, sub: &str) -> bool {
+    resources.iter().any(|r| {
+        let (res, rsub) = r.split_once('/').unwrap_or((r.as_str(), ""));
+        (res == "*" || res == attrs.info.plural) && (rsub == "*" || rsub == sub)
+    })
+}
+
+fn scope_matches(scope: Option<&str>, attrs: &Attributes<'_>) -> bool {
+    let is_ns = super::is_namespaces(attrs.info);
+    match scope {
+        Some("Namespaced") => !is_ns && !attrs.namespace.is_empty(),
+        Some("Cluster") => is_ns || attrs.namespace.is_empty(),
+        _ => true,
+    }
+}
+
+/// Whether the objectSelector matches the new or the old object.
+pub(super) fn object_matches(hook: &Hook, new: Option<&Value>, old: Option<&Value>) -> bool {
+    if hook.object_selector.selects_all() {
+        return true;
+    }
+    [new, old]
+        .into_iter()
+        .flatten()
+        .any(|o| hook.object_selector.matches(&labels_of(Some(o))))
+}
+
+/// The labels the namespaceSelectors look at, read once per request when a selector
+/// needs them; `None` for cluster-scoped objects, which every namespaceSelector matches.
+pub(super) struct NamespaceLabels<'a> {
+    attrs: &'a Attributes<'a>,
+    read: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl<'a> NamespaceLabels<'a> {
+    pub(super) fn new(attrs: &'a Attributes<'a>) -> Self {
+        NamespaceLabels { attrs, read: None }
+    }
+
+    /// Whether the hook's namespaceSelector matches the request (`new`: the object as
+    /// it is now, whose own labels a Namespace is matched by).
+    ///
+    /// # Errors
+    /// 404 when the object's Namespace does not exist; storage errors.
+    pub(super) async fn matches(
+        &mut self,
+        app: &App,
+        hook: &Hook,
+        new: Option<&Value>,
+    ) -> Result<bool, ApiError> {
+        let ns = self.attrs.selector_namespace();
+        if ns.is_empty() || hook.namespace_selector.selects_all() {
+            return Ok(true);
+        }
+        if self.own_labels() {
+            return Ok(hook.namespace_selector.matches(&labels_of(new)));
+        }
+        if self.read.is_none() {
+            self.read = Some(self.labels(app, ns).await?);
+        }
+        Ok(hook
+            .namespace_selector
+            .matches(self.read.as_ref().expect("read above")))
+    }
+
+    /// A Namespace created or updated is matched by its own (new) labels.
+    fn own_labels(&self) -> bool {
+        super::is_namespaces(self.attrs.info)
+            && self.attrs.operation != Operation::Delete
+            && self.attrs.subresource().is_empty()
+    }
+
+    async fn labels(
+        &self,
+        app: &App,
+        ns: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+        let key = ObjKey {
+            rkey: rkey("", "namespaces"),
+            ns: String::new(),
+            name: ns.to_string(),
+        };
+        match app.store.get(key).await? {
+            Some(n) => Ok(labels_of(Some(&n))),
+            None => Err(ApiError::not_found("", "namespaces", ns)),
+        }
+    }
+}
