@@ -118,3 +118,96 @@ impl<'a> NamespaceLabels<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::admissionregistration::v1::{RuleWithOperations, WebhookClientConfig};
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::Registry;
+
+    fn hook(resources: &[&str], scope: &str) -> Hook {
+        let list = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect());
+        Hook {
+            name: "t.example.test".into(),
+            configuration: "t".into(),
+            key: "t".into(),
+            client_config: WebhookClientConfig::default(),
+            rules: vec![RuleWithOperations {
+                api_groups: list(&[""]),
+                api_versions: list(&["*"]),
+                operations: list(&["CREATE", "UPDATE"]),
+                resources: list(resources),
+                scope: Some(scope.into()),
+            }],
+            ignore_failures: false,
+            namespace_selector: Default::default(),
+            object_selector: Default::default(),
+            dry_run_safe: true,
+            timeout: Duration::from_secs(10),
+            reinvoke: false,
+        }
+    }
+
+    /// Whether `hook` matches an UPDATE of `plural` (in `ns`) through `sub`.
+    async fn matches(hook: &Hook, plural: &str, ns: Option<&str>, sub: Option<&str>) -> bool {
+        let info = Registry::with_builtins().lookup("", "v1", plural).unwrap();
+        let check = async {
+            let attrs = Attributes::of(&info, Operation::Update, ns, "x", false, None)
+                .expect("in a request");
+            rules_match(hook, &attrs)
+        };
+        super::super::in_request(Default::default(), sub, check)
+            .await
+            .0
+    }
+
+    #[tokio::test]
+    async fn resources_and_subresources_match_as_upstream() {
+        let main_only = hook(&["*"], "*");
+        assert!(matches(&main_only, "pods", Some("a"), None).await);
+        assert!(!matches(&main_only, "pods", Some("a"), Some("status")).await);
+        let status = hook(&["pods/status"], "*");
+        assert!(matches(&status, "pods", Some("a"), Some("status")).await);
+        assert!(!matches(&status, "pods", Some("a"), None).await);
+        let all_of_pods = hook(&["pods/*"], "*");
+        assert!(matches(&all_of_pods, "pods", Some("a"), Some("status")).await);
+        assert!(matches(&all_of_pods, "pods", Some("a"), None).await);
+        assert!(!matches(&all_of_pods, "configmaps", Some("a"), None).await);
+        let everything = hook(&["*/*"], "*");
+        assert!(matches(&everything, "configmaps", Some("a"), Some("status")).await);
+    }
+
+    #[tokio::test]
+    async fn scope_counts_namespaces_as_cluster_scoped() {
+        let namespaced = hook(&["*"], "Namespaced");
+        let cluster = hook(&["*"], "Cluster");
+        assert!(matches(&namespaced, "configmaps", Some("a"), None).await);
+        assert!(!matches(&cluster, "configmaps", Some("a"), None).await);
+        assert!(matches(&cluster, "namespaces", None, None).await);
+        assert!(!matches(&namespaced, "namespaces", None, None).await);
+        assert!(matches(&cluster, "nodes", None, None).await);
+    }
+
+    #[tokio::test]
+    async fn object_selector_matches_old_or_new_labels() {
+        let mut h = hook(&["*"], "*");
+        h.object_selector =
+            kube::core::Selector::try_from(
+                serde_json::from_value::<
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+                >(json!({"matchLabels": {"app": "web"}}))
+                .unwrap(),
+            )
+            .unwrap();
+        let web = json!({"metadata": {"labels": {"app": "web"}}});
+        let other = json!({"metadata": {"labels": {"app": "db"}}});
+        assert!(object_matches(&h, Some(&other), Some(&web)));
+        assert!(object_matches(&h, Some(&web), None));
+        assert!(!object_matches(&h, Some(&other), None));
+        assert!(!object_matches(&h, None, Some(&other)));
+    }
+}
