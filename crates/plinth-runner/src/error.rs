@@ -72,3 +72,8 @@ impl RunnerError {
         }
     }
 }
+
+/// True if the API answered 404 Not Found (the object is gone).
+pub(crate) fn not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
+}

@@ -33,7 +33,7 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use sha2::{Digest, Sha256};
@@ -41,7 +41,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::config::RunnerConfig;
-use crate::error::RunnerError;
+use crate::ctx::{Ctx, Running};
+use crate::error::{RunnerError, not_found};
+use crate::pod_status::write_pod_status;
 use k8s_openapi::api::core::v1::ObjectReference;
 use plinth_api::events::{EventRecorder, EventType};
 
@@ -179,10 +181,6 @@ fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.is_conflict())
 }
 
-fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.is_not_found())
-}
-
 /// Re-reads the Job, applies `f` to its status and writes it through the status
 /// subresource, retrying on 409. Returns the stored Job (`None` when it is gone).
 pub async fn update_job_status(
@@ -215,78 +213,6 @@ pub async fn update_job_status(
         "update status of Job {name}: still conflicting after {MAX_CONFLICT_RETRIES} attempts"
     )))
 }
-
-/// Writes `status` as the Pod's status: a JSON merge patch of the status subresource
-/// that sets every field of `status` and clears the fields it leaves out, so the stored
-/// status becomes `status` without reading the Pod first (the runner is the only writer
-/// of the status of the Pods it runs, as a kubelet is). A Pod gone meanwhile is not an
-/// error.
-pub async fn write_pod_status(
-    api: &Api<Pod>,
-    name: &str,
-    status: &PodStatus,
-) -> Result<(), RunnerError> {
-    let mut body = serde_json::to_value(status)
-        .map_err(|e| RunnerError::Config(format!("status of Pod {name}: {e}")))?;
-    if let Some(fields) = body.as_object_mut() {
-        for f in POD_STATUS_FIELDS {
-            fields.entry(f).or_insert(serde_json::Value::Null);
-        }
-    }
-    let patch = serde_json::json!({ "status": body });
-    match api
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if not_found(&e) => Ok(()),
-        Err(e) => Err(RunnerError::kube(format!("update status of Pod {name}"), e)),
-    }
-}
-
-/// The fields of a core/v1 PodStatus (cleared by [`write_pod_status`] when unset).
-const POD_STATUS_FIELDS: [&str; 17] = [
-    "conditions",
-    "containerStatuses",
-    "ephemeralContainerStatuses",
-    "hostIP",
-    "hostIPs",
-    "initContainerStatuses",
-    "message",
-    "nominatedNodeName",
-    "observedGeneration",
-    "phase",
-    "podIP",
-    "podIPs",
-    "qosClass",
-    "reason",
-    "resize",
-    "resourceClaimStatuses",
-    "startTime",
-];
-
-pub(crate) struct Ctx {
-    pub(crate) client: kube::Client,
-    pub(crate) config: RunnerConfig,
-    /// Job uid → its task; `dirty` is set when the Job changed while the task ran, so
-    /// the task takes another look before it ends (no change is lost).
-    running: Mutex<HashMap<String, Running>>,
-    pub(crate) slots: Semaphore,
-    /// Pod uid → the stop channel of its run (see [`crate::pods`]).
-    pub(crate) stops: Mutex<HashMap<String, crate::pods::StopHandle>>,
-    /// Events of the Job controller (`job-controller`).
-    pub(crate) jobs_events: EventRecorder,
-    /// Events of the kubelet (`kubelet`, host = node name).
-    pub(crate) kubelet: EventRecorder,
-    /// Events of the scheduler (`default-scheduler`).
-    pub(crate) scheduler: EventRecorder,
-}
-
-struct Running {
-    handle: Option<JoinHandle<()>>,
-    dirty: bool,
-}
-
 /// Aborts every Job task when the runner stops (their processes die with them:
 /// `kill_on_drop` and bwrap's `--die-with-parent`).
 struct AbortOnDrop(Arc<Ctx>);
@@ -756,17 +682,23 @@ impl<'a> JobRun<'a> {
         reason: &str,
         message: &str,
     ) -> Result<(), RunnerError> {
-        fail_job(
-            &self.ctx.jobs_events,
-            job,
-            &self.jobs,
-            &self.name,
-            tally.succeeded,
-            tally.failed,
-            reason,
-            message,
-        )
-        .await
+        // The Event first: whoever sees the Job failed also finds why among its Events.
+        self.ctx
+            .jobs_events
+            .record(&job_reference(job), EventType::Warning, reason, message)
+            .await;
+        let (succeeded, failed) = (tally.succeeded, tally.failed);
+        update_job_status(&self.jobs, &self.name, |s| {
+            s.active = Some(0);
+            s.ready = Some(0);
+            s.succeeded = Some(succeeded);
+            s.failed = Some(failed);
+            s.start_time.get_or_insert_with(now);
+            set_condition(s, "FailureTarget", true, reason, message);
+            set_condition(s, "Failed", true, reason, message);
+        })
+        .await?;
+        Ok(())
     }
 
     /// Records the counts and `Suspended=True`.
@@ -901,33 +833,6 @@ impl<'a> JobRun<'a> {
         .await?;
         Ok(())
     }
-}
-
-async fn fail_job(
-    recorder: &EventRecorder,
-    job: &Job,
-    jobs: &Api<Job>,
-    name: &str,
-    succeeded: i32,
-    failed: i32,
-    reason: &str,
-    message: &str,
-) -> Result<(), RunnerError> {
-    // The Event first: whoever sees the Job failed also finds why among its Events.
-    recorder
-        .record(&job_reference(job), EventType::Warning, reason, message)
-        .await;
-    update_job_status(jobs, name, |s| {
-        s.active = Some(0);
-        s.ready = Some(0);
-        s.succeeded = Some(succeeded);
-        s.failed = Some(failed);
-        s.start_time.get_or_insert_with(now);
-        set_condition(s, "FailureTarget", true, reason, message);
-        set_condition(s, "Failed", true, reason, message);
-    })
-    .await?;
-    Ok(())
 }
 
 /// A reference to `job` for Events.

@@ -29,9 +29,10 @@ use kube::runtime::watcher;
 use plinth_api::events::EventType;
 use tokio::sync::watch;
 
+use crate::ctx::{Ctx, StopHandle};
 use crate::error::RunnerError;
-use crate::job::{Ctx, write_pod_status};
 use crate::pod::{RunOptions, run_pod_once};
+use crate::pod_status::write_pod_status;
 use crate::procs::DEFAULT_GRACE_PERIOD;
 
 /// A reference to `pod` for Events.
@@ -135,13 +136,6 @@ pub(crate) async fn watch_pods(ctx: Arc<Ctx>) {
             }
         }
     }
-}
-
-/// How to stop a running Pod: its stop channel and the grace period its spec asks for
-/// (used when the Pod is gone before its deletion was seen).
-pub(crate) struct StopHandle {
-    tx: watch::Sender<Option<Duration>>,
-    grace: Duration,
 }
 
 impl Ctx {
