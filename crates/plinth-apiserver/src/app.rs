@@ -47,6 +47,9 @@ pub struct App {
     pub ready: std::sync::atomic::AtomicBool,
     /// The registered admission webhooks and their pooled clients (`webhook`).
     pub(crate) webhooks: Arc<crate::webhook::Webhooks>,
+    /// Whether Kratix kinds are admitted in-process (`crate::admission`); see
+    /// `ServerConfig::builtin_admission`.
+    pub builtin_admission: bool,
 }
 
 pub(crate) type AppRef = Arc<App>;

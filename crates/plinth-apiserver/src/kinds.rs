@@ -116,8 +116,10 @@ pub(crate) async fn prepare(
         event_timestamps(info, obj);
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         prepare_crd(info, obj, old)?;
-    } else if info.group == "platform.kratix.io" {
-        crate::kratix::default(&info.kind, obj);
+    } else if info.group == crate::admission::KRATIX_GROUP
+        && _app.builtin_admission
+        && crate::kratix::admits(info)
+    {
         crate::kratix::admit(_app, info, obj, old).await?;
     }
     Ok(())

@@ -12,6 +12,7 @@ pub mod resource;
 pub mod schema;
 pub mod table;
 
+pub mod admission;
 mod app;
 pub mod auth;
 mod authz;

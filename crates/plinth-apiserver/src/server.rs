@@ -74,6 +74,11 @@ pub struct ServerConfig {
     /// is allowed all the same (upstream's kubectl test environment). Default false: RBAC
     /// alone decides.
     pub always_allow: bool,
+    /// Whether Kratix kinds are admitted in-process by `crate::admission` (defaulting
+    /// and validation of Promises, Destinations, stores...). `false` makes the server a
+    /// plain kube-apiserver for them (CRD schemas only), so that admission webhooks
+    /// (`plinth operator`'s) do the refusing, as on a cluster. Default `true`.
+    pub builtin_admission: bool,
     /// Whether `/readyz` answers 200 as soon as the server listens. A caller that must
     /// finish its own start-up first (`plinth up` registers the Kratix CRDs) sets `false`
     /// and calls [`ApiServer::mark_ready`]; until then `/readyz` answers 503, so scripts
@@ -120,6 +125,7 @@ impl Default for ServerConfig {
             tls_extra_names: Vec::new(),
             metrics: None,
             always_allow: false,
+            builtin_admission: true,
         }
     }
 }
@@ -327,6 +333,7 @@ impl ApiServer {
             ca_pem: tls_files.as_ref().map(|f| f.ca_pem.clone()),
             ready: std::sync::atomic::AtomicBool::new(config.ready_on_start),
             webhooks,
+            builtin_admission: config.builtin_admission,
         });
         let metrics = config.metrics.clone().unwrap_or_default();
         let mut tasks = spawn_maintenance(&config, &app, &store, &store_path, gc_rx, &metrics);
