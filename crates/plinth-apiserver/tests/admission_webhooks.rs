@@ -36,7 +36,10 @@ impl Hooks {
         let dir = tempfile::tempdir().unwrap();
         let files = plinth_apiserver::tls::load_or_create_with_names(
             dir.path(),
-            &["hook.webhooks.svc".to_string()],
+            &[
+                "hook.webhooks.svc".to_string(),
+                "sliced.webhooks.svc".to_string(),
+            ],
         )
         .unwrap();
         let tls = plinth_apiserver::tls::server_config(&files).unwrap();
@@ -678,6 +681,57 @@ async fn service_client_config_resolves_through_the_stored_endpoints() {
         err.message
     );
     assert_eq!(hooks.received("deny", "via-service").len(), 1);
+
+    // A Service whose address is in an EndpointSlice (a not-ready endpoint is skipped).
+    let req = http::Request::delete(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/through-service",
+    )
+    .body(Vec::new())
+    .unwrap();
+    client.request_text(req).await.unwrap();
+    create(
+        "services",
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sliced"},
+        "spec": {"ports": [{"name": "https", "port": 8443}]}}),
+    )
+    .await;
+    let slice = json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "sliced-x1", "labels": {"kubernetes.io/service-name": "sliced"}},
+        "addressType": "IPv4",
+        "endpoints": [
+            {"addresses": ["127.0.0.2"], "conditions": {"ready": false}},
+            {"addresses": ["127.0.0.1"], "conditions": {"ready": true}},
+        ],
+        "ports": [{"name": "https", "port": hooks.port, "protocol": "TCP"}],
+    });
+    let req = http::Request::post("/apis/discovery.k8s.io/v1/namespaces/webhooks/endpointslices")
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&slice).unwrap())
+        .unwrap();
+    client.request_text(req).await.unwrap();
+    register(&client, false, "through-slice", vec![with(
+        hook(
+            "bare.slice.test",
+            json!({"service": {"namespace": "webhooks", "name": "sliced", "path": "/deny-bare", "port": 8443}, "caBundle": hooks.ca_bundle}),
+            &["CREATE"],
+        ),
+        "objectSelector",
+        json!({"matchLabels": {"via": "slice"}}),
+    )]).await;
+    let err = api_error(
+        cms.create(
+            &PostParams::default(),
+            &config_map("via-slice", json!({"via": "slice"})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        err.message,
+        "admission webhook \"bare.slice.test\" denied the request without explanation"
+    );
+    assert_eq!(hooks.received("deny-bare", "via-slice").len(), 1);
 }
 
 #[tokio::test]
