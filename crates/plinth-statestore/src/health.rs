@@ -209,14 +209,14 @@ impl Batch {
     }
 
     /// One `(store path, document)` message per record for a stream: the record, or the
-    /// [`crate::stream::tombstone`] of a deleted one.
+    /// [`tombstone`] of a deleted one.
     pub fn messages(&self) -> Vec<(String, String)> {
         self.entries
             .iter()
             .map(|e| {
                 let body = match &e.report {
                     Some(r) => r.document(self.heartbeat),
-                    None => crate::stream::tombstone(&e.key.namespace, &e.key.record_name()),
+                    None => tombstone(&e.key.namespace, &e.key.record_name()),
                 };
                 (e.key.path(), body)
             })
@@ -611,6 +611,16 @@ async fn flush_due(
         l.failed(batch, &failed, clock());
     }
     failed.len()
+}
+
+/// The tombstone of record `namespace/name`: a HealthRecord document without `data`.
+pub fn tombstone(namespace: &str, name: &str) -> String {
+    let doc = json!({
+        "apiVersion": names::RECORD_API_VERSION,
+        "kind": names::RECORD_KIND,
+        "metadata": {"name": name, "namespace": namespace},
+    });
+    serde_saphyr::to_string(&doc).expect("a JSON value serialises as YAML")
 }
 
 #[cfg(test)]

@@ -25,8 +25,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use plinth_api::constants::health as names;
-use serde_json::json;
 
 use crate::StoreError;
 use crate::health::{Batch, HealthSink};
@@ -129,16 +127,6 @@ impl StreamConfig {
             ),
         }
     }
-}
-
-/// The tombstone of record `namespace/name`: a HealthRecord document without `data`.
-pub fn tombstone(namespace: &str, name: &str) -> String {
-    let doc = json!({
-        "apiVersion": names::RECORD_API_VERSION,
-        "kind": names::RECORD_KIND,
-        "metadata": {"name": name, "namespace": namespace},
-    });
-    serde_saphyr::to_string(&doc).expect("a JSON value serialises as YAML")
 }
 
 fn unreachable(target: &str, e: impl std::fmt::Display) -> StoreError {

@@ -66,7 +66,7 @@ pub fn documents(text: &str) -> Cow<'_, str> {
     Cow::Owned(
         docs.iter()
             .filter(|d| !d.is_null())
-            .map(crate::authoring::yaml::to_yaml)
+            .map(|d| serde_saphyr::to_string(d).unwrap_or_else(|_| format!("{d}\n")))
             .collect::<Vec<_>>()
             .join("---\n"),
     )

@@ -120,7 +120,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<HealthRecord, Rejection> {
     Ok(rec)
 }
 
-/// A stream's tombstone (see `plinth_statestore::stream::tombstone`): a HealthRecord
+/// A stream's tombstone (see `plinth_statestore::health::tombstone`): a HealthRecord
 /// document with `metadata.name` and no `data` says the record `(namespace, name)` is gone
 /// (the namespace defaults to `default`). Anything else is `None`.
 pub fn parse_tombstone(bytes: &[u8]) -> Option<(String, String)> {
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_tombstone_is_a_record_without_data() {
-        let t = plinth_statestore::stream::tombstone("team", "r1");
+        let t = plinth_statestore::health::tombstone("team", "r1");
         assert_eq!(
             parse_tombstone(t.as_bytes()),
             Some(("team".into(), "r1".into()))
