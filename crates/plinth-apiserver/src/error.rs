@@ -118,30 +118,10 @@ impl ApiError {
 
     /// 422 Invalid with field causes.
     pub fn invalid(info: &ResourceInfo, name: &str, causes: Vec<Cause>) -> ApiError {
-        let summary: Vec<String> = causes
-            .iter()
-            .map(|c| {
-                if c.field.is_empty() || c.message.starts_with(&c.field) {
-                    c.message.clone()
-                } else {
-                    format!("{}: {}", c.field, c.message)
-                }
-            })
-            .collect();
-        let summary = if summary.len() == 1 {
-            summary[0].clone()
-        } else {
-            format!("[{}]", summary.join(", "))
-        };
-        let gk = if info.group.is_empty() {
-            info.kind.clone()
-        } else {
-            format!("{}.{}", info.kind, info.group)
-        };
         ApiError {
             code: 422,
             reason: "Invalid",
-            message: format!("{gk} \"{name}\" is invalid: {summary}"),
+            message: crate::admission::invalid_message(&info.group, &info.kind, name, &causes),
             details: Some(json!({
                 "name": name, "group": info.group, "kind": info.kind,
                 "causes": causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>(),

@@ -16,6 +16,7 @@ mod redact;
 mod signal;
 mod status;
 mod web;
+mod webhook;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

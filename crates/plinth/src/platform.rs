@@ -51,6 +51,9 @@ pub struct PlatformOptions {
     /// kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow` (see
     /// `plinth_apiserver::ServerConfig::always_allow`); false: RBAC alone.
     pub always_allow: bool,
+    /// Admit Kratix kinds in-process (`plinth_apiserver::ServerConfig::builtin_admission`);
+    /// false leaves it to admission webhooks, as on a cluster.
+    pub builtin_admission: bool,
 }
 
 /// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
@@ -117,6 +120,7 @@ impl Platform {
         config.listen = Some(opts.listen);
         config.tls_extra_names = tls_names.to_vec();
         config.always_allow = opts.always_allow;
+        config.builtin_admission = opts.builtin_admission;
         config.ready_on_start = false;
         let web = crate::web::Web::new(&opts.data_dir);
         let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());

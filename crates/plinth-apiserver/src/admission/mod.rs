@@ -332,6 +332,33 @@ fn spec_decode_causes(kind: &str, obj: &Value) -> Vec<Cause> {
     }
 }
 
+/// The message of a 422 `Invalid` answer, as kube-apiserver words it:
+/// `<Kind>.<group> "<name>" is invalid: <field>: <message>` (several causes in brackets).
+/// The embedded server and the operator's webhooks both answer with it.
+pub fn invalid_message(group: &str, kind: &str, name: &str, causes: &[Cause]) -> String {
+    let summary: Vec<String> = causes
+        .iter()
+        .map(|c| {
+            if c.field.is_empty() || c.message.starts_with(&c.field) {
+                c.message.clone()
+            } else {
+                format!("{}: {}", c.field, c.message)
+            }
+        })
+        .collect();
+    let summary = if summary.len() == 1 {
+        summary[0].clone()
+    } else {
+        format!("[{}]", summary.join(", "))
+    };
+    let gk = if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    };
+    format!("{gk} \"{name}\" is invalid: {summary}")
+}
+
 fn cause(field: &str, reason: &str, message: impl Into<String>) -> Cause {
     Cause {
         reason: reason.into(),

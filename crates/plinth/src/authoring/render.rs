@@ -173,6 +173,7 @@ pub async fn render(input: &RenderInput, progress: &dyn Progress) -> anyhow::Res
         container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
         max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
         always_allow: false,
+        builtin_admission: true,
     })
     .await
     .context("starting the private platform")?;

@@ -57,10 +57,10 @@ pub async fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
         ManifestsCommand::Flux(a) => super::gitops::documents(a, false).await,
         ManifestsCommand::Argocd(a) => super::gitops::documents(a, true).await,
         ManifestsCommand::Crds => crd_documents(),
-        ManifestsCommand::Operator(o) => Ok(operator_documents(o)),
+        ManifestsCommand::Operator(o) => Ok(with_webhooks(operator_documents(o))),
         ManifestsCommand::All(o) => {
             let mut docs = crd_documents()?;
-            docs.extend(operator_documents(o));
+            docs.extend(with_webhooks(operator_documents(o)));
             Ok(docs)
         }
     }
@@ -72,6 +72,7 @@ pub async fn documents(what: &ManifestsCommand) -> anyhow::Result<Vec<Value>> {
 /// leader Lease. Resource requests of Promise APIs are granted per Promise at run time by
 /// `<promise>-promise-controller` ClusterRoles bound to this ServiceAccount; the operator
 /// needs to read every API group to discover them, hence the `*` get/list/watch rule.
+/// The admission webhooks add reading and applying their webhook configurations.
 pub fn operator_rules() -> Value {
     let all = [
         "get",
@@ -83,7 +84,7 @@ pub fn operator_rules() -> Value {
         "delete",
         "deletecollection",
     ];
-    json!([
+    let mut rules = json!([
         {"apiGroups": ["platform.kratix.io", "platform.syntasso.io"], "resources": ["*"], "verbs": all},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
         {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": all},
@@ -95,7 +96,11 @@ pub fn operator_rules() -> Value {
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "bind", "escalate"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": all},
         {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
-    ])
+    ]);
+    if let Some(rules) = rules.as_array_mut() {
+        rules.extend(crate::webhook::config::cluster_rules());
+    }
+    rules
 }
 
 /// Namespace, ServiceAccount, ClusterRole + binding, and the Deployment running
@@ -128,6 +133,7 @@ pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
                         "args": ["operator", "--data-dir", "/var/lib/plinth", "--adapter-image", o.image],
                         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/plinth"}],
+                        "ports": [{"name": "webhook", "containerPort": crate::webhook::config::PORT, "protocol": "TCP"}],
                         "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
                                             "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
                     }],
@@ -136,6 +142,26 @@ pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
             }
         }}),
     ]
+}
+
+/// The operator's documents followed by what its admission webhooks need: the Role for
+/// its CA Secret, the Service on the webhook port, a NetworkPolicy admitting the API
+/// server to it, and the two webhook configurations (Service clientConfig; the operator
+/// patches in the caBundle of the CA it keeps, or cert-manager injects it).
+fn with_webhooks(mut docs: Vec<Value>) -> Vec<Value> {
+    use crate::webhook::config;
+    let selector =
+        json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "operator"});
+    docs.extend(config::namespace_rbac_documents(
+        OPERATOR_NAMESPACE,
+        OPERATOR_SERVICE_ACCOUNT,
+    ));
+    docs.extend(config::service_documents(OPERATOR_NAMESPACE, &selector));
+    let target = config::Target::Service {
+        namespace: OPERATOR_NAMESPACE.to_string(),
+    };
+    docs.extend(config::configurations(&target, None));
+    docs
 }
 
 /// The Kratix CRDs as JSON documents.
@@ -192,10 +218,16 @@ mod tests {
                 "ServiceAccount",
                 "ClusterRole",
                 "ClusterRoleBinding",
-                "Deployment"
+                "Deployment",
+                "Role",
+                "RoleBinding",
+                "Service",
+                "NetworkPolicy",
+                "ValidatingWebhookConfiguration",
+                "MutatingWebhookConfiguration"
             ]
         );
-        let deploy = docs.last().unwrap();
+        let deploy = &docs[docs.len() - 7];
         assert_eq!(
             deploy["spec"]["template"]["spec"]["serviceAccountName"],
             OPERATOR_SERVICE_ACCOUNT

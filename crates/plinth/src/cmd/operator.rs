@@ -43,6 +43,10 @@ pub struct OperatorArgs {
     /// address, e.g. `0.0.0.0:8080`; served from the start, leader or not. Off when not given.
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Admission webhooks (served by every replica; their CA Secret lives in the
+    /// Lease's namespace).
+    #[command(flatten)]
+    webhooks: crate::webhook::WebhookArgs,
 }
 
 /// Runs `plinth operator` until Ctrl-C/SIGTERM or until leadership is lost (then it
@@ -52,6 +56,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
     let _metrics_task =
         crate::metrics_server::maybe_serve(args.metrics_addr, metrics.clone()).await?;
+    let _webhooks =
+        crate::webhook::start(client.clone(), &args.lease_namespace, &args.webhooks).await?;
     let identity = args.identity.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/etc/hostname")
             .map(|h| h.trim().to_string())

@@ -78,6 +78,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
         max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
         always_allow: false,
+        builtin_admission: true,
     })
     .await
     .context("step 'start the platform' failed")?;

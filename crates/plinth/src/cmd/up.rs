@@ -41,6 +41,12 @@ pub struct UpArgs {
     /// Serve the API only; run the controllers elsewhere (`plinth operator`).
     #[arg(long)]
     pub no_controllers: bool,
+    /// Do not admit Kratix kinds in-process: only their CRD schemas are checked, as a
+    /// plain kube-apiserver does, and admission webhooks registered through the API
+    /// (`plinth operator`'s) do the refusing. For testing cluster mode with
+    /// `--no-controllers`.
+    #[arg(long)]
+    pub no_builtin_admission: bool,
     /// Do not run pipeline Jobs in this process.
     #[arg(long)]
     pub no_runner: bool,
@@ -147,6 +153,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             container_log_max_files: usize::from(args.container_log_max_files),
             max_parallel_jobs: args.max_parallel_jobs,
             always_allow: args.authorization_mode == "RBAC,AlwaysAllow",
+            builtin_admission: !args.no_builtin_admission,
         },
         &args.tls_sans,
     )

@@ -106,6 +106,7 @@ impl Worker {
             container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
             max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
             always_allow: false,
+            builtin_admission: true,
         })
         .await
         .with_context(|| format!("starting worker {} in {}", args.name, data_dir.display()))?;

@@ -111,8 +111,15 @@ impl Plinth {
         }
     }
 
-    /// Starts `plinth operator --kubeconfig <this platform's kubeconfig>` as a second process.
+    /// Starts `plinth operator --kubeconfig <this platform's kubeconfig>` as a second
+    /// process, without its admission webhooks (several replicas share this machine's
+    /// ports; [`Plinth::operator_with`] passes other flags).
     pub fn operator(&self, identity: &str, lease_duration: u64) -> Child {
+        self.operator_with(identity, lease_duration, &["--webhook-addr", "off"])
+    }
+
+    /// Like [`Plinth::operator`], with `extra` flags instead of `--webhook-addr off`.
+    pub fn operator_with(&self, identity: &str, lease_duration: u64, extra: &[&str]) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -130,6 +137,7 @@ impl Plinth {
             .arg(&self.kubeconfig)
             .arg("--data-dir")
             .arg(self.dir.path().join(format!("operator-{identity}")))
+            .args(extra)
             .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::null())
             .stderr(log)
@@ -727,4 +735,23 @@ impl Moto {
             .map(str::to_string)
             .collect()
     }
+}
+
+/// A port free on loopback now (bound, read and released).
+pub fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().unwrap().port().to_string()
+}
+
+/// `plinth operator`'s flags serving its webhooks on loopback `port` and registering
+/// them by that URL (its certificate names 127.0.0.1).
+pub fn webhook_flags(port: &str) -> Vec<String> {
+    vec![
+        "--webhook-addr".into(),
+        format!("127.0.0.1:{port}"),
+        "--webhook-url".into(),
+        format!("https://127.0.0.1:{port}"),
+        "--webhook-host".into(),
+        "127.0.0.1".into(),
+    ]
 }

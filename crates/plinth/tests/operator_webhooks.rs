@@ -1,0 +1,177 @@
+//! `plinth operator`'s admission webhooks against `plinth up --no-controllers
+//! --no-builtin-admission` (an API server that, like kube-apiserver, checks Kratix kinds
+//! by their CRD schemas only): with the operator beside it, its webhooks registered
+//! through the API and called over TLS, the bad input embedded mode refuses is refused
+//! with the same messages; defaulting comes back as the webhook's patch.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::Plinth;
+
+fn kubectl_available() -> bool {
+    std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn write(p: &Plinth, name: &str, content: &str) -> String {
+    let path = p.dir.path().join(name);
+    std::fs::write(&path, content).expect("write manifest");
+    path.to_string_lossy().into_owned()
+}
+
+/// A pipeline whose command is a string (embedded mode: kubectl_admission.rs).
+const STRING_COMMAND: &str = r#"
+apiVersion: platform.kratix.io/v1alpha1
+kind: Promise
+metadata:
+  name: stringcmd
+spec:
+  workflows:
+    resource:
+      configure:
+      - apiVersion: platform.kratix.io/v1alpha1
+        kind: Pipeline
+        metadata:
+          name: instance
+        spec:
+          containers:
+          - name: hello
+            image: busybox
+            command: "echo hi"
+"#;
+
+/// Pipeline containers checked as a Pod's (embedded mode: kubectl_admission.rs).
+const BAD_PIPELINE: &str = r#"
+apiVersion: platform.kratix.io/v1alpha1
+kind: Promise
+metadata:
+  name: badpipe
+spec:
+  workflows:
+    resource:
+      configure:
+      - apiVersion: platform.kratix.io/v1alpha1
+        kind: Pipeline
+        metadata:
+          name: instance
+        spec:
+          volumes:
+          - name: cache
+            emptyDir: {}
+          containers:
+          - name: first
+            imag: busybox
+          - name: first
+            image: busybox
+            volumeMounts:
+            - name: missing
+              mountPath: /data
+"#;
+
+const DESTINATIONS: &str = r#"
+apiVersion: platform.kratix.io/v1alpha1
+kind: Destination
+metadata:
+  name: dev
+spec:
+  path: clusters/dev
+  cleanup: all
+  stateStoreRef: {kind: GitStateStore, name: default}
+---
+apiVersion: platform.kratix.io/v1alpha1
+kind: Destination
+metadata:
+  name: dev-team
+spec:
+  path: clusters/dev/team
+  stateStoreRef: {kind: GitStateStore, name: default}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operators_webhooks_refuse_what_embedded_mode_refuses() {
+    if !kubectl_available() {
+        println!("SKIPPED: kubectl not found");
+        return;
+    }
+    let p = Plinth::up(&["--no-controllers", "--no-builtin-admission"]).await;
+    let cmd = write(&p, "stringcmd.yaml", STRING_COMMAND);
+    // Without the webhooks nothing refuses it: the server is a plain API server.
+    let plain = p.kubectl_raw(&["apply", "--validate=false", "-f", &cmd]);
+    assert!(
+        plain.status.success(),
+        "accepted without webhooks: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    p.kubectl(&["delete", "promise", "stringcmd", "--wait=false"]);
+
+    let port = support::free_port();
+    let flags = support::webhook_flags(&port);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut op = p.operator_with("webhooks", 15, &flags);
+
+    // Once registered and serving, the webhook refuses with embedded mode's message
+    // (kubectl words a 422 with causes as `The Promise "..." is invalid: <causes>`).
+    let want = "spec.workflows.resource.configure[0].spec.containers[0].command: Invalid value: invalid type: string \"echo hi\", expected a sequence";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let err = loop {
+        let out = p.kubectl_raw(&["apply", "--validate=false", "--dry-run=server", "-f", &cmd]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            break err;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the webhook never refused: {err} {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(err.contains(want), "missing {want:?} in {err}");
+    assert!(
+        err.contains("The Promise \"stringcmd\" is invalid"),
+        "{err}"
+    );
+
+    let bad = write(&p, "badpipe.yaml", BAD_PIPELINE);
+    let out = p.kubectl_raw(&["apply", "--validate=false", "-f", &bad]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for want in [
+        r#"spec.workflows.resource.configure[0].spec.containers[0].image: Required value"#,
+        r#"spec.workflows.resource.configure[0].spec.containers[1].name: Duplicate value: "first""#,
+        r#"spec.workflows.resource.configure[0].spec.containers[1].volumeMounts[0].name: Not found: "missing""#,
+    ] {
+        assert!(err.contains(want), "missing {want:?} in {err}");
+    }
+    assert!(
+        !p.kubectl_raw(&["get", "promise", "badpipe"])
+            .status
+            .success()
+    );
+
+    // Destinations: the mutating webhook adds the cleanup finalizer; the validating one
+    // refuses an overlapping root, reading the other Destinations through the API.
+    let dests = write(&p, "destinations.yaml", DESTINATIONS);
+    let out = p.kubectl_raw(&["apply", "-f", &dests]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the overlap is refused");
+    assert!(err.contains("overlaps Destination \"dev\""), "{err}");
+    let finalizers = p.kubectl(&[
+        "get",
+        "destination",
+        "dev",
+        "-o",
+        "jsonpath={.metadata.finalizers}",
+    ]);
+    assert!(
+        finalizers.contains("kratix.io/destination-cleanup"),
+        "{finalizers}"
+    );
+    let _ = op.kill();
+    let _ = op.wait();
+}
