@@ -8,6 +8,7 @@ mod authoring;
 mod cmd;
 mod destination_agent;
 mod gitserve;
+mod leader;
 mod logging;
 mod metrics_server;
 mod platform;

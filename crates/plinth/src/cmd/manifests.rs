@@ -103,11 +103,24 @@ pub fn operator_rules() -> Value {
     rules
 }
 
-/// Namespace, ServiceAccount, ClusterRole + binding, and the Deployment running
-/// `plinth operator` with leader election.
+/// Namespace, ServiceAccount, ClusterRole + binding, the Deployment running
+/// `plinth operator` with leader election (each replica's Lease identity is its Pod
+/// name, from the downward API), and with more than one replica a PodDisruptionBudget
+/// keeping one running through voluntary disruptions (node drains).
 pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
     let labels =
         json!({"app.kubernetes.io/name": "plinth", "app.kubernetes.io/component": "operator"});
+    let mut docs = operator_base_documents(o, &labels);
+    if o.replicas > 1 {
+        docs.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "plinth-operator", "namespace": OPERATOR_NAMESPACE, "labels": labels},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": labels}}}));
+    }
+    docs
+}
+
+/// The operator's documents every replica count has.
+fn operator_base_documents(o: &OperatorOptions, labels: &Value) -> Vec<Value> {
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
@@ -131,6 +144,7 @@ pub fn operator_documents(o: &OperatorOptions) -> Vec<Value> {
                         "name": "operator",
                         "image": o.image,
                         "args": ["operator", "--data-dir", "/var/lib/plinth", "--adapter-image", o.image],
+                        // `plinth operator` takes its Lease identity from POD_NAME.
                         "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/plinth"}],
                         "ports": [{"name": "webhook", "containerPort": crate::webhook::config::PORT, "protocol": "TCP"}],
@@ -219,6 +233,7 @@ mod tests {
                 "ClusterRole",
                 "ClusterRoleBinding",
                 "Deployment",
+                "PodDisruptionBudget",
                 "Role",
                 "RoleBinding",
                 "Service",
@@ -227,7 +242,16 @@ mod tests {
                 "MutatingWebhookConfiguration"
             ]
         );
-        let deploy = &docs[docs.len() - 7];
+        let deploy = &docs[docs.len() - 8];
+        assert_eq!(deploy["spec"]["replicas"], 2);
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"]
+                ["fieldPath"],
+            "metadata.name"
+        );
+        let pdb = &docs[docs.len() - 7];
+        assert_eq!(pdb["spec"]["minAvailable"], 1);
+        assert_eq!(pdb["spec"]["selector"], deploy["spec"]["selector"]);
         assert_eq!(
             deploy["spec"]["template"]["spec"]["serviceAccountName"],
             OPERATOR_SERVICE_ACCOUNT
@@ -238,5 +262,16 @@ mod tests {
         );
         let yaml = to_yaml_stream(&docs).unwrap();
         assert_eq!(serde_saphyr::from_multiple::<Value>(&yaml).unwrap(), docs);
+    }
+
+    #[test]
+    fn one_replica_has_no_disruption_budget() {
+        let o = OperatorOptions {
+            image: "example.test/plinth:v1".into(),
+            replicas: 1,
+        };
+        let docs = operator_documents(&o);
+        assert_eq!(docs.last().unwrap()["kind"], "Deployment");
+        assert_eq!(docs.last().unwrap()["spec"]["replicas"], 1);
     }
 }

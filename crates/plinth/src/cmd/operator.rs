@@ -5,13 +5,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, PostParams};
+use anyhow::Context as _;
 use kube::{Client, Config};
 use plinth_controllers::{Context, ControllerConfig};
-use serde_json::json;
+
+use crate::leader::{Elector, LeaseConfig};
 
 /// Arguments of `plinth operator`.
 #[derive(clap::Args)]
@@ -26,10 +24,13 @@ pub struct OperatorArgs {
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "plinth-operator")]
     lease_name: String,
-    /// This replica's identity in the Lease (default: hostname and process id).
-    #[arg(long)]
+    /// This replica's identity in the Lease (default: the Pod name from `POD_NAME`, else
+    /// hostname and process id).
+    #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Seconds a leader holds the Lease without renewing it before another may take over.
+    /// The leader renews every fifth of it and steps down when it could not renew for two
+    /// thirds of it, before the Lease can expire for the others.
     #[arg(long, default_value_t = 15)]
     lease_duration: u64,
     /// Where the controllers keep local state (state store working copies).
@@ -49,8 +50,9 @@ pub struct OperatorArgs {
     webhooks: crate::webhook::WebhookArgs,
 }
 
-/// Runs `plinth operator` until Ctrl-C/SIGTERM or until leadership is lost (then it
-/// exits non-zero so that the Deployment restarts it as a follower).
+/// Runs `plinth operator` until Ctrl-C/SIGTERM (then it stops the controllers and
+/// releases the Lease so a follower takes over at once) or until leadership is lost (then
+/// it exits non-zero so that the Deployment restarts it as a follower).
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_deref()).await?;
     let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
@@ -58,28 +60,22 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         crate::metrics_server::maybe_serve(args.metrics_addr, metrics.clone()).await?;
     let _webhooks =
         crate::webhook::start(client.clone(), &args.lease_namespace, &args.webhooks).await?;
-    let identity = args.identity.clone().unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/etc/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "plinth".into());
-        format!("{host}-{}", std::process::id())
-    });
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &args.lease_namespace);
-    let duration = Duration::from_secs(args.lease_duration.max(2));
-    tracing::info!(lease = %format!("{}/{}", args.lease_namespace, args.lease_name), %identity, "waiting to become leader");
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let terms = LeaseConfig::new(
+        &args.lease_namespace,
+        &args.lease_name,
+        &identity,
+        Duration::from_secs(args.lease_duration),
+    );
+    tracing::info!(lease = %format!("{}/{}", args.lease_namespace, args.lease_name), %identity,
+        lease_duration_s = terms.lease_duration.as_secs_f64(), renew_deadline_s = terms.renew_deadline.as_secs_f64(),
+        "waiting to become leader");
+    let mut elector = Elector::new(client.clone(), terms);
     let shutdown = crate::signal::shutdown_signal();
     tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            acquired = try_acquire(&leases, &args.lease_name, &identity, duration) => {
-                if acquired? { break; }
-            }
-        }
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            _ = tokio::time::sleep(duration / 3) => {}
-        }
+    tokio::select! {
+        _ = &mut shutdown => return Ok(()),
+        acquired = elector.acquire() => acquired?,
     }
     tracing::info!(%identity, "became leader; starting controllers");
     let defaults = ControllerConfig {
@@ -89,20 +85,32 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     };
     let ctx = Context::with_metrics(client.clone(), defaults.clone(), metrics);
     let controllers = tokio::spawn(plinth_controllers::run_all(ctx, defaults));
-    let result = loop {
-        tokio::select! {
-            _ = &mut shutdown => break Ok(()),
-            _ = tokio::time::sleep(duration / 3) => {
-                match try_acquire(&leases, &args.lease_name, &identity, duration).await {
-                    Ok(true) => {}
-                    Ok(false) => break Err(anyhow::anyhow!("lost the leader Lease to another replica")),
-                    Err(e) => break Err(e.context("renewing the leader Lease")),
-                }
-            }
-        }
+    let ended = tokio::select! {
+        _ = &mut shutdown => None,
+        lost = elector.hold() => Some(lost),
     };
     controllers.abort();
-    result
+    let _ = controllers.await;
+    match ended {
+        Some(lost) => Err(anyhow::Error::new(lost).context("leadership ended")),
+        None => {
+            elector
+                .release()
+                .await
+                .context("releasing the leader Lease")?;
+            tracing::info!(%identity, "released the leader Lease");
+            Ok(())
+        }
+    }
+}
+
+/// The Pod name when running in a Pod (`POD_NAME` from the downward API is read by clap),
+/// else the hostname and process id.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "plinth".into());
+    format!("{host}-{}", std::process::id())
 }
 
 /// A client from a kubeconfig file, or the inferred configuration.
@@ -175,58 +183,4 @@ pub(crate) async fn platform_client(
          and there is no {} (start the platform with `plinth up`, or pass --kubeconfig)",
         local.display()
     )
-}
-
-/// Takes or renews the Lease. Returns false while another holder's Lease is still valid.
-/// Writes carry the Lease's resourceVersion, so two replicas can never both win.
-async fn try_acquire(
-    leases: &Api<Lease>,
-    name: &str,
-    identity: &str,
-    duration: Duration,
-) -> anyhow::Result<bool> {
-    let now = jiff::Timestamp::now();
-    let spec = json!({
-        "holderIdentity": identity,
-        "leaseDurationSeconds": duration.as_secs(),
-        "renewTime": MicroTime(now),
-    });
-    let Some(mut lease) = leases.get_opt(name).await? else {
-        let mut body = json!({"metadata": {"name": name}, "spec": spec});
-        body["spec"]["acquireTime"] = json!(MicroTime(now));
-        return match leases
-            .create(&PostParams::default(), &serde_json::from_value(body)?)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e.into()),
-        };
-    };
-    let current = lease.spec.clone().unwrap_or_default();
-    let holder = current.holder_identity.clone().unwrap_or_default();
-    let expired = match (&current.renew_time, current.lease_duration_seconds) {
-        (Some(t), Some(d)) => t.0.as_second() + i64::from(d) < now.as_second(),
-        _ => true,
-    };
-    if holder != identity && !expired {
-        return Ok(false);
-    }
-    let mut new_spec: k8s_openapi::api::coordination::v1::LeaseSpec = serde_json::from_value(spec)?;
-    if holder != identity {
-        new_spec.acquire_time = Some(MicroTime(now));
-        new_spec.lease_transitions = Some(current.lease_transitions.unwrap_or(0) + 1);
-    } else {
-        new_spec.acquire_time = current.acquire_time.clone();
-        new_spec.lease_transitions = current.lease_transitions;
-    }
-    lease.spec = Some(new_spec);
-    match leases.replace(name, &PostParams::default(), &lease).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-        Err(e) => bail!(
-            "updating Lease {name}: {}",
-            plinth_api::kube_error::describe(&e)
-        ),
-    }
 }
