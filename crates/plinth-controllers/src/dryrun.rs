@@ -18,9 +18,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -30,17 +28,10 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
+use crate::support::resources::{dry_run_resource, work_resource};
 use crate::support::{self as status, set_condition, set_field};
 use plinth_api::constants::labels;
 use plinth_api::constants::{annotations, labels as klabels};
-
-/// The `dryruns` resource.
-pub fn dry_run_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "DryRun"),
-        "dryruns",
-    )
-}
 
 use plinth_api::constants::dry_run_reasons as reasons;
 
@@ -253,13 +244,7 @@ async fn list_outputs(
     rr: &DynamicObject,
     _request_api: &crate::dynamic::RequestApi,
 ) -> Result<Value, Error> {
-    let works: Api<DynamicObject> = Api::all_with(
-        ctx.client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "Work"),
-            "works",
-        ),
-    );
+    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
     let sel = format!(
         "{}={promise},{}={},{}=true",
         labels::PROMISE_NAME,

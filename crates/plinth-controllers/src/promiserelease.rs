@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -19,19 +17,12 @@ use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::resources::promise_resource;
+use crate::support::resources::release_resource;
 use crate::support::{self, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_RELEASE_CONTROLLER;
-
-/// The `promisereleases` resource.
-pub fn release_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRelease"),
-        "promisereleases",
-    )
-}
 
 /// Runs the PromiseRelease controller.
 pub async fn run(ctx: Arc<Context>) {

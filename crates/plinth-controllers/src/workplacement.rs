@@ -444,8 +444,22 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
             return Ok(Action::await_change());
         }
     };
-    match write_target(&state, &store, &dest, &wp, target).await {
-        Ok(outcome) => record_written(&state, &p, &dest, outcome).await,
+    write(&state, &p, &store, &dest, &wp, target).await
+}
+
+/// Writes the placement's files and reports the outcome: written, a terminal path
+/// escape, refused credentials (the store is validated again first), or a failure.
+async fn write(
+    state: &WpState,
+    p: &Reconciling<'_>,
+    store: &StateStore,
+    dest: &Destination,
+    wp: &WorkPlacement,
+    target: Target,
+) -> Result<Action, Error> {
+    let store_ref = &dest.spec.state_store_ref;
+    match write_target(state, store, dest, wp, target).await {
+        Ok(outcome) => record_written(state, p, dest, outcome).await,
         Err(StoreError::PathEscapes { path, cause }) => {
             let t = Terminal {
                 reason: REASON_INVALID_WORKLOAD_PATH,
@@ -454,7 +468,7 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
                     dest.name_any()
                 ),
             };
-            report_terminal(&state, &p.api, &wp, &t).await?;
+            report_terminal(state, &p.api, wp, &t).await?;
             Ok(Action::await_change())
         }
         Err(e @ (StoreError::AuthFailed { .. } | StoreError::GithubAppAuthFailed { .. })) => {
@@ -469,10 +483,10 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
                 store_ref.kind.as_str(),
                 store_ref.name
             );
-            report_write_failure(&state, &p, REASON_AUTHENTICATION_FAILED, &msg).await
+            report_write_failure(state, p, REASON_AUTHENTICATION_FAILED, &msg).await
         }
         Err(e) => {
-            report_write_failure(&state, &p, reasons::WORKLOADS_FAILED_WRITE, &e.to_string()).await
+            report_write_failure(state, p, reasons::WORKLOADS_FAILED_WRITE, &e.to_string()).await
         }
     }
 }

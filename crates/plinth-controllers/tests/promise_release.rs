@@ -71,8 +71,10 @@ async fn installs_from_http_with_authorization_and_deletes_with_the_release() {
     tokio::spawn(promise::run(env.ctx.clone()));
     tokio::spawn(promiserelease::run(env.ctx.clone()));
     let base = serve().await;
-    let releases: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &promiserelease::release_resource());
+    let releases: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &plinth_controllers::support::resources::release_resource(),
+    );
     let promises: Api<DynamicObject> =
         Api::all_with(env.client.clone(), &promise::promise_resource());
     let create = |v: Value| {
@@ -146,8 +148,10 @@ async fn a_source_that_never_answers_times_out_and_a_fix_is_picked_up() {
     tokio::spawn(promise::run(env.ctx.clone()));
     tokio::spawn(promiserelease::run(env.ctx.clone()));
     let base = serve().await;
-    let releases: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &promiserelease::release_resource());
+    let releases: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &plinth_controllers::support::resources::release_resource(),
+    );
     releases
         .create(
             &PostParams::default(),

@@ -37,7 +37,7 @@ fn bindings(client: &Client) -> Api<DynamicObject> {
     Api::namespaced_with(
         client.clone(),
         "default",
-        &plinth_controllers::request::binding::binding_resource(),
+        &plinth_controllers::support::resources::binding_resource(),
     )
 }
 
@@ -241,7 +241,7 @@ async fn patch_binding_version(client: &Client, request: &str, version: &str) {
 async fn wait_latest(client: &Client, version: &str) {
     let revisions: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &plinth_controllers::request::binding::revision_resource(),
+        &plinth_controllers::support::resources::revision_resource(),
     );
     wait_for(&format!("revision {version} is latest"), || async {
         revisions

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::aggregate::state_name;
-use super::record::Target;
+use super::target::Target;
 
 /// Field manager of the receiver's server-side applies.
 pub const FIELD_MANAGER: &str = "plinth-alertmanager";

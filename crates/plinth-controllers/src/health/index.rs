@@ -13,7 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use plinth_api::HealthRecord;
 
-use super::record::Target;
+use super::target::Target;
 
 #[derive(Default)]
 struct Maps {

@@ -7,7 +7,9 @@
 //!   the request's health history when the overall state changes.
 //! - [`source`]: the HealthSource controller, which polls a bucket, an Azure container, a
 //!   GCS bucket or a Git branch for HealthRecords that Destinations write and applies them
-//!   onto the platform; [`stream`]: its consumers of a Redis or NATS JetStream stream.
+//!   onto the platform ([`source::poll`]); [`source::stream`]: its consumers of a Redis
+//!   or NATS JetStream stream.
+//! - [`target`]: the request a record reports on.
 //! - [`history`]: the history kept in `status.healthHistory` and the figures derived from
 //!   it (uptime, time to first healthy, time to recover).
 //! - [`aggregate`]: the pure aggregation of records into `healthStatus`.
@@ -29,11 +31,10 @@ pub mod clock;
 pub mod freshness;
 pub mod history;
 pub mod index;
-pub mod poll;
 pub mod record;
 pub mod report;
 pub mod source;
-pub mod stream;
+pub mod target;
 pub mod validate;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -21,9 +21,7 @@
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -39,55 +37,11 @@ use super::clock::Clock;
 use super::freshness::{self, Freshness, Verdict};
 use super::history::HealthHistory;
 use super::index::RecordIndex;
+use super::target::{Target, request_resource};
 use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::{self, edit_finalizers};
-
-/// The request a record reports on.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Target {
-    /// Promise name.
-    pub promise: String,
-    /// Request namespace.
-    pub namespace: String,
-    /// Request name.
-    pub name: String,
-}
-
-impl Target {
-    /// The request `record` references (`resourceRef.namespace` defaults to the record's).
-    pub fn of(record: &HealthRecord) -> Target {
-        let d = &record.spec.data;
-        Target {
-            promise: d.promise_ref.name.clone(),
-            namespace: d
-                .resource_ref
-                .namespace
-                .clone()
-                .filter(|n| !n.is_empty())
-                .or_else(|| record.namespace())
-                .unwrap_or_default(),
-            name: d.resource_ref.name.clone(),
-        }
-    }
-}
-
-impl Target {
-    /// The value of the request label (`names::REQUEST_LABEL`) on this request's
-    /// records: the first 32 hex digits of SHA-256 over promise, namespace and name.
-    pub fn label_value(&self) -> String {
-        use sha2::Digest as _;
-        let digest = sha2::Sha256::new()
-            .chain_update(self.promise.as_bytes())
-            .chain_update([0])
-            .chain_update(self.namespace.as_bytes())
-            .chain_update([0])
-            .chain_update(self.name.as_bytes())
-            .finalize();
-        hex::encode(&digest[..16])
-    }
-}
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -187,26 +141,6 @@ async fn label_with_request(
         Err(ref e) if crate::support::is_not_found(e) => Ok(()),
         Err(e) => Err(e.into()),
     }
-}
-
-/// The API resource of `promise`'s requests: from its running request controller, else
-/// from the Promise's `spec.api`. `None` when the Promise is gone or has no API.
-pub async fn request_resource(ctx: &Context, promise: &str) -> Result<Option<ApiResource>, Error> {
-    if let Some(api) = ctx.request_controllers.api_of(promise) {
-        return Ok(Some(api.resource()));
-    }
-    let promises: Api<DynamicObject> =
-        Api::all_with(ctx.client.clone(), &crate::promise::promise_resource());
-    let Some(p) = promises.get_opt(promise).await? else {
-        return Ok(None);
-    };
-    let Ok(gvk) = plinth_api::crds::request_gvk(&p.data["spec"]["api"]) else {
-        return Ok(None);
-    };
-    Ok(Some(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
-        &gvk.plural,
-    )))
 }
 
 /// Rebuilds `target`'s `healthStatus` (and history) from the cached records that
@@ -329,7 +263,7 @@ async fn judge_freshness(
 async fn source_poll_interval(ctx: &Context, name: &str) -> std::time::Duration {
     let api: Api<plinth_api::HealthSource> = Api::all(ctx.client.clone());
     match api.get_opt(name).await {
-        Ok(Some(hs)) => super::source::poll_interval(&hs).unwrap_or_default(),
+        Ok(Some(hs)) => super::source::state::poll_interval(&hs).unwrap_or_default(),
         _ => std::time::Duration::ZERO,
     }
 }

@@ -120,7 +120,7 @@ async fn run_delete_workflow(ctx: &Context, p: &Observed) -> Result<Outcome, Err
         &configure,
         &p.api,
         &p.obj,
-        "platform.kratix.io",
+        plinth_api::GROUP,
         COMPONENT,
     )
     .await?;

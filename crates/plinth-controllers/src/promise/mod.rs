@@ -204,8 +204,8 @@ impl Observed {
             workflow_type: WorkflowType::Promise,
             action,
             subject: Subject {
-                group: "platform.kratix.io".into(),
-                version: "v1alpha1".into(),
+                group: plinth_api::GROUP.into(),
+                version: plinth_api::VERSION.into(),
                 kind: "Promise".into(),
                 plural: "promises".into(),
                 name: self.name.clone(),
@@ -396,8 +396,7 @@ async fn run_configure_workflow(
         return Ok(Step::Next(()));
     }
     let progress =
-        engine::reconcile_configure(ctx, wf, &p.api, &p.obj, "platform.kratix.io", COMPONENT)
-            .await?;
+        engine::reconcile_configure(ctx, wf, &p.api, &p.obj, plinth_api::GROUP, COMPONENT).await?;
     if progress == Progress::Done {
         return Ok(Step::Next(()));
     }

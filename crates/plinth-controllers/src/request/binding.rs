@@ -15,8 +15,7 @@ pub mod ownership;
 
 use kube::ResourceExt;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, Preconditions,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use serde_json::{Map, Value, json};
 
@@ -25,28 +24,13 @@ use ownership::Found;
 use crate::Error;
 use crate::context::Context;
 use crate::request::caches::RequestCaches;
+use crate::support::resources::{binding_resource, revision_resource};
 use crate::support::{self as status, set_condition, set_field};
 use crate::workflow::engine::Progress;
 use plinth_api::constants::labels;
 use plinth_api::constants::{
     VERSION_LATEST, VERSION_NOT_SET, annotations, condition_types, events as event_reasons, reasons,
 };
-
-/// The `resourcebindings` resource.
-pub fn binding_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "ResourceBinding"),
-        "resourcebindings",
-    )
-}
-
-/// The `promiserevisions` resource.
-pub fn revision_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", "PromiseRevision"),
-        "promiserevisions",
-    )
-}
 
 /// The PromiseRevision a request runs with.
 #[derive(Clone, Debug, PartialEq)]

@@ -25,8 +25,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::Error;
-use crate::request::binding::{binding_resource, revision_resource};
 use crate::support::resources::promise_resource;
+use crate::support::resources::{binding_resource, revision_resource};
 use crate::workflow::engine;
 use plinth_api::constants::{annotations, labels};
 

@@ -13,7 +13,7 @@ use super::{COMPONENT, RequestCtx, binding, request_workflow};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
-use crate::support::resources::work_resource;
+use crate::support::resources::{binding_resource, work_resource};
 use crate::support::{self, remove_finalizer};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Workflow, WorkflowAction};
@@ -28,7 +28,7 @@ pub(super) async fn delete(
 ) -> Result<Action, Error> {
     let ctx = &rctx.ctx;
     let has = |f: &str| rr.finalizers().iter().any(|x| x == f);
-    let target = crate::health::record::Target {
+    let target = crate::health::target::Target {
         promise: rctx.promise.clone(),
         namespace: rr.namespace().unwrap_or_default(),
         name: rr.name_any(),
@@ -86,7 +86,7 @@ async fn delete_bindings(ctx: &Context, rr: &DynamicObject, sel: &str) {
     let bindings: Api<DynamicObject> = Api::namespaced_with(
         ctx.client.clone(),
         &rr.namespace().unwrap_or_default(),
-        &binding::binding_resource(),
+        &binding_resource(),
     );
     let Ok(list) = bindings.list(&ListParams::default().labels(sel)).await else {
         return;

@@ -23,6 +23,7 @@ use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::harness::{Harness, Start};
+use crate::support::resources::{binding_resource, revision_resource};
 use crate::support::resources::{promise_resource, work_resource};
 use crate::support::set_finalizers;
 use crate::support::works::classify_works;
@@ -206,12 +207,12 @@ fn watch_versions(
                 let (name, ns) = binding::request_of(&b)?;
                 Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
             },
-            binding::binding_resource(),
+            binding_resource(),
         )
         .watches_stream_with(
             revision_stream,
             move |_| all_requests(&store, &ar_revisions),
-            binding::revision_resource(),
+            revision_resource(),
         );
     (controller, bindings, revisions)
 }

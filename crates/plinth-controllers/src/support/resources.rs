@@ -6,7 +6,7 @@ use kube::api::{ApiResource, GroupVersionKind};
 /// The `platform.kratix.io/v1alpha1` resource of `kind`, served as `plural`.
 pub fn kratix_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("platform.kratix.io", "v1alpha1", kind),
+        &GroupVersionKind::gvk(plinth_api::GROUP, plinth_api::VERSION, kind),
         plural,
     )
 }
@@ -24,4 +24,19 @@ pub fn work_resource() -> ApiResource {
 /// The `promiserevisions` resource.
 pub fn revision_resource() -> ApiResource {
     kratix_resource("PromiseRevision", "promiserevisions")
+}
+
+/// The `resourcebindings` resource.
+pub fn binding_resource() -> ApiResource {
+    kratix_resource("ResourceBinding", "resourcebindings")
+}
+
+/// The `promisereleases` resource.
+pub fn release_resource() -> ApiResource {
+    kratix_resource("PromiseRelease", "promisereleases")
+}
+
+/// The `dryruns` resource.
+pub fn dry_run_resource() -> ApiResource {
+    kratix_resource("DryRun", "dryruns")
 }

@@ -522,7 +522,7 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
             out.push(json!({
                 "apiVersion": rbac, "kind": "ClusterRole",
                 "metadata": {"name": id, "labels": promise_label},
-                "rules": [{"apiGroups": ["platform.kratix.io"], "resources": ["promises", "promises/status", "works"], "verbs": ["get", "list", "update", "create", "patch"]}],
+                "rules": [{"apiGroups": [plinth_api::GROUP], "resources": ["promises", "promises/status", "works"], "verbs": ["get", "list", "update", "create", "patch"]}],
             }));
             out.push(json!({
                 "apiVersion": rbac, "kind": "ClusterRoleBinding",

@@ -9,7 +9,7 @@
 //! 2. **Reader.** The Secret named by the backend's `secretRef` is read and a reader opened
 //!    (kept while the spec generation and Secret version stay the same). Read access is
 //!    enough.
-//! 3. **Poll** ([`super::poll`]): list with change detection, read only the objects whose
+//! 3. **Poll** ([`poll`]): list with change detection, read only the objects whose
 //!    ETag/blob id changed, check each, apply the good ones as HealthRecords labelled with
 //!    the source, annotated with their object key and owned by the HealthSource (deleting
 //!    the source deletes its records), and remove the records whose object disappeared
@@ -25,7 +25,7 @@
 //!
 //! A stream source (`spec.redis`, `spec.nats`) is not polled: the reconcile starts (or
 //! restarts, when the generation or the Secret changed; the Secret is re-read every
-//! [`STREAM_RECHECK`]) its consumer task, see [`super::stream`].
+//! [`STREAM_RECHECK`]) its consumer task, see [`stream`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,69 +36,32 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
-use plinth_api::constants::condition_types::READY;
 use plinth_api::constants::health as names;
-use plinth_api::{
-    BucketStateStore, GitStateStore, HealthRecord, HealthSource, HealthSourceStatus,
-    RejectedRecord, SecretRef,
-};
+use plinth_api::{BucketStateStore, GitStateStore, HealthRecord, HealthSource, SecretRef};
 use plinth_statestore::{BucketAuth, BucketConfig, BucketProvider, RecordReader, StoreConfig};
-use serde_json::{Value, json};
 
-use super::clock::{Clock, rfc3339};
-use super::poll::{PollOutcome, SourceState, poll};
-use super::stream::{StreamTask, is_stream, stream_config};
+pub mod poll;
+pub mod state;
+pub mod stream;
+
 use crate::context::Context;
+use crate::health::clock::Clock;
 use crate::statestore::StateStoreObject;
 use crate::support::harness::{Harness, Start};
-use crate::support::{self, patch_status, set_condition};
+use poll::poll;
+use state::{
+    NotReady, PollOutcome, SourceCtx, SourceState, StreamTask, consumer_name, is_stream,
+    poll_interval, publish_rejections, write_status,
+};
+use stream::stream_config;
 
-/// How often `lastPollTime` alone is refreshed in status.
-pub const POLL_TIME_REFRESH: Duration = Duration::from_secs(3600);
 /// Longest wait between polls after repeated errors.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
-/// At most this many rejected keys are listed in status.
-pub const MAX_LISTED_REJECTIONS: usize = 50;
 /// How often a stream source's Secret is checked for a change.
 pub const STREAM_RECHECK: Duration = Duration::from_secs(60);
-
-pub(crate) struct SourceCtx {
-    pub(crate) ctx: Arc<Context>,
-    pub(crate) clock: Arc<dyn Clock>,
-    /// Every HealthRecord on the platform (for claims, conflicts and no-op detection).
-    pub(crate) records: Store<HealthRecord>,
-    /// Every HealthSource (a stream consumer stops when its source is gone).
-    pub(crate) sources: Store<HealthSource>,
-    /// This controller's name in stream consumer groups (unique per process and context).
-    pub(crate) consumer_name: String,
-    states: Mutex<HashMap<String, Arc<tokio::sync::Mutex<SourceState>>>>,
-    /// uid → the stream consumer task of a stream source.
-    streams: Mutex<HashMap<String, StreamTask>>,
-}
-
-impl crate::support::harness::Shared for SourceCtx {
-    fn context(&self) -> &Context {
-        &self.ctx
-    }
-}
-
-/// A consumer name unique to this process and controller instance.
-fn consumer_name() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "plinth".into());
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!("{host}-{}-{n}-{nanos:x}", std::process::id())
-}
 
 /// Runs the HealthSource controller until the process stops.
 pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
@@ -133,9 +96,6 @@ pub async fn run(ctx: Arc<Context>, clock: Arc<dyn Clock>) {
         .start(Harness::new("healthsource"), reconcile, sctx)
         .await;
 }
-
-/// Why a source cannot poll: condition reason and message.
-pub(crate) struct NotReady(pub(crate) &'static str, pub(crate) String);
 
 async fn reconcile(hs: Arc<HealthSource>, s: Arc<SourceCtx>) -> Result<Action, crate::Error> {
     let uid = hs.uid().unwrap_or_default();
@@ -242,13 +202,7 @@ async fn reconcile_stream(
         .get(&uid)
         .is_some_and(|t| t.fingerprint == fingerprint && !t.handle.is_finished());
     if !running {
-        let handle = tokio::spawn(super::stream::consume(
-            s.clone(),
-            (*hs).clone(),
-            cfg,
-            group,
-            state,
-        ));
+        let handle = tokio::spawn(stream::consume(s.clone(), (*hs).clone(), cfg, group, state));
         streams.insert(
             uid,
             StreamTask {
@@ -282,23 +236,6 @@ fn check_one_backend(hs: &HealthSource) -> Result<(), NotReady> {
     Ok(())
 }
 
-/// `spec.pollInterval`, checked: a Go duration of at least 10 s.
-pub fn poll_interval(hs: &HealthSource) -> Result<Duration, String> {
-    let Some(text) = hs.spec.poll_interval.as_deref() else {
-        return Ok(Duration::from_secs(
-            plinth_api::DEFAULT_HEALTH_POLL_INTERVAL_SECS,
-        ));
-    };
-    let d = plinth_api::duration::parse_go_duration(text)
-        .map_err(|e| format!("spec.pollInterval {text:?}: {e}"))?;
-    if d < Duration::from_secs(plinth_api::MIN_HEALTH_POLL_INTERVAL_SECS) {
-        return Err(format!(
-            "spec.pollInterval {text:?} is shorter than the minimum of 10s"
-        ));
-    }
-    Ok(d)
-}
-
 fn next_wait(state: &SourceState, interval: Duration) -> Duration {
     if state.failures == 0 {
         return interval;
@@ -322,27 +259,6 @@ async fn poll_once(
         .map_err(|e| NotReady(names::STORE_ERROR, e.to_string()))?;
     publish_rejections(s, hs, &outcome).await;
     Ok(outcome)
-}
-
-/// One Warning Event and one log line per rejection not reported before.
-pub(crate) async fn publish_rejections(s: &SourceCtx, hs: &HealthSource, outcome: &PollOutcome) {
-    for (key, reason, conflict) in &outcome.new_rejections {
-        tracing::warn!(source = %hs.name_any(), key, reason, "health record skipped");
-        let why = if *conflict {
-            names::CONFLICT_REASON
-        } else {
-            names::REJECTED_REASON
-        };
-        // One Event per key (a shared recorder would fold them into one series by reason).
-        support::publish(
-            &s.ctx.recorder(names::SOURCE_COMPONENT),
-            &hs.object_ref(&()),
-            support::EventType::Warning,
-            why,
-            format!("{key}: {reason}"),
-        )
-        .await;
-    }
 }
 
 /// Opens (or reuses) the reader for the source's current spec and Secret.
@@ -507,89 +423,4 @@ fn cloud_config(
     c.insecure = endpoint.starts_with("http://");
     c.path = join_path(None, spec.path.as_deref());
     Ok(StoreConfig::Bucket(c))
-}
-
-/// Writes the status when something other than the poll time changed, a trigger was
-/// handled, or the poll time is older than [`POLL_TIME_REFRESH`].
-pub(crate) async fn write_status(
-    s: &SourceCtx,
-    hs: &HealthSource,
-    state: &SourceState,
-    result: Result<PollOutcome, NotReady>,
-    handled_trigger: Option<String>,
-) -> Result<(), crate::Error> {
-    let api: Api<HealthSource> = Api::all(s.ctx.client.clone());
-    let now = s.clock.now();
-    let generation = hs.metadata.generation;
-    let (ok, reason, message, outcome) = match result {
-        Ok(o) if is_stream(hs) => {
-            let message = format!("Consuming {}", o.target);
-            (true, names::CONSUMING, message, Some(o))
-        }
-        Ok(o) => {
-            let message = match o.note {
-                Some(note) => format!("Polled {}: {note}", o.target),
-                None => format!("Polled {}", o.target),
-            };
-            (true, names::POLLED, message, Some(o))
-        }
-        Err(NotReady(r, m)) => (false, r, m, None),
-    };
-    patch_status(&api, &hs.name_any(), |cur| {
-        let old = cur.status.clone().unwrap_or_default();
-        let mut st = old.clone();
-        let mut conds = st.conditions.clone().unwrap_or_default();
-        set_condition(&mut conds, READY, ok, reason, &message, generation);
-        st.conditions = Some(conds);
-        st.observed_generation = generation;
-        st.last_handled_trigger = handled_trigger.clone();
-        if let Some(o) = &outcome {
-            fill_counts(&mut st, state, o);
-        }
-        let refresh = old
-            .last_poll_time
-            .as_deref()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .is_none_or(|t| now.duration_since(t).as_secs() >= POLL_TIME_REFRESH.as_secs() as i64);
-        if st == old && !refresh {
-            return None;
-        }
-        st.last_poll_time = Some(rfc3339(now));
-        // A merge patch of the difference, so a field that went (the last rejection
-        // cleared) is removed, not left beside the new counts.
-        let value = |v: &HealthSourceStatus| serde_json::to_value(v).expect("status serialises");
-        Some(support::status::merge_diff(&value(&old), &value(&st)))
-    })
-    .await?;
-    Ok(())
-}
-
-fn fill_counts(st: &mut HealthSourceStatus, state: &SourceState, o: &PollOutcome) {
-    st.records = Some(state.applied.len() as i64);
-    st.rejected = Some(state.rejected.len() as i64);
-    if o.changed {
-        st.applied = Some(o.applied as i64);
-        st.unchanged = Some(o.unchanged as i64);
-    }
-    let listed: Vec<RejectedRecord> = state
-        .rejected
-        .iter()
-        .take(MAX_LISTED_REJECTIONS)
-        .map(|(k, r)| RejectedRecord {
-            key: k.clone(),
-            reason: r.reason.clone(),
-        })
-        .collect();
-    st.rejected_records = (!listed.is_empty()).then_some(listed);
-}
-
-/// The owner reference every record applied by `hs` carries.
-pub(crate) fn owner_of(hs: &HealthSource) -> Value {
-    json!({
-        "apiVersion": plinth_api::HEALTH_SOURCE_API_VERSION,
-        "kind": "HealthSource",
-        "name": hs.name_any(),
-        "uid": hs.uid().unwrap_or_default(),
-        "controller": true,
-    })
 }

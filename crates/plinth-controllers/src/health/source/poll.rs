@@ -18,9 +18,7 @@
 //! evented and listed like any other rejection; only transport and server failures fail
 //! the poll.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Instant;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::reflector::ObjectRef;
@@ -29,57 +27,9 @@ use plinth_api::constants::health as names;
 use plinth_api::{HealthRecord, HealthSource};
 use plinth_statestore::{ListedObject, Listing, RecordReader};
 
-use super::record::{Target, request_resource};
-use super::source::{SourceCtx, owner_of};
-use super::validate::{Rejection, parse_record};
-
-/// A rejected key.
-#[derive(Clone, Debug)]
-pub(crate) struct Rejected {
-    pub(crate) reason: String,
-    pub(crate) retry: bool,
-}
-
-/// What a HealthSource remembers between polls.
-#[derive(Default)]
-pub(crate) struct SourceState {
-    pub(crate) reader: Option<(String, Arc<dyn RecordReader>)>,
-    pub(crate) listing_version: Option<String>,
-    pub(crate) objects: Vec<ListedObject>,
-    /// key → object version last handled.
-    pub(crate) seen: HashMap<String, String>,
-    /// key → (namespace, name) of the record applied from it.
-    pub(crate) applied: BTreeMap<String, (String, String)>,
-    pub(crate) rejected: BTreeMap<String, Rejected>,
-    /// Keys whose request was deleted after their record was applied.
-    pub(crate) orphaned: BTreeSet<String>,
-    pub(crate) last_poll: Option<Instant>,
-    pub(crate) failures: u32,
-}
-
-/// The result of one poll.
-#[derive(Clone, Debug, Default)]
-pub struct PollOutcome {
-    /// The store, for messages.
-    pub target: String,
-    /// Whether the listing changed (or anything had to be re-checked).
-    pub changed: bool,
-    /// Records created or updated on the platform.
-    pub applied: usize,
-    /// Records found identical to what the platform holds.
-    pub unchanged: usize,
-    /// Records removed because their object disappeared.
-    pub removed: usize,
-    /// Objects read from the store.
-    pub reads: usize,
-    /// `(key, reason, conflict)` for rejections not reported before.
-    pub new_rejections: Vec<(String, String, bool)>,
-    /// What the Ready message adds about the store (a branch not created yet).
-    pub note: Option<&'static str>,
-}
-
-/// The Ready message's note for a Git branch that does not exist and never held records.
-pub const BRANCH_ABSENT_NOTE: &str = "the branch does not exist yet: no Destination has written a record there (check the branch name if one should have)";
+use super::state::{BRANCH_ABSENT_NOTE, PollOutcome, Rejected, SourceCtx, SourceState, owner_of};
+use crate::health::target::{Target, request_resource};
+use crate::health::validate::{Rejection, parse_record};
 
 pub(crate) enum Handled {
     Applied(String, String),
@@ -513,7 +463,7 @@ fn desired_record(hs: &HealthSource, mut rec: HealthRecord, key: &str) -> Health
         .insert(names::SOURCE_LABEL.into(), hs.name_any());
     // The HealthRecord controller sets the same label; writing it here keeps the two
     // from undoing each other's writes.
-    let request = super::record::Target::of(&rec).label_value();
+    let request = Target::of(&rec).label_value();
     let m = &mut rec.metadata;
     m.labels
         .get_or_insert_with(Default::default)
@@ -593,7 +543,7 @@ pub(crate) async fn delete_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::record::Target;
+    use crate::health::target::Target;
 
     #[test]
     fn the_source_copy_carries_the_request_label_the_controller_sets() {

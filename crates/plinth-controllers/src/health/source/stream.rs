@@ -32,11 +32,11 @@ use plinth_api::HealthSource;
 use plinth_api::constants::health as names;
 use plinth_statestore::{NatsConfig, RedisConfig, StreamConfig, StreamConsumer, StreamMessage};
 
-use super::poll::{
-    Lookups, PollError, PollOutcome, SourceState, delete_record, handle_document, record_result,
+use super::poll::{Lookups, PollError, delete_record, handle_document, record_result};
+use super::state::{
+    NotReady, PollOutcome, SourceCtx, SourceState, publish_rejections, write_status,
 };
-use super::source::{NotReady, SourceCtx, publish_rejections, write_status};
-use super::validate::{Rejection, parse_tombstone};
+use crate::health::validate::{Rejection, parse_tombstone};
 
 /// How long the consumer waits for messages before checking its source is still there.
 pub const WAIT: Duration = Duration::from_millis(500);
@@ -46,23 +46,6 @@ pub const STATUS_EVERY: Duration = Duration::from_secs(2);
 pub const RETRY_PARKED: Duration = Duration::from_secs(5);
 /// Longest wait before reconnecting after repeated failures.
 pub const MAX_RECONNECT: Duration = Duration::from_secs(60);
-
-/// A running consumer task.
-pub(crate) struct StreamTask {
-    pub(crate) fingerprint: String,
-    pub(crate) handle: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for StreamTask {
-    fn drop(&mut self) {
-        self.handle.abort();
-    }
-}
-
-/// Whether the source is a stream.
-pub fn is_stream(hs: &HealthSource) -> bool {
-    hs.spec.redis.is_some() || hs.spec.nats.is_some()
-}
 
 /// The stream configuration and the consumer group of a stream source.
 pub(crate) fn stream_config(
