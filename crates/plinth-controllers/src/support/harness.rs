@@ -76,56 +76,6 @@ impl Harness {
         }
     }
 
-    /// Runs `controller` with `reconcile` on `state` until its watches end; the results
-    /// are drained (a failed reconcile was already logged by the error policy).
-    pub fn run<K, C, F, Fut>(
-        self,
-        controller: Controller<K>,
-        reconcile: F,
-        state: Arc<C>,
-    ) -> impl Future<Output = ()>
-    where
-        K: LogSubject + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Eq + Hash + Clone + Debug + Unpin,
-        C: Shared,
-        F: FnMut(Arc<K>, Arc<C>) -> Fut,
-        Fut: Future<Output = Result<Action, Error>> + Send + 'static,
-    {
-        self.run_with(controller, reconcile, state, |_| async {})
-    }
-
-    /// As [`Harness::run`], with `on_result` called on every result (e.g. to forget an
-    /// object the controller found deleted).
-    pub fn run_with<K, C, F, Fut, R, RFut>(
-        self,
-        controller: Controller<K>,
-        reconcile: F,
-        state: Arc<C>,
-        on_result: R,
-    ) -> impl Future<Output = ()>
-    where
-        K: LogSubject + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Eq + Hash + Clone + Debug + Unpin,
-        C: Shared,
-        F: FnMut(Arc<K>, Arc<C>) -> Fut,
-        Fut: Future<Output = Result<Action, Error>> + Send + 'static,
-        R: FnMut(RunResult<K>) -> RFut,
-        RFut: Future<Output = ()>,
-    {
-        let metrics = state.context().metrics.clone();
-        let reconcile = instrument(metrics, &self.controller, self.promise.clone(), reconcile);
-        let policy = self;
-        controller
-            .run(
-                reconcile,
-                move |obj: Arc<K>, err: &Error, state: Arc<C>| {
-                    policy.on_error(obj.as_ref(), err, state.as_ref())
-                },
-                state,
-            )
-            .for_each(on_result)
-    }
-
     /// The error policy: log the failure with the object's log keys, requeue after the
     /// configured default pause.
     fn on_error<K: LogSubject, C: Shared>(&self, obj: &K, err: &Error, state: &C) -> Action {
@@ -151,7 +101,8 @@ where
     K: LogSubject + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Debug + Unpin,
 {
-    /// [`Harness::run`] on this controller.
+    /// Runs this controller with `reconcile` on `state` until its watches end; the
+    /// results are drained (a failed reconcile was already logged by the error policy).
     fn start<C, F, Fut>(
         self,
         harness: Harness,
@@ -163,7 +114,8 @@ where
         F: FnMut(Arc<K>, Arc<C>) -> Fut,
         Fut: Future<Output = Result<Action, Error>> + Send + 'static;
 
-    /// [`Harness::run_with`] on this controller.
+    /// As [`Start::start`], with `on_result` called on every result (e.g. to forget an
+    /// object the controller found deleted).
     fn start_with<C, F, Fut, R, RFut>(
         self,
         harness: Harness,
@@ -195,7 +147,7 @@ where
         F: FnMut(Arc<K>, Arc<C>) -> Fut,
         Fut: Future<Output = Result<Action, Error>> + Send + 'static,
     {
-        harness.run(self, reconcile, state)
+        self.start_with(harness, reconcile, state, |_| async {})
     }
 
     fn start_with<C, F, Fut, R, RFut>(
@@ -212,6 +164,21 @@ where
         R: FnMut(RunResult<K>) -> RFut,
         RFut: Future<Output = ()>,
     {
-        harness.run_with(self, reconcile, state, on_result)
+        let metrics = state.context().metrics.clone();
+        let reconcile = instrument(
+            metrics,
+            &harness.controller,
+            harness.promise.clone(),
+            reconcile,
+        );
+        let policy = harness;
+        self.run(
+            reconcile,
+            move |obj: Arc<K>, err: &Error, state: Arc<C>| {
+                policy.on_error(obj.as_ref(), err, state.as_ref())
+            },
+            state,
+        )
+        .for_each(on_result)
     }
 }

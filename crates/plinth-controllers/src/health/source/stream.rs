@@ -118,17 +118,7 @@ pub(crate) async fn consume(
             Ok(c) => c,
             Err(e) => {
                 failures += 1;
-                let st = state.lock().await;
-                let _ = write_status(
-                    &s,
-                    &hs,
-                    &st,
-                    Err(NotReady(names::STORE_ERROR, e.to_string())),
-                    None,
-                )
-                .await;
-                drop(st);
-                tokio::time::sleep(backoff(failures)).await;
+                report_and_wait(&s, &hs, &state, e.to_string(), failures).await;
                 continue;
             }
         };
@@ -138,20 +128,25 @@ pub(crate) async fn consume(
             Err(e) => {
                 failures += 1;
                 tracing::warn!(source = %hs.name_any(), error = %e, "health source stream failed; reconnecting");
-                let st = state.lock().await;
-                let _ = write_status(
-                    &s,
-                    &hs,
-                    &st,
-                    Err(NotReady(names::STORE_ERROR, e.to_string())),
-                    None,
-                )
-                .await;
-                drop(st);
-                tokio::time::sleep(backoff(failures)).await;
+                report_and_wait(&s, &hs, &state, e.to_string(), failures).await;
             }
         }
     }
+}
+
+/// Shows the stream's failure on the source's `Ready` condition, then waits out the
+/// backoff of the `failures`-th failure in a row.
+async fn report_and_wait(
+    s: &SourceCtx,
+    hs: &HealthSource,
+    state: &tokio::sync::Mutex<SourceState>,
+    message: String,
+    failures: u32,
+) {
+    let st = state.lock().await;
+    let _ = write_status(s, hs, &st, Err(NotReady(names::STORE_ERROR, message)), None).await;
+    drop(st);
+    tokio::time::sleep(backoff(failures)).await;
 }
 
 /// The records on the platform labelled with this source, by key: a stream is not re-read
