@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
-};
+use k8s_openapi::api::admissionregistration::v1::{RuleWithOperations, WebhookClientConfig};
 use kube::core::Selector;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::app::App;
@@ -150,7 +148,10 @@ fn version_of(obj: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// The fields both kinds of webhook have.
+/// The fields both kinds of webhook have, decoded from either configuration's
+/// `webhooks` (a validating webhook has no `reinvocationPolicy`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Common {
     name: String,
     client_config: WebhookClientConfig,
@@ -163,50 +164,37 @@ struct Common {
     reinvocation_policy: Option<String>,
 }
 
+/// A webhook configuration as far as its webhooks go.
+#[derive(Deserialize)]
+struct Configuration {
+    webhooks: Option<Vec<Common>>,
+}
+
 fn mutating_hooks(obj: &Value) -> Vec<Arc<Hook>> {
-    let config: MutatingWebhookConfiguration = match serde_json::from_value(obj.clone()) {
-        Ok(c) => c,
-        Err(e) => return unusable(MUTATING, obj, &e),
-    };
-    let hooks = config
-        .webhooks
-        .unwrap_or_default()
-        .into_iter()
-        .map(|w| Common {
-            name: w.name,
-            client_config: w.client_config,
-            rules: w.rules,
-            failure_policy: w.failure_policy,
-            namespace_selector: w.namespace_selector,
-            object_selector: w.object_selector,
-            side_effects: w.side_effects,
-            timeout_seconds: w.timeout_seconds,
-            reinvocation_policy: w.reinvocation_policy,
-        });
-    hooks_of(MUTATING, obj, hooks)
+    configured_hooks(MUTATING, obj)
 }
 
 fn validating_hooks(obj: &Value) -> Vec<Arc<Hook>> {
-    let config: ValidatingWebhookConfiguration = match serde_json::from_value(obj.clone()) {
+    configured_hooks(VALIDATING, obj)
+}
+
+/// The webhooks of stored configuration `obj` of resource `plural`.
+fn configured_hooks(plural: &str, obj: &Value) -> Vec<Arc<Hook>> {
+    let config = match Configuration::deserialize(obj) {
         Ok(c) => c,
-        Err(e) => return unusable(VALIDATING, obj, &e),
+        Err(e) => return unusable(plural, obj, &e),
     };
     let hooks = config
         .webhooks
         .unwrap_or_default()
         .into_iter()
-        .map(|w| Common {
-            name: w.name,
-            client_config: w.client_config,
-            rules: w.rules,
-            failure_policy: w.failure_policy,
-            namespace_selector: w.namespace_selector,
-            object_selector: w.object_selector,
-            side_effects: w.side_effects,
-            timeout_seconds: w.timeout_seconds,
-            reinvocation_policy: None,
+        .map(|mut w| {
+            if plural == VALIDATING {
+                w.reinvocation_policy = None;
+            }
+            w
         });
-    hooks_of(VALIDATING, obj, hooks)
+    hooks_of(plural, obj, hooks)
 }
 
 /// A stored configuration that does not decode (admission refuses such writes, so only
