@@ -255,39 +255,22 @@ fn webhook_paths_are_kubebuilder_style() {
 
 #[test]
 fn stores_need_a_url_and_a_path_inside_them() {
-    let err = check(
-        "GitStateStore",
-        &json!({"spec": {"branch": "main"}}),
-        None,
-        &[],
-    )
-    .unwrap_err();
-    assert_eq!(err[0].field, "spec.url");
-    let err = check(
-        "GitStateStore",
-        &json!({"spec": {"url": "file:///r.git", "path": "../up"}}),
-        None,
-        &[],
-    )
-    .unwrap_err();
-    assert_eq!(err[0].field, "spec.path");
-    let err = check(
-        "GitStateStore",
-        &json!({"spec": {"url": "file:///r.git", "authMethod": "password"}}),
-        None,
-        &[],
-    )
-    .unwrap_err();
-    assert_eq!(err[0].field, "spec.authMethod", "{err:?}");
-    assert!(
-        check(
-            "GitStateStore",
-            &json!({"spec": {"url": "file:///r.git", "path": "a/b"}}),
-            None,
-            &[]
-        )
-        .is_ok()
-    );
+    for (spec, field) in [
+        (json!({"branch": "main"}), "spec.url"),
+        (
+            json!({"url": "file:///r.git", "path": "../up"}),
+            "spec.path",
+        ),
+        (
+            json!({"url": "file:///r.git", "authMethod": "password"}),
+            "spec.authMethod",
+        ),
+    ] {
+        let err = check("GitStateStore", &json!({ "spec": spec }), None, &[]).unwrap_err();
+        assert_eq!(err[0].field, field, "{spec}: {err:?}");
+    }
+    let good = json!({"spec": {"url": "file:///r.git", "path": "a/b"}});
+    assert!(check("GitStateStore", &good, None, &[]).is_ok());
 }
 
 #[test]
@@ -449,4 +432,17 @@ async fn review_defaults_then_validates_with_a_patch() {
     .await
     .unwrap();
     assert!(gone.allowed() && gone.patch.0.is_empty());
+}
+
+#[test]
+fn an_object_being_deleted_can_release_its_finalizers_whatever_its_spec() {
+    let bad = json!({"metadata": {"name": "typo"}, "spec": {"workflows": {"resource": {"configure": [
+        {"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Pipeline",
+         "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "imag": "x"}]}}]}}}});
+    assert!(check("Promise", &bad, None, &[]).is_err());
+    let mut deleting = bad.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-12-03T20:00:00Z");
+    let mut released = deleting.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    assert!(check("Promise", &released, Some(&deleting), &[]).is_ok());
 }
