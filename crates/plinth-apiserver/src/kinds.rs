@@ -67,6 +67,7 @@ pub(crate) async fn prepare(
         if old.is_none() {
             obj["status"] = json!({"phase": "Active"});
         }
+        label_namespace_name(obj);
     } else if crate::webhook::is_configuration(info) {
         let causes = crate::webhook::configuration_causes(info, obj);
         if !causes.is_empty() {
@@ -123,6 +124,27 @@ pub(crate) async fn prepare(
         crate::kratix::admit(_app, info, obj, old).await?;
     }
     Ok(())
+}
+
+/// The label kube-apiserver keeps on every Namespace: its own name, so selectors (a
+/// webhook's `namespaceSelector`, a NetworkPolicy's) can pick a namespace by name.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Sets [`NAMESPACE_NAME_LABEL`] to the Namespace's name on every write, as
+/// kube-apiserver's `NamespaceDefaultLabelName` does (a client cannot change it).
+fn label_namespace_name(obj: &mut Value) {
+    let name = meta_str(obj, "name").unwrap_or_default().to_string();
+    if name.is_empty() {
+        return;
+    }
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    labels[NAMESPACE_NAME_LABEL] = Value::String(name);
 }
 
 /// Kubernetes' Job defaulting on create: unless `spec.manualSelector` is true, the

@@ -337,3 +337,29 @@ async fn openapi_v2_json_carries_the_built_in_kinds_with_their_descriptions() {
         .expect("limit");
     assert_eq!(limit["type"], "integer");
 }
+
+/// kube-apiserver labels every Namespace with its name, on create and on every update,
+/// so a webhook's or NetworkPolicy's namespaceSelector can pick one by name.
+#[tokio::test]
+async fn every_namespace_carries_its_name_as_a_label() {
+    let ts = TestServer::start().await.unwrap();
+    let body = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a","labels":{"kubernetes.io/metadata.name":"other","tier":"x"}}}"#;
+    let created: Value = ts
+        .client()
+        .request(post("/api/v1/namespaces", "application/json", body))
+        .await
+        .unwrap();
+    assert_eq!(
+        created["metadata"]["labels"],
+        serde_json::json!({"kubernetes.io/metadata.name": "team-a", "tier": "x"})
+    );
+    let patch = http::Request::patch("/api/v1/namespaces/team-a")
+        .header("content-type", "application/merge-patch+json")
+        .body(br#"{"metadata":{"labels":{"kubernetes.io/metadata.name":null}}}"#.to_vec())
+        .unwrap();
+    let patched: Value = ts.client().request(patch).await.unwrap();
+    assert_eq!(
+        patched["metadata"]["labels"]["kubernetes.io/metadata.name"],
+        "team-a"
+    );
+}
