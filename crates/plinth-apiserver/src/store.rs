@@ -4,8 +4,8 @@
 //! * One dedicated writer thread owns the only writing connection. It drains its queue,
 //!   applies every queued operation inside one transaction (each in its own savepoint so a
 //!   failed operation does not spoil the others), commits once (one fsync with
-//!   `synchronous=FULL` in WAL mode) and only then acknowledges the callers and publishes
-//!   the events to watchers (group commit).
+//!   `synchronous=FULL` in WAL mode) and only then publishes the events to watchers and
+//!   the other caches that follow the store, then acknowledges the callers (group commit).
 //! * Readers use their own connections from a small pool (WAL gives them snapshot isolation).
 //! * Compaction deletes revisions at or below a target, except each live object's latest
 //!   one there (so lists at a revision above the target can be rebuilt); watches that
@@ -1158,11 +1158,13 @@ fn run_batch(
         return;
     }
     head.store(next_rv, std::sync::atomic::Ordering::SeqCst);
-    for (r, res) in replies.into_iter().zip(results) {
-        let _ = r.send(res);
-    }
+    // Events first: a caller that sees its write acknowledged finds every cache that
+    // follows the sink (watch hub, webhook configurations, garbage collector) past it.
     if !all_events.is_empty() {
         sink(&all_events);
+    }
+    for (r, res) in replies.into_iter().zip(results) {
+        let _ = r.send(res);
     }
 }
 
