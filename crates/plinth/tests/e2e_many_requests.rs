@@ -5,17 +5,7 @@
 
 mod support;
 
-use std::path::Path;
-
-use serde_json::Value;
 use support::*;
-
-fn sample(file: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/webapp")
-        .join(file);
-    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_requests_at_once_batch_into_few_commits() {
@@ -26,7 +16,7 @@ async fn fifty_requests_at_once_batch_into_few_commits() {
     let client = p.client().await;
     let repo = p.repo();
     let promises = promise_api(&client);
-    create_available(&promises, &sample("promise.yaml"), "webapp", 60).await;
+    create_available(&promises, &webapp_sample("promise.yaml"), "webapp", 60).await;
     let before = commit_count(&repo, "main");
 
     let webapps = dynamic(
@@ -37,7 +27,7 @@ async fn fifty_requests_at_once_batch_into_few_commits() {
         "webapps",
         Some("default"),
     );
-    let template = sample("request.yaml");
+    let template = webapp_sample("request.yaml");
     for i in 0..N {
         let mut r = template.clone();
         r["metadata"]["name"] = format!("app-{i}").into();

@@ -3,8 +3,11 @@
 //! Pod's, marker Promises, CRDs that would replace served APIs, object metadata, patches
 //! that touch an object's identity.
 
+#[path = "support/bad_promises.rs"]
+mod bad_promises;
 mod support;
 
+use bad_promises::{BAD_PIPELINE, BAD_PIPELINE_CAUSES, STRING_COMMAND, STRING_COMMAND_CAUSE};
 use support::Plinth;
 
 fn kubectl_available() -> bool {
@@ -123,33 +126,6 @@ async fn a_promise_without_spec_is_accepted() {
     assert_eq!(out, "marker");
 }
 
-const BAD_PIPELINE: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: badpipe
-spec:
-  workflows:
-    resource:
-      configure:
-      - apiVersion: platform.kratix.io/v1alpha1
-        kind: Pipeline
-        metadata:
-          name: instance
-        spec:
-          volumes:
-          - name: cache
-            emptyDir: {}
-          containers:
-          - name: first
-            imag: busybox
-          - name: first
-            image: busybox
-            volumeMounts:
-            - name: missing
-              mountPath: /data
-"#;
-
 /// Pipeline containers are checked as Kubernetes checks a Pod's containers; the 422
 /// names every field.
 #[tokio::test(flavor = "multi_thread")]
@@ -157,36 +133,12 @@ async fn pipeline_containers_are_validated_like_pod_containers() {
     let p = plinth_or_skip!();
     let f = write(&p, "badpipe.yaml", BAD_PIPELINE);
     let err = kubectl_fails(&p, &["apply", "--validate=false", "-f", &f]);
-    for want in [
-        r#"spec.workflows.resource.configure[0].spec.containers[0].image: Required value"#,
-        r#"spec.workflows.resource.configure[0].spec.containers[1].name: Duplicate value: "first""#,
-        r#"spec.workflows.resource.configure[0].spec.containers[1].volumeMounts[0].name: Not found: "missing""#,
-    ] {
+    for want in BAD_PIPELINE_CAUSES {
         assert!(err.contains(want), "missing {want:?} in {err}");
     }
     let out = p.kubectl_raw(&["get", "promise", "badpipe"]);
     assert!(!out.status.success(), "nothing stored");
 }
-
-const STRING_COMMAND: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: stringcmd
-spec:
-  workflows:
-    resource:
-      configure:
-      - apiVersion: platform.kratix.io/v1alpha1
-        kind: Pipeline
-        metadata:
-          name: instance
-        spec:
-          containers:
-          - name: hello
-            image: busybox
-            command: "echo hi"
-"#;
 
 /// A pipeline is decoded at admission exactly as the workflow engine reads it, so a
 /// value of the wrong type is refused with its path instead of failing every request.
@@ -195,7 +147,7 @@ async fn a_pipeline_field_of_the_wrong_type_is_refused_with_its_path() {
     let p = plinth_or_skip!();
     let f = write(&p, "stringcmd.yaml", STRING_COMMAND);
     let err = kubectl_fails(&p, &["apply", "--validate=false", "-f", &f]);
-    let want = "spec.workflows.resource.configure[0].spec.containers[0].command: Invalid value: invalid type: string \"echo hi\", expected a sequence";
+    let want = STRING_COMMAND_CAUSE;
     assert!(err.contains(want), "missing {want:?} in {err}");
     let out = p.kubectl_raw(&["get", "promise", "stringcmd"]);
     assert!(!out.status.success(), "nothing stored");

@@ -5,19 +5,10 @@
 
 mod support;
 
-use std::path::Path;
-
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use serde_json::Value;
 use support::*;
-
-fn sample(file: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/webapp")
-        .join(file);
-    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     leases
@@ -33,7 +24,7 @@ async fn operator_reconciles_against_an_external_api_server_with_leader_election
     let p = Plinth::up(&["--no-controllers"]).await;
     let client = p.client().await;
     let promises = promise_api(&client);
-    create(&promises, &sample("promise.yaml")).await;
+    create(&promises, &webapp_sample("promise.yaml")).await;
 
     // Nothing reconciles without an operator.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -62,7 +53,7 @@ async fn operator_reconciles_against_an_external_api_server_with_leader_election
         "webapps",
         Some("default"),
     );
-    create(&webapps, &sample("request.yaml")).await;
+    create(&webapps, &webapp_sample("request.yaml")).await;
     let file = "local/resources/default/webapp/hello/render/5058f/deployment.yaml";
     wait_until(60, file, || async {
         repo_file(&p.repo(), "main", file).is_some()
@@ -81,7 +72,7 @@ async fn operator_reconciles_against_an_external_api_server_with_leader_election
         holder(&leases).await.as_deref() == Some("replica-b")
     })
     .await;
-    let mut second = sample("request.yaml");
+    let mut second = webapp_sample("request.yaml");
     second["metadata"]["name"] = "second".into();
     create(&webapps, &second).await;
     let file = "local/resources/default/webapp/second/render/5058f/deployment.yaml";
@@ -179,7 +170,7 @@ async fn operator_needs_only_the_rbac_its_manifests_grant() {
         .spawn()
         .unwrap();
     let promises = promise_api(&client);
-    create(&promises, &sample("promise.yaml")).await;
+    create(&promises, &webapp_sample("promise.yaml")).await;
     let webapps = dynamic(
         &client,
         "quickstart.plinth.dev",
@@ -199,7 +190,7 @@ async fn operator_needs_only_the_rbac_its_manifests_grant() {
         },
     )
     .await;
-    create(&webapps, &sample("request.yaml")).await;
+    create(&webapps, &webapp_sample("request.yaml")).await;
     let file = "local/resources/default/webapp/hello/render/5058f/deployment.yaml";
     let oplog = p.dir.path().join("operator-sa.log");
     wait_until(90, file, || async {

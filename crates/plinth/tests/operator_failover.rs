@@ -25,13 +25,6 @@ const TAKEOVER_MARGIN_SECS: u64 = 20;
 const REQUESTS: usize = 20;
 const LEASE: &str = "plinth-operator";
 
-fn sample(file: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/webapp")
-        .join(file);
-    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 fn file_of(name: &str) -> String {
     format!("local/resources/default/webapp/{name}/render/5058f/deployment.yaml")
 }
@@ -61,7 +54,7 @@ fn sigterm(child: &Child) {
 }
 
 fn request(name: &str, i: usize) -> Value {
-    let mut r = sample("request.yaml");
+    let mut r = webapp_sample("request.yaml");
     r["metadata"]["name"] = name.into();
     r["spec"]["image"] = format!("nginx:1.{i}").into();
     r
@@ -165,7 +158,7 @@ async fn follower_takes_over_a_killed_leader_without_duplicate_jobs_or_commits()
     let repo = p.repo();
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kratix-platform-system");
     let promises = promise_api(&client);
-    create(&promises, &sample("promise.yaml")).await;
+    create(&promises, &webapp_sample("promise.yaml")).await;
 
     let mut a = p.operator("replica-a", LEASE_SECS);
     wait_until(30, "replica-a holds the Lease", || async {

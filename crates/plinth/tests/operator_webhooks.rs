@@ -4,10 +4,13 @@
 //! through the API and called over TLS, the bad input embedded mode refuses is refused
 //! with the same messages; defaulting comes back as the webhook's patch.
 
+#[path = "support/bad_promises.rs"]
+mod bad_promises;
 mod support;
 
 use std::time::{Duration, Instant};
 
+use bad_promises::{BAD_PIPELINE, BAD_PIPELINE_CAUSES, STRING_COMMAND, STRING_COMMAND_CAUSE};
 use support::Plinth;
 
 fn kubectl_available() -> bool {
@@ -23,55 +26,6 @@ fn write(p: &Plinth, name: &str, content: &str) -> String {
     std::fs::write(&path, content).expect("write manifest");
     path.to_string_lossy().into_owned()
 }
-
-/// A pipeline whose command is a string (embedded mode: kubectl_admission.rs).
-const STRING_COMMAND: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: stringcmd
-spec:
-  workflows:
-    resource:
-      configure:
-      - apiVersion: platform.kratix.io/v1alpha1
-        kind: Pipeline
-        metadata:
-          name: instance
-        spec:
-          containers:
-          - name: hello
-            image: busybox
-            command: "echo hi"
-"#;
-
-/// Pipeline containers checked as a Pod's (embedded mode: kubectl_admission.rs).
-const BAD_PIPELINE: &str = r#"
-apiVersion: platform.kratix.io/v1alpha1
-kind: Promise
-metadata:
-  name: badpipe
-spec:
-  workflows:
-    resource:
-      configure:
-      - apiVersion: platform.kratix.io/v1alpha1
-        kind: Pipeline
-        metadata:
-          name: instance
-        spec:
-          volumes:
-          - name: cache
-            emptyDir: {}
-          containers:
-          - name: first
-            imag: busybox
-          - name: first
-            image: busybox
-            volumeMounts:
-            - name: missing
-              mountPath: /data
-"#;
 
 const DESTINATIONS: &str = r#"
 apiVersion: platform.kratix.io/v1alpha1
@@ -116,7 +70,7 @@ async fn the_operators_webhooks_refuse_what_embedded_mode_refuses() {
 
     // Once registered and serving, the webhook refuses with embedded mode's message
     // (kubectl words a 422 with causes as `The Promise "..." is invalid: <causes>`).
-    let want = "spec.workflows.resource.configure[0].spec.containers[0].command: Invalid value: invalid type: string \"echo hi\", expected a sequence";
+    let want = STRING_COMMAND_CAUSE;
     let deadline = Instant::now() + Duration::from_secs(60);
     let err = loop {
         let out = p.kubectl_raw(&["apply", "--validate=false", "--dry-run=server", "-f", &cmd]);
@@ -141,11 +95,7 @@ async fn the_operators_webhooks_refuse_what_embedded_mode_refuses() {
     let out = p.kubectl_raw(&["apply", "--validate=false", "-f", &bad]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    for want in [
-        r#"spec.workflows.resource.configure[0].spec.containers[0].image: Required value"#,
-        r#"spec.workflows.resource.configure[0].spec.containers[1].name: Duplicate value: "first""#,
-        r#"spec.workflows.resource.configure[0].spec.containers[1].volumeMounts[0].name: Not found: "missing""#,
-    ] {
+    for want in BAD_PIPELINE_CAUSES {
         assert!(err.contains(want), "missing {want:?} in {err}");
     }
     assert!(

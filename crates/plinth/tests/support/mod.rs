@@ -320,6 +320,14 @@ pub fn promise_api(client: &kube::Client) -> Api<DynamicObject> {
     )
 }
 
+/// `examples/webapp/<file>` (the quickstart's Promise and request) as a document.
+pub fn webapp_sample(file: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/webapp")
+        .join(file);
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Creates the Promise `doc` and waits up to `secs` seconds for `name` to report
 /// `status.status: Available`; panics naming the Promise when it does not.
 pub async fn create_available(api: &Api<DynamicObject>, doc: &Value, name: &str, secs: u64) {
