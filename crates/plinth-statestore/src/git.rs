@@ -1264,7 +1264,14 @@ impl Worker {
         }
     }
 
-    fn process_batch(&mut self, batch: Vec<PendingWrite>) {
+    fn process_batch(&mut self, mut batch: Vec<PendingWrite>) {
+        // A write whose requester has gone (its reconcile was cancelled, the platform is
+        // stopping) is not made: the requester will ask again if it still wants it, and a
+        // stopping platform may already be removing the checkout under this worker.
+        batch.retain(|w| !w.reply.is_closed());
+        if batch.is_empty() {
+            return;
+        }
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -1289,6 +1296,9 @@ impl Worker {
                 for (w, o) in batch.into_iter().zip(outcomes) {
                     let _ = w.reply.send(Ok(o));
                 }
+            }
+            Err(e) if batch.iter().all(|w| w.reply.is_closed()) => {
+                tracing::debug!(url = %self.redacted, branch = %self.branch, error = %e, "state store batch failed after its requesters left");
             }
             Err(e) => {
                 tracing::warn!(url = %self.redacted, branch = %self.branch, error = %e, requests = batch.len(), "state store batch failed");

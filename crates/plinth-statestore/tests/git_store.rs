@@ -844,3 +844,27 @@ async fn reader_snapshot_sees_one_directory_and_skips_unchanged_heads() {
         .unwrap();
     assert_eq!(unborn.files, Some(vec![]), "{unborn:?}");
 }
+
+/// A write whose requester stopped waiting before its batch ran (a cancelled reconcile,
+/// a platform shutting down) is not committed; the writes still awaited in the same
+/// batch are.
+#[tokio::test]
+async fn a_write_nobody_awaits_any_more_is_not_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = tmp.path().join("state.git");
+    init_bare(&bare, "main").unwrap();
+    let mut c = cfg(&file_url(&bare), &tmp.path().join("work"));
+    c.batch_window = Duration::from_millis(500);
+    let store = open(c).await;
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(50),
+        store.write(put("gone", "gone.yaml", "a: 1\n")),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the write was still in its batch window");
+    let kept = store.write(put("kept", "kept.yaml", "b: 2\n")).await.unwrap();
+    assert!(kept.changed);
+    let tree = git_cli(&bare, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(tree.contains("kept.yaml"), "{tree}");
+    assert!(!tree.contains("gone.yaml"), "{tree}");
+}
