@@ -7,9 +7,9 @@ use plinth_statestore::{StateStore, StoreConfig};
 use serde_json::Value;
 
 use crate::documents::{self, Document, Phase};
-use crate::inventory::{self, Entry, Inventory};
+use crate::inventory::{self, Entry, Inventory, InventoryError};
 use crate::jobs;
-use crate::kube_apply::{ApplyError, Served, Target};
+use crate::kube_apply::{ApplyError, Served, Target, TargetError};
 use crate::object_ref::ObjectRef;
 use crate::readiness;
 use crate::report::SyncReport;
@@ -64,8 +64,48 @@ impl AgentConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     /// The inventory in the target could not be read.
-    #[error("{0}")]
-    Inventory(String),
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+}
+
+/// Why a pass could not read the store or apply a document; reported in the pass's
+/// errors and the status.
+#[derive(Debug, thiserror::Error)]
+enum PassError {
+    /// The state store could not be opened.
+    #[error("opening the state store {store}: {cause}")]
+    OpenStore {
+        store: String,
+        cause: plinth_statestore::StoreError,
+    },
+    /// The state store could not be read.
+    #[error("reading the state store {store}: {cause}")]
+    ReadStore {
+        store: String,
+        cause: plinth_statestore::StoreError,
+    },
+    /// The Job whose spec changed could not be deleted to run the new one.
+    #[error("{document}: {cause} (its spec changed)")]
+    RecreateJob {
+        document: String,
+        cause: TargetError,
+    },
+    /// Another field manager owns fields the document sets (not forced).
+    #[error(
+        "{document}: {object}: {cause}; another field manager owns these fields (not forced; run with --force-conflicts to take them)"
+    )]
+    Conflict {
+        document: String,
+        object: String,
+        cause: String,
+    },
+    /// The API refused the apply.
+    #[error("{document}: {object}: {cause}")]
+    Apply {
+        document: String,
+        object: String,
+        cause: String,
+    },
 }
 
 /// One Destination's agent.
@@ -102,9 +142,7 @@ impl Agent {
     /// # Errors
     /// [`AgentError::Inventory`] when the target's inventory cannot be read.
     pub async fn new(cfg: AgentConfig, client: kube::Client) -> Result<Agent, AgentError> {
-        let (inventory, status) = inventory::load(&client, &cfg.name)
-            .await
-            .map_err(AgentError::Inventory)?;
+        let (inventory, status) = inventory::load(&client, &cfg.name).await?;
         let source_name = describe_source(&cfg.source, &cfg.path);
         let saved = status.map(|s| (inventory.clone(), s));
         Ok(Agent {
@@ -189,6 +227,7 @@ impl Agent {
         match self.read_store().await {
             Err(e) => {
                 tracing::warn!(source = %self.source_name, error = %e, "state store unreadable; keeping what is applied");
+                let e = e.to_string();
                 self.status.store_error = Some(e.clone());
                 report.errors.push(e);
                 self.save_if_changed(&mut report).await;
@@ -235,7 +274,7 @@ impl Agent {
                     Ok(None) => {
                         ran_jobs.insert(p.id.clone());
                     }
-                    Err(e) => errors.push(e),
+                    Err(e) => errors.push(e.to_string()),
                 }
             }
             if phase == Phase::Foundations {
@@ -280,7 +319,7 @@ impl Agent {
 
     /// Step: fetch the store's version and, when it moved (or the last pass must be
     /// retried), its files. `Ok(false)` means nothing to do.
-    async fn read_store(&mut self) -> Result<bool, String> {
+    async fn read_store(&mut self) -> Result<bool, PassError> {
         if self.store.is_none() {
             let mut source = self.cfg.source.clone();
             // A reader keeps its own Git worker, never a writer's on the same repository.
@@ -289,7 +328,10 @@ impl Agent {
             }
             let s = StateStore::open(source)
                 .await
-                .map_err(|e| format!("opening the state store {}: {e}", self.source_name))?;
+                .map_err(|cause| PassError::OpenStore {
+                    store: self.source_name.clone(),
+                    cause,
+                })?;
             self.store = Some(s);
         }
         let store = self.store.as_ref().expect("opened above");
@@ -301,7 +343,10 @@ impl Agent {
         let snap = store
             .snapshot(&self.cfg.path, since)
             .await
-            .map_err(|e| format!("reading the state store {}: {e}", self.source_name))?;
+            .map_err(|cause| PassError::ReadStore {
+                store: self.source_name.clone(),
+                cause,
+            })?;
         self.status.store_error = None;
         let Some(files) = snap.files else {
             return Ok(false);
@@ -439,7 +484,7 @@ impl Agent {
         p: &Planned,
         live: Option<Value>,
         report: &mut SyncReport,
-    ) -> Result<Option<Value>, String> {
+    ) -> Result<Option<Value>, PassError> {
         let hash = documents::hash_value(&p.object);
         let known = self.inventory.entries.get(&p.id);
         if let (Some(entry), Some(live)) = (known, &live)
@@ -462,7 +507,10 @@ impl Agent {
                 self.target
                     .delete(&p.served, &p.id)
                     .await
-                    .map_err(|e| format!("{}: {e} (its spec changed)", p.doc.source))?;
+                    .map_err(|cause| PassError::RecreateJob {
+                        document: p.doc.source.clone(),
+                        cause,
+                    })?;
                 tracing::info!(object = %p.id.display(), "Job spec changed; the old Job was deleted to run the new one");
             }
         }
@@ -483,13 +531,17 @@ impl Agent {
             }
         }
         let applied = applied.map_err(|e| match e {
-                ApplyError::Conflict(m) => format!(
-                    "{}: {}: {m}; another field manager owns these fields (not forced; run with --force-conflicts to take them)",
-                    p.doc.source,
-                    p.id.display()
-                ),
-                ApplyError::Other(m) => format!("{}: {}: {m}", p.doc.source, p.id.display()),
-            })?;
+            ApplyError::Conflict(cause) => PassError::Conflict {
+                document: p.doc.source.clone(),
+                object: p.id.display(),
+                cause,
+            },
+            ApplyError::Other(cause) => PassError::Apply {
+                document: p.doc.source.clone(),
+                object: p.id.display(),
+                cause,
+            },
+        })?;
         report.applied += 1;
         tracing::info!(object = %p.id.display(), source = %p.doc.source, "applied");
         self.inventory.entries.insert(
@@ -593,7 +645,7 @@ impl Agent {
                     continue;
                 }
                 Err(err) => {
-                    errors.push(err);
+                    errors.push(err.to_string());
                     continue;
                 }
             };
@@ -603,7 +655,7 @@ impl Agent {
                     report.pruned += 1;
                     self.inventory.entries.remove(id);
                 }
-                Err(err) => errors.push(err),
+                Err(err) => errors.push(err.to_string()),
             }
         }
     }
@@ -651,7 +703,7 @@ impl Agent {
             Ok(()) => self.saved = Some(current),
             Err(e) => {
                 tracing::warn!("{e}");
-                report.errors.push(e);
+                report.errors.push(e.to_string());
             }
         }
     }

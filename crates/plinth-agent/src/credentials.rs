@@ -22,6 +22,69 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
+/// Why credentials could not be read or do not describe a complete method. Never holds a
+/// credential value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    /// The file is neither YAML nor JSON.
+    #[error("credentials file is not YAML or JSON: {cause}")]
+    NotYaml {
+        /// The parser's message.
+        cause: String,
+    },
+    /// A key of a Secret's `data` is not a string.
+    #[error("data.{key} is not a string")]
+    DataNotString {
+        /// The key.
+        key: String,
+    },
+    /// A key of a Secret's `data` is not base64.
+    #[error("data.{key} is not base64")]
+    DataNotBase64 {
+        /// The key.
+        key: String,
+    },
+    /// A key of a Secret's `data` does not decode to UTF-8 text.
+    #[error("data.{key} is not UTF-8")]
+    DataNotUtf8 {
+        /// The key.
+        key: String,
+    },
+    /// A key of a Secret's `stringData` is not a string.
+    #[error("stringData.{key} is not a string")]
+    StringDataNotString {
+        /// The key.
+        key: String,
+    },
+    /// A key of a flat map is not a string.
+    #[error("{key} is not a string")]
+    NotString {
+        /// The key.
+        key: String,
+    },
+    /// The document is neither a map nor a Secret.
+    #[error("credentials must be a map of strings or a Secret")]
+    NotAMap,
+    /// A method is half given: `key` is missing beside `given`.
+    #[error("{method} credentials need {key} beside {given}")]
+    MissingBeside {
+        /// `ssh`, `basic` or `bucket`.
+        method: &'static str,
+        /// The missing key.
+        key: &'static str,
+        /// The key that was given.
+        given: &'static str,
+    },
+    /// A key the method needs is missing.
+    #[error("{method} credentials need {key}")]
+    Missing {
+        /// `githubApp`.
+        method: &'static str,
+        /// The missing key.
+        key: &'static str,
+    },
+}
+
 /// Every key the agent understands.
 pub const KEYS: &[&str] = &[
     "username",
@@ -42,27 +105,34 @@ impl Credentials {
     /// flat map of strings.
     ///
     /// # Errors
-    /// A message naming the file's problem (never a value).
-    pub fn from_text(text: &str) -> Result<Credentials, String> {
-        let v: Value = serde_saphyr::from_str(text)
-            .map_err(|e| format!("credentials file is not YAML or JSON: {e}"))?;
+    /// [`CredentialsError::NotYaml`] when the text does not parse, else as
+    /// [`Credentials::from_secret_json`] (never a value).
+    pub fn from_text(text: &str) -> Result<Credentials, CredentialsError> {
+        let v: Value = serde_saphyr::from_str(text).map_err(|e| CredentialsError::NotYaml {
+            cause: e.to_string(),
+        })?;
         Credentials::from_secret_json(&v)
     }
 
     /// From a Secret object (`data`, `stringData`) or a flat map.
     ///
     /// # Errors
-    /// A message naming the key whose value is not a string or not base64.
-    pub fn from_secret_json(v: &Value) -> Result<Credentials, String> {
+    /// A [`CredentialsError`] naming the key whose value is not a string, not base64 or
+    /// not UTF-8, or [`CredentialsError::NotAMap`].
+    pub fn from_secret_json(v: &Value) -> Result<Credentials, CredentialsError> {
         let mut out = BTreeMap::new();
         let is_secret = v.get("data").is_some() || v.get("stringData").is_some();
         if is_secret {
             if let Some(d) = v.get("data").and_then(|d| d.as_object()) {
                 for (k, val) in d {
-                    let s = val.as_str().ok_or(format!("data.{k} is not a string"))?;
-                    let bytes = base64_decode(s).ok_or(format!("data.{k} is not base64"))?;
-                    let s =
-                        String::from_utf8(bytes).map_err(|_| format!("data.{k} is not UTF-8"))?;
+                    let key = || k.clone();
+                    let s = val
+                        .as_str()
+                        .ok_or_else(|| CredentialsError::DataNotString { key: key() })?;
+                    let bytes = base64_decode(s)
+                        .ok_or_else(|| CredentialsError::DataNotBase64 { key: key() })?;
+                    let s = String::from_utf8(bytes)
+                        .map_err(|_| CredentialsError::DataNotUtf8 { key: key() })?;
                     out.insert(k.clone(), s);
                 }
             }
@@ -70,17 +140,19 @@ impl Credentials {
                 for (k, val) in d {
                     let s = val
                         .as_str()
-                        .ok_or(format!("stringData.{k} is not a string"))?;
+                        .ok_or_else(|| CredentialsError::StringDataNotString { key: k.clone() })?;
                     out.insert(k.clone(), s.to_string());
                 }
             }
         } else if let Some(m) = v.as_object() {
             for (k, val) in m {
-                let s = val.as_str().ok_or(format!("{k} is not a string"))?;
+                let s = val
+                    .as_str()
+                    .ok_or_else(|| CredentialsError::NotString { key: k.clone() })?;
                 out.insert(k.clone(), s.to_string());
             }
         } else {
-            return Err("credentials must be a map of strings or a Secret".into());
+            return Err(CredentialsError::NotAMap);
         }
         Ok(Credentials(out))
     }
@@ -103,12 +175,17 @@ impl Credentials {
     /// The Git auth these credentials describe (none when empty).
     ///
     /// # Errors
-    /// A message naming the missing key of a half-given method.
-    pub fn git_auth(&self) -> Result<GitAuth, String> {
+    /// [`CredentialsError::MissingBeside`] or [`CredentialsError::Missing`] naming the
+    /// missing key of a half-given method.
+    pub fn git_auth(&self) -> Result<GitAuth, CredentialsError> {
         if let Some(private_key) = self.get("sshPrivateKey") {
             let known_hosts = self
                 .get("knownHosts")
-                .ok_or("ssh credentials need knownHosts beside sshPrivateKey")?;
+                .ok_or(CredentialsError::MissingBeside {
+                    method: "ssh",
+                    key: "knownHosts",
+                    given: "sshPrivateKey",
+                })?;
             return Ok(GitAuth::Ssh {
                 private_key,
                 passphrase: self.get("passphrase"),
@@ -120,35 +197,51 @@ impl Credentials {
                 app_id,
                 installation_id: self
                     .get("installationID")
-                    .ok_or("githubApp credentials need installationID")?,
-                private_key_pem: self
-                    .get("privateKey")
-                    .ok_or("githubApp credentials need privateKey")?,
+                    .ok_or(CredentialsError::Missing {
+                        method: "githubApp",
+                        key: "installationID",
+                    })?,
+                private_key_pem: self.get("privateKey").ok_or(CredentialsError::Missing {
+                    method: "githubApp",
+                    key: "privateKey",
+                })?,
                 api_url: self.get("apiURL").unwrap_or_default(),
             });
         }
         match (self.get("username"), self.get("password")) {
             (Some(username), Some(password)) => Ok(GitAuth::Basic { username, password }),
             (None, None) => Ok(GitAuth::None),
-            (Some(_), None) => Err("basic credentials need password beside username".into()),
-            (None, Some(_)) => Err("basic credentials need username beside password".into()),
+            (Some(_), None) => Err(CredentialsError::MissingBeside {
+                method: "basic",
+                key: "password",
+                given: "username",
+            }),
+            (None, Some(_)) => Err(CredentialsError::MissingBeside {
+                method: "basic",
+                key: "username",
+                given: "password",
+            }),
         }
     }
 
     /// The bucket auth these credentials describe (IAM / ambient when empty).
     ///
     /// # Errors
-    /// A message naming the missing key.
-    pub fn bucket_auth(&self) -> Result<BucketAuth, String> {
+    /// [`CredentialsError::MissingBeside`] naming the missing key.
+    pub fn bucket_auth(&self) -> Result<BucketAuth, CredentialsError> {
         match (self.get("accessKeyID"), self.get("secretAccessKey")) {
             (Some(id), Some(secret)) => Ok(BucketAuth::AccessKey { id, secret }),
             (None, None) => Ok(BucketAuth::Iam),
-            (Some(_), None) => {
-                Err("bucket credentials need secretAccessKey beside accessKeyID".into())
-            }
-            (None, Some(_)) => {
-                Err("bucket credentials need accessKeyID beside secretAccessKey".into())
-            }
+            (Some(_), None) => Err(CredentialsError::MissingBeside {
+                method: "bucket",
+                key: "secretAccessKey",
+                given: "accessKeyID",
+            }),
+            (None, Some(_)) => Err(CredentialsError::MissingBeside {
+                method: "bucket",
+                key: "accessKeyID",
+                given: "secretAccessKey",
+            }),
         }
     }
 }
@@ -179,6 +272,9 @@ mod tests {
         );
         assert!(!format!("{c:?}").contains("hunter2"));
         let half = Credentials::from_text("accessKeyID: a\n").unwrap();
-        assert!(half.bucket_auth().unwrap_err().contains("secretAccessKey"));
+        assert_eq!(
+            half.bucket_auth().unwrap_err().to_string(),
+            "bucket credentials need secretAccessKey beside accessKeyID"
+        );
     }
 }

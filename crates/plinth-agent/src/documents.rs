@@ -92,9 +92,9 @@ pub fn parse(files: &[(String, Vec<u8>)]) -> Parsed {
             match parse_chunk(rel, n, line0, chunk) {
                 Ok(Some(d)) => out.documents.push(d),
                 Ok(None) => {}
-                Err(message) => out.errors.push(DocError {
+                Err(e) => out.errors.push(DocError {
                     file: rel.clone(),
-                    message,
+                    message: e.to_string(),
                 }),
             }
         }
@@ -131,6 +131,28 @@ fn refers_first(d: &Document) -> bool {
     }
 }
 
+/// Why one document of a file cannot be applied; becomes a [`DocError`]'s message.
+#[derive(Debug, thiserror::Error)]
+enum ChunkError {
+    /// The document is not YAML.
+    #[error("{file} line {line}: malformed YAML (document {document}): {cause}")]
+    MalformedYaml {
+        file: String,
+        line: usize,
+        document: usize,
+        cause: String,
+    },
+    /// The document is a scalar or a list.
+    #[error("{at}: not a Kubernetes object (a YAML mapping is expected)")]
+    NotAnObject { at: String },
+    /// `apiVersion` and/or `kind` are missing.
+    #[error("{at}: missing {fields}")]
+    MissingTypeFields { at: String, fields: String },
+    /// `metadata.name` is missing.
+    #[error("{at}: {kind} has no metadata.name")]
+    NoName { at: String, kind: String },
+}
+
 /// Splits a YAML stream at `---` lines; returns (first line number, text) per document.
 fn split_documents(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
@@ -150,7 +172,12 @@ fn split_documents(text: &str) -> Vec<(usize, &str)> {
     out
 }
 
-fn parse_chunk(rel: &str, n: usize, line0: usize, chunk: &str) -> Result<Option<Document>, String> {
+fn parse_chunk(
+    rel: &str,
+    n: usize,
+    line0: usize,
+    chunk: &str,
+) -> Result<Option<Document>, ChunkError> {
     if chunk.trim().is_empty()
         || chunk
             .lines()
@@ -163,19 +190,19 @@ fn parse_chunk(rel: &str, n: usize, line0: usize, chunk: &str) -> Result<Option<
             .location()
             .map(|l| line0 + l.line() as usize - 1)
             .unwrap_or(line0);
-        format!(
-            "{rel} line {line}: malformed YAML (document {}): {e}",
-            n + 1
-        )
+        ChunkError::MalformedYaml {
+            file: rel.to_string(),
+            line,
+            document: n + 1,
+            cause: e.to_string(),
+        }
     })?;
     if v.is_null() {
         return Ok(None);
     }
     let where_ = format!("{rel} line {line0} (document {})", n + 1);
     if !v.is_object() {
-        return Err(format!(
-            "{where_}: not a Kubernetes object (a YAML mapping is expected)"
-        ));
+        return Err(ChunkError::NotAnObject { at: where_ });
     }
     let field = |p: &str| {
         v.pointer(p)
@@ -188,10 +215,16 @@ fn parse_chunk(rel: &str, n: usize, line0: usize, chunk: &str) -> Result<Option<
             .filter(|(_, p)| field(p).is_none())
             .map(|(n, _)| n)
             .collect();
-        return Err(format!("{where_}: missing {}", missing.join(" and ")));
+        return Err(ChunkError::MissingTypeFields {
+            at: where_,
+            fields: missing.join(" and "),
+        });
     };
     let Some(name) = field("/metadata/name") else {
-        return Err(format!("{where_}: {kind} has no metadata.name"));
+        return Err(ChunkError::NoName {
+            at: where_,
+            kind: kind.to_string(),
+        });
     };
     let phase = if (kind == "Namespace" && api_version == "v1")
         || (kind == "CustomResourceDefinition" && api_version.starts_with("apiextensions.k8s.io/"))

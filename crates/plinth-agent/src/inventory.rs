@@ -17,6 +17,49 @@ use crate::object_ref::ObjectRef;
 use crate::status::AgentStatus;
 use crate::{FIELD_MANAGER, INVENTORY_NAMESPACE};
 
+/// Why the inventory could not be read or written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InventoryError {
+    /// The API refused or failed to answer a read of the ConfigMap.
+    #[error("reading the inventory: {cause}")]
+    Read {
+        /// The API's message.
+        cause: String,
+    },
+    /// `inventory.json` of the ConfigMap is not the agent's format.
+    #[error("ConfigMap {namespace}/{name}: inventory.json: {cause}")]
+    Malformed {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The JSON decoder's message.
+        cause: String,
+    },
+    /// The inventory namespace could not be read.
+    #[error("reading namespace {namespace}: {cause}")]
+    ReadNamespace {
+        /// The namespace.
+        namespace: String,
+        /// The API's message.
+        cause: String,
+    },
+    /// The inventory namespace could not be created.
+    #[error("creating namespace {namespace}: {cause}")]
+    CreateNamespace {
+        /// The namespace.
+        namespace: String,
+        /// The API's message.
+        cause: String,
+    },
+    /// The ConfigMap could not be applied.
+    #[error("writing the inventory: {cause}")]
+    Write {
+        /// The API's message.
+        cause: String,
+    },
+}
+
 /// One applied object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,24 +96,28 @@ pub fn configmap_name(agent: &str) -> String {
 /// The stored inventory and last status of an agent (empty when none was saved yet).
 ///
 /// # Errors
-/// API errors other than 404, and an `inventory.json` that is not the agent's format.
+/// [`InventoryError::Read`] for API errors other than 404, [`InventoryError::Malformed`]
+/// for an `inventory.json` that is not the agent's format.
 pub async fn load(
     client: &kube::Client,
     agent: &str,
-) -> Result<(Inventory, Option<AgentStatus>), String> {
+) -> Result<(Inventory, Option<AgentStatus>), InventoryError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), INVENTORY_NAMESPACE);
     let cm = match api.get_opt(&configmap_name(agent)).await {
         Ok(Some(cm)) => cm,
         Ok(None) => return Ok((Inventory::default(), None)),
-        Err(e) => return Err(format!("reading the inventory: {e}")),
+        Err(e) => {
+            return Err(InventoryError::Read {
+                cause: e.to_string(),
+            });
+        }
     };
     let data = cm.data.unwrap_or_default();
     let entries: Vec<Entry> = match data.get("inventory.json") {
-        Some(s) => serde_json::from_str(s).map_err(|e| {
-            format!(
-                "ConfigMap {INVENTORY_NAMESPACE}/{}: inventory.json: {e}",
-                configmap_name(agent)
-            )
+        Some(s) => serde_json::from_str(s).map_err(|e| InventoryError::Malformed {
+            namespace: INVENTORY_NAMESPACE.to_string(),
+            name: configmap_name(agent),
+            cause: e.to_string(),
         })?,
         None => Vec::new(),
     };
@@ -88,26 +135,33 @@ pub async fn load(
 /// Writes the inventory and status (server-side apply; creates the namespace if needed).
 ///
 /// # Errors
-/// API errors.
+/// [`InventoryError::ReadNamespace`], [`InventoryError::CreateNamespace`] or
+/// [`InventoryError::Write`] with the API's message.
 pub async fn save(
     client: &kube::Client,
     agent: &str,
     inv: &Inventory,
     status: &AgentStatus,
-) -> Result<(), String> {
+) -> Result<(), InventoryError> {
     let ns_api: Api<Namespace> = Api::all(client.clone());
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     if ns_api
         .get_opt(INVENTORY_NAMESPACE)
         .await
-        .map_err(|e| format!("reading namespace {INVENTORY_NAMESPACE}: {e}"))?
+        .map_err(|e| InventoryError::ReadNamespace {
+            namespace: INVENTORY_NAMESPACE.to_string(),
+            cause: e.to_string(),
+        })?
         .is_none()
     {
         let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INVENTORY_NAMESPACE}});
         ns_api
             .patch(INVENTORY_NAMESPACE, &pp, &Patch::Apply(&ns))
             .await
-            .map_err(|e| format!("creating namespace {INVENTORY_NAMESPACE}: {e}"))?;
+            .map_err(|e| InventoryError::CreateNamespace {
+                namespace: INVENTORY_NAMESPACE.to_string(),
+                cause: e.to_string(),
+            })?;
     }
     let entries: Vec<&Entry> = inv.entries.values().collect();
     let cm = serde_json::json!({
@@ -122,6 +176,8 @@ pub async fn save(
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), INVENTORY_NAMESPACE);
     api.patch(&configmap_name(agent), &pp, &Patch::Apply(&cm))
         .await
-        .map_err(|e| format!("writing the inventory: {e}"))?;
+        .map_err(|e| InventoryError::Write {
+            cause: e.to_string(),
+        })?;
     Ok(())
 }

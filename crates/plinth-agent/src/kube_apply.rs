@@ -38,6 +38,27 @@ pub(crate) enum ApplyError {
     Other(String),
 }
 
+/// Why discovery, a list, a delete or a wait on the target failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TargetError {
+    /// Discovery of a kind failed for another reason than the kind not being served.
+    #[error("discovering {kind} ({api_version}): {cause}")]
+    Discovery {
+        kind: String,
+        api_version: String,
+        cause: String,
+    },
+    /// Listing the objects of a resource failed.
+    #[error("listing {plural}: {cause}")]
+    List { plural: String, cause: String },
+    /// Deleting an object failed (other than it being gone already).
+    #[error("deleting {object}: {cause}")]
+    Delete { object: String, cause: String },
+    /// A CRD did not report `Established=True` in time.
+    #[error("CustomResourceDefinition {name} is not Established after {secs}s")]
+    NotEstablished { name: String, secs: u64 },
+}
+
 impl Target {
     pub(crate) async fn new(client: kube::Client) -> Target {
         let embedded = client
@@ -63,7 +84,7 @@ impl Target {
         &mut self,
         api_version: &str,
         kind: &str,
-    ) -> Result<Option<Served>, String> {
+    ) -> Result<Option<Served>, TargetError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(s) = self.kinds.get(&key) {
             return Ok(s.clone());
@@ -80,7 +101,13 @@ impl Target {
             }),
             Err(kube::Error::Api(e)) if e.is_not_found() => None,
             Err(kube::Error::Discovery(_)) => None,
-            Err(e) => return Err(format!("discovering {kind} ({api_version}): {e}")),
+            Err(e) => {
+                return Err(TargetError::Discovery {
+                    kind: kind.to_string(),
+                    api_version: api_version.to_string(),
+                    cause: e.to_string(),
+                });
+            }
         };
         self.kinds.insert(key, served.clone());
         Ok(served)
@@ -97,12 +124,15 @@ impl Target {
     pub(crate) async fn list(
         &self,
         s: &Served,
-    ) -> Result<HashMap<(Option<String>, String), Value>, String> {
+    ) -> Result<HashMap<(Option<String>, String), Value>, TargetError> {
         let api = self.api(s, None);
         let list = api
             .list(&ListParams::default())
             .await
-            .map_err(|e| format!("listing {}: {e}", s.resource.plural))?;
+            .map_err(|e| TargetError::List {
+                plural: s.resource.plural.clone(),
+                cause: e.to_string(),
+            })?;
         let mut out = HashMap::new();
         for o in list.items {
             let ns = o.metadata.namespace.clone();
@@ -138,13 +168,16 @@ impl Target {
     }
 
     /// Deletes one object (background propagation); a missing object is fine.
-    pub(crate) async fn delete(&mut self, s: &Served, id: &ObjectRef) -> Result<(), String> {
+    pub(crate) async fn delete(&mut self, s: &Served, id: &ObjectRef) -> Result<(), TargetError> {
         let api = self.api(s, id.namespace.as_deref());
         self.writes += 1;
         match api.delete(&id.name, &DeleteParams::background()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.is_not_found() => Ok(()),
-            Err(e) => Err(format!("deleting {}: {e}", id.display())),
+            Err(e) => Err(TargetError::Delete {
+                object: id.display(),
+                cause: e.to_string(),
+            }),
         }
     }
 
@@ -153,7 +186,7 @@ impl Target {
         &self,
         name: &str,
         timeout: Duration,
-    ) -> Result<(), String> {
+    ) -> Result<(), TargetError> {
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         let deadline = tokio::time::Instant::now() + timeout;
@@ -170,10 +203,10 @@ impl Target {
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(format!(
-                    "CustomResourceDefinition {name} is not Established after {}s",
-                    timeout.as_secs()
-                ));
+                return Err(TargetError::NotEstablished {
+                    name: name.to_string(),
+                    secs: timeout.as_secs(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

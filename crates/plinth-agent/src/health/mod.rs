@@ -46,6 +46,20 @@ use serde_json::Value;
 
 pub use objects::CheckSettings;
 
+/// Why a step of a health pass failed; reported in the pass's errors.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    /// The store configuration could not be read.
+    #[error(transparent)]
+    Store(#[from] store::HealthStoreError),
+    /// The HealthRecords to hand to a new writer could not be listed.
+    #[error("listing HealthRecords: {cause}")]
+    ListRecords { cause: String },
+    /// The HealthDefinitions could not be listed.
+    #[error("listing HealthDefinitions: {cause}")]
+    ListDefinitions { cause: String },
+}
+
 /// How the health agent runs.
 #[derive(Clone, Debug)]
 pub struct HealthAgentConfig {
@@ -251,12 +265,12 @@ impl HealthAgent {
             self.remember_schedules(definitions);
         }
         if let Err(e) = self.refresh_store().await {
-            report.errors.push(e);
+            report.errors.push(e.to_string());
         }
         let definitions = match listed {
             Ok(d) => d,
             Err(e) => {
-                report.errors.push(e);
+                report.errors.push(e.to_string());
                 return report;
             }
         };
@@ -286,7 +300,7 @@ impl HealthAgent {
     }
 
     /// Step 1: (re)start the writer when the store configuration changed.
-    async fn refresh_store(&mut self) -> Result<(), String> {
+    async fn refresh_store(&mut self) -> Result<(), StepError> {
         let (ns, name) = &self.cfg.config_map;
         let loaded = store::load(&self.client, ns, name, &self.cfg.work_dir).await?;
         let current = self
@@ -321,10 +335,13 @@ impl HealthAgent {
         tracing::info!(configmap = %format!("{ns}/{name}"), heartbeat = ?writer_cfg.heartbeat_interval, "health store configured");
         let writer = HealthWriter::start(sink, writer_cfg, Arc::new(Timestamp::now), tick);
         let records: Api<HealthRecord> = Api::all(self.client.clone());
-        let list = records
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| format!("listing HealthRecords: {e}"))?;
+        let list =
+            records
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| StepError::ListRecords {
+                    cause: e.to_string(),
+                })?;
         let schedules = self.schedules.lock().expect("schedules").clone();
         for r in list.items.iter().filter_map(|r| report_of(r, &schedules)) {
             writer.report(r);
@@ -345,12 +362,14 @@ impl HealthAgent {
     }
 
     /// Step 2.
-    async fn list_definitions(&self) -> Result<Vec<HealthDefinition>, String> {
+    async fn list_definitions(&self) -> Result<Vec<HealthDefinition>, StepError> {
         let api: Api<HealthDefinition> = Api::all(self.client.clone());
         api.list(&ListParams::default())
             .await
             .map(|l| l.items)
-            .map_err(|e| format!("listing HealthDefinitions: {e}"))
+            .map_err(|e| StepError::ListDefinitions {
+                cause: e.to_string(),
+            })
     }
 
     /// Step 3: returns every object the definitions want.

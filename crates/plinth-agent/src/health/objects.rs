@@ -27,6 +27,17 @@ mod contract {
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 
+/// Why a HealthDefinition's objects cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// `spec.workflow` is not a Kratix Pipeline (the message names the field).
+    #[error(transparent)]
+    Pipeline(#[from] plinth_api::ApiError),
+    /// `spec.workflow.spec.containers` is missing or empty.
+    #[error("spec.workflow.spec.containers: a health check needs at least one container")]
+    NoContainers,
+}
+
 /// How the check's Pods are built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckSettings {
@@ -71,21 +82,19 @@ pub fn object_labels(id: &DefinitionId, promise: &str) -> BTreeMap<String, Strin
 /// RoleBinding for HealthRecords, the pipeline's `rbac.permissions`, then the CronJob.
 ///
 /// # Errors
-/// A message naming `spec.workflow` when it is not a Kratix Pipeline or has no
-/// containers.
+/// [`BuildError::Pipeline`] naming `spec.workflow` when it is not a Kratix Pipeline,
+/// [`BuildError::NoContainers`] when it has no containers.
 pub fn build_objects(
     hd: &HealthDefinition,
     settings: &CheckSettings,
-) -> Result<Vec<Value>, String> {
-    let pipeline = hd.pipeline().map_err(|e| e.to_string())?;
+) -> Result<Vec<Value>, BuildError> {
+    let pipeline = hd.pipeline()?;
     let raw = &hd.spec.workflow;
     if raw["spec"]["containers"]
         .as_array()
         .is_none_or(|c| c.is_empty())
     {
-        return Err(
-            "spec.workflow.spec.containers: a health check needs at least one container".into(),
-        );
+        return Err(BuildError::NoContainers);
     }
     let id = definition_id(hd);
     let base = plinth_api::names::health_cronjob_name(&id.0, &id.1);
@@ -489,6 +498,7 @@ mod tests {
         assert!(
             build_objects(&hd, &CheckSettings::default())
                 .unwrap_err()
+                .to_string()
                 .contains("spec.workflow")
         );
         let mut hd = definition("db", json!({}));
@@ -496,6 +506,7 @@ mod tests {
         assert!(
             build_objects(&hd, &CheckSettings::default())
                 .unwrap_err()
+                .to_string()
                 .contains("containers")
         );
     }

@@ -23,7 +23,108 @@ use plinth_statestore::{
     BucketAuth, BucketConfig, GitConfig, NatsConfig, RedisConfig, StoreConfig, StreamConfig,
 };
 
-use crate::credentials::Credentials;
+use crate::credentials::{Credentials, CredentialsError};
+
+/// Why the health store's configuration cannot be read or used. Messages name the
+/// ConfigMap (or Secret) and the key at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HealthStoreError {
+    /// A key the store kind needs is missing or empty.
+    #[error("key {key} is required")]
+    MissingKey {
+        /// The ConfigMap key.
+        key: String,
+    },
+    /// `stateStoreKind` names no supported store.
+    #[error("key stateStoreKind: {kind:?} is not GitStateStore, BucketStateStore, Redis or NATS")]
+    UnknownKind {
+        /// The value given.
+        kind: String,
+    },
+    /// `authMethod` is neither `accessKey` nor `IAM`.
+    #[error("key authMethod: {method:?} is not accessKey or IAM")]
+    UnknownAuthMethod {
+        /// The value given.
+        method: String,
+    },
+    /// `authMethod: accessKey` without a Secret holding the keys.
+    #[error(
+        "authMethod accessKey needs secretName naming a Secret with accessKeyID and secretAccessKey"
+    )]
+    AccessKeyNeedsSecret,
+    /// The Secret's keys do not describe a complete method.
+    #[error("secret: {0}")]
+    Credentials(CredentialsError),
+    /// The ConfigMap could not be read.
+    #[error("ConfigMap {namespace}/{name}: {cause}")]
+    ReadConfigMap {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The API's message.
+        cause: String,
+    },
+    /// The Secret named by `secretName` could not be read.
+    #[error("ConfigMap {namespace}/{name}: Secret {namespace}/{secret}: {cause}")]
+    ReadSecret {
+        /// The namespace of the ConfigMap and the Secret.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The Secret's name.
+        secret: String,
+        /// The API's message.
+        cause: String,
+    },
+    /// The Secret named by `secretName` does not exist.
+    #[error("ConfigMap {namespace}/{name}: Secret {namespace}/{secret} not found")]
+    SecretMissing {
+        /// The namespace of the ConfigMap and the Secret.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The Secret's name.
+        secret: String,
+    },
+    /// The Secret could not be turned into JSON.
+    #[error("{cause}")]
+    SecretJson {
+        /// The encoder's message.
+        cause: String,
+    },
+    /// The Secret's `data`/`stringData` are not credentials.
+    #[error("ConfigMap {namespace}/{name}: Secret {namespace}/{secret}: {cause}")]
+    InvalidSecret {
+        /// The namespace of the ConfigMap and the Secret.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// The Secret's name.
+        secret: String,
+        /// What is wrong with it.
+        cause: CredentialsError,
+    },
+    /// The ConfigMap's keys do not describe a store.
+    #[error("ConfigMap {namespace}/{name}: {cause}")]
+    InConfigMap {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+        /// What is wrong with its keys.
+        cause: Box<HealthStoreError>,
+    },
+}
+
+fn required_key<'a>(
+    get: impl Fn(&str) -> Option<&'a str>,
+    key: &str,
+) -> Result<&'a str, HealthStoreError> {
+    get(key).ok_or_else(|| HealthStoreError::MissingKey {
+        key: key.to_string(),
+    })
+}
 
 /// Where the health writer writes: a state store (one object or file per record) or a
 /// stream (one message per record write).
@@ -48,14 +149,15 @@ pub struct LoadedStore {
 /// Builds the store from the ConfigMap's `data` and the Secret's credentials.
 ///
 /// # Errors
-/// A message naming the ConfigMap key and the cause.
+/// A [`HealthStoreError`] naming the ConfigMap key and the cause: a missing key, an
+/// unknown `stateStoreKind` or `authMethod`, or incomplete Secret credentials.
 pub fn store_from_data(
     data: &BTreeMap<String, String>,
     creds: &Credentials,
     work_dir: &Path,
-) -> Result<HealthStore, String> {
+) -> Result<HealthStore, HealthStoreError> {
     let get = |k: &str| data.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let required = |k: &str| get(k).ok_or_else(|| format!("key {k} is required"));
+    let required = |k: &str| required_key(get, k);
     let secret = |k: &str| creds.0.get(k).filter(|v| !v.is_empty()).cloned();
     match required("stateStoreKind")? {
         "Redis" => {
@@ -85,9 +187,9 @@ fn store_config_from_data(
     data: &BTreeMap<String, String>,
     creds: &Credentials,
     work_dir: &Path,
-) -> Result<StoreConfig, String> {
+) -> Result<StoreConfig, HealthStoreError> {
     let get = |k: &str| data.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let required = |k: &str| get(k).ok_or_else(|| format!("key {k} is required"));
+    let required = |k: &str| required_key(get, k);
     let insecure = get("insecure").is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let path = get("path").unwrap_or_default().to_string();
     match required("stateStoreKind")? {
@@ -99,19 +201,21 @@ fn store_config_from_data(
             );
             g.path = path;
             g.insecure_skip_tls_verify = insecure;
-            g.auth = creds.git_auth().map_err(|e| format!("secret: {e}"))?;
+            g.auth = creds.git_auth().map_err(HealthStoreError::Credentials)?;
             Ok(StoreConfig::Git(g))
         }
         "BucketStateStore" => {
             let auth = match get("authMethod").unwrap_or("accessKey") {
                 "IAM" => BucketAuth::Iam,
-                "accessKey" => match creds.bucket_auth().map_err(|e| format!("secret: {e}"))? {
-                    BucketAuth::Iam => {
-                        return Err("authMethod accessKey needs secretName naming a Secret with accessKeyID and secretAccessKey".into());
-                    }
+                "accessKey" => match creds.bucket_auth().map_err(HealthStoreError::Credentials)? {
+                    BucketAuth::Iam => return Err(HealthStoreError::AccessKeyNeedsSecret),
                     a => a,
                 },
-                other => return Err(format!("key authMethod: {other:?} is not accessKey or IAM")),
+                other => {
+                    return Err(HealthStoreError::UnknownAuthMethod {
+                        method: other.to_string(),
+                    });
+                }
             };
             let mut b = BucketConfig::s3(required("endpoint")?, required("bucketName")?, auth);
             b.path = path;
@@ -119,9 +223,9 @@ fn store_config_from_data(
             b.region = get("region").map(str::to_string);
             Ok(StoreConfig::Bucket(b))
         }
-        other => Err(format!(
-            "key stateStoreKind: {other:?} is not GitStateStore, BucketStateStore, Redis or NATS"
-        )),
+        other => Err(HealthStoreError::UnknownKind {
+            kind: other.to_string(),
+        }),
     }
 }
 
@@ -129,19 +233,24 @@ fn store_config_from_data(
 /// not exist.
 ///
 /// # Errors
-/// A message naming the ConfigMap or Secret and the cause.
+/// A [`HealthStoreError`] naming the ConfigMap or Secret and the cause: an API error,
+/// a missing Secret, invalid credentials, or keys that describe no store (as
+/// [`store_from_data`], inside [`HealthStoreError::InConfigMap`]).
 pub async fn load(
     client: &kube::Client,
     namespace: &str,
     name: &str,
     work_dir: &Path,
-) -> Result<Option<LoadedStore>, String> {
-    let what = format!("ConfigMap {namespace}/{name}");
+) -> Result<Option<LoadedStore>, HealthStoreError> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let Some(cm) = cms
         .get_opt(name)
         .await
-        .map_err(|e| format!("{what}: {e}"))?
+        .map_err(|e| HealthStoreError::ReadConfigMap {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            cause: e.to_string(),
+        })?
     else {
         return Ok(None);
     };
@@ -154,16 +263,37 @@ pub async fn load(
             let s = secrets
                 .get_opt(secret)
                 .await
-                .map_err(|e| format!("{what}: Secret {namespace}/{secret}: {e}"))?
-                .ok_or_else(|| format!("{what}: Secret {namespace}/{secret} not found"))?;
+                .map_err(|e| HealthStoreError::ReadSecret {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    secret: secret.clone(),
+                    cause: e.to_string(),
+                })?
+                .ok_or_else(|| HealthStoreError::SecretMissing {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    secret: secret.clone(),
+                })?;
             fingerprint.push('/');
             fingerprint.push_str(s.metadata.resource_version.as_deref().unwrap_or_default());
-            let v = serde_json::to_value(&s).map_err(|e| e.to_string())?;
-            Credentials::from_secret_json(&v)
-                .map_err(|e| format!("{what}: Secret {namespace}/{secret}: {e}"))?
+            let v = serde_json::to_value(&s).map_err(|e| HealthStoreError::SecretJson {
+                cause: e.to_string(),
+            })?;
+            Credentials::from_secret_json(&v).map_err(|cause| HealthStoreError::InvalidSecret {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                secret: secret.clone(),
+                cause,
+            })?
         }
     };
-    let config = store_from_data(&data, &creds, work_dir).map_err(|e| format!("{what}: {e}"))?;
+    let config = store_from_data(&data, &creds, work_dir).map_err(|cause| {
+        HealthStoreError::InConfigMap {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            cause: Box::new(cause),
+        }
+    })?;
     Ok(Some(LoadedStore {
         config,
         fingerprint,
@@ -219,10 +349,10 @@ mod tests {
         };
         assert_eq!(g.branch, "main");
         let e = store_from_data(&data(&[("stateStoreKind", "Bucket")]), &creds, dir).unwrap_err();
-        assert!(e.contains("stateStoreKind"), "{e}");
+        assert!(e.to_string().contains("stateStoreKind"), "{e}");
         let e = store_from_data(&data(&[("stateStoreKind", "GitStateStore")]), &creds, dir)
             .unwrap_err();
-        assert!(e.contains("key url is required"), "{e}");
+        assert!(e.to_string().contains("key url is required"), "{e}");
         let e = store_from_data(
             &data(&[
                 ("stateStoreKind", "BucketStateStore"),
@@ -233,7 +363,7 @@ mod tests {
             dir,
         )
         .unwrap_err();
-        assert!(e.contains("secretName"), "{e}");
+        assert!(e.to_string().contains("secretName"), "{e}");
         let creds = Credentials(BTreeMap::from([
             ("username".to_string(), "u".to_string()),
             ("password".to_string(), "p".to_string()),
@@ -273,6 +403,6 @@ mod tests {
         };
         assert_eq!(n.servers, ["nats://a:4222", "nats://b:4222"]);
         let e = store_from_data(&data(&[("stateStoreKind", "Redis")]), &creds, dir).unwrap_err();
-        assert!(e.contains("key address is required"), "{e}");
+        assert!(e.to_string().contains("key address is required"), "{e}");
     }
 }
