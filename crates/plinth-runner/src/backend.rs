@@ -90,12 +90,36 @@ pub struct PreparedContainer {
     pub pod_dir: PathBuf,
 }
 
+/// Why a backend cannot run a container, or the sandbox the configuration asks for is
+/// missing. The message goes into the container's status (or the runner's configuration
+/// error).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    /// The container has neither a command nor an image entrypoint to run.
+    #[error("no command to run")]
+    NoCommand,
+    /// The host process's mount symlinks could not be created.
+    #[error("cannot prepare mounts under {pod_dir}: {cause}")]
+    PrepareMounts {
+        /// The Pod's directory.
+        pod_dir: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// `SandboxMode::Bwrap` is configured but bubblewrap is not installed.
+    #[error("SandboxMode::Bwrap is configured but `bwrap` is not on PATH (install bubblewrap)")]
+    BwrapMissing,
+}
+
 /// Turns a prepared container into a command to spawn.
 pub trait ContainerBackend: Send + Sync {
     /// Short name for messages (`bwrap`, `host`, `podman`).
     fn name(&self) -> &str;
-    /// The command to spawn; `Err` is a message for the container status.
-    fn command(&self, c: &PreparedContainer) -> Result<Command, String>;
+    /// The command to spawn.
+    ///
+    /// # Errors
+    /// A [`BackendError`] for the container status.
+    fn command(&self, c: &PreparedContainer) -> Result<Command, BackendError>;
     /// A command that asks the backend to stop the container within `grace` (engines,
     /// whose containers are not children of the spawned process); `None` when signalling
     /// the spawned process tree is enough.
@@ -303,9 +327,9 @@ impl ContainerBackend for BwrapSandbox {
         "bwrap"
     }
 
-    fn command(&self, c: &PreparedContainer) -> Result<Command, String> {
+    fn command(&self, c: &PreparedContainer) -> Result<Command, BackendError> {
         if c.argv.is_empty() {
-            return Err("no command to run".into());
+            return Err(BackendError::NoCommand);
         }
         let mut cmd = base_command(&self.bwrap, c);
         cmd.args(self.args(c));
@@ -346,12 +370,14 @@ impl ContainerBackend for HostProcess {
         "host"
     }
 
-    fn command(&self, c: &PreparedContainer) -> Result<Command, String> {
+    fn command(&self, c: &PreparedContainer) -> Result<Command, BackendError> {
         let Some(program) = c.argv.first() else {
-            return Err("no command to run".into());
+            return Err(BackendError::NoCommand);
         };
-        let root = Self::build_root(c)
-            .map_err(|e| format!("cannot prepare mounts under {}: {e}", c.pod_dir.display()))?;
+        let root = Self::build_root(c).map_err(|e| BackendError::PrepareMounts {
+            pod_dir: c.pod_dir.display().to_string(),
+            cause: e.to_string(),
+        })?;
         let mut cmd = base_command(program, c);
         cmd.args(&c.argv[1..]);
         cmd.env("PLINTH_CONTAINER_ROOT", &root);
@@ -450,7 +476,7 @@ impl ContainerBackend for EngineBackend {
         "engine"
     }
 
-    fn command(&self, c: &PreparedContainer) -> Result<Command, String> {
+    fn command(&self, c: &PreparedContainer) -> Result<Command, BackendError> {
         let mut cmd = base_command(&self.exe, c);
         // The engine itself needs a PATH to find conmon/runc.
         cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
@@ -654,16 +680,17 @@ pub fn detect_engine(mode: &EngineMode) -> Option<PathBuf> {
     }
 }
 
-/// The sandbox to use under `mode`: `Ok(Some(bwrap))`, `Ok(None)` for host processes, or
-/// `Err` when bwrap is required but missing.
-pub fn detect_sandbox(mode: SandboxMode) -> Result<Option<PathBuf>, String> {
+/// The sandbox to use under `mode`: `Ok(Some(bwrap))`, `Ok(None)` for host processes.
+///
+/// # Errors
+/// [`BackendError::BwrapMissing`] when bwrap is required but missing.
+pub fn detect_sandbox(mode: SandboxMode) -> Result<Option<PathBuf>, BackendError> {
     match mode {
         SandboxMode::None => Ok(None),
         SandboxMode::Auto => Ok(find_on_path("bwrap")),
-        SandboxMode::Bwrap => find_on_path("bwrap").map(Some).ok_or_else(|| {
-            "SandboxMode::Bwrap is configured but `bwrap` is not on PATH (install bubblewrap)"
-                .to_string()
-        }),
+        SandboxMode::Bwrap => find_on_path("bwrap")
+            .map(Some)
+            .ok_or(BackendError::BwrapMissing),
     }
 }
 

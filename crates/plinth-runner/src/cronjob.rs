@@ -128,6 +128,14 @@ fn job_time(job: &Job) -> Timestamp {
         .unwrap_or(Timestamp::UNIX_EPOCH)
 }
 
+/// Why a CronJob cannot be planned.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The CronJob has no `spec`.
+    #[error("spec is missing")]
+    MissingSpec,
+}
+
 /// Decides what to do for `cj` at `now`, given every Job in its namespace.
 ///
 /// A schedule or time zone that does not parse, or a schedule that never fires, starts
@@ -135,9 +143,9 @@ fn job_time(job: &Job) -> Timestamp {
 /// schedule is not looked at; its time zone is).
 ///
 /// # Errors
-/// The CronJob has no spec.
-pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, String> {
-    let spec = cj.spec.as_ref().ok_or("spec is missing")?;
+/// [`PlanError::MissingSpec`] when the CronJob has no spec.
+pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, PlanError> {
+    let spec = cj.spec.as_ref().ok_or(PlanError::MissingSpec)?;
     let schedule = Schedule::parse(&spec.schedule, spec.time_zone.as_deref());
     let mut own: Vec<&Job> = jobs.iter().filter(|j| owned_by(j, cj)).collect();
     own.sort_by_key(|j| job_time(j));

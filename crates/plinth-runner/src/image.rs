@@ -172,6 +172,48 @@ pub struct ImageMap {
     pub images: Vec<ImageMapEntry>,
 }
 
+/// What is wrong with an image map's text or with one entry's command. The file is
+/// named by [`RunnerError::ImageMap`], which carries this message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ImageMapError {
+    /// The text is not YAML of the image map's shape.
+    #[error("{cause}")]
+    Yaml {
+        /// The parser's message (names the line and field).
+        cause: String,
+    },
+    /// An entry's `image` is empty.
+    #[error("images[{index}].image: must not be empty")]
+    EmptyImage {
+        /// The entry's index.
+        index: usize,
+    },
+    /// A command path does not exist.
+    #[error("{command:?} does not exist")]
+    CommandMissing {
+        /// The command as written.
+        command: String,
+    },
+    /// A command path is not a regular file.
+    #[error("{command:?} is not a file")]
+    CommandNotAFile {
+        /// The command as written.
+        command: String,
+    },
+    /// A command path is not executable.
+    #[error("{command:?} is not executable")]
+    CommandNotExecutable {
+        /// The command as written.
+        command: String,
+    },
+    /// A bare command name is on neither the runner's nor the container `PATH`.
+    #[error("{command:?} is not an executable on PATH")]
+    CommandNotOnPath {
+        /// The command as written.
+        command: String,
+    },
+}
+
 impl ImageMap {
     /// Reads and validates an image map file; relative `command[0]` paths containing `/`
     /// are made absolute against the file's directory.
@@ -180,9 +222,9 @@ impl ImageMap {
             path: path.to_path_buf(),
             message: format!("cannot read: {e}"),
         })?;
-        let mut map = Self::parse(&text).map_err(|message| RunnerError::ImageMap {
+        let mut map = Self::parse(&text).map_err(|e| RunnerError::ImageMap {
             path: path.to_path_buf(),
-            message,
+            message: e.to_string(),
         })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         for e in &mut map.images {
@@ -195,24 +237,30 @@ impl ImageMap {
         }
         for (i, e) in map.images.iter().enumerate() {
             if let Some(first) = e.command.first() {
-                check_command(first).map_err(|message| RunnerError::ImageMap {
+                check_command(first).map_err(|cause| RunnerError::ImageMap {
                     path: path.to_path_buf(),
-                    message: format!("images[{i}] (image {:?}): command {message}", e.image),
+                    message: format!("images[{i}] (image {:?}): command {cause}", e.image),
                 })?;
             }
         }
         Ok(map)
     }
 
-    /// Parses image map YAML; the error message names the entry and field.
-    pub fn parse(text: &str) -> Result<ImageMap, String> {
+    /// Parses image map YAML.
+    ///
+    /// # Errors
+    /// [`ImageMapError::Yaml`] or [`ImageMapError::EmptyImage`], naming the entry and
+    /// field.
+    pub fn parse(text: &str) -> Result<ImageMap, ImageMapError> {
         if text.trim().is_empty() {
             return Ok(ImageMap::default());
         }
-        let map: ImageMap = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        let map: ImageMap = serde_saphyr::from_str(text).map_err(|e| ImageMapError::Yaml {
+            cause: e.to_string(),
+        })?;
         for (i, e) in map.images.iter().enumerate() {
             if e.image.trim().is_empty() {
-                return Err(format!("images[{i}].image: must not be empty"));
+                return Err(ImageMapError::EmptyImage { index: i });
             }
         }
         Ok(map)
@@ -226,14 +274,21 @@ impl ImageMap {
 
 /// Checks that an image map command exists and is executable: a path as given, a bare
 /// name on the runner's `PATH` or the standard container `PATH`.
-fn check_command(command: &str) -> Result<(), String> {
+fn check_command(command: &str) -> Result<(), ImageMapError> {
     use crate::config::is_executable;
+    let command_ = || command.to_string();
     if command.contains('/') {
         let p = Path::new(command);
         return match std::fs::metadata(p) {
-            Err(_) => Err(format!("{command:?} does not exist")),
-            Ok(m) if !m.is_file() => Err(format!("{command:?} is not a file")),
-            Ok(_) if !is_executable(p) => Err(format!("{command:?} is not executable")),
+            Err(_) => Err(ImageMapError::CommandMissing {
+                command: command_(),
+            }),
+            Ok(m) if !m.is_file() => Err(ImageMapError::CommandNotAFile {
+                command: command_(),
+            }),
+            Ok(_) if !is_executable(p) => Err(ImageMapError::CommandNotExecutable {
+                command: command_(),
+            }),
             Ok(_) => Ok(()),
         };
     }
@@ -246,7 +301,9 @@ fn check_command(command: &str) -> Result<(), String> {
     if found {
         Ok(())
     } else {
-        Err(format!("{command:?} is not an executable on PATH"))
+        Err(ImageMapError::CommandNotOnPath {
+            command: command_(),
+        })
     }
 }
 

@@ -241,7 +241,8 @@ pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), Runne
             "max_parallel_jobs must be at least 1".into(),
         ));
     }
-    crate::backend::detect_sandbox(config.sandbox).map_err(RunnerError::Config)?;
+    crate::backend::detect_sandbox(config.sandbox)
+        .map_err(|e| RunnerError::Config(e.to_string()))?;
     if let Some(p) = &config.image_map {
         crate::image::ImageMap::load(p)?;
     }

@@ -20,9 +20,9 @@ use tokio::time::Instant;
 
 use crate::access::ClusterAccess;
 use crate::backend::{
-    BwrapSandbox, ContainerBackend, ContainerPlan, EffectiveSecurity, EngineBackend, HostProcess,
-    Mount, PreparedContainer, SERVICE_ACCOUNT_DIR, detect_engine, detect_sandbox, plan_container,
-    write_containers_conf,
+    BackendError, BwrapSandbox, ContainerBackend, ContainerPlan, EffectiveSecurity, EngineBackend,
+    HostProcess, Mount, PreparedContainer, SERVICE_ACCOUNT_DIR, detect_engine, detect_sandbox,
+    plan_container, write_containers_conf,
 };
 use crate::config::RunnerConfig;
 use crate::error::RunnerError;
@@ -209,29 +209,200 @@ fn setup_failure(reason: &str, message: impl Into<String>) -> SetupFailure {
     (reason.to_string(), message.into())
 }
 
+/// Why a Pod's files, mounts or process could not be set up. The message goes into a
+/// container's waiting or terminated state (`CreateContainerConfigError`, `FailedMount`,
+/// `StartError`, ...), so it names the container, field or file and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum PodError {
+    /// A volume item's or `subPath`'s path is absolute or empty.
+    #[error("path {path:?} must be relative and non-empty")]
+    NotRelative {
+        /// The path as given.
+        path: String,
+    },
+    /// A volume item's or `subPath`'s path leaves its directory.
+    #[error("path {path:?} must not contain '..'")]
+    EscapingPath {
+        /// The path as given.
+        path: String,
+    },
+    /// A directory could not be created.
+    #[error("create {path}: {cause}")]
+    CreateDir {
+        /// The directory.
+        path: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// A file could not be written.
+    #[error("write {path}: {cause}")]
+    WriteFile {
+        /// The file.
+        path: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// A file's mode could not be set.
+    #[error("chmod {path}: {cause}")]
+    Chmod {
+        /// The file.
+        path: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// An `items` entry of a ConfigMap or Secret volume could not be written.
+    #[error("{volume}: item {key}: {cause}")]
+    Item {
+        /// The volume or projection, as named in messages.
+        volume: String,
+        /// The item's key.
+        key: String,
+        /// What went wrong.
+        cause: Box<PodError>,
+    },
+    /// A key of a ConfigMap or Secret volume could not be written.
+    #[error("{volume}: key {key}: {cause}")]
+    Key {
+        /// The volume or projection, as named in messages.
+        volume: String,
+        /// The key.
+        key: String,
+        /// What went wrong.
+        cause: Box<PodError>,
+    },
+    /// A key named in `items` is not in the ConfigMap or Secret.
+    #[error("{volume}: key {key:?} not found")]
+    KeyNotFound {
+        /// The volume or projection, as named in messages.
+        volume: String,
+        /// The key.
+        key: String,
+    },
+    /// A downward-API `fieldRef` the runner does not know.
+    #[error("fieldRef {path:?} is not supported")]
+    UnsupportedFieldRef {
+        /// The `fieldPath`.
+        path: String,
+    },
+    /// A `volumeMounts` entry names a volume that `spec.volumes` does not define.
+    #[error(
+        "container {container}: volumeMounts[{index}]: volume {volume:?} is not defined in spec.volumes"
+    )]
+    UndefinedVolume {
+        /// The container.
+        container: String,
+        /// The mount's index.
+        index: usize,
+        /// The volume named.
+        volume: String,
+    },
+    /// A `volumeMounts` entry's `mountPath` is relative.
+    #[error(
+        "container {container}: volumeMounts[{index}].mountPath {mount_path:?} must be absolute"
+    )]
+    RelativeMountPath {
+        /// The container.
+        container: String,
+        /// The mount's index.
+        index: usize,
+        /// The path as given.
+        mount_path: String,
+    },
+    /// A `volumeMounts` entry's `subPath` is not a safe relative path.
+    #[error("container {container}: volumeMounts[{index}].subPath: {cause}")]
+    SubPath {
+        /// The container.
+        container: String,
+        /// The mount's index.
+        index: usize,
+        /// What is wrong with it.
+        cause: Box<PodError>,
+    },
+    /// A `subPath` directory could not be created.
+    #[error("create subPath {path}: {cause}")]
+    CreateSubPath {
+        /// The directory.
+        path: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// The backend cannot build the container's command.
+    #[error("{backend}: {cause}")]
+    Backend {
+        /// The backend's name.
+        backend: String,
+        /// What is wrong.
+        cause: BackendError,
+    },
+    /// The container's log file could not be created.
+    #[error("cannot create log file {path}: {cause}")]
+    LogFile {
+        /// The log file.
+        path: String,
+        /// The OS message.
+        cause: String,
+    },
+    /// The pipe for the container's output could not be created.
+    #[error("cannot create a pipe for the log: {cause}")]
+    LogPipe {
+        /// The OS message.
+        cause: String,
+    },
+    /// The container's process could not be started.
+    #[error("{backend}: cannot start {program:?} for container {container:?}: {cause}")]
+    Start {
+        /// The backend's name.
+        backend: String,
+        /// The program spawned.
+        program: String,
+        /// The container.
+        container: String,
+        /// The OS message.
+        cause: String,
+    },
+}
+
 /// Validates a relative file path of a volume item (no absolute paths, no `..`).
-pub fn safe_relative(path: &str) -> Result<PathBuf, String> {
+///
+/// # Errors
+/// [`PodError::NotRelative`] for an empty or absolute path, [`PodError::EscapingPath`]
+/// for one with `..`.
+pub fn safe_relative(path: &str) -> Result<PathBuf, PodError> {
     let p = Path::new(path);
     if path.is_empty() || p.is_absolute() {
-        return Err(format!("path {path:?} must be relative and non-empty"));
+        return Err(PodError::NotRelative {
+            path: path.to_string(),
+        });
     }
     if p.components()
         .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        return Err(format!("path {path:?} must not contain '..'"));
+        return Err(PodError::EscapingPath {
+            path: path.to_string(),
+        });
     }
     Ok(p.to_path_buf())
 }
 
-fn write_file(dir: &Path, rel: &str, data: &[u8], mode: u32) -> Result<(), String> {
+fn write_file(dir: &Path, rel: &str, data: &[u8], mode: u32) -> Result<(), PodError> {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join(safe_relative(rel)?);
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(|e| PodError::CreateDir {
+            path: parent.display().to_string(),
+            cause: e.to_string(),
+        })?;
     }
-    std::fs::write(&path, data).map_err(|e| format!("write {}: {e}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o777))
-        .map_err(|e| format!("chmod {}: {e}", path.display()))
+    std::fs::write(&path, data).map_err(|e| PodError::WriteFile {
+        path: path.display().to_string(),
+        cause: e.to_string(),
+    })?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o777)).map_err(|e| {
+        PodError::Chmod {
+            path: path.display().to_string(),
+            cause: e.to_string(),
+        }
+    })
 }
 
 /// The value of an env var's `configMapKeyRef` / `secretKeyRef` (Kubernetes semantics):
@@ -298,7 +469,7 @@ fn materialise(
     items: Option<&Vec<KeyToPath>>,
     default_mode: u32,
     optional: bool,
-) -> Result<(), String> {
+) -> Result<(), PodError> {
     match items {
         Some(items) => {
             for it in items {
@@ -309,16 +480,28 @@ fn materialise(
                         data,
                         it.mode.map(|m| m as u32).unwrap_or(default_mode),
                     )
-                    .map_err(|e| format!("{what}: item {}: {e}", it.key))?,
+                    .map_err(|e| PodError::Item {
+                        volume: what.to_string(),
+                        key: it.key.clone(),
+                        cause: Box::new(e),
+                    })?,
                     None if optional => {}
-                    None => return Err(format!("{what}: key {:?} not found", it.key)),
+                    None => {
+                        return Err(PodError::KeyNotFound {
+                            volume: what.to_string(),
+                            key: it.key.clone(),
+                        });
+                    }
                 }
             }
         }
         None => {
             for (k, data) in entries {
-                write_file(dir, k, data, default_mode)
-                    .map_err(|e| format!("{what}: key {k}: {e}"))?;
+                write_file(dir, k, data, default_mode).map_err(|e| PodError::Key {
+                    volume: what.to_string(),
+                    key: k.clone(),
+                    cause: Box::new(e),
+                })?;
             }
         }
     }
@@ -362,7 +545,10 @@ impl<'a, A: ClusterAccess> Objects<'a, A> {
 /// The value of a downward-API `fieldRef` (`metadata.name`, `metadata.namespace`,
 /// `metadata.uid`, `metadata.labels['k']`, `metadata.annotations['k']`,
 /// `spec.serviceAccountName`, `spec.nodeName`, `status.podIP`, `status.hostIP`).
-pub fn field_value(pod: &Pod, sel: &ObjectFieldSelector) -> Result<String, String> {
+///
+/// # Errors
+/// [`PodError::UnsupportedFieldRef`] for any other field path.
+pub fn field_value(pod: &Pod, sel: &ObjectFieldSelector) -> Result<String, PodError> {
     let path = sel.field_path.as_str();
     let quoted = |prefix: &str| -> Option<String> {
         let rest = path
@@ -394,7 +580,9 @@ pub fn field_value(pod: &Pod, sel: &ObjectFieldSelector) -> Result<String, Strin
                     .and_then(|l| l.get(&k).cloned())
                     .unwrap_or_default()
             } else {
-                return Err(format!("fieldRef {path:?} is not supported"));
+                return Err(PodError::UnsupportedFieldRef {
+                    path: path.to_string(),
+                });
             }
         }
     })
@@ -640,9 +828,13 @@ async fn prepare_identity<A: ClusterAccess>(
         .await
         .map_err(|e| setup_failure("ServiceAccountTokenError", e.to_string()))?;
     let sa_dir = pod_dir.join("serviceaccount");
-    let fail = |e: String| setup_failure("ServiceAccountTokenError", e);
-    std::fs::create_dir_all(&sa_dir)
-        .map_err(|e| fail(format!("create {}: {e}", sa_dir.display())))?;
+    let fail = |e: PodError| setup_failure("ServiceAccountTokenError", e.to_string());
+    std::fs::create_dir_all(&sa_dir).map_err(|e| {
+        fail(PodError::CreateDir {
+            path: sa_dir.display().to_string(),
+            cause: e.to_string(),
+        })
+    })?;
     write_file(&sa_dir, "token", token.as_bytes(), 0o644).map_err(fail)?;
     write_file(&sa_dir, "ca.crt", config.ca_pem.as_bytes(), 0o644).map_err(fail)?;
     write_file(&sa_dir, "namespace", ns.as_bytes(), 0o644).map_err(fail)?;
@@ -770,9 +962,8 @@ async fn fill_from<A: ClusterAccess>(
         ),
     };
     match entries {
-        Some(entries) => {
-            materialise(dir, what, &entries, items, mode, optional).map_err(mount_failure)
-        }
+        Some(entries) => materialise(dir, what, &entries, items, mode, optional)
+            .map_err(|e| mount_failure(e.to_string())),
         None if optional => Ok(()),
         None => Err(mount_failure(missing)),
     }
@@ -857,24 +1048,31 @@ async fn fill_projection<A: ClusterAccess>(
 }
 
 /// Resolves `volumeMounts` (with `subPath`/`subPathExpr` and `readOnly`) to host mounts.
+///
+/// # Errors
+/// A [`PodError`] naming the container and `volumeMounts[i]`: an undefined volume, a
+/// relative `mountPath`, an unsafe `subPath`, or a `subPath` directory that cannot be
+/// created.
 pub fn resolve_mounts(
     c: &Container,
     volumes: &HashMap<String, (PathBuf, bool)>,
     env: &HashMap<String, String>,
-) -> Result<Vec<Mount>, String> {
+) -> Result<Vec<Mount>, PodError> {
     let mut mounts = Vec::new();
     for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
         let Some((dir, forced_ro)) = volumes.get(&m.name) else {
-            return Err(format!(
-                "container {}: volumeMounts[{i}]: volume {:?} is not defined in spec.volumes",
-                c.name, m.name
-            ));
+            return Err(PodError::UndefinedVolume {
+                container: c.name.clone(),
+                index: i,
+                volume: m.name.clone(),
+            });
         };
         if !m.mount_path.starts_with('/') {
-            return Err(format!(
-                "container {}: volumeMounts[{i}].mountPath {:?} must be absolute",
-                c.name, m.mount_path
-            ));
+            return Err(PodError::RelativeMountPath {
+                container: c.name.clone(),
+                index: i,
+                mount_path: m.mount_path.clone(),
+            });
         }
         let sub = match (&m.sub_path, &m.sub_path_expr) {
             (Some(s), _) if !s.is_empty() => Some(s.clone()),
@@ -883,12 +1081,17 @@ pub fn resolve_mounts(
         };
         let host_path = match sub {
             Some(s) => {
-                let rel = safe_relative(&s)
-                    .map_err(|e| format!("container {}: volumeMounts[{i}].subPath: {e}", c.name))?;
+                let rel = safe_relative(&s).map_err(|e| PodError::SubPath {
+                    container: c.name.clone(),
+                    index: i,
+                    cause: Box::new(e),
+                })?;
                 let p = dir.join(rel);
                 if !p.exists() {
-                    std::fs::create_dir_all(&p)
-                        .map_err(|e| format!("create subPath {}: {e}", p.display()))?;
+                    std::fs::create_dir_all(&p).map_err(|e| PodError::CreateSubPath {
+                        path: p.display().to_string(),
+                        cause: e.to_string(),
+                    })?;
                 }
                 p
             }
@@ -905,7 +1108,7 @@ pub fn resolve_mounts(
 
 /// The runtime pieces chosen once per Pod run.
 struct Runtimes {
-    sandbox: Result<Option<BwrapSandbox>, String>,
+    sandbox: Result<Option<BwrapSandbox>, BackendError>,
     engine: Option<PathBuf>,
     containers_conf: Option<PathBuf>,
     map: ImageMap,
@@ -1278,7 +1481,7 @@ async fn prepare_container<A: ClusterAccess>(
     let env = resolve_env(objects, pod, c, base).await?;
     let env_map = env.map();
     let mut mounts = resolve_mounts(c, volumes, &env_map)
-        .map_err(|m| setup_failure("CreateContainerConfigError", m))?;
+        .map_err(|e| setup_failure("CreateContainerConfigError", e.to_string()))?;
     let mut host_binds = Vec::new();
     if let Some(id) = identity {
         if !mounts
@@ -1456,7 +1659,7 @@ fn choose_backend(
         _ => match &runtimes.sandbox {
             Ok(Some(b)) => Box::new(b.clone()),
             Ok(None) => Box::new(HostProcess),
-            Err(m) => return Err(setup_failure("SandboxUnavailable", m.clone())),
+            Err(e) => return Err(setup_failure("SandboxUnavailable", e.to_string())),
         },
     })
 }
@@ -1647,7 +1850,7 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
     };
     let (mut child, copier) = match spawn_logged(backend, p, &io) {
         Ok(spawned) => spawned,
-        Err(message) => return fail("StartError", message),
+        Err(e) => return fail("StartError", e.to_string()),
     };
     let pid = child.id();
     let sleep = async {
@@ -1720,32 +1923,33 @@ fn spawn_logged(
         tokio::process::Child,
         tokio::task::JoinHandle<std::io::Result<()>>,
     ),
-    String,
+    PodError,
 > {
     let log = io.log.as_path();
     let mut cmd = match backend.command(p) {
         Ok(c) => c,
-        Err(m) => return Err(format!("{}: {m}", backend.name())),
+        Err(cause) => {
+            return Err(PodError::Backend {
+                backend: backend.name().to_string(),
+                cause,
+            });
+        }
     };
     let mut sink = match crate::logfile::RotatingLog::create(log, io.log_max_size, io.log_max_files)
     {
         Ok(f) => f,
         Err(e) => {
-            return Err(format!("cannot create log file {}: {e}", log.display()));
+            return Err(PodError::LogFile {
+                path: log.display().to_string(),
+                cause: e.to_string(),
+            });
         }
     };
-    let (reader, writer) = match std::io::pipe() {
-        Ok(p) => p,
-        Err(e) => {
-            return Err(format!("cannot create a pipe for the log: {e}"));
-        }
+    let pipe_error = |e: std::io::Error| PodError::LogPipe {
+        cause: e.to_string(),
     };
-    let err_writer = match writer.try_clone() {
-        Ok(f) => f,
-        Err(e) => {
-            return Err(format!("cannot create a pipe for the log: {e}"));
-        }
-    };
+    let (reader, writer) = std::io::pipe().map_err(pipe_error)?;
+    let err_writer = writer.try_clone().map_err(pipe_error)?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(err_writer))
@@ -1757,12 +1961,12 @@ fn spawn_logged(
     let child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            let program = p.argv.first().cloned().unwrap_or_default();
-            return Err(format!(
-                "{}: cannot start {program:?} for container {:?}: {e}",
-                backend.name(),
-                p.name
-            ));
+            return Err(PodError::Start {
+                backend: backend.name().to_string(),
+                program: p.argv.first().cloned().unwrap_or_default(),
+                container: p.name.clone(),
+                cause: e.to_string(),
+            });
         }
     };
     let copier = tokio::task::spawn_blocking(move || sink.copy_from(reader));
@@ -1927,7 +2131,10 @@ mod tests {
             ..Default::default()
         };
         let e = resolve_mounts(&bad, &vols, &HashMap::new()).unwrap_err();
-        assert!(e.contains("volume \"nope\" is not defined"), "{e}");
+        assert!(
+            e.to_string().contains("volume \"nope\" is not defined"),
+            "{e}"
+        );
     }
 
     #[test]
