@@ -272,17 +272,59 @@ async fn fail(
     Ok(Action::requeue(ctx.config().requeue_slow))
 }
 
+/// Why a release's Promise could not be fetched; the cause in its `Failed to fetch
+/// Promise from URL` status message.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    /// `spec.sourceRef.url` is empty.
+    #[error("spec.sourceRef.url is empty")]
+    NoUrl,
+    /// The URL is not http or https.
+    #[error("unsupported URL {url:?}: only http and https sources are supported")]
+    UnsupportedUrl { url: String },
+    /// The HTTP client could not be built.
+    #[error("{cause}")]
+    Client { cause: String },
+    /// The API refused the read of `spec.sourceRef.secretRef`.
+    #[error("{cause}")]
+    ReadSecret { cause: String },
+    /// The Secret named by `spec.sourceRef.secretRef` does not exist.
+    #[error("Secret {secret} not found in namespace {namespace}")]
+    SecretNotFound { namespace: String, secret: String },
+    /// The Secret has no `authorizationHeader`.
+    #[error("Secret {namespace}/{secret} has no key authorizationHeader")]
+    NoAuthorizationHeader { namespace: String, secret: String },
+    /// The source did not answer within the network timeout.
+    #[error("GET {url}: no answer within {secs}s")]
+    Timeout { url: String, secs: u64 },
+    /// The request failed.
+    #[error("GET {url}: {cause}")]
+    Request { url: String, cause: String },
+    /// The source answered with an error status.
+    #[error("GET {url}: HTTP {status}")]
+    Status { url: String, status: String },
+    /// The body is not YAML or JSON.
+    #[error("{url}: not YAML or JSON: {cause}")]
+    NotYaml { url: String, cause: String },
+    /// The one document is not a Promise.
+    #[error("{url}: expected a Promise, found kind {kind}")]
+    NotAPromise { url: String, kind: String },
+    /// The body holds no or several documents.
+    #[error("{url}: expected exactly one document, found {count}")]
+    DocumentCount { url: String, count: usize },
+}
+
 /// GETs `spec.sourceRef.url` and parses exactly one Promise document from it.
-async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
+async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, FetchError> {
     let source = &pr.data["spec"]["sourceRef"];
     let url = source["url"]
         .as_str()
         .filter(|u| !u.is_empty())
-        .ok_or("spec.sourceRef.url is empty")?;
+        .ok_or(FetchError::NoUrl)?;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
-            "unsupported URL {url:?}: only http and https sources are supported"
-        ));
+        return Err(FetchError::UnsupportedUrl {
+            url: url.to_string(),
+        });
     }
     // Bounded: a source that accepts the connection and never answers must not hold
     // this release's reconcile (a later Secret or spec change is only seen once it returns).
@@ -291,7 +333,9 @@ async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .timeout(timeout)
         .build()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| FetchError::Client {
+            cause: e.to_string(),
+        })?
         .get(url);
     if let Some(secret_name) = source["secretRef"]["name"]
         .as_str()
@@ -305,13 +349,21 @@ async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
         let secret = secrets
             .get_opt(secret_name)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("Secret {secret_name} not found in namespace {ns}"))?;
+            .map_err(|e| FetchError::ReadSecret {
+                cause: e.to_string(),
+            })?
+            .ok_or_else(|| FetchError::SecretNotFound {
+                namespace: ns.to_string(),
+                secret: secret_name.to_string(),
+            })?;
         let header = secret
             .data
             .as_ref()
             .and_then(|d| d.get("authorizationHeader"))
-            .ok_or_else(|| format!("Secret {ns}/{secret_name} has no key authorizationHeader"))?;
+            .ok_or_else(|| FetchError::NoAuthorizationHeader {
+                namespace: ns.to_string(),
+                secret: secret_name.to_string(),
+            })?;
         req = req.header(
             "Authorization",
             String::from_utf8_lossy(&header.0).trim().to_string(),
@@ -319,28 +371,39 @@ async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, String> {
     }
     let failed = |e: reqwest::Error| {
         if e.is_timeout() {
-            format!("GET {url}: no answer within {}s", timeout.as_secs())
+            FetchError::Timeout {
+                url: url.to_string(),
+                secs: timeout.as_secs(),
+            }
         } else {
-            format!("GET {url}: {e}")
+            FetchError::Request {
+                url: url.to_string(),
+                cause: e.to_string(),
+            }
         }
     };
     let resp = req.send().await.map_err(&failed)?;
     if !resp.status().is_success() {
-        return Err(format!("GET {url}: HTTP {}", resp.status()));
+        return Err(FetchError::Status {
+            url: url.to_string(),
+            status: resp.status().to_string(),
+        });
     }
     let body = resp.text().await.map_err(&failed)?;
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(&body).map_err(|e| format!("{url}: not YAML or JSON: {e}"))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&body).map_err(|e| FetchError::NotYaml {
+        url: url.to_string(),
+        cause: e.to_string(),
+    })?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
     match docs.as_slice() {
         [one] if one["kind"] == "Promise" => Ok(one.clone()),
-        [one] => Err(format!(
-            "{url}: expected a Promise, found kind {}",
-            one["kind"]
-        )),
-        _ => Err(format!(
-            "{url}: expected exactly one document, found {}",
-            docs.len()
-        )),
+        [one] => Err(FetchError::NotAPromise {
+            url: url.to_string(),
+            kind: one["kind"].to_string(),
+        }),
+        _ => Err(FetchError::DocumentCount {
+            url: url.to_string(),
+            count: docs.len(),
+        }),
     }
 }

@@ -68,13 +68,49 @@ pub const REASON_INVALID_WORKLOAD_CONTENT: &str = "InvalidWorkloadContent";
 /// Reason of `Ready=False` on a WorkPlacement whose Destination does not exist.
 pub const REASON_DESTINATION_NOT_FOUND: &str = "DestinationNotFound";
 
+/// Why a WorkPlacement's workloads could not be decoded, listed or removed from the
+/// store.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    /// A workload's `content` is not gzip+base64.
+    #[error("workload {filepath:?}: {cause}")]
+    Undecodable {
+        /// The workload's `filepath`.
+        filepath: String,
+        /// The decoding step that failed.
+        cause: String,
+    },
+    /// The WorkPlacements of a Destination could not be listed.
+    #[error("listing WorkPlacements of Destination {destination}: {cause}")]
+    ListPlacements {
+        /// The Destination.
+        destination: String,
+        /// The API's message.
+        cause: String,
+    },
+    /// A `none` mode state file is not one Plinth or Kratix wrote.
+    #[error("{path}: {cause}")]
+    StateFile {
+        /// The state file's path in the store.
+        path: String,
+        /// What is wrong with it.
+        cause: String,
+    },
+    /// The state store refused a read or a write.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Decodes a workload's `content` ([`plinth_api::work_content`]).
 ///
 /// # Errors
-/// A message naming the workload's `filepath` and the decoding step that failed.
-pub fn decode_workload(w: &Workload) -> Result<Vec<u8>, String> {
-    plinth_api::work_content::decode(&w.content)
-        .map_err(|e| format!("workload {:?}: {e}", w.filepath))
+/// [`PlacementError::Undecodable`] naming the workload's `filepath` and the decoding
+/// step that failed.
+pub fn decode_workload(w: &Workload) -> Result<Vec<u8>, PlacementError> {
+    plinth_api::work_content::decode(&w.content).map_err(|e| PlacementError::Undecodable {
+        filepath: w.filepath.clone(),
+        cause: e.to_string(),
+    })
 }
 
 /// Where a placement's files go, resolved from the Destination and the placement.
@@ -154,9 +190,9 @@ pub fn resolve_target(dest: &Destination, wp: &WorkPlacement) -> Result<Target, 
             .map(|w| {
                 decode_workload(w)
                     .map(|b| (w.filepath.clone(), b))
-                    .map_err(|message| Terminal {
+                    .map_err(|e| Terminal {
                         reason: REASON_INVALID_WORKLOAD_CONTENT,
-                        message,
+                        message: e.to_string(),
                     })
             })
             .collect()
@@ -649,9 +685,10 @@ async fn delete(
     {
         return Ok(Action::await_change());
     }
-    let Err(msg) = delete_from_store(state, store, dest, p.wp).await else {
+    let Err(e) = delete_from_store(state, store, dest, p.wp).await else {
         return p.release(state).await;
     };
+    let msg = e.to_string();
     publish(
         &state.recorder,
         &typed_reference(p.wp),
@@ -950,19 +987,20 @@ async fn aggregated_documents(
     state: &WpState,
     dest: &Destination,
     exclude: Option<(&str, &str)>,
-) -> Result<Vec<(String, Vec<Vec<u8>>)>, String> {
+) -> Result<Vec<(String, Vec<Vec<u8>>)>, PlacementError> {
     let all: Api<WorkPlacement> = Api::all(state.ctx.client.clone());
     let lp = ListParams::default().labels(&format!(
         "{}={}",
         labels::TARGET_DESTINATION_NAME,
         dest.name_any()
     ));
-    let list = all.list(&lp).await.map_err(|e| {
-        format!(
-            "listing WorkPlacements of Destination {}: {e}",
-            dest.name_any()
-        )
-    })?;
+    let list = all
+        .list(&lp)
+        .await
+        .map_err(|e| PlacementError::ListPlacements {
+            destination: dest.name_any(),
+            cause: e.to_string(),
+        })?;
     let mut out = Vec::new();
     for wp in list.items {
         if wp.meta().deletion_timestamp.is_some() {
@@ -1021,12 +1059,12 @@ async fn write_target(
             ops
         }
         Target::Aggregated { file } => {
-            let mut docs = aggregated_documents(state, dest, None)
-                .await
-                .map_err(|cause| StoreError::InvalidConfig {
+            let mut docs = aggregated_documents(state, dest, None).await.map_err(|e| {
+                StoreError::InvalidConfig {
                     field: "workplacements".into(),
-                    cause,
-                })?;
+                    cause: e.to_string(),
+                }
+            })?;
             // The placement being reconciled may not be in the list yet (fresh create).
             let name = wp.name_any();
             if !docs.iter().any(|(n, _)| *n == name) {
@@ -1062,13 +1100,13 @@ async fn write_target(
     result
 }
 
-/// Removes what `wp` wrote. Returns a message for the event on failure.
+/// Removes what `wp` wrote. Its error is the message of the event on failure.
 async fn delete_from_store(
     state: &WpState,
     store: &StateStore,
     dest: &Destination,
     wp: &WorkPlacement,
-) -> Result<(), String> {
+) -> Result<(), PlacementError> {
     let root = dest.spec.path.as_str();
     let ns = wp.namespace().unwrap_or_default();
     let name = wp.name_any();
@@ -1086,9 +1124,13 @@ async fn delete_from_store(
                 Ok(p) => p,
                 Err(_) => return Ok(()),
             };
-            let listed = match store.read(&state_file).await.map_err(|e| e.to_string())? {
-                Some(bytes) => layout::parse_none_state_file(&bytes)
-                    .map_err(|e| format!("{state_file}: {e}"))?,
+            let listed = match store.read(&state_file).await? {
+                Some(bytes) => layout::parse_none_state_file(&bytes).map_err(|e| {
+                    PlacementError::StateFile {
+                        path: state_file.clone(),
+                        cause: e.to_string(),
+                    }
+                })?,
                 // No state file (never written, or removed by hand): the files this
                 // placement would have written are the best record of what it owns.
                 None => wp
@@ -1125,11 +1167,8 @@ async fn delete_from_store(
     if ops.is_empty() {
         return Ok(());
     }
-    store
-        .write(WriteRequest { name, ops })
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    store.write(WriteRequest { name, ops }).await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1191,7 +1230,12 @@ mod tests {
             content: "%%%".into(),
             ..Default::default()
         };
-        assert!(decode_workload(&bad).unwrap_err().contains("b.yaml"));
+        assert!(
+            decode_workload(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("b.yaml")
+        );
     }
 
     #[test]

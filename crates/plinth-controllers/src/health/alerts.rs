@@ -150,15 +150,31 @@ fn unix(s: &str) -> Option<i64> {
     (t.as_second() > 0).then_some(t.as_second())
 }
 
-/// The request an alert names: `(promise, namespace, name)`, or the labels it misses.
-pub fn target_of(alert: &Alert) -> Result<Target, String> {
+/// Why an alert names no resource request.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AlertError {
+    /// Labels naming the request are missing or empty.
+    #[error("no {labels} label")]
+    MissingLabels {
+        /// The missing labels, comma-separated.
+        labels: String,
+    },
+}
+
+/// The request an alert names: `(promise, namespace, name)`.
+///
+/// # Errors
+/// [`AlertError::MissingLabels`] naming the labels it misses.
+pub fn target_of(alert: &Alert) -> Result<Target, AlertError> {
     let get = |k: &str| alert.labels.get(k).filter(|v| !v.is_empty());
     let missing: Vec<&str> = [PROMISE_LABEL, RESOURCE_LABEL, NAMESPACE_LABEL]
         .into_iter()
         .filter(|k| get(k).is_none())
         .collect();
     if !missing.is_empty() {
-        return Err(format!("no {} label", missing.join(", ")));
+        return Err(AlertError::MissingLabels {
+            labels: missing.join(", "),
+        });
     }
     Ok(Target {
         promise: get(PROMISE_LABEL).cloned().unwrap_or_default(),
@@ -261,7 +277,12 @@ fn plan(payload: &Payload, now: i64, results: &mut [Option<AlertResult>]) -> Vec
         let target = match target_of(alert) {
             Ok(t) => t,
             Err(why) => {
-                results[i] = Some(result(alert, "noRequestLabels", None, Some(why)));
+                results[i] = Some(result(
+                    alert,
+                    "noRequestLabels",
+                    None,
+                    Some(why.to_string()),
+                ));
                 continue;
             }
         };
@@ -522,7 +543,7 @@ mod tests {
     fn missing_labels_are_named() {
         let a = alert("firing", &[("alertname", "X"), ("namespace", "default")]);
         assert_eq!(
-            target_of(&a).unwrap_err(),
+            target_of(&a).unwrap_err().to_string(),
             "no kratix_promise, kratix_resource label"
         );
     }

@@ -25,6 +25,14 @@ pub(super) enum ApiState {
     Ready(RequestApi),
 }
 
+/// Why the Promise's CRD cannot be watched; the message is the Promise's status message.
+#[derive(Debug, thiserror::Error)]
+enum CrdError {
+    /// No version of the CRD is served.
+    #[error("CRD {crd} serves no version: resource requests cannot be watched")]
+    NoServedVersion { crd: String },
+}
+
 /// The API step: installs the CRD and RBAC. Passes the request API on (`None` for a
 /// Promise without one); ends the reconcile while the CRD is not Established, and
 /// reports the Promise Unavailable (stopping its request controller) when no version
@@ -82,7 +90,7 @@ pub(super) async fn install(ctx: &Context, p: &Observed, crd: &Value) -> Result<
     }
     let api = match served_api(&applied) {
         Ok(api) => api,
-        Err(msg) => return Ok(ApiState::NoServedVersion(msg)),
+        Err(e) => return Ok(ApiState::NoServedVersion(e.to_string())),
     };
     ensure_rbac(ctx, &p.name, &api).await?;
     crate::user_roles::ensure(&ctx.client, &p.name, &api.group, &api.plural).await?;
@@ -138,8 +146,8 @@ fn established(crd: &CustomResourceDefinition) -> bool {
 }
 
 /// The API to watch: the storage version if served, else the first served one.
-/// Errors with the Promise's status message when no version is served.
-fn served_api(crd: &CustomResourceDefinition) -> Result<RequestApi, String> {
+/// Errors with [`CrdError::NoServedVersion`] when no version is served.
+fn served_api(crd: &CustomResourceDefinition) -> Result<RequestApi, CrdError> {
     let versions = &crd.spec.versions;
     let storage = versions
         .iter()
@@ -151,11 +159,8 @@ fn served_api(crd: &CustomResourceDefinition) -> Result<RequestApi, String> {
         .iter()
         .find(|v| v.served && v.name == storage)
         .or_else(|| versions.iter().find(|v| v.served))
-        .ok_or_else(|| {
-            format!(
-                "CRD {} serves no version: resource requests cannot be watched",
-                crd.metadata.name.clone().unwrap_or_default()
-            )
+        .ok_or_else(|| CrdError::NoServedVersion {
+            crd: crd.metadata.name.clone().unwrap_or_default(),
         })?;
     Ok(RequestApi {
         group: crd.spec.group.clone(),

@@ -123,12 +123,12 @@ async fn reconcile(hs: Arc<HealthSource>, s: Arc<SourceCtx>) -> Result<Action, c
     let mut state = state.lock().await;
     let interval = match poll_interval(&hs) {
         Ok(i) => i,
-        Err(msg) => {
+        Err(e) => {
             write_status(
                 &s,
                 &hs,
                 &state,
-                Err(NotReady(names::INVALID_SPEC, msg)),
+                Err(NotReady(names::INVALID_SPEC, e.to_string())),
                 None,
             )
             .await?;

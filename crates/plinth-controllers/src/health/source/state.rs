@@ -63,19 +63,45 @@ pub(crate) fn consumer_name() -> String {
 /// Why a source cannot poll: condition reason and message.
 pub(crate) struct NotReady(pub(crate) &'static str, pub(crate) String);
 
+/// Why a HealthSource's `spec.pollInterval` cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PollIntervalError {
+    /// Not a Go duration.
+    #[error("spec.pollInterval {text:?}: {cause}")]
+    Invalid {
+        /// The value as written.
+        text: String,
+        /// The parser's message.
+        cause: String,
+    },
+    /// Shorter than the minimum of 10 s.
+    #[error("spec.pollInterval {text:?} is shorter than the minimum of 10s")]
+    TooShort {
+        /// The value as written.
+        text: String,
+    },
+}
+
 /// `spec.pollInterval`, checked: a Go duration of at least 10 s.
-pub fn poll_interval(hs: &HealthSource) -> Result<Duration, String> {
+///
+/// # Errors
+/// [`PollIntervalError::Invalid`] when it is not a Go duration,
+/// [`PollIntervalError::TooShort`] when it is under 10 s.
+pub fn poll_interval(hs: &HealthSource) -> Result<Duration, PollIntervalError> {
     let Some(text) = hs.spec.poll_interval.as_deref() else {
         return Ok(Duration::from_secs(
             plinth_api::DEFAULT_HEALTH_POLL_INTERVAL_SECS,
         ));
     };
-    let d = plinth_api::duration::parse_go_duration(text)
-        .map_err(|e| format!("spec.pollInterval {text:?}: {e}"))?;
+    let d =
+        plinth_api::duration::parse_go_duration(text).map_err(|e| PollIntervalError::Invalid {
+            text: text.to_string(),
+            cause: e.to_string(),
+        })?;
     if d < Duration::from_secs(plinth_api::MIN_HEALTH_POLL_INTERVAL_SECS) {
-        return Err(format!(
-            "spec.pollInterval {text:?} is shorter than the minimum of 10s"
-        ));
+        return Err(PollIntervalError::TooShort {
+            text: text.to_string(),
+        });
     }
     Ok(d)
 }
