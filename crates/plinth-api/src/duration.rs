@@ -3,20 +3,67 @@
 
 use std::time::Duration;
 
+/// Why a Go duration string does not parse. Messages quote the string as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// The duration is negative.
+    #[error("negative duration {text:?}")]
+    Negative {
+        /// The string as written.
+        text: String,
+    },
+    /// The string is empty.
+    #[error("empty duration")]
+    Empty,
+    /// A number is missing or malformed.
+    #[error("invalid duration {text:?}")]
+    Invalid {
+        /// The string as written.
+        text: String,
+    },
+    /// A number has no unit.
+    #[error("missing unit in duration {text:?}")]
+    MissingUnit {
+        /// The string as written.
+        text: String,
+    },
+    /// A unit is not one of `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`.
+    #[error("unknown unit {unit:?} in duration {text:?}")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The string as written.
+        text: String,
+    },
+    /// The total does not fit a duration.
+    #[error("invalid duration {text:?}: {cause}")]
+    OutOfRange {
+        /// The string as written.
+        text: String,
+        /// Why the value is out of range.
+        cause: String,
+    },
+}
+
 /// Parses a Go `time.ParseDuration` string: a sequence of decimal numbers with units
 /// `ns`, `us`/`µs`, `ms`, `s`, `m`, `h` (e.g. `1h30m`, `1.5s`, `300ms`). Negative durations
 /// are rejected (a retry cannot be in the past).
-pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
+///
+/// # Errors
+/// A [`DurationError`] quoting the string: negative, empty, a malformed number, a
+/// missing or unknown unit, or a total out of range.
+pub fn parse_go_duration(s: &str) -> Result<Duration, DurationError> {
     let orig = s;
+    let text = || orig.to_string();
     let mut s = s.strip_prefix('+').unwrap_or(s);
     if s.starts_with('-') {
-        return Err(format!("negative duration {orig:?}"));
+        return Err(DurationError::Negative { text: text() });
     }
     if s == "0" {
         return Ok(Duration::ZERO);
     }
     if s.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     let mut total = 0f64;
     while !s.is_empty() {
@@ -24,11 +71,11 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(s.len());
         if num_end == 0 {
-            return Err(format!("invalid duration {orig:?}"));
+            return Err(DurationError::Invalid { text: text() });
         }
         let value: f64 = s[..num_end]
             .parse()
-            .map_err(|_| format!("invalid duration {orig:?}"))?;
+            .map_err(|_| DurationError::Invalid { text: text() })?;
         s = &s[num_end..];
         let unit_end = s
             .find(|c: char| c.is_ascii_digit() || c == '.')
@@ -42,12 +89,20 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            "" => return Err(format!("missing unit in duration {orig:?}")),
-            other => return Err(format!("unknown unit {other:?} in duration {orig:?}")),
+            "" => return Err(DurationError::MissingUnit { text: text() }),
+            other => {
+                return Err(DurationError::UnknownUnit {
+                    unit: other.to_string(),
+                    text: text(),
+                });
+            }
         };
         total += value * secs;
     }
-    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {orig:?}: {e}"))
+    Duration::try_from_secs_f64(total).map_err(|e| DurationError::OutOfRange {
+        text: text(),
+        cause: e.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -155,15 +155,34 @@ pub fn pipeline_id(promise: &str, workflow_type: &str, action: &str, pipeline: &
     format!("{promise}-{workflow_type}-{action}-{pipeline}")
 }
 
+/// Why a generated name is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// A pipeline ID is longer than the webhook allows.
+    #[error(
+        "pipeline ID {id:?} is {len} characters; it must be at most {max} (<promise>-<type>-<action>-<pipeline>)"
+    )]
+    PipelineIdTooLong {
+        /// The pipeline ID.
+        id: String,
+        /// Its length.
+        len: usize,
+        /// The limit ([`crate::constants::MAX_PIPELINE_ID_LEN`]).
+        max: usize,
+    },
+}
+
 /// Checks a pipeline ID against the webhook's length rule (≤ 60 characters).
-/// Errors with a message naming the ID and its length.
-pub fn validate_pipeline_id(id: &str) -> Result<(), String> {
+///
+/// # Errors
+/// [`NameError::PipelineIdTooLong`] naming the ID and its length.
+pub fn validate_pipeline_id(id: &str) -> Result<(), NameError> {
     if id.len() > crate::constants::MAX_PIPELINE_ID_LEN {
-        return Err(format!(
-            "pipeline ID {id:?} is {} characters; it must be at most {} (<promise>-<type>-<action>-<pipeline>)",
-            id.len(),
-            crate::constants::MAX_PIPELINE_ID_LEN
-        ));
+        return Err(NameError::PipelineIdTooLong {
+            id: id.to_string(),
+            len: id.len(),
+            max: crate::constants::MAX_PIPELINE_ID_LEN,
+        });
     }
     Ok(())
 }
@@ -413,6 +432,7 @@ mod tests {
         assert!(
             validate_pipeline_id(&"x".repeat(61))
                 .unwrap_err()
+                .to_string()
                 .contains("61 characters")
         );
         assert_eq!(

@@ -13,6 +13,34 @@
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
+/// Why a schedule or time zone does not parse. Messages name the field (`spec.schedule`,
+/// `spec.timeZone`) and quote its value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The schedule is neither five fields nor a macro.
+    #[error(
+        "spec.schedule {schedule:?}: expected 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
+    )]
+    FieldCount {
+        /// The schedule as written.
+        schedule: String,
+    },
+    /// The cron parser refused the schedule.
+    #[error("spec.schedule {schedule:?}: {cause}")]
+    Invalid {
+        /// The schedule as written.
+        schedule: String,
+        /// The parser's message.
+        cause: String,
+    },
+    /// The time zone is not in the IANA database.
+    #[error("spec.timeZone {time_zone:?}: unknown time zone")]
+    UnknownTimeZone {
+        /// The time zone as written.
+        time_zone: String,
+    },
+}
+
 /// A parsed `schedule` with its time zone.
 #[derive(Debug)]
 pub struct Schedule {
@@ -26,24 +54,29 @@ impl Schedule {
     /// or empty).
     ///
     /// # Errors
-    /// A message naming the field and the cause (`spec.schedule "…": …`,
+    /// A [`ScheduleError`] naming the field and the cause (`spec.schedule "…": …`,
     /// `spec.timeZone "…": unknown time zone`).
-    pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<Schedule, String> {
+    pub fn parse(schedule: &str, time_zone: Option<&str>) -> Result<Schedule, ScheduleError> {
         let expr = match schedule.trim() {
             "@midnight" => "@daily",
             s => s,
         };
         if !expr.starts_with('@') && expr.split_whitespace().count() != 5 {
-            return Err(format!(
-                "spec.schedule {schedule:?}: expected 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
-            ));
+            return Err(ScheduleError::FieldCount {
+                schedule: schedule.to_string(),
+            });
         }
-        let cron = <croner::Cron as std::str::FromStr>::from_str(expr)
-            .map_err(|e| format!("spec.schedule {schedule:?}: {e}"))?;
+        let cron = <croner::Cron as std::str::FromStr>::from_str(expr).map_err(|e| {
+            ScheduleError::Invalid {
+                schedule: schedule.to_string(),
+                cause: e.to_string(),
+            }
+        })?;
         let tz = match time_zone {
             None | Some("") => TimeZone::UTC,
-            Some(name) => TimeZone::get(name)
-                .map_err(|_| format!("spec.timeZone {name:?}: unknown time zone"))?,
+            Some(name) => TimeZone::get(name).map_err(|_| ScheduleError::UnknownTimeZone {
+                time_zone: name.to_string(),
+            })?,
         };
         Ok(Schedule { cron, tz })
     }
@@ -148,9 +181,11 @@ mod tests {
 
     #[test]
     fn bad_schedules_name_the_field() {
-        let e = Schedule::parse("* * *", None).unwrap_err();
+        let e = Schedule::parse("* * *", None).unwrap_err().to_string();
         assert!(e.starts_with("spec.schedule \"* * *\""), "{e}");
-        let e = Schedule::parse("* * * * *", Some("Mars/Olympus")).unwrap_err();
+        let e = Schedule::parse("* * * * *", Some("Mars/Olympus"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("spec.timeZone"), "{e}");
     }
 }

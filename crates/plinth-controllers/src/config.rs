@@ -148,9 +148,9 @@ fn apply_intervals(doc: &Value, c: &mut ControllerConfig) -> Result<(), ConfigEr
             }),
             Some(s) => plinth_api::duration::parse_go_duration(s)
                 .map(Some)
-                .map_err(|message| ConfigError::Field {
+                .map_err(|e| ConfigError::Field {
                     field: field.into(),
-                    message,
+                    message: e.to_string(),
                 }),
         }
     };

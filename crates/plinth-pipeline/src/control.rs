@@ -104,6 +104,7 @@ mod tests {
         assert!(
             parse_go_duration("5d")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown unit")
         );
         assert!(parse_go_duration("-5s").is_err());

@@ -29,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use plinth_api::events::{EventRecorder, EventType};
-use plinth_api::schedule::Schedule;
+use plinth_api::schedule::{Schedule, ScheduleError};
 
 use crate::RunnerError;
 
@@ -83,15 +83,19 @@ pub struct Warning {
 /// The Warning for a schedule or time zone that does not parse, with the CronJob
 /// controller's text (`invalid timeZone: "…": unknown time zone …`, `unparseable
 /// schedule: "…" : …`).
-fn parse_warning(spec: &k8s_openapi::api::batch::v1::CronJobSpec, error: &str) -> Warning {
-    match spec.time_zone.as_deref() {
-        Some(tz) if error.starts_with("spec.timeZone") => Warning {
+fn parse_warning(
+    spec: &k8s_openapi::api::batch::v1::CronJobSpec,
+    error: &ScheduleError,
+) -> Warning {
+    match (spec.time_zone.as_deref(), error) {
+        (Some(tz), ScheduleError::UnknownTimeZone { .. }) => Warning {
             reason: REASON_UNKNOWN_TIME_ZONE,
             message: format!("invalid timeZone: {tz:?}: unknown time zone {tz}"),
         },
         _ => {
             let prefix = format!("spec.schedule {:?}: ", spec.schedule);
-            let cause = error.strip_prefix(&prefix).unwrap_or(error);
+            let error = error.to_string();
+            let cause = error.strip_prefix(&prefix).unwrap_or(&error);
             Warning {
                 reason: REASON_UNPARSEABLE_SCHEDULE,
                 message: format!("unparseable schedule: {:?} : {cause}", spec.schedule),
@@ -172,7 +176,7 @@ pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Result<Plan, PlanErro
     let suspended = spec.suspend.unwrap_or(false);
     let due = match &schedule {
         Err(e) => {
-            if !suspended || e.starts_with("spec.timeZone") {
+            if !suspended || matches!(e, ScheduleError::UnknownTimeZone { .. }) {
                 plan.warning = Some(parse_warning(spec, e));
             }
             None
