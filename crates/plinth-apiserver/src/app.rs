@@ -492,11 +492,15 @@ impl Filter {
 
     pub(crate) fn parse(q: &Query) -> Result<Filter, ApiError> {
         let label = match q.get("labelSelector").filter(|s| !s.is_empty()) {
-            Some(s) => Some(selector::parse_label_selector(s).map_err(ApiError::bad_request)?),
+            Some(s) => Some(
+                selector::parse_label_selector(s)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            ),
             None => None,
         };
         let field = match q.get("fieldSelector").filter(|s| !s.is_empty()) {
-            Some(s) => selector::parse_field_selector(s).map_err(ApiError::bad_request)?,
+            Some(s) => selector::parse_field_selector(s)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
             None => Vec::new(),
         };
         Ok(Filter { label, field })

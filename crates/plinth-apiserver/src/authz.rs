@@ -392,7 +392,7 @@ async fn access_review(
     };
     // kubectl sends built-in kinds as protobuf.
     let parsed = if body.starts_with(b"k8s\0") {
-        crate::protobuf::decode(&body)
+        crate::protobuf::decode(&body).map_err(|e| e.to_string())
     } else {
         serde_json::from_slice(&body).map_err(|e| format!("invalid JSON: {e}"))
     };

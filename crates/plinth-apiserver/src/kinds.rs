@@ -36,7 +36,8 @@ pub(crate) async fn prepare(
     obj: &mut Value,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
-    if let Err(msg) = crate::registry::decode_builtin(info, obj) {
+    if let Err(e) = crate::registry::decode_builtin(info, obj) {
+        let msg = e.to_string();
         let field = msg.split(':').next().unwrap_or_default().to_string();
         return Err(invalid(
             info,
@@ -314,7 +315,8 @@ fn prepare_crd(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Res
     if !reserved.is_empty() {
         return Err(ApiError::invalid(info, &name, reserved));
     }
-    let infos = crd_infos(obj).map_err(|e| invalid(info, obj, "spec", "FieldValueInvalid", e))?;
+    let infos = crd_infos(obj)
+        .map_err(|e| invalid(info, obj, "spec", "FieldValueInvalid", e.to_string()))?;
     check_crd_name(info, obj, &name)?;
     let storage = crd_storage_version(info, obj)?;
     if infos.is_empty() {

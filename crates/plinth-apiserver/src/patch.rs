@@ -103,7 +103,8 @@ pub fn apply(kind: PatchKind, old: &Value, patch: &Value) -> Result<Value, ApiEr
                     "a strategic merge patch must be a JSON object",
                 ));
             }
-            strategic_merge(&mut doc, patch, "").map_err(ApiError::bad_request)?;
+            strategic_merge(&mut doc, patch, "")
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
     }
     Ok(doc)
@@ -151,8 +152,27 @@ pub(crate) fn list_strategy(path: &str, field: &str) -> ListStrategy {
     }
 }
 
+/// Why a strategic merge patch cannot be applied (answered 400). Messages name the
+/// path in the object.
+#[derive(Debug, thiserror::Error)]
+enum MergeError {
+    /// `$patch` is not `replace`, `delete` or `merge`.
+    #[error("unknown $patch directive {directive:?} at {path}")]
+    UnknownDirective { directive: String, path: String },
+    /// `$retainKeys` is not a list.
+    #[error("$retainKeys at {path} must be a list")]
+    RetainKeysNotAList { path: String },
+    /// A map in a list merged by key lacks the key.
+    #[error("map in list {path}.{field} is missing its merge key {key:?}")]
+    MissingMergeKey {
+        path: String,
+        field: String,
+        key: String,
+    },
+}
+
 /// Strategic merge of `patch` into `doc` (both objects).
-fn strategic_merge(doc: &mut Value, patch: &Value, path: &str) -> Result<(), String> {
+fn strategic_merge(doc: &mut Value, patch: &Value, path: &str) -> Result<(), MergeError> {
     let Some(pm) = patch.as_object() else {
         *doc = patch.clone();
         return Ok(());
@@ -169,7 +189,12 @@ fn strategic_merge(doc: &mut Value, patch: &Value, path: &str) -> Result<(), Str
             return Ok(());
         }
         Some("merge") | None => {}
-        Some(other) => return Err(format!("unknown $patch directive {other:?} at {path}")),
+        Some(other) => {
+            return Err(MergeError::UnknownDirective {
+                directive: other.to_string(),
+                path: path.to_string(),
+            });
+        }
     }
     if !doc.is_object() {
         *doc = Value::Object(Map::new());
@@ -178,7 +203,9 @@ fn strategic_merge(doc: &mut Value, patch: &Value, path: &str) -> Result<(), Str
     if let Some(keys) = pm.get("$retainKeys") {
         let keys: Vec<&str> = keys
             .as_array()
-            .ok_or_else(|| format!("$retainKeys at {path} must be a list"))?
+            .ok_or_else(|| MergeError::RetainKeysNotAList {
+                path: path.to_string(),
+            })?
             .iter()
             .filter_map(|k| k.as_str())
             .collect();
@@ -230,7 +257,7 @@ fn merge_list(
     items: &[Value],
     path: &str,
     field: &str,
-) -> Result<Value, String> {
+) -> Result<Value, MergeError> {
     let old_items: Vec<Value> = old.and_then(|o| o.as_array()).cloned().unwrap_or_default();
     // `$patch: replace` as a list element replaces the whole list.
     if items
@@ -270,9 +297,11 @@ fn merge_list(
             for item in items {
                 let Some(kv) = item.get(key) else {
                     if item.is_object() {
-                        return Err(format!(
-                            "map in list {path}.{field} is missing its merge key {key:?}"
-                        ));
+                        return Err(MergeError::MissingMergeKey {
+                            path: path.to_string(),
+                            field: field.to_string(),
+                            key: key.to_string(),
+                        });
                     }
                     out.push(item.clone());
                     continue;

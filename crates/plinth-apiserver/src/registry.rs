@@ -183,7 +183,11 @@ impl Registry {
     }
 
     /// Registers (or re-registers) every served version of a CRD object.
-    pub fn register_crd(&self, crd: &Value) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// As [`crd_infos`], and [`RegistryError::ReplacesBuiltin`] when the CRD names a
+    /// built-in resource.
+    pub fn register_crd(&self, crd: &Value) -> Result<(), RegistryError> {
         let infos = crd_infos(crd)?;
         let name = crd
             .pointer("/metadata/name")
@@ -199,10 +203,11 @@ impl Registry {
                     .iter()
                     .any(|i| i.group == b.group && i.plural == b.plural)
         }) {
-            return Err(format!(
-                "{}.{} is served by the API server itself (kind {}); a CustomResourceDefinition cannot replace it",
-                b.plural, b.group, b.kind
-            ));
+            return Err(RegistryError::ReplacesBuiltin {
+                plural: b.plural.clone(),
+                group: b.group.clone(),
+                kind: b.kind.clone(),
+            });
         }
         if let Some(old) = inner.crds.remove(&name) {
             for k in old {
@@ -300,17 +305,80 @@ fn crd_scale(crd: &Value) -> Vec<(Gvr, ScalePaths)> {
         .collect()
 }
 
+/// Why a CRD cannot be served, or a built-in object does not decode as its type.
+/// Messages name the field and the cause.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// A field every CRD needs is missing.
+    #[error("{field} is required")]
+    Required {
+        /// The field's path (`spec.names.plural`).
+        field: &'static str,
+    },
+    /// A version's `additionalPrinterColumns` do not decode.
+    #[error("spec.versions[{version}].additionalPrinterColumns: {cause}")]
+    PrinterColumns {
+        /// The version's name.
+        version: String,
+        /// The decoder's message.
+        cause: String,
+    },
+    /// The CRD names a resource the server serves itself.
+    #[error(
+        "{plural}.{group} is served by the API server itself (kind {kind}); a CustomResourceDefinition cannot replace it"
+    )]
+    ReplacesBuiltin {
+        /// The resource's plural.
+        plural: String,
+        /// The resource's group.
+        group: String,
+        /// The built-in kind.
+        kind: String,
+    },
+    /// A built-in object is not a JSON object.
+    #[error("must be an object")]
+    NotAnObject,
+    /// A top-level field of a built-in object does not decode as its type.
+    #[error("{field}: {cause}")]
+    Field {
+        /// The top-level field.
+        field: String,
+        /// serde's message.
+        cause: String,
+    },
+    /// A built-in object does not decode, though each field does alone.
+    #[error("{cause}")]
+    Decode {
+        /// serde's message.
+        cause: String,
+    },
+}
+
 /// The ResourceInfos a CRD serves (one per served version).
-pub fn crd_infos(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
-    let spec = crd.get("spec").ok_or("spec is required")?;
+///
+/// # Errors
+/// [`RegistryError::Required`] for a missing field, [`RegistryError::PrinterColumns`]
+/// for printer columns that do not decode.
+pub fn crd_infos(crd: &Value) -> Result<Vec<ResourceInfo>, RegistryError> {
+    let spec = crd
+        .get("spec")
+        .ok_or(RegistryError::Required { field: "spec" })?;
     let group = spec
         .get("group")
         .and_then(|v| v.as_str())
-        .ok_or("spec.group is required")?;
-    let names = spec.get("names").ok_or("spec.names is required")?;
+        .ok_or(RegistryError::Required {
+            field: "spec.group",
+        })?;
+    let names = spec.get("names").ok_or(RegistryError::Required {
+        field: "spec.names",
+    })?;
     let s = |k: &str| names.get(k).and_then(|v| v.as_str()).map(String::from);
-    let plural = s("plural").ok_or("spec.names.plural is required")?;
-    let kind = s("kind").ok_or("spec.names.kind is required")?;
+    let plural = s("plural").ok_or(RegistryError::Required {
+        field: "spec.names.plural",
+    })?;
+    let kind = s("kind").ok_or(RegistryError::Required {
+        field: "spec.names.kind",
+    })?;
     let singular = s("singular").unwrap_or_else(|| kind.to_lowercase());
     let list_kind = s("listKind").unwrap_or_else(|| format!("{kind}List"));
     let strs = |k: &str| -> Vec<String> {
@@ -325,10 +393,12 @@ pub fn crd_infos(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
             .unwrap_or_default()
     };
     let namespaced = spec.get("scope").and_then(|v| v.as_str()) != Some("Cluster");
-    let versions = spec
-        .get("versions")
-        .and_then(|v| v.as_array())
-        .ok_or("spec.versions is required")?;
+    let versions =
+        spec.get("versions")
+            .and_then(|v| v.as_array())
+            .ok_or(RegistryError::Required {
+                field: "spec.versions",
+            })?;
     let mut out = Vec::new();
     for v in versions {
         if v.get("served").and_then(|x| x.as_bool()) != Some(true) {
@@ -337,13 +407,18 @@ pub fn crd_infos(crd: &Value) -> Result<Vec<ResourceInfo>, String> {
         let version = v
             .get("name")
             .and_then(|x| x.as_str())
-            .ok_or("spec.versions[].name is required")?;
+            .ok_or(RegistryError::Required {
+                field: "spec.versions[].name",
+            })?;
         let printer_columns: Vec<PrinterColumn> = v
             .get("additionalPrinterColumns")
             .cloned()
             .map(serde_json::from_value)
             .transpose()
-            .map_err(|e| format!("spec.versions[{version}].additionalPrinterColumns: {e}"))?
+            .map_err(|e| RegistryError::PrinterColumns {
+                version: version.to_string(),
+                cause: e.to_string(),
+            })?
             .unwrap_or_default();
         out.push(ResourceInfo {
             group: group.to_string(),
@@ -953,12 +1028,12 @@ macro_rules! decode_as {
 }
 
 /// Decodes `obj` into `T` one top-level field at a time, so the error names the field.
-fn first_error<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
+fn first_error<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), RegistryError> {
     if serde_json::from_value::<T>(obj.clone()).is_ok() {
         return Ok(());
     }
     let Some(m) = obj.as_object() else {
-        return Err("must be an object".into());
+        return Err(RegistryError::NotAnObject);
     };
     let base: serde_json::Map<String, Value> = m
         .iter()
@@ -969,18 +1044,23 @@ fn first_error<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String
         let mut one = base.clone();
         one.insert(k.clone(), v.clone());
         if let Err(e) = serde_json::from_value::<T>(Value::Object(one)) {
-            return Err(format!("{k}: {e}"));
+            return Err(RegistryError::Field {
+                field: k.clone(),
+                cause: e.to_string(),
+            });
         }
     }
     serde_json::from_value::<T>(obj.clone())
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| RegistryError::Decode {
+            cause: e.to_string(),
+        })
 }
 
 /// Checks that a built-in object decodes as its Kubernetes type (what a real API server's
 /// decoder rejects: wrong types, missing required fields). Errors name the top-level
 /// field and serde's cause, e.g. `spec: invalid type: string "three", expected i32`.
-pub(crate) fn decode_builtin(info: &ResourceInfo, obj: &Value) -> Result<(), String> {
+pub(crate) fn decode_builtin(info: &ResourceInfo, obj: &Value) -> Result<(), RegistryError> {
     use k8s_openapi::api::{
         apps, autoscaling, batch, core, discovery, networking, policy, scheduling, storage,
     };

@@ -14,8 +14,49 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::core::{Expression, Selector, SelectorExt};
 use serde_json::Value;
 
-/// Parses a label selector string. Errors name the offending requirement.
-pub fn parse_label_selector(s: &str) -> Result<Selector, String> {
+/// Why a `labelSelector` or `fieldSelector` does not parse (answered 400). Messages
+/// quote the selector or requirement at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A `)` closes no `(`.
+    #[error("unbalanced ')' in selector {selector:?}")]
+    UnbalancedClose {
+        /// The selector.
+        selector: String,
+    },
+    /// A `(` is never closed.
+    #[error("unbalanced '(' in selector {selector:?}")]
+    UnbalancedOpen {
+        /// The selector.
+        selector: String,
+    },
+    /// A label selector requirement is malformed.
+    #[error("invalid label selector requirement {requirement:?}: {cause}")]
+    Requirement {
+        /// The requirement.
+        requirement: String,
+        /// What is wrong (`invalid key`, `missing ')'`, ...).
+        cause: &'static str,
+    },
+    /// A field selector requirement has no operator.
+    #[error("invalid field selector {part:?}: expected path=value, path==value or path!=value")]
+    FieldOperator {
+        /// The requirement.
+        part: String,
+    },
+    /// A field selector requirement has an empty path.
+    #[error("invalid field selector {part:?}: empty field path")]
+    EmptyFieldPath {
+        /// The requirement.
+        part: String,
+    },
+}
+
+/// Parses a label selector string.
+///
+/// # Errors
+/// A [`SelectorError`] naming the offending requirement or the unbalanced selector.
+pub fn parse_label_selector(s: &str) -> Result<Selector, SelectorError> {
     let mut exprs = Vec::new();
     for req in split_top(s)? {
         let req = req.trim();
@@ -64,7 +105,7 @@ pub fn label_needles(required: &[(String, String)]) -> Vec<String> {
 }
 
 /// Splits at commas that are not inside parentheses.
-fn split_top(s: &str) -> Result<Vec<String>, String> {
+fn split_top(s: &str) -> Result<Vec<String>, SelectorError> {
     let mut out = Vec::new();
     let mut depth = 0i32;
     let mut cur = String::new();
@@ -77,7 +118,9 @@ fn split_top(s: &str) -> Result<Vec<String>, String> {
             ')' => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(format!("unbalanced ')' in selector {s:?}"));
+                    return Err(SelectorError::UnbalancedClose {
+                        selector: s.to_string(),
+                    });
                 }
                 cur.push(c)
             }
@@ -86,7 +129,9 @@ fn split_top(s: &str) -> Result<Vec<String>, String> {
         }
     }
     if depth != 0 {
-        return Err(format!("unbalanced '(' in selector {s:?}"));
+        return Err(SelectorError::UnbalancedOpen {
+            selector: s.to_string(),
+        });
     }
     out.push(cur);
     Ok(out)
@@ -105,8 +150,11 @@ fn valid_value(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-fn parse_requirement(req: &str) -> Result<Expression, String> {
-    let bad = |why: &str| format!("invalid label selector requirement {req:?}: {why}");
+fn parse_requirement(req: &str) -> Result<Expression, SelectorError> {
+    let bad = |cause: &'static str| SelectorError::Requirement {
+        requirement: req.to_string(),
+        cause,
+    };
     if let Some(k) = req.strip_prefix('!') {
         let k = k.trim();
         if !valid_key(k) {
@@ -190,7 +238,11 @@ pub struct FieldReq {
 }
 
 /// Parses a field selector.
-pub fn parse_field_selector(s: &str) -> Result<Vec<FieldReq>, String> {
+///
+/// # Errors
+/// [`SelectorError::FieldOperator`] or [`SelectorError::EmptyFieldPath`] naming the
+/// requirement.
+pub fn parse_field_selector(s: &str) -> Result<Vec<FieldReq>, SelectorError> {
     let mut out = Vec::new();
     for part in s.split(',') {
         let part = part.trim();
@@ -204,13 +256,15 @@ pub fn parse_field_selector(s: &str) -> Result<Vec<FieldReq>, String> {
         } else if let Some((k, v)) = part.split_once('=') {
             (k, v, false)
         } else {
-            return Err(format!(
-                "invalid field selector {part:?}: expected path=value, path==value or path!=value"
-            ));
+            return Err(SelectorError::FieldOperator {
+                part: part.to_string(),
+            });
         };
         let path = path.trim();
         if path.is_empty() {
-            return Err(format!("invalid field selector {part:?}: empty field path"));
+            return Err(SelectorError::EmptyFieldPath {
+                part: part.to_string(),
+            });
         }
         out.push(FieldReq {
             path: path.to_string(),

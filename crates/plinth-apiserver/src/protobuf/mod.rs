@@ -96,38 +96,96 @@ fn descriptor(api_version: &str, kind: &str) -> Option<&'static [F]> {
         .map(|(_, _, d)| *d)
 }
 
+/// Why a protobuf request body cannot be decoded. A kind without a message table is
+/// [`ProtobufError::UnsupportedKind`] (answered 415); the rest are malformed bodies.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProtobufError {
+    /// The body does not start with `k8s\0`.
+    #[error("missing the protobuf envelope prefix")]
+    MissingEnvelope,
+    /// No message table for the kind: only JSON is accepted for it.
+    #[error("protobuf bodies are not supported for {api_version} {kind}; send application/json")]
+    UnsupportedKind {
+        /// The envelope's `apiVersion`.
+        api_version: String,
+        /// The envelope's `kind`.
+        kind: String,
+    },
+    /// The body ends inside a varint.
+    #[error("truncated varint")]
+    TruncatedVarint,
+    /// A varint has more than ten bytes.
+    #[error("varint too long")]
+    VarintTooLong,
+    /// The body ends inside a field.
+    #[error("truncated field")]
+    TruncatedField,
+    /// The body ends inside a double.
+    #[error("truncated double")]
+    TruncatedDouble,
+    /// A field's wire type is not one protobuf defines (groups included).
+    #[error("unsupported wire type {wire}")]
+    UnsupportedWireType {
+        /// The wire type.
+        wire: u64,
+    },
+    /// A known field has a wire type that does not fit its type.
+    #[error("field {field} has unexpected wire type {wire}")]
+    UnexpectedWireType {
+        /// The field's JSON name.
+        field: String,
+        /// The wire type found.
+        wire: u64,
+    },
+    /// A string field is not UTF-8.
+    #[error("invalid UTF-8 in string field")]
+    InvalidUtf8,
+    /// A Time message is out of range.
+    #[error("invalid time: {cause}")]
+    InvalidTime {
+        /// The time library's message.
+        cause: String,
+    },
+    /// A `RawExtension` does not hold JSON.
+    #[error("embedded object is not JSON: {cause}")]
+    EmbeddedNotJson {
+        /// The JSON parser's message.
+        cause: String,
+    },
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, ProtobufError> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let byte = *self.b.get(self.i).ok_or("truncated varint")?;
+            let byte = *self.b.get(self.i).ok_or(ProtobufError::TruncatedVarint)?;
             self.i += 1;
             v |= u64::from(byte & 0x7f) << shift;
             if byte & 0x80 == 0 {
                 return Ok(v);
             }
         }
-        Err("varint too long".into())
+        Err(ProtobufError::VarintTooLong)
     }
 
-    fn bytes(&mut self) -> Result<&'a [u8], String> {
+    fn bytes(&mut self) -> Result<&'a [u8], ProtobufError> {
         let n = self.varint()? as usize;
         let end = self
             .i
             .checked_add(n)
             .filter(|e| *e <= self.b.len())
-            .ok_or("truncated field")?;
+            .ok_or(ProtobufError::TruncatedField)?;
         let s = &self.b[self.i..end];
         self.i = end;
         Ok(s)
     }
 
-    fn skip(&mut self, wire: u64) -> Result<(), String> {
+    fn skip(&mut self, wire: u64) -> Result<(), ProtobufError> {
         match wire {
             0 => {
                 self.varint()?;
@@ -137,16 +195,16 @@ impl<'a> Reader<'a> {
                 self.bytes()?;
             }
             5 => self.i += 4,
-            w => return Err(format!("unsupported wire type {w}")),
+            w => return Err(ProtobufError::UnsupportedWireType { wire: w }),
         }
         if self.i > self.b.len() {
-            return Err("truncated field".into());
+            return Err(ProtobufError::TruncatedField);
         }
         Ok(())
     }
 
     /// Iterates (field number, wire type).
-    fn next_key(&mut self) -> Result<Option<(u32, u64)>, String> {
+    fn next_key(&mut self) -> Result<Option<(u32, u64)>, ProtobufError> {
         if self.i >= self.b.len() {
             return Ok(None);
         }
@@ -155,8 +213,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn utf8(b: &[u8]) -> Result<String, String> {
-    String::from_utf8(b.to_vec()).map_err(|_| "invalid UTF-8 in string field".to_string())
+fn utf8(b: &[u8]) -> Result<String, ProtobufError> {
+    String::from_utf8(b.to_vec()).map_err(|_| ProtobufError::InvalidUtf8)
 }
 
 fn sub(b: &[u8]) -> Reader<'_> {
@@ -164,7 +222,7 @@ fn sub(b: &[u8]) -> Reader<'_> {
 }
 
 /// Seconds and nanos of a Time message; `None` for Go's zero time.
-fn time(b: &[u8]) -> Result<Option<Value>, String> {
+fn time(b: &[u8]) -> Result<Option<Value>, ProtobufError> {
     let mut r = sub(b);
     let (mut secs, mut nanos) = (0i64, 0i64);
     while let Some((f, w)) = r.next_key()? {
@@ -178,11 +236,13 @@ fn time(b: &[u8]) -> Result<Option<Value>, String> {
     if secs == -62_135_596_800 || (secs == 0 && nanos == 0) {
         return Ok(None);
     }
-    let t = jiff::Timestamp::new(secs, nanos as i32).map_err(|e| format!("invalid time: {e}"))?;
+    let t = jiff::Timestamp::new(secs, nanos as i32).map_err(|e| ProtobufError::InvalidTime {
+        cause: e.to_string(),
+    })?;
     Ok(Some(json!(t.to_string())))
 }
 
-fn first_string(b: &[u8]) -> Result<String, String> {
+fn first_string(b: &[u8]) -> Result<String, ProtobufError> {
     let mut r = sub(b);
     let mut s = String::new();
     while let Some((f, w)) = r.next_key()? {
@@ -194,7 +254,7 @@ fn first_string(b: &[u8]) -> Result<String, String> {
     Ok(s)
 }
 
-fn int_or_string(b: &[u8]) -> Result<Value, String> {
+fn int_or_string(b: &[u8]) -> Result<Value, ProtobufError> {
     let mut r = sub(b);
     let (mut ty, mut int, mut s) = (0u64, 0i64, String::new());
     while let Some((f, w)) = r.next_key()? {
@@ -208,15 +268,17 @@ fn int_or_string(b: &[u8]) -> Result<Value, String> {
     Ok(if ty == 1 { json!(s) } else { json!(int) })
 }
 
-fn raw(b: &[u8]) -> Result<Value, String> {
+fn raw(b: &[u8]) -> Result<Value, ProtobufError> {
     let mut r = sub(b);
     let mut out = Value::Null;
     while let Some((f, w)) = r.next_key()? {
         match (f, w) {
             (1, 2) => {
                 let bytes = r.bytes()?;
-                out = serde_json::from_slice(bytes)
-                    .map_err(|e| format!("embedded object is not JSON: {e}"))?;
+                out =
+                    serde_json::from_slice(bytes).map_err(|e| ProtobufError::EmbeddedNotJson {
+                        cause: e.to_string(),
+                    })?;
             }
             _ => r.skip(w)?,
         }
@@ -224,7 +286,7 @@ fn raw(b: &[u8]) -> Result<Value, String> {
     Ok(out)
 }
 
-fn duration(b: &[u8]) -> Result<Value, String> {
+fn duration(b: &[u8]) -> Result<Value, ProtobufError> {
     let mut r = sub(b);
     let mut nanos = 0i64;
     while let Some((f, w)) = r.next_key()? {
@@ -244,7 +306,7 @@ fn value(
     wire: u64,
     name: &str,
     required: bool,
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Value>, ProtobufError> {
     let keep_zero = required || KEEP_ZERO.contains(&name);
     Ok(match (ty, wire) {
         (Ty::Str, 2) => Some(json!(utf8(r.bytes()?)?)).filter(|v| v != ""),
@@ -254,7 +316,7 @@ fn value(
             let end = r.i + 8;
             let b: [u8; 8] =
                 r.b.get(r.i..end)
-                    .ok_or("truncated double")?
+                    .ok_or(ProtobufError::TruncatedDouble)?
                     .try_into()
                     .unwrap();
             r.i = end;
@@ -269,11 +331,16 @@ fn value(
         (Ty::Quantity, 2) => Some(json!(first_string(r.bytes()?)?)),
         (Ty::IntOrString, 2) => Some(int_or_string(r.bytes()?)?),
         (Ty::Msg(d), 2) => Some(message(r.bytes()?, d)?),
-        (_, w) => return Err(format!("field {name} has unexpected wire type {w}")),
+        (_, w) => {
+            return Err(ProtobufError::UnexpectedWireType {
+                field: name.to_string(),
+                wire: w,
+            });
+        }
     })
 }
 
-fn map_entry(b: &[u8], ty: Ty, name: &str) -> Result<(String, Value), String> {
+fn map_entry(b: &[u8], ty: Ty, name: &str) -> Result<(String, Value), ProtobufError> {
     let mut r = sub(b);
     let (mut k, mut v) = (String::new(), json!(""));
     while let Some((f, w)) = r.next_key()? {
@@ -288,7 +355,7 @@ fn map_entry(b: &[u8], ty: Ty, name: &str) -> Result<(String, Value), String> {
     Ok((k, v))
 }
 
-fn message(b: &[u8], desc: &[F]) -> Result<Value, String> {
+fn message(b: &[u8], desc: &[F]) -> Result<Value, ProtobufError> {
     let mut out = Map::new();
     let mut r = sub(b);
     while let Some((num, wire)) = r.next_key()? {
@@ -312,7 +379,10 @@ fn message(b: &[u8], desc: &[F]) -> Result<Value, String> {
             }
             Ty::Map(inner) => {
                 if wire != 2 {
-                    return Err(format!("field {name} has unexpected wire type {wire}"));
+                    return Err(ProtobufError::UnexpectedWireType {
+                        field: name.to_string(),
+                        wire,
+                    });
                 }
                 let (k, v) = map_entry(r.bytes()?, **inner, name)?;
                 let m = out.entry(name.to_string()).or_insert_with(|| json!({}));
@@ -328,11 +398,15 @@ fn message(b: &[u8], desc: &[F]) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// Decodes a protobuf-encoded object into its JSON form. Errors name what is unsupported.
-pub fn decode(body: &[u8]) -> Result<Value, String> {
+/// Decodes a protobuf-encoded object into its JSON form.
+///
+/// # Errors
+/// [`ProtobufError::UnsupportedKind`] for a kind without a message table, another
+/// [`ProtobufError`] for a malformed body.
+pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
     let rest = body
         .strip_prefix(b"k8s\0")
-        .ok_or("missing the protobuf envelope prefix")?;
+        .ok_or(ProtobufError::MissingEnvelope)?;
     let mut r = Reader { b: rest, i: 0 };
     let (mut av, mut kind, mut raw): (String, String, &[u8]) = (String::new(), String::new(), &[]);
     while let Some((f, w)) = r.next_key()? {
@@ -354,8 +428,9 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
             _ => r.skip(w)?,
         }
     }
-    let desc = descriptor(&av, &kind).ok_or_else(|| {
-        format!("protobuf bodies are not supported for {av} {kind}; send application/json")
+    let desc = descriptor(&av, &kind).ok_or_else(|| ProtobufError::UnsupportedKind {
+        api_version: av.clone(),
+        kind: kind.clone(),
     })?;
     let mut obj = message(raw, desc)?;
     obj["apiVersion"] = json!(av);
@@ -398,7 +473,12 @@ mod tests {
     fn rejects_unknown_kinds_and_garbage() {
         let tm = [field(1, b"example.com/v1"), field(2, b"Widget")].concat();
         let body = [b"k8s\0".to_vec(), field(1, &tm)].concat();
-        assert!(decode(&body).unwrap_err().contains("example.com/v1 Widget"));
+        assert!(
+            decode(&body)
+                .unwrap_err()
+                .to_string()
+                .contains("example.com/v1 Widget")
+        );
         assert!(decode(b"k8s\0\x0a\xff").is_err());
         assert!(decode(b"nope").is_err());
     }

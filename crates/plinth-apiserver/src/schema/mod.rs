@@ -27,22 +27,45 @@ pub use structural::check_crd;
 
 use crate::resource::ResourceInfo;
 
+/// Why a request fails `fieldValidation` (answered 400 BadRequest).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldValidationError {
+    /// `Strict`: the object has fields the schema does not know.
+    #[error("{}", strict_decoding_error(paths))]
+    UnknownFields {
+        /// The unknown fields' paths (`spec.foo`).
+        paths: Vec<String>,
+    },
+    /// The directive is not `Ignore`, `Warn` or `Strict`.
+    #[error(
+        "fieldValidation directive {} is not supported; valid values are \"Ignore\", \"Warn\", \"Strict\"",
+        messages::quote(directive)
+    )]
+    UnsupportedDirective {
+        /// The directive as given.
+        directive: String,
+    },
+}
+
 /// Apply the `fieldValidation` query parameter of a create/update/patch request to the
 /// object as received (before [`admit`] prunes it; for a patch, the patched object).
 ///
-/// * `Strict` — unknown fields fail the request: `Err(message)` for a `400 BadRequest`
-///   `Status` with `reason: BadRequest` and message
+/// * `Strict` — unknown fields fail the request: [`FieldValidationError::UnknownFields`]
+///   for a `400 BadRequest` `Status` with `reason: BadRequest` and message
 ///   `strict decoding error: unknown field "spec.foo"`.
 /// * `Warn` (and an absent parameter, the Kubernetes default since 1.27) — `Ok(warnings)`:
 ///   send each as a `Warning: 299 - "<warning>"` response header (`unknown field "spec.foo"`).
 /// * `Ignore` — `Ok(vec![])`.
 ///
-/// Any other value is `Err` with Kubernetes' message for an invalid directive.
+/// # Errors
+/// [`FieldValidationError::UnknownFields`] under `Strict`;
+/// [`FieldValidationError::UnsupportedDirective`] (Kubernetes' message for an invalid
+/// directive) for any other value.
 pub fn field_validation(
     info: &ResourceInfo,
     obj: &serde_json::Value,
     directive: Option<&str>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, FieldValidationError> {
     match directive.unwrap_or("Warn") {
         "Ignore" => Ok(Vec::new()),
         "Warn" | "" => Ok(unknown_fields(info, obj)
@@ -54,13 +77,12 @@ pub fn field_validation(
             if unknown.is_empty() {
                 Ok(Vec::new())
             } else {
-                Err(strict_decoding_error(&unknown))
+                Err(FieldValidationError::UnknownFields { paths: unknown })
             }
         }
-        other => Err(format!(
-            "fieldValidation directive {} is not supported; valid values are \"Ignore\", \"Warn\", \"Strict\"",
-            messages::quote(other)
-        )),
+        other => Err(FieldValidationError::UnsupportedDirective {
+            directive: other.to_string(),
+        }),
     }
 }
 

@@ -88,8 +88,8 @@ pub(crate) fn decode_body(content_type: &str, bytes: &[u8]) -> Result<Value, Api
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML request body: {e}")))?
     } else if ct == "application/vnd.kubernetes.protobuf" {
         crate::protobuf::decode(bytes).map_err(|e| {
-            if e.contains("not supported") {
-                ApiError::new(415, "UnsupportedMediaType", e)
+            if matches!(e, crate::protobuf::ProtobufError::UnsupportedKind { .. }) {
+                ApiError::new(415, "UnsupportedMediaType", e.to_string())
             } else {
                 ApiError::bad_request(format!("error decoding protobuf request body: {e}"))
             }

@@ -243,12 +243,22 @@ fn hooks_of(plural: &str, obj: &Value, hooks: impl Iterator<Item = Common>) -> V
     out
 }
 
+/// Why a webhook of a configuration is not used.
+#[derive(Debug, thiserror::Error)]
+enum WebhookConfigError {
+    /// Its `namespaceSelector` or `objectSelector` is not a valid LabelSelector.
+    #[error("invalid selector: {cause}")]
+    InvalidSelector { cause: String },
+}
+
 /// A LabelSelector as a matcher (absent: matches everything).
 fn selector(
     s: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-) -> Result<Selector, String> {
+) -> Result<Selector, WebhookConfigError> {
     match s {
         None => Ok(Selector::default()),
-        Some(s) => Selector::try_from(s.clone()).map_err(|e| format!("invalid selector: {e}")),
+        Some(s) => Selector::try_from(s.clone()).map_err(|e| WebhookConfigError::InvalidSelector {
+            cause: e.to_string(),
+        }),
     }
 }
