@@ -103,7 +103,7 @@ pub enum HealthStoreError {
         /// The Secret's name.
         secret: String,
         /// What is wrong with it.
-        cause: CredentialsError,
+        cause: Box<CredentialsError>,
     },
     /// The ConfigMap's keys do not describe a store.
     #[error("ConfigMap {namespace}/{name}: {cause}")]
@@ -283,7 +283,7 @@ pub async fn load(
                 namespace: namespace.to_string(),
                 name: name.to_string(),
                 secret: secret.clone(),
-                cause,
+                cause: Box::new(cause),
             })?
         }
     };
