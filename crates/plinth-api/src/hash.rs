@@ -49,11 +49,22 @@ pub fn hash_for_spec(spec: &Value) -> String {
 /// ```
 pub fn canonical_json(v: &Value) -> String {
     let mut out = String::new();
-    write_canonical(v, &mut out);
+    write_canonical(v, Form::Go, &mut out);
     out
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
+/// How strings and floats are written.
+#[derive(Clone, Copy)]
+enum Form {
+    /// As Go's `encoding/json` writes them (what Kratix hashes).
+    Go,
+    /// As `serde_json` writes them: what Plinth hashed before it matched Go. Jobs labelled
+    /// with such a hash still count as runs of their spec, so upgrading Plinth re-runs
+    /// nothing.
+    Earlier,
+}
+
+fn write_canonical(v: &Value, form: Form, out: &mut String) {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
@@ -63,9 +74,9 @@ fn write_canonical(v: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_go_string(k, out);
+                write_string(k, form, out);
                 out.push(':');
-                write_canonical(&m[k.as_str()], out);
+                write_canonical(&m[k.as_str()], form, out);
             }
             out.push('}');
         }
@@ -75,16 +86,23 @@ fn write_canonical(v: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_canonical(x, out);
+                write_canonical(x, form, out);
             }
             out.push(']');
         }
-        Value::String(text) => write_go_string(text, out),
+        Value::String(text) => write_string(text, form, out),
         Value::Number(n) => match n.as_f64().filter(|_| n.is_f64()) {
-            Some(f) => write_go_float(f, out),
-            None => out.push_str(&n.to_string()),
+            Some(f) if matches!(form, Form::Go) => write_go_float(f, out),
+            _ => out.push_str(&n.to_string()),
         },
         other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_string(text: &str, form: Form, out: &mut String) {
+    match form {
+        Form::Go => write_go_string(text, out),
+        Form::Earlier => out.push_str(&Value::String(text.to_string()).to_string()),
     }
 }
 
@@ -131,11 +149,50 @@ fn write_go_float(f: f64, out: &mut String) {
 /// Job hash label of a resource workflow:
 /// md5(`<md5(promiseSpec)>-<md5(rrSpec)>` [+ `-dry-run`]).
 pub fn resource_workflow_hash(promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
-    let mut s = format!("{}-{}", hash_for_spec(promise_spec), hash_for_spec(rr_spec));
+    resource_hash_in(Form::Go, promise_spec, rr_spec, dry_run)
+}
+
+fn resource_hash_in(form: Form, promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
+    let spec_hash = |spec: &Value| {
+        let mut text = String::new();
+        write_canonical(spec, form, &mut text);
+        md5_hex(text)
+    };
+    let mut s = format!("{}-{}", spec_hash(promise_spec), spec_hash(rr_spec));
     if dry_run {
         s.push_str("-dry-run");
     }
     compute_hash(&s)
+}
+
+/// Every hash label a Job run for this spec may carry: [`hash_for_spec`] first, then the
+/// one earlier Plinth releases wrote where it differs (a spec with `<`, `>`, `&` or a
+/// float), so Jobs those releases ran are not run again.
+pub fn spec_hashes(spec: &Value) -> Vec<String> {
+    let mut earlier = String::new();
+    write_canonical(spec, Form::Earlier, &mut earlier);
+    distinct([hash_for_spec(spec), md5_hex(earlier)])
+}
+
+/// [`resource_workflow_hash`] and, where it differs, the one earlier releases wrote (see
+/// [`spec_hashes`]).
+pub fn resource_workflow_hashes(
+    promise_spec: &Value,
+    rr_spec: &Value,
+    dry_run: bool,
+) -> Vec<String> {
+    distinct([
+        resource_workflow_hash(promise_spec, rr_spec, dry_run),
+        resource_hash_in(Form::Earlier, promise_spec, rr_spec, dry_run),
+    ])
+}
+
+fn distinct([current, earlier]: [String; 2]) -> Vec<String> {
+    if current == earlier {
+        vec![current]
+    } else {
+        vec![current, earlier]
+    }
 }
 
 #[cfg(test)]
@@ -193,6 +250,20 @@ mod tests {
         for (value, go) in cases {
             assert_eq!(canonical_json(&value), go, "{value}");
         }
+    }
+
+    #[test]
+    fn jobs_labelled_by_earlier_releases_still_match_their_spec() {
+        let plain = json!({"size": "s", "n": 2});
+        assert_eq!(spec_hashes(&plain), vec![hash_for_spec(&plain)]);
+        let shell = json!({"args": ["a && b"], "ratio": 1.0});
+        let hashes = spec_hashes(&shell);
+        assert_eq!(hashes.len(), 2);
+        assert_eq!(hashes[0], hash_for_spec(&shell));
+        assert_eq!(hashes[1], md5_hex(r#"{"args":["a && b"],"ratio":1.0}"#));
+        let both = resource_workflow_hashes(&shell, &plain, false);
+        assert_eq!(both[0], resource_workflow_hash(&shell, &plain, false));
+        assert_eq!(both.len(), 2);
     }
 
     #[test]

@@ -251,11 +251,11 @@ fn needs_new_run(caches: &RequestCaches, wf: &Workflow, rr: &DynamicObject) -> b
     let labelled = [labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START]
         .iter()
         .any(|l| rr.labels().get(*l).is_some_and(|v| v == "true"));
-    let hash = crate::workflow::job::workflow_hash(wf);
+    let hashes = crate::workflow::job::workflow_hashes(wf);
     labelled
         || !jobs
             .iter()
-            .any(|j| j.labels().get(LABEL_HASH) == Some(&hash))
+            .any(|j| crate::workflow::job::runs_current_spec(j, &hashes))
 }
 
 fn run_of(job: &Job) -> u64 {
@@ -364,8 +364,9 @@ pub fn count_progress(promise: &DynamicObject, caches: &RequestCaches) -> Value 
         }
         total += 1;
         let rr_spec = rr.data.get("spec").unwrap_or(&Value::Null);
-        let hash = plinth_api::hash::resource_workflow_hash(&spec, rr_spec, false);
-        if last.is_none() || succeeded.get(&key).is_some_and(|h| h.contains(&hash)) {
+        let hashes = plinth_api::hash::resource_workflow_hashes(&spec, rr_spec, false);
+        let ran = |done: &Vec<String>| hashes.iter().any(|h| done.contains(h));
+        if last.is_none() || succeeded.get(&key).is_some_and(ran) {
             updated += 1;
         }
     }

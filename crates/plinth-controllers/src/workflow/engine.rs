@@ -304,15 +304,13 @@ async fn next_pipeline(
     jobs: &[Job],
     restart: bool,
 ) -> Result<Next, Error> {
-    let hash = job::workflow_hash(p.wf);
+    let hashes = job::workflow_hashes(p.wf);
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     let from_start = Next::Start {
         index: 0,
         run: max_run + 1,
     };
-    let latest = jobs
-        .iter()
-        .rfind(|j| j.labels().get(labels::HASH) == Some(&hash));
+    let latest = jobs.iter().rfind(|j| job::runs_current_spec(j, &hashes));
     let Some(latest) = latest.filter(|_| !restart) else {
         return Ok(from_start);
     };
@@ -379,17 +377,14 @@ pub async fn reconcile_delete(
         return Ok(Progress::Done);
     };
     let pipelines = vec![first];
-    let hash = job::workflow_hash(wf);
+    let hashes = job::workflow_hashes(wf);
     let jobs = list_jobs(ctx, wf).await?;
     let running = |jobs: &[Job]| jobs.iter().any(|j| job_state(j) == JobState::Running);
     if running(&jobs) || running(&list_jobs(ctx, configure).await?) {
         return Ok(Progress::Running);
     }
     let manual = p.label_is_true(labels::MANUAL_RECONCILIATION);
-    let latest = jobs
-        .iter()
-        .rev()
-        .find(|j| j.labels().get(labels::HASH) == Some(&hash));
+    let latest = jobs.iter().rfind(|j| job::runs_current_spec(j, &hashes));
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     match latest.map(job_state) {
         Some(JobState::Succeeded) if !manual => {

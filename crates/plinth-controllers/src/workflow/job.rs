@@ -111,6 +111,26 @@ pub fn workflow_hash(wf: &Workflow) -> String {
     }
 }
 
+/// Every hash label that marks a Job as a run of this workflow's current spec:
+/// [`workflow_hash`] first, then the form earlier releases wrote where it differs.
+pub fn workflow_hashes(wf: &Workflow) -> Vec<String> {
+    match wf.workflow_type {
+        WorkflowType::Promise => plinth_api::hash::spec_hashes(&wf.promise_spec),
+        WorkflowType::Resource => plinth_api::hash::resource_workflow_hashes(
+            &wf.promise_spec,
+            &wf.subject.spec,
+            wf.is_dry_run(),
+        ),
+    }
+}
+
+/// Whether `job` ran this workflow's current spec.
+pub fn runs_current_spec(job: &k8s_openapi::api::batch::v1::Job, hashes: &[String]) -> bool {
+    kube::ResourceExt::labels(job)
+        .get(labels::HASH)
+        .is_some_and(|h| hashes.contains(h))
+}
+
 /// Labels identifying every Job of this object's workflow of this action (all pipelines).
 pub fn workflow_selector(wf: &Workflow) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
