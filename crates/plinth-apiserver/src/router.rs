@@ -8,7 +8,9 @@ use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::app::{AppRef, RequestContext, json_response, not_found_path, respond_objects, truthy};
+use crate::app::{
+    AppRef, Render, RequestContext, json_response, not_found_path, respond_objects, truthy,
+};
 use crate::discovery::{
     api_group, api_groups, api_versions, core_resources, group_resources, healthz, openapi_core,
     openapi_group, openapi_index, openapi_v2, readyz, version,
@@ -245,7 +247,16 @@ async fn scale(
             ));
         }
     };
-    Ok(json_response(StatusCode::OK, &scale))
+    // Rendered as asked, like any read: a Table of the Scale's own columns, or its
+    // metadata.
+    let out = match &cx.render {
+        Render::Table { include_object } => {
+            crate::table::render_scale(i, &paths, &scale, include_object)
+        }
+        Render::Metadata => crate::app::partial_metadata(&scale),
+        Render::Plain => scale,
+    };
+    Ok(json_response(StatusCode::OK, &out))
 }
 
 /// One object rendered as the client asked.

@@ -33,12 +33,40 @@ pub fn render(
     list_meta: Value,
     include_object: &str,
 ) -> Value {
+    table_of(&columns_for(info), objects, list_meta, include_object)
+}
+
+/// Render a `scale` subresource read or write (an `autoscaling/v1` Scale) as a `Table`, as
+/// kube-apiserver does: a Scale has columns of its own whatever its parent's kind.
+/// Built-in kinds get `Name`, `Desired`, `Available`, `Age` (the Scale printer of
+/// `pkg/printers/internalversion`); custom resources get the apiextensions scale columns,
+/// `Name`, `Desired` and `Available` when the CRD names their paths, and `Age` as a date.
+/// The cells read the Scale itself (`spec.replicas`, `status.replicas`), not the parent.
+pub fn render_scale(
+    info: &ResourceInfo,
+    paths: &crate::registry::ScalePaths,
+    scale: &Value,
+    include_object: &str,
+) -> Value {
+    table_of(
+        &scale_columns(info, paths),
+        std::slice::from_ref(scale),
+        json!({}),
+        include_object,
+    )
+}
+
+fn table_of(
+    columns: &[Column],
+    objects: &[Value],
+    list_meta: Value,
+    include_object: &str,
+) -> Value {
     let now = Timestamp::now();
-    let columns = columns_for(info);
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
-            let cells: Vec<Value> = columns.iter().map(|c| cell(info, c, obj, now)).collect();
+            let cells: Vec<Value> = columns.iter().map(|c| cell(c, obj, now)).collect();
             let mut row = Map::new();
             row.insert("cells".into(), Value::Array(cells));
             match include_object {
@@ -99,6 +127,11 @@ enum Source {
 
 const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+const SCALE_DESIRED_DESC: &str =
+    "replicas is the desired number of instances for the scaled object.";
+const SCALE_AVAILABLE_DESC: &str =
+    "replicas is the actual number of observed instances of the scaled object.";
 
 fn name_column(priority: i32) -> Column {
     Column {
@@ -188,6 +221,60 @@ fn custom_columns(info: &ResourceInfo) -> Vec<Column> {
         cols.extend(info.printer_columns.iter().map(printer_column));
     }
     cols
+}
+
+/// The columns of a Scale (see [`render_scale`]).
+fn scale_columns(info: &ResourceInfo, paths: &crate::registry::ScalePaths) -> Vec<Column> {
+    if info.builtin {
+        let mut name = name_column(0);
+        // The built-in Scale printer leaves the name column without `format: name`.
+        name.format = String::new();
+        let mut desired = builtin("Desired", "integer", 0, |o, _| int_at(o, "/spec/replicas"));
+        desired.description = SCALE_DESIRED_DESC.into();
+        let mut available = builtin("Available", "integer", 0, |o, _| {
+            int_at(o, "/status/replicas")
+        });
+        available.description = SCALE_AVAILABLE_DESC.into();
+        return vec![name, desired, available, age_column()];
+    }
+    let column = |name: &str, ty: &str, desc: &str, path: &str| {
+        printer_column(&PrinterColumn {
+            name: name.into(),
+            type_: ty.into(),
+            format: None,
+            description: Some(desc.into()),
+            priority: 0,
+            json_path: path.into(),
+        })
+    };
+    let mut cols = vec![name_column(0)];
+    if !paths.spec_replicas.is_empty() {
+        cols.push(column(
+            "Desired",
+            "integer",
+            "Number of desired replicas",
+            ".spec.replicas",
+        ));
+    }
+    if !paths.status_replicas.is_empty() {
+        cols.push(column(
+            "Available",
+            "integer",
+            "Number of actual replicas",
+            ".status.replicas",
+        ));
+    }
+    cols.push(column(
+        "Age",
+        "date",
+        AGE_DESC,
+        ".metadata.creationTimestamp",
+    ));
+    cols
+}
+
+fn int_at(o: &Value, pointer: &str) -> Value {
+    Value::from(o.pointer(pointer).and_then(Value::as_i64).unwrap_or(0))
 }
 
 /// An Event's columns, as kube-apiserver prints them (no `Name` first).
@@ -325,8 +412,7 @@ fn kind_columns(group: &str, kind: &str, cols: &mut Vec<Column>) {
     }
 }
 
-fn cell(info: &ResourceInfo, c: &Column, obj: &Value, now: Timestamp) -> Value {
-    let _ = info;
+fn cell(c: &Column, obj: &Value, now: Timestamp) -> Value {
     match &c.source {
         Source::Name => obj
             .pointer("/metadata/name")
