@@ -35,3 +35,41 @@ spec.size: Invalid value: \"integer\": spec.size in body must be of type string:
         assert!(!stderr.contains(noise), "{noise:?} in {stderr}");
     }
 }
+
+/// `--replicas 0` is refused before anything is printed: a Deployment without replicas
+/// runs no controllers and serves no webhooks, while the printed webhook configurations
+/// (`failurePolicy: Fail`) would refuse every Kratix write. The error says why and how to
+/// stop the operator instead.
+#[test]
+fn manifests_with_zero_operator_replicas_are_refused_with_the_reason() {
+    for what in ["operator", "all"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_plinth"))
+            .args(["manifests", what, "--replicas", "0"])
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("run plinth");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "manifests {what}: {stderr}");
+        assert!(out.stdout.is_empty(), "manifests {what} printed documents");
+        for want in [
+            "error: invalid value '0' for '--replicas <REPLICAS>'",
+            "failurePolicy: Fail",
+            "refuse every create and update of a Kratix object",
+            "at least 1 replica",
+            "scale deployment plinth-operator --replicas 0",
+            "kratix-platform-validating-webhook-configuration",
+            "kratix-platform-mutating-webhook-configuration",
+        ] {
+            assert!(stderr.contains(want), "missing {want:?} in {stderr}");
+        }
+    }
+    let one = Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .args(["manifests", "operator", "--replicas", "1"])
+        .output()
+        .expect("run plinth");
+    assert!(
+        one.status.success(),
+        "{}",
+        String::from_utf8_lossy(&one.stderr)
+    );
+}

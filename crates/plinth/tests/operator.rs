@@ -205,3 +205,166 @@ async fn operator_needs_only_the_rbac_its_manifests_grant() {
     op.kill().unwrap();
     op.wait().unwrap();
 }
+
+/// Runs `plinth manifests <args>` and returns its YAML stream.
+fn manifests_yaml(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plinth"))
+        .arg("manifests")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "plinth manifests {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `kubectl apply --validate=strict --dry-run=server -f -` with `yaml` on stdin.
+fn dry_run_apply(p: &Plinth, yaml: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&p.kubeconfig)
+        .arg("--cache-dir")
+        .arg(p.dir.path().join("kube-cache"))
+        .args(["apply", "--validate=strict", "--dry-run=server", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `doc` decoded as its Kubernetes type and encoded again: equal to `doc` unless `doc`
+/// has a field the type does not know. The embedded server stores unknown fields of
+/// built-in kinds rather than refusing them under `fieldValidation=Strict` as
+/// kube-apiserver does, so this check stands in for that part of the dry run.
+fn typed_round_trip(doc: &Value) -> Value {
+    use k8s_openapi::api::{admissionregistration, apps, core, networking, policy, rbac};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    fn again<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value) -> Value {
+        let typed: T = serde_json::from_value(doc.clone())
+            .unwrap_or_else(|e| panic!("{e}: {}", serde_json::to_string(doc).unwrap()));
+        serde_json::to_value(typed).unwrap()
+    }
+    match doc["kind"].as_str().unwrap_or_default() {
+        "CustomResourceDefinition" => again::<CustomResourceDefinition>(doc),
+        "Namespace" => again::<core::v1::Namespace>(doc),
+        "ServiceAccount" => again::<core::v1::ServiceAccount>(doc),
+        "Service" => again::<core::v1::Service>(doc),
+        "ClusterRole" => again::<rbac::v1::ClusterRole>(doc),
+        "ClusterRoleBinding" => again::<rbac::v1::ClusterRoleBinding>(doc),
+        "Role" => again::<rbac::v1::Role>(doc),
+        "RoleBinding" => again::<rbac::v1::RoleBinding>(doc),
+        "Deployment" => again::<apps::v1::Deployment>(doc),
+        "PodDisruptionBudget" => again::<policy::v1::PodDisruptionBudget>(doc),
+        "NetworkPolicy" => again::<networking::v1::NetworkPolicy>(doc),
+        "ValidatingWebhookConfiguration" => {
+            again::<admissionregistration::v1::ValidatingWebhookConfiguration>(doc)
+        }
+        "MutatingWebhookConfiguration" => {
+            again::<admissionregistration::v1::MutatingWebhookConfiguration>(doc)
+        }
+        other => panic!("no type for a {other} in the manifests"),
+    }
+}
+
+/// `plinth manifests all`, with its defaults and with `--replicas 1`, passes `kubectl
+/// apply --dry-run=server` against an API server that validates built-in kinds and
+/// webhook configurations as kube-apiserver does. No document is an object of the Kratix
+/// CRDs, so the CRDs need not exist first; the namespaced documents need their Namespace,
+/// which a dry run does not create: on a cluster without `kratix-platform-system` they
+/// are refused (NotFound, as kube-apiserver answers) until it is created for real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifests_all_pass_a_server_side_dry_run() {
+    let p = Plinth::up(&["--no-controllers"]).await;
+    let variants = [vec!["all"], vec!["all", "--replicas", "1"]];
+    for args in &variants {
+        let yaml = manifests_yaml(args);
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+        for doc in &docs {
+            assert_eq!(
+                &typed_round_trip(doc),
+                doc,
+                "{} {} has a field its type does not know",
+                doc["kind"],
+                doc["metadata"]["name"]
+            );
+        }
+        let out = dry_run_apply(&p, &yaml);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "manifests {}: {}{stdout}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // One line per document, none of it stored.
+        assert_eq!(
+            stdout.matches("(server dry run)").count(),
+            docs.len(),
+            "{stdout}"
+        );
+        assert_eq!(
+            stdout.contains("poddisruptionbudget.policy/plinth-operator"),
+            args.len() == 1,
+            "{stdout}"
+        );
+    }
+    assert!(
+        p.kubectl_raw(&[
+            "get",
+            "deployment",
+            "plinth-operator",
+            "-n",
+            "kratix-platform-system"
+        ])
+        .status
+        .code()
+            != Some(0),
+        "a dry run stores nothing"
+    );
+    assert!(
+        p.get(&["validatingwebhookconfigurations"]).unwrap()["items"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "a dry run stores nothing"
+    );
+
+    // A fresh cluster: no operator namespace yet.
+    p.kubectl(&["delete", "namespace", "kratix-platform-system"]);
+    wait_until(30, "namespace kratix-platform-system gone", || async {
+        p.get(&["namespace", "kratix-platform-system"]).is_none()
+    })
+    .await;
+    let yaml = manifests_yaml(&["all"]);
+    let out = dry_run_apply(&p, &yaml);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("namespaces \"kratix-platform-system\" not found"),
+        "{stderr}"
+    );
+    // What a user does: create the namespace for real, then dry-run everything.
+    p.kubectl(&["create", "namespace", "kratix-platform-system"]);
+    for args in &variants {
+        let out = dry_run_apply(&p, &manifests_yaml(args));
+        assert!(
+            out.status.success(),
+            "manifests {} after creating the namespace: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

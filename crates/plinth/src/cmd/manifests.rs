@@ -18,7 +18,8 @@ pub struct ManifestsArgs {
 pub enum ManifestsCommand {
     /// CustomResourceDefinitions of every platform.kratix.io/v1alpha1 kind.
     Crds,
-    /// The operator: namespace, ServiceAccount, RBAC and a Deployment running `plinth operator`.
+    /// The operator: namespace, ServiceAccount, RBAC, a Deployment running `plinth
+    /// operator`, and its admission webhooks' Service, NetworkPolicy and configurations.
     Operator(OperatorOptions),
     /// Everything a cluster needs: the CRDs, then the operator.
     All(OperatorOptions),
@@ -38,9 +39,33 @@ pub struct OperatorOptions {
     /// Image containing the `plinth` binary (also used as the pipeline adapter image).
     #[arg(long, default_value = "ghcr.io/plinth-dev/plinth:latest")]
     pub image: String,
-    /// Replicas of the operator Deployment; one holds the leader Lease at a time.
-    #[arg(long, default_value_t = 2)]
+    /// Replicas of the operator Deployment (at least 1); one holds the leader Lease at a
+    /// time, and every one serves the admission webhooks.
+    #[arg(long, default_value_t = 2, value_parser = parse_replicas)]
     pub replicas: u32,
+}
+
+/// `--replicas`: a positive count. Zero is refused rather than printed: the webhook
+/// configurations printed beside the Deployment have `failurePolicy: Fail`, so with no
+/// replica to answer them every create and update of a Kratix object would be refused
+/// (and no controller would run).
+fn parse_replicas(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|e| format!("{e}: expected a whole number of replicas, at least 1"))?;
+    if n == 0 {
+        return Err(format!(
+            "0 replicas would run no controllers and serve no admission webhooks, while the \
+             webhook configurations printed with the Deployment (failurePolicy: Fail) would \
+             refuse every create and update of a Kratix object; print at least 1 replica. \
+             To stop the operator later, scale the Deployment down (kubectl -n \
+             {OPERATOR_NAMESPACE} scale deployment plinth-operator --replicas 0) and delete \
+             the ValidatingWebhookConfiguration {} and MutatingWebhookConfiguration {}",
+            crate::webhook::config::VALIDATING,
+            crate::webhook::config::MUTATING,
+        ));
+    }
+    Ok(n)
 }
 
 /// Namespace of the operator (Kratix's system namespace).
@@ -262,6 +287,15 @@ mod tests {
         );
         let yaml = to_yaml_stream(&docs).unwrap();
         assert_eq!(serde_saphyr::from_multiple::<Value>(&yaml).unwrap(), docs);
+    }
+
+    #[test]
+    fn zero_replicas_are_refused_with_the_reason() {
+        let err = parse_replicas("0").unwrap_err();
+        assert!(err.contains("failurePolicy: Fail"), "{err}");
+        assert!(err.contains(crate::webhook::config::VALIDATING), "{err}");
+        assert_eq!(parse_replicas("1"), Ok(1));
+        assert!(parse_replicas("-1").is_err());
     }
 
     #[test]
