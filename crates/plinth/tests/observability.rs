@@ -5,9 +5,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 use serde_json::Value;
 use support::*;
@@ -83,36 +81,6 @@ spec:
   size: small
 "#;
 
-/// `GET /metrics` over plain HTTP/1.0; returns the body.
-fn scrape(addr: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the metrics listener");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read /metrics");
-    let (head, body) = out.split_once("\r\n\r\n").expect("an HTTP response");
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
-        "{head}"
-    );
-    body.to_string()
-}
-
-/// The value of the sample `name{labels}` (labels in the order the metric declares them).
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
 
 /// The name of the request's Work (`kubectl get works`).
 fn work_name(p: &Plinth) -> String {

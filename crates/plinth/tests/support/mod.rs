@@ -411,7 +411,7 @@ pub async fn assert_settled_silent(client: &kube::Client, window: Duration) {
 /// Objects of every listable kind (Leases excepted) whose resourceVersion is above
 /// `after`, as `Kind ns/name@rv`; a write whose object is gone again is reported as an
 /// unattributed move of the global resourceVersion.
-async fn changed_since(client: &kube::Client, after: u64) -> String {
+pub async fn changed_since(client: &kube::Client, after: u64) -> String {
     use kube::discovery::{Discovery, verbs};
     let discovery = Discovery::new(client.clone())
         .run()
@@ -762,4 +762,36 @@ pub fn webhook_flags(port: &str) -> Vec<String> {
         "--webhook-host".into(),
         "127.0.0.1".into(),
     ]
+}
+
+/// `GET /metrics` over plain HTTP/1.0; returns the body.
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the metrics listener");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read /metrics");
+    let (head, body) = out.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// The value of the sample `name{labels}` (labels in the order the metric declares them).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
