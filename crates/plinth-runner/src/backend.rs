@@ -152,30 +152,39 @@ pub struct BwrapSandbox {
 /// Top-level host entries to reproduce in the sandbox root: (name, symlink target).
 fn host_root_entries() -> &'static [(String, Option<PathBuf>)] {
     static ENTRIES: OnceLock<Vec<(String, Option<PathBuf>)>> = OnceLock::new();
-    ENTRIES.get_or_init(|| {
-        let mut v = Vec::new();
-        if let Ok(rd) = std::fs::read_dir("/") {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if matches!(
-                    name.as_str(),
-                    "proc" | "dev" | "sys" | "tmp" | "run" | "lost+found"
-                ) {
-                    continue;
-                }
-                let p = e.path();
-                match std::fs::symlink_metadata(&p) {
-                    Ok(m) if m.file_type().is_symlink() => {
-                        v.push((name, std::fs::read_link(&p).ok()))
-                    }
-                    Ok(m) if m.is_dir() => v.push((name, None)),
-                    _ => {}
-                }
+    ENTRIES.get_or_init(|| root_entries_of(Path::new("/")))
+}
+
+/// Host root entries never shown to a container: the private ones (/proc, /dev, /sys,
+/// /tmp, /run) and the top of the pipeline contract (`/kratix`), which the Pod's volumes
+/// provide. A `/kratix` left on the host would otherwise shadow a container's own, and
+/// a pipeline would see the host's files in `/kratix` instead of a fresh, writable root.
+fn hidden_root_entry(name: &str) -> bool {
+    let contract_top = plinth_api::constants::pipeline_pod::MOUNT_PATHS
+        .iter()
+        .filter_map(|p| p.trim_start_matches('/').split('/').next())
+        .any(|top| top == name);
+    contract_top || matches!(name, "proc" | "dev" | "sys" | "tmp" | "run" | "lost+found")
+}
+
+fn root_entries_of(root: &Path) -> Vec<(String, Option<PathBuf>)> {
+    let mut v = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(root) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if hidden_root_entry(&name) {
+                continue;
+            }
+            let p = e.path();
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.file_type().is_symlink() => v.push((name, std::fs::read_link(&p).ok())),
+                Ok(m) if m.is_dir() => v.push((name, None)),
+                _ => {}
             }
         }
-        v.sort();
-        v
-    })
+    }
+    v.sort();
+    v
 }
 
 /// `/var/run` is usually a symlink to `/run`; bwrap cannot create mount points through an
@@ -697,6 +706,28 @@ pub fn detect_sandbox(mode: SandboxMode) -> Result<Option<PathBuf>, BackendError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_kratix_directory_is_not_shown_to_containers() {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["kratix/input", "usr", "etc", "proc", "tmp"] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink("usr/bin", root.path().join("bin")).unwrap();
+        std::fs::write(root.path().join("file"), "").unwrap();
+        let names: Vec<_> = root_entries_of(root.path())
+            .into_iter()
+            .map(|(n, target)| (n, target.map(|t| t.display().to_string())))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("bin".to_string(), Some("usr/bin".to_string())),
+                ("etc".to_string(), None),
+                ("usr".to_string(), None)
+            ]
+        );
+    }
 
     fn container(image: &str, command: &[&str], args: &[&str]) -> Container {
         Container {
