@@ -105,9 +105,80 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, DurationError> {
     })
 }
 
+/// Writes a duration as Go's `time.Duration.String()` does: `0s`, `300ms`, `1.5s`,
+/// `1m30s`, `1h0m0s` (what Kratix's typed objects carry after a round trip).
+///
+/// ```
+/// use std::time::Duration;
+/// use plinth_api::duration::format_go_duration;
+/// assert_eq!(format_go_duration(Duration::from_secs(300)), "5m0s");
+/// assert_eq!(format_go_duration(Duration::from_millis(1500)), "1.5s");
+/// ```
+pub fn format_go_duration(d: Duration) -> String {
+    const SECOND: u128 = 1_000_000_000;
+    let ns = d.as_nanos();
+    if ns == 0 {
+        return "0s".into();
+    }
+    if ns < SECOND {
+        let (unit, per) = match ns {
+            n if n < 1_000 => ("ns", 1),
+            n if n < 1_000_000 => ("µs", 1_000),
+            _ => ("ms", 1_000_000),
+        };
+        return format!("{}{unit}", decimal(ns, per));
+    }
+    let secs = ns / SECOND;
+    let (h, m) = (secs / 3600, (secs / 60) % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    out.push_str(&decimal(ns % (60 * SECOND), SECOND));
+    out.push('s');
+    out
+}
+
+/// `n / per` with the remainder as a decimal fraction, trailing zeros dropped.
+fn decimal(n: u128, per: u128) -> String {
+    let (whole, rest) = (n / per, n % per);
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let digits = per.ilog10() as usize;
+    let fraction = format!("{rest:0digits$}");
+    format!("{whole}.{}", fraction.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Expected texts are Go's `time.Duration.String()` of the same durations.
+    #[test]
+    fn durations_print_as_go_prints_them() {
+        for (d, go) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(7), "7ns"),
+            (Duration::from_micros(1500), "1.5ms"),
+            (Duration::from_nanos(2_500), "2.5µs"),
+            (Duration::from_millis(300), "300ms"),
+            (Duration::from_secs(1), "1s"),
+            (Duration::from_millis(61_250), "1m1.25s"),
+            (Duration::from_secs(300), "5m0s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_secs(36_000), "10h0m0s"),
+            (Duration::from_secs(5430), "1h30m30s"),
+        ] {
+            assert_eq!(format_go_duration(d), go, "{d:?}");
+        }
+        let round = |s: &str| format_go_duration(parse_go_duration(s).unwrap());
+        assert_eq!(round("90m"), "1h30m0s");
+        assert_eq!(round("1.5h"), "1h30m0s");
+    }
 
     #[test]
     fn parses_go_durations() {

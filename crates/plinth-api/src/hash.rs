@@ -4,7 +4,7 @@
 //! Kratix does (so hashes and group ids match Kratix's).
 
 use md5::{Digest, Md5};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 /// Lower-case hex md5 of `data` (32 characters).
 pub fn md5_hex(data: impl AsRef<[u8]>) -> String {
@@ -146,10 +146,107 @@ fn write_go_float(f: f64, out: &mut String) {
     }
 }
 
+/// The Promise spec as Kratix hashes it. Kratix converts its typed Promise to a map
+/// before hashing, so the hash covers that typed form rather than the stored object:
+/// fields its types do not know are gone, empty lists and maps are left out, the
+/// `workflows` block and its `config`, `promise` and `resource` parts are always there
+/// (a Go struct is never empty to that conversion), and a `reconciliationInterval` is
+/// written as Go prints a duration (`5m` becomes `5m0s`). Pipelines, dependencies and
+/// the API are kept as written.
+///
+/// ```
+/// use plinth_api::hash::{canonical_json, kratix_promise_spec};
+/// let stored = serde_json::json!({"dependencies": [], "workflows": {"config": {"reconciliationInterval": "5m"}}});
+/// assert_eq!(
+///     canonical_json(&kratix_promise_spec(&stored)),
+///     r#"{"workflows":{"config":{"reconciliationInterval":"5m0s"},"promise":{},"resource":{}}}"#
+/// );
+/// ```
+pub fn kratix_promise_spec(spec: &Value) -> Value {
+    let mut out = Map::new();
+    if let Some(api) = spec.get("api").filter(|v| !v.is_null()) {
+        out.insert("api".into(), api.clone());
+    }
+    out.insert("workflows".into(), kratix_workflows(spec.get("workflows")));
+    if let Some(required) = non_empty_list(spec, "requiredPromises") {
+        let typed = required
+            .iter()
+            .map(|r| Value::Object(non_empty_strings(r, &["name", "version"])))
+            .collect();
+        out.insert("requiredPromises".into(), Value::Array(typed));
+    }
+    if let Some(dependencies) = non_empty_list(spec, "dependencies") {
+        out.insert("dependencies".into(), Value::Array(dependencies.clone()));
+    }
+    if let Some(selectors) = non_empty_list(spec, "destinationSelectors") {
+        let typed = selectors
+            .iter()
+            .map(|s| {
+                let mut m = Map::new();
+                if let Some(labels) = s.get("matchLabels").filter(|l| is_non_empty_map(l)) {
+                    m.insert("matchLabels".into(), labels.clone());
+                }
+                Value::Object(m)
+            })
+            .collect();
+        out.insert("destinationSelectors".into(), Value::Array(typed));
+    }
+    Value::Object(out)
+}
+
+fn kratix_workflows(workflows: Option<&Value>) -> Value {
+    let part = |name: &str| workflows.and_then(|w| w.get(name));
+    let mut config = Map::new();
+    if let Some(c) = part("config") {
+        config = non_empty_strings(c, &["pipelineNamespace"]);
+        if let Some(interval) = c.get("reconciliationInterval").and_then(Value::as_str) {
+            let written = crate::duration::parse_go_duration(interval)
+                .map(crate::duration::format_go_duration)
+                .unwrap_or_else(|_| interval.to_string());
+            config.insert("reconciliationInterval".into(), written.into());
+        }
+    }
+    let triggers = |name: &str| {
+        let mut m = Map::new();
+        for action in ["configure", "delete"] {
+            if let Some(list) = part(name).and_then(|t| non_empty_list(t, action)) {
+                m.insert(action.into(), Value::Array(list.clone()));
+            }
+        }
+        Value::Object(m)
+    };
+    json!({"config": config, "promise": triggers("promise"), "resource": triggers("resource")})
+}
+
+fn non_empty_list<'a>(v: &'a Value, key: &str) -> Option<&'a Vec<Value>> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+}
+
+fn is_non_empty_map(v: &Value) -> bool {
+    v.as_object().is_some_and(|m| !m.is_empty())
+}
+
+/// The `keys` of `v` that hold a non-empty string (Go's `omitempty` on string fields).
+fn non_empty_strings(v: &Value, keys: &[&str]) -> Map<String, Value> {
+    keys.iter()
+        .filter_map(|k| {
+            let s = v.get(*k)?.as_str().filter(|s| !s.is_empty())?;
+            Some((k.to_string(), Value::from(s)))
+        })
+        .collect()
+}
+
+/// Job hash label of a promise workflow: md5 of [`kratix_promise_spec`] in Go's JSON.
+pub fn promise_workflow_hash(promise_spec: &Value) -> String {
+    hash_for_spec(&kratix_promise_spec(promise_spec))
+}
+
 /// Job hash label of a resource workflow:
-/// md5(`<md5(promiseSpec)>-<md5(rrSpec)>` [+ `-dry-run`]).
+/// md5(`<md5(promise spec as Kratix hashes it)>-<md5(rrSpec)>` [+ `-dry-run`]).
 pub fn resource_workflow_hash(promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
-    resource_hash_in(Form::Go, promise_spec, rr_spec, dry_run)
+    resource_hash_in(Form::Go, &kratix_promise_spec(promise_spec), rr_spec, dry_run)
 }
 
 fn resource_hash_in(form: Form, promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
@@ -165,17 +262,22 @@ fn resource_hash_in(form: Form, promise_spec: &Value, rr_spec: &Value, dry_run: 
     compute_hash(&s)
 }
 
-/// Every hash label a Job run for this spec may carry: [`hash_for_spec`] first, then the
-/// one earlier Plinth releases wrote where it differs (a spec with `<`, `>`, `&` or a
-/// float), so Jobs those releases ran are not run again.
-pub fn spec_hashes(spec: &Value) -> Vec<String> {
+/// Every hash label a Job run for this promise spec may carry: [`promise_workflow_hash`]
+/// first (what Kratix writes), then those earlier Plinth releases wrote where they differ
+/// (md5 of the stored spec, in Go's JSON and in `serde_json`'s), so Jobs those releases
+/// ran are not run again.
+pub fn promise_workflow_hashes(spec: &Value) -> Vec<String> {
     let mut earlier = String::new();
     write_canonical(spec, Form::Earlier, &mut earlier);
-    distinct([hash_for_spec(spec), md5_hex(earlier)])
+    distinct([
+        promise_workflow_hash(spec),
+        hash_for_spec(spec),
+        md5_hex(earlier),
+    ])
 }
 
-/// [`resource_workflow_hash`] and, where it differs, the one earlier releases wrote (see
-/// [`spec_hashes`]).
+/// [`resource_workflow_hash`] and, where they differ, those earlier releases wrote (see
+/// [`promise_workflow_hashes`]).
 pub fn resource_workflow_hashes(
     promise_spec: &Value,
     rr_spec: &Value,
@@ -183,16 +285,19 @@ pub fn resource_workflow_hashes(
 ) -> Vec<String> {
     distinct([
         resource_workflow_hash(promise_spec, rr_spec, dry_run),
+        resource_hash_in(Form::Go, promise_spec, rr_spec, dry_run),
         resource_hash_in(Form::Earlier, promise_spec, rr_spec, dry_run),
     ])
 }
 
-fn distinct([current, earlier]: [String; 2]) -> Vec<String> {
-    if current == earlier {
-        vec![current]
-    } else {
-        vec![current, earlier]
+fn distinct(hashes: [String; 3]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(3);
+    for h in hashes {
+        if !out.contains(&h) {
+            out.push(h);
+        }
     }
+    out
 }
 
 #[cfg(test)]
@@ -252,18 +357,60 @@ mod tests {
         }
     }
 
+    /// A stored Promise spec with what Kratix's typed form changes: an unknown field, empty
+    /// lists, maps and strings, a duration, no promise workflows. The expected hashes are
+    /// md5 of the JSON Go writes for Kratix's typed Promise, computed outside this code.
+    fn stored_promise_spec() -> Value {
+        json!({
+            "api": {"kind": "CustomResourceDefinition"},
+            "bogus": 1,
+            "dependencies": [],
+            "destinationSelectors": [{"matchLabels": {}}],
+            "requiredPromises": [{"name": "db", "version": ""}],
+            "workflows": {
+                "config": {"reconciliationInterval": "90m", "pipelineNamespace": ""},
+                "resource": {"configure": [{"name": "a && b", "n": 1.0}], "delete": []},
+            },
+        })
+    }
+
+    #[test]
+    fn promise_hashes_are_those_of_kratix_typed_promise() {
+        let spec = stored_promise_spec();
+        assert_eq!(
+            canonical_json(&kratix_promise_spec(&spec)),
+            r#"{"api":{"kind":"CustomResourceDefinition"},"destinationSelectors":[{}],"requiredPromises":[{"name":"db"}],"workflows":{"config":{"reconciliationInterval":"1h30m0s"},"promise":{},"resource":{"configure":[{"n":1,"name":"a \u0026\u0026 b"}]}}}"#
+        );
+        assert_eq!(promise_workflow_hash(&spec), "c8e45b468e44d545912f95ddb2506770");
+        assert_eq!(
+            resource_workflow_hash(&spec, &json!({"size": "s"}), false),
+            "6dc7ca5ccb75ca230c24229e5b623a2a"
+        );
+        // A spec with nothing to drop still gains the always-present workflow parts.
+        assert_eq!(
+            canonical_json(&kratix_promise_spec(&json!({}))),
+            r#"{"workflows":{"config":{},"promise":{},"resource":{}}}"#
+        );
+    }
+
     #[test]
     fn jobs_labelled_by_earlier_releases_still_match_their_spec() {
-        let plain = json!({"size": "s", "n": 2});
-        assert_eq!(spec_hashes(&plain), vec![hash_for_spec(&plain)]);
-        let shell = json!({"args": ["a && b"], "ratio": 1.0});
-        let hashes = spec_hashes(&shell);
-        assert_eq!(hashes.len(), 2);
-        assert_eq!(hashes[0], hash_for_spec(&shell));
-        assert_eq!(hashes[1], md5_hex(r#"{"args":["a && b"],"ratio":1.0}"#));
-        let both = resource_workflow_hashes(&shell, &plain, false);
-        assert_eq!(both[0], resource_workflow_hash(&shell, &plain, false));
-        assert_eq!(both.len(), 2);
+        let spec = stored_promise_spec();
+        let hashes = promise_workflow_hashes(&spec);
+        assert_eq!(hashes[0], promise_workflow_hash(&spec));
+        // Earlier releases hashed the stored spec, in Go's JSON and in serde_json's.
+        assert!(hashes.contains(&hash_for_spec(&spec)));
+        let mut serde_form = String::new();
+        write_canonical(&spec, Form::Earlier, &mut serde_form);
+        assert!(serde_form.contains("a && b") && serde_form.contains("1.0"));
+        assert!(hashes.contains(&md5_hex(&serde_form)));
+        assert_eq!(hashes.len(), 3);
+
+        let rr = json!({"size": "s"});
+        let both = resource_workflow_hashes(&spec, &rr, false);
+        assert_eq!(both[0], resource_workflow_hash(&spec, &rr, false));
+        assert!(both.contains(&resource_hash_in(Form::Go, &spec, &rr, false)));
+        assert_eq!(both.len(), 3);
     }
 
     #[test]

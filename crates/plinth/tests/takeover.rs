@@ -89,8 +89,10 @@ spec:
 "#;
 
 /// `kratix.io/hash` of the request's Job: md5 of `<md5(promise spec)>-<md5(request spec)>`,
-/// each spec marshalled as Go's `encoding/json` does (sorted keys, `<` as `\u003c`).
-const JOB_HASH: &str = "0da821cf73ba70e08877a55e804ae679";
+/// each marshalled as Go's `encoding/json` does (sorted keys, `<` as `\u003c`), the Promise
+/// spec in the form Kratix's typed Promise gives it (its `workflows` block gains empty
+/// `config` and `promise` parts).
+const JOB_HASH: &str = "56a64bb75d73685370b905add0ef9b3b";
 /// `<promise>-<md5("v1.0.0")[0:5]>`.
 const REVISION: &str = "appstack-2888c";
 /// `GenerateDeterministicObjectName("shop-appstack")`.

@@ -98,11 +98,12 @@ pub fn service_account_name(wf: &Workflow, p: &PipelineDef) -> String {
         .unwrap_or_else(|| pipeline_id(wf, &p.name))
 }
 
-/// The workflow hash: md5 of the Promise spec for promise workflows,
-/// md5(`<md5(promise spec)>-<md5(request spec)>`) for resource workflows.
+/// The workflow hash, as Kratix labels its Jobs: md5 of the Promise spec in Kratix's typed
+/// form for promise workflows, md5(`<md5(that spec)>-<md5(request spec)>`) for resource
+/// workflows.
 pub fn workflow_hash(wf: &Workflow) -> String {
     match wf.workflow_type {
-        WorkflowType::Promise => plinth_api::hash::hash_for_spec(&wf.promise_spec),
+        WorkflowType::Promise => plinth_api::hash::promise_workflow_hash(&wf.promise_spec),
         WorkflowType::Resource => plinth_api::hash::resource_workflow_hash(
             &wf.promise_spec,
             &wf.subject.spec,
@@ -112,10 +113,10 @@ pub fn workflow_hash(wf: &Workflow) -> String {
 }
 
 /// Every hash label that marks a Job as a run of this workflow's current spec:
-/// [`workflow_hash`] first, then the form earlier releases wrote where it differs.
+/// [`workflow_hash`] first, then the forms earlier releases wrote where they differ.
 pub fn workflow_hashes(wf: &Workflow) -> Vec<String> {
     match wf.workflow_type {
-        WorkflowType::Promise => plinth_api::hash::spec_hashes(&wf.promise_spec),
+        WorkflowType::Promise => plinth_api::hash::promise_workflow_hashes(&wf.promise_spec),
         WorkflowType::Resource => plinth_api::hash::resource_workflow_hashes(
             &wf.promise_spec,
             &wf.subject.spec,
