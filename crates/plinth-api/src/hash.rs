@@ -246,7 +246,12 @@ pub fn promise_workflow_hash(promise_spec: &Value) -> String {
 /// Job hash label of a resource workflow:
 /// md5(`<md5(promise spec as Kratix hashes it)>-<md5(rrSpec)>` [+ `-dry-run`]).
 pub fn resource_workflow_hash(promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
-    resource_hash_in(Form::Go, &kratix_promise_spec(promise_spec), rr_spec, dry_run)
+    resource_hash_in(
+        Form::Go,
+        &kratix_promise_spec(promise_spec),
+        rr_spec,
+        dry_run,
+    )
 }
 
 fn resource_hash_in(form: Form, promise_spec: &Value, rr_spec: &Value, dry_run: bool) -> String {
@@ -381,7 +386,10 @@ mod tests {
             canonical_json(&kratix_promise_spec(&spec)),
             r#"{"api":{"kind":"CustomResourceDefinition"},"destinationSelectors":[{}],"requiredPromises":[{"name":"db"}],"workflows":{"config":{"reconciliationInterval":"1h30m0s"},"promise":{},"resource":{"configure":[{"n":1,"name":"a \u0026\u0026 b"}]}}}"#
         );
-        assert_eq!(promise_workflow_hash(&spec), "c8e45b468e44d545912f95ddb2506770");
+        assert_eq!(
+            promise_workflow_hash(&spec),
+            "c8e45b468e44d545912f95ddb2506770"
+        );
         assert_eq!(
             resource_workflow_hash(&spec, &json!({"size": "s"}), false),
             "6dc7ca5ccb75ca230c24229e5b623a2a"

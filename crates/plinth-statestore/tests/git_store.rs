@@ -861,8 +861,14 @@ async fn a_write_nobody_awaits_any_more_is_not_made() {
         store.write(put("gone", "gone.yaml", "a: 1\n")),
     )
     .await;
-    assert!(abandoned.is_err(), "the write was still in its batch window");
-    let kept = store.write(put("kept", "kept.yaml", "b: 2\n")).await.unwrap();
+    assert!(
+        abandoned.is_err(),
+        "the write was still in its batch window"
+    );
+    let kept = store
+        .write(put("kept", "kept.yaml", "b: 2\n"))
+        .await
+        .unwrap();
     assert!(kept.changed);
     let tree = git_cli(&bare, &["ls-tree", "-r", "--name-only", "main"]);
     assert!(tree.contains("kept.yaml"), "{tree}");

@@ -81,7 +81,6 @@ spec:
   size: small
 "#;
 
-
 /// The name of the request's Work (`kubectl get works`).
 fn work_name(p: &Plinth) -> String {
     p.kubectl(&[
