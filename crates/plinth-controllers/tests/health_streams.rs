@@ -1,7 +1,7 @@
 //! Stream HealthSources against real servers (`redis-server`, `nats-server -js`): records
 //! the health writer sends reach the request's `healthStatus`; a redelivered or older
-//! message changes nothing; two platform replicas in one consumer group apply each message
-//! once and lose none; a bad message is rejected with a Warning and acknowledged, and the
+//! message changes nothing; two platform replicas in one consumer group (Redis) or on one
+//! durable consumer (NATS) apply each message once and lose none; a bad message is rejected with a Warning and acknowledged, and the
 //! next good one applies; a tombstone removes the record; a record a dead replica left
 //! pending is claimed (`XAUTOCLAIM`) and applied.
 
@@ -77,45 +77,12 @@ async fn xadd(conn: &mut redis::aio::MultiplexedConnection, key: &str, body: &[u
         .unwrap();
 }
 
-async fn redis_source(env: &Env, r: &Peer) {
-    env.create_source(json!({
-        "apiVersion": "platform.syntasso.io/v1alpha1",
-        "kind": "HealthSource",
-        "metadata": {"name": "stream-1"},
-        "spec": {"redis": {"address": r.redis_url(), "stream": "health"}},
-    }))
-    .await;
-}
-
-async fn nats_source(env: &Env, n: &Peer) {
-    env.create_source(json!({
-        "apiVersion": "platform.syntasso.io/v1alpha1",
-        "kind": "HealthSource",
-        "metadata": {"name": "stream-1"},
-        "spec": {"nats": {"servers": [n.nats_url()], "stream": "HEALTH",
-                          "subject": "health.records"}},
-    }))
-    .await;
-}
-
 fn nats_cfg(n: &Peer) -> StreamConfig {
     StreamConfig::Nats(NatsConfig::new(
         vec![n.nats_url()],
         "HEALTH",
         "health.records",
     ))
-}
-
-async fn wait_ready(env: &Env, source: &str) {
-    wait_for("the source consuming", || async {
-        env.source(source).await.status.is_some_and(|st| {
-            st.conditions
-                .iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == names::CONSUMING)
-        })
-    })
-    .await;
 }
 
 async fn record_of(env: &Env, k: &RecordKey) -> Option<HealthRecord> {
@@ -279,18 +246,10 @@ async fn redis_pending(conn: &mut redis::aio::MultiplexedConnection) -> Value {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    corpus_absent,
-    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
-)]
-async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
-    let Some(r) = redis_server().await else {
-        return;
-    };
-    let mut env = start().await;
-    env.start_replica();
-    env.create_request("default", "a").await;
+/// Two platform replicas on one consumer group (`env` has its replica started, the
+/// source exists): 40 records sent by the writer are each written to the API exactly
+/// once, with the `lastRun` the writer sent, and the request follows.
+async fn two_replicas_apply_each_record_once(env: &Env, w: &HealthWriter) {
     // Every write to a record, seen by a watch from the start.
     let writes = Arc::new(std::sync::Mutex::new(Vec::<(String, i64)>::new()));
     let api: Api<HealthRecord> = Api::all(env.client.clone());
@@ -312,12 +271,7 @@ async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
             }
         }
     });
-    redis_source(&env, &r).await;
-    wait_ready(&env, "stream-1").await;
-    let w = writer(StreamConfig::Redis(RedisConfig::new(
-        r.redis_url(),
-        "health",
-    )));
+    wait_ready(env, "stream-1").await;
     const N: i64 = 40;
     let keys: Vec<RecordKey> = (0..N).map(|i| key("a", &format!("check-{i}"))).collect();
     for (i, k) in keys.iter().enumerate() {
@@ -345,6 +299,26 @@ async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
         assert_eq!(mine[0].1, BASE + 1_000 + i as i64);
     }
     env.wait_state("default", "a", "healthy").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let mut env = start().await;
+    env.start_replica();
+    env.create_request("default", "a").await;
+    redis_source(&env, &r).await;
+    let w = writer(StreamConfig::Redis(RedisConfig::new(
+        r.redis_url(),
+        "health",
+    )));
+    two_replicas_apply_each_record_once(&env, &w).await;
     let mut conn = redis_conn(&r).await;
     assert_eq!(redis_pending(&mut conn).await, json!(0));
     let consumers: Vec<redis::Value> = redis::cmd("XINFO")
@@ -355,6 +329,37 @@ async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
         .await
         .unwrap();
     assert_eq!(consumers.len(), 2, "both replicas joined the group");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn nats_two_replicas_share_the_durable_consumer_and_apply_each_record_once() {
+    let Some(n) = nats_server().await else { return };
+    let mut env = start().await;
+    env.start_replica();
+    env.create_request("default", "a").await;
+    nats_source(&env, &n).await;
+    let w = writer(nats_cfg(&n));
+    two_replicas_apply_each_record_once(&env, &w).await;
+    // One durable consumer, nothing left to deliver or acknowledge, and a pull request
+    // waiting from each replica (a lone replica leaves one).
+    let js = async_nats::jetstream::new(async_nats::connect(n.nats_url()).await.unwrap());
+    let stream = js.get_stream("HEALTH").await.unwrap();
+    assert_eq!(
+        stream.cached_info().state.consumer_count,
+        1,
+        "one durable consumer"
+    );
+    wait_for("both replicas pulling, nothing pending", || async {
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+            stream.get_consumer("plinth").await.unwrap();
+        let info = consumer.info().await.unwrap().clone();
+        info.num_pending == 0 && info.num_ack_pending == 0 && info.num_waiting == 2
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@
 //! platform then knows when each next write is due: the first run of the schedule at
 //! least one heartbeat after the previous write. A record whose `missed` next writes are
 //! all overdue, by more than the time the record takes to reach the platform (`grace`:
-//! its HealthSource's poll interval plus [`SLACK`]), is stale, and its request's health
+//! its HealthSource's poll interval, none for a stream, plus [`SLACK`]), is stale, and its request's health
 //! becomes `unknown` until a fresh one arrives.
 //!
 //! Records without the annotations (written by hand, by Kratix's own agent) or with a

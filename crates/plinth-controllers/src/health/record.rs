@@ -258,11 +258,14 @@ async fn judge_freshness(
     (stale, earliest)
 }
 
-/// The poll interval of the HealthSource `name`; zero when it is gone or unreadable (its
-/// records then get the least grace, never more than they would from the source).
+/// The poll interval of the HealthSource `name`; zero for a stream source (nothing waits
+/// for a poll) and when it is gone or unreadable (its records then get the least grace,
+/// never more than they would from the source).
 async fn source_poll_interval(ctx: &Context, name: &str) -> std::time::Duration {
     let api: Api<plinth_api::HealthSource> = Api::all(ctx.client.clone());
     match api.get_opt(name).await {
+        // A stream delivers as records come: no poll to wait for.
+        Ok(Some(hs)) if super::source::state::is_stream(&hs) => std::time::Duration::ZERO,
         Ok(Some(hs)) => super::source::state::poll_interval(&hs).unwrap_or_default(),
         _ => std::time::Duration::ZERO,
     }

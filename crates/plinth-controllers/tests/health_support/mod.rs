@@ -17,6 +17,7 @@ use kube::api::{
     PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt};
+use plinth_api::constants::health as names;
 use plinth_api::{HealthRecord, HealthSource};
 use plinth_apiserver::testing::TestServer;
 use plinth_controllers::health::ManualClock;
@@ -714,4 +715,41 @@ impl Env {
                 self.clock.clone(),
             )));
     }
+}
+
+/// A HealthSource `stream-1` on the Redis stream `health` of `r`.
+pub async fn redis_source(env: &Env, r: &Peer) {
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": "stream-1"},
+        "spec": {"redis": {"address": r.redis_url(), "stream": "health"}},
+    }))
+    .await;
+}
+
+/// A HealthSource `stream-1` on the NATS JetStream subject `health.records` (stream
+/// `HEALTH`) of `n`.
+pub async fn nats_source(env: &Env, n: &Peer) {
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": "stream-1"},
+        "spec": {"nats": {"servers": [n.nats_url()], "stream": "HEALTH",
+                          "subject": "health.records"}},
+    }))
+    .await;
+}
+
+/// Waits until the stream source `source` reports it is consuming.
+pub async fn wait_ready(env: &Env, source: &str) {
+    wait_for("the source consuming", || async {
+        env.source(source).await.status.is_some_and(|st| {
+            st.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == names::CONSUMING)
+        })
+    })
+    .await;
 }
