@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need, then runs every test in the workspace and
-# the upstream kubectl tests (scripts/kubectl-upstream.sh).
+# The test command: installs what the tests need, then runs every test in the workspace, the
+# doctests, and the upstream kubectl tests (scripts/kubectl-upstream.sh).
 # Extra arguments go to cargo nextest (e.g. `scripts/test.sh -p plinth-apiserver`).
 #
 # The Kratix corpus (real Kratix YAML, kept outside the repository) is read from
@@ -24,6 +24,11 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@" || status=$?
 else
   cargo test --workspace --no-fail-fast "$@" || status=$?
+fi
+
+# The examples in the libraries' documentation (nextest does not run doctests; about 30 s).
+if [ "$#" -eq 0 ]; then
+  cargo test --doc --workspace --no-fail-fast || status=$?
 fi
 
 # Kubernetes' own kubectl tests against `plinth up` (about two minutes; see COMPATIBILITY.md).
