@@ -135,6 +135,9 @@ pub async fn answer<L: Lookup>(
         Err(e) => return AdmissionResponse::invalid(e.to_string()).into_review(),
     };
     let response = AdmissionResponse::from(&req);
+    if let Some(refusal) = wrong_kind(kind, &req) {
+        return response.deny(refusal).into_review();
+    }
     let op = match req.operation {
         Operation::Create => admission::Operation::Create,
         Operation::Update => admission::Operation::Update,
@@ -164,6 +167,24 @@ pub async fn answer<L: Lookup>(
         .and_then(Value::as_str)
         .unwrap_or(&req.name);
     denied(response, kind, name, decision.causes).into_review()
+}
+
+/// Why a review sent to `kind`'s path is refused when it is about another kind (a
+/// webhook configuration whose rule points at the wrong path): judging it by this kind's
+/// rules, or letting it through unjudged, would both be wrong.
+fn wrong_kind(kind: AdmittedKind, req: &AdmissionRequest<DynamicObject>) -> Option<String> {
+    if req.kind.group == kind.group && req.kind.kind == kind.kind {
+        return None;
+    }
+    let group = if req.kind.group.is_empty() {
+        "core".to_string()
+    } else {
+        req.kind.group.clone()
+    };
+    Some(format!(
+        "this webhook admits {} ({}); the review is for {} ({group}): check the webhook configuration's rules for {}",
+        kind.kind, kind.group, req.kind.kind, req.resource.resource
+    ))
 }
 
 /// A denial as the embedded server answers it: 422 `Invalid`, its message, the causes.
@@ -197,4 +218,123 @@ fn denied(
         ..Status::failure("", "Invalid")
     };
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A cluster with no Destinations and no state stores.
+    struct Empty;
+
+    impl Lookup for Empty {
+        async fn destinations(&self) -> Result<Vec<Value>, LookupError> {
+            Ok(Vec::new())
+        }
+        async fn store_path(&self, _: &str, _: &str) -> Result<Option<String>, LookupError> {
+            Ok(None)
+        }
+    }
+
+    fn admitted(name: &str) -> AdmittedKind {
+        *admission::KINDS.iter().find(|k| k.kind == name).unwrap()
+    }
+
+    /// A CREATE review as kube-apiserver sends it, for `object` of `group`/`kind`.
+    fn review(
+        group: &str,
+        kind: &str,
+        resource: &str,
+        object: Value,
+    ) -> AdmissionReview<DynamicObject> {
+        let gvk = json!({"group": group, "version": "v1alpha1", "kind": kind});
+        serde_json::from_value(json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "d2b1c0a6-0000-4000-8000-000000000001",
+                "kind": gvk, "requestKind": gvk,
+                "resource": {"group": group, "version": "v1alpha1", "resource": resource},
+                "requestResource": {"group": group, "version": "v1alpha1", "resource": resource},
+                "name": object["metadata"]["name"], "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin"},
+                "object": object, "dryRun": false,
+            }
+        }))
+        .unwrap()
+    }
+
+    fn verdict(r: &AdmissionReview<DynamicObject>) -> (bool, String) {
+        let resp = r.response.as_ref().expect("a response");
+        (resp.allowed, resp.result.message.clone())
+    }
+
+    fn destination(name: &str) -> Value {
+        json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Destination",
+               "metadata": {"name": name},
+               "spec": {"stateStoreRef": {"kind": "GitStateStore", "name": "default"}}})
+    }
+
+    #[tokio::test]
+    async fn a_review_of_another_kind_is_refused_naming_both_kinds() {
+        // A Destination review sent to the Promise path: refused, not judged by the
+        // Promise rules nor let through.
+        let r = answer(
+            admitted("Promise"),
+            false,
+            review(
+                "platform.kratix.io",
+                "Destination",
+                "destinations",
+                destination("d1"),
+            ),
+            &Empty,
+        )
+        .await;
+        let (allowed, message) = verdict(&r);
+        assert!(!allowed, "{message}");
+        assert!(
+            message.contains("this webhook admits Promise (platform.kratix.io)")
+                && message.contains("the review is for Destination (platform.kratix.io)")
+                && message.contains("rules for destinations"),
+            "{message}"
+        );
+        // A core kind names its group as kubectl does.
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let r = answer(
+            admitted("Promise"),
+            true,
+            review("", "ConfigMap", "configmaps", cm),
+            &Empty,
+        )
+        .await;
+        let (allowed, message) = verdict(&r);
+        assert!(
+            !allowed && message.contains("ConfigMap (core)"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_review_of_the_paths_own_kind_is_judged_by_its_rules() {
+        let judged = |d: Value| async move {
+            let r = answer(
+                admitted("Destination"),
+                false,
+                review("platform.kratix.io", "Destination", "destinations", d),
+                &Empty,
+            )
+            .await;
+            verdict(&r)
+        };
+        let mut with_path = destination("d1");
+        with_path["spec"]["path"] = json!("dev");
+        let (allowed, message) = judged(with_path).await;
+        assert!(allowed, "{message}");
+        let (allowed, message) = judged(destination("d2")).await;
+        assert!(
+            !allowed && message.contains("spec.path: Required value"),
+            "{message}"
+        );
+    }
 }
