@@ -37,7 +37,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     /// Log filter in `tracing` syntax (e.g. `info`, `plinth=debug,kube=warn`); `RUST_LOG`
     /// is read when neither this nor `PLINTH_LOG` is set
-    /// [default: `warn` for quickstart, health, status, render, test and diff; `info` otherwise].
+    /// [default: `warn` for quickstart, health, status, render, test and diff (kube's per-request error lines off: the command reports the error); `info` otherwise].
     #[arg(long, global = true, env = "PLINTH_LOG")]
     log: Option<String>,
 
@@ -181,7 +181,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
-    // quickstart prints its own progress; controller logs would drown it.
+    // quickstart prints its own progress; controller logs would drown it. kube's client
+    // logs each failed request at ERROR; these commands report a failure themselves, once.
     let default_log = if matches!(
         cli.command,
         Command::Quickstart(_)
@@ -191,7 +192,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             | Command::Test(_)
             | Command::Diff(_)
     ) {
-        "warn"
+        "warn,kube_client::client::builder=off"
     } else {
         "info"
     };

@@ -73,3 +73,54 @@ fn manifests_with_zero_operator_replicas_are_refused_with_the_reason() {
         String::from_utf8_lossy(&one.stderr)
     );
 }
+
+/// Every command that talks to a cluster it is pointed at (`status`, `health`, `diff`,
+/// `operator`) says which API server did not answer and where its address came from,
+/// before anything else, in one error.
+#[test]
+fn an_unreachable_api_server_is_named_with_its_kubeconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]\n\
+users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("promise.yaml"), support::GADGET_PROMISE).unwrap();
+    let kc = kubeconfig.to_str().unwrap();
+    for args in [
+        vec!["status", "--kubeconfig", kc],
+        vec!["health", "--kubeconfig", kc],
+        vec!["diff", "promise.yaml", "--kubeconfig", kc],
+        vec!["operator", "--kubeconfig", kc, "--webhook-addr", "off"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_plinth"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("run plinth");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // `diff` exits 2 on an error, as `kubectl diff` does (1 means differences).
+        let code = if args[0] == "diff" { 2 } else { 1 };
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        if args[0] != "operator" {
+            // The one error only (the operator logs as a service does).
+            assert!(!stderr.contains("ERROR"), "{args:?}: {stderr}");
+        }
+        let want = format!(
+            "error: the Kubernetes API server at https://127.0.0.1:{port}/ cannot be reached with kubeconfig {kc}\n"
+        );
+        assert!(stderr.contains(&want), "{args:?}: {stderr}");
+        assert!(stderr.contains("Connection refused"), "{args:?}: {stderr}");
+    }
+}

@@ -54,7 +54,7 @@ pub struct OperatorArgs {
 /// releases the Lease so a follower takes over at once) or until leadership is lost (then
 /// it exits non-zero so that the Deployment restarts it as a follower).
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let client = operator_client(args.kubeconfig.as_deref()).await?;
     let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
     let _metrics_task =
         crate::metrics_server::maybe_serve(args.metrics_addr, metrics.clone()).await?;
@@ -115,19 +115,59 @@ fn default_identity() -> String {
 
 /// A client from a kubeconfig file, or the inferred configuration.
 pub(crate) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    let (config, _) = config(kubeconfig).await?;
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// The configuration [`client`] uses, and where it came from (for errors).
+async fn config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &Default::default())
+            let config = Config::from_custom_kubeconfig(kc, &Default::default())
                 .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
+                .with_context(|| format!("using kubeconfig {}", path.display()))?;
+            (config, format!("kubeconfig {}", path.display()))
         }
-        None => Config::infer().await.context(
-            "no kubeconfig given and none found (KUBECONFIG, ~/.kube/config, in-cluster)",
-        )?,
-    };
-    Client::try_from(config).context("building the Kubernetes client")
+        None => (
+            Config::infer().await.context(
+                "no kubeconfig given and none found (KUBECONFIG, ~/.kube/config, in-cluster)",
+            )?,
+            "the inferred configuration (KUBECONFIG, ~/.kube/config, in-cluster)".to_string(),
+        ),
+    })
+}
+
+/// A client on `config` that has answered once (`GET /version`), so that an API server
+/// that cannot be reached, or refuses the credentials, is reported naming its URL and
+/// where the configuration came from (`source`), not as a bare connection error from
+/// the command's first call.
+///
+/// # Errors
+/// The client cannot be built, or the server did not answer (the cause kept).
+async fn answering(config: Config, source: &str) -> anyhow::Result<Client> {
+    let url = config.cluster_url.to_string();
+    let client = Client::try_from(config).context("building the Kubernetes client")?;
+    client.apiserver_version().await.map_err(|e| {
+        let doing = match &e {
+            kube::Error::Api(s) if s.code == 401 || s.code == 403 => {
+                "is refusing the credentials of"
+            }
+            kube::Error::Api(_) => "answered with an error to",
+            _ => "cannot be reached with",
+        };
+        anyhow::Error::new(e).context(format!(
+            "the Kubernetes API server at {url} {doing} {source}"
+        ))
+    })?;
+    Ok(client)
+}
+
+/// [`client`], for `plinth operator`: checked to answer before anything starts.
+async fn operator_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let (config, source) = config(kubeconfig).await?;
+    answering(config, &source).await
 }
 
 /// A client for the commands that read a platform (`status`, `health`, `diff`): the
@@ -135,16 +175,23 @@ pub(crate) async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Resu
 /// ~/.kube/config, then in-cluster), else the kubeconfig a local `plinth up` writes in
 /// its data dir (`PLINTH_DATA_DIR` or the default one), so that these commands need no
 /// flag beside `plinth up`. A place that exists but cannot be used is an error, not a
-/// reason to try the next one: a KUBECONFIG naming a missing file says so.
+/// reason to try the next one: a KUBECONFIG naming a missing file says so. The server is
+/// asked once before the command runs ([`answering`]).
 ///
 /// # Errors
 /// A kubeconfig that cannot be read or used (naming it); none found anywhere (the error
-/// names every place looked at).
+/// names every place looked at); a server that does not answer (naming its URL).
 pub(crate) async fn platform_client(
     kubeconfig: Option<&std::path::Path>,
 ) -> anyhow::Result<Client> {
+    let (config, source) = platform_config(kubeconfig).await?;
+    answering(config, &source).await
+}
+
+/// The configuration [`platform_client`] uses, and where it came from.
+async fn platform_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<(Config, String)> {
     if kubeconfig.is_some() {
-        return client(kubeconfig).await;
+        return config(kubeconfig).await;
     }
     if let Some(list) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
         let what = format!("KUBECONFIG={}", list.to_string_lossy());
@@ -157,17 +204,17 @@ pub(crate) async fn platform_client(
         let config = Config::from_custom_kubeconfig(kc, &Default::default())
             .await
             .with_context(|| format!("using {what}"))?;
-        return Client::try_from(config).context("building the Kubernetes client");
+        return Ok((config, what));
     }
     let home_config = std::env::var_os("HOME")
         .map(|h| std::path::PathBuf::from(h).join(".kube/config"))
         .filter(|p| p.exists());
     if let Some(path) = home_config {
-        return client(Some(&path)).await;
+        return config(Some(&path)).await;
     }
     if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
         let config = Config::incluster().context("using the in-cluster configuration")?;
-        return Client::try_from(config).context("building the Kubernetes client");
+        return Ok((config, "the in-cluster configuration".to_string()));
     }
     let data_dir = std::env::var_os("PLINTH_DATA_DIR")
         .filter(|d| !d.is_empty())
@@ -175,7 +222,7 @@ pub(crate) async fn platform_client(
         .unwrap_or_else(crate::platform::default_data_dir);
     let local = data_dir.join("kubeconfig");
     if local.is_file() {
-        return client(Some(&local)).await;
+        return config(Some(&local)).await;
     }
     anyhow::bail!(
         "no kubeconfig given and none found: KUBECONFIG is not set, there is no \
