@@ -2,7 +2,8 @@
 //! strategies do): the published defaults (`defaults`), container names of every Pod
 //! spec, Namespace phase and finalizers, Secret `stringData`, Pod initial
 //! status, Job selector and Pod template labels, Event timestamps and count, webhook
-//! configurations (`webhook::configuration_causes`), and
+//! configurations (`webhook::configuration_causes`), Kratix's defaulting (before the schema)
+//! and validation (after it, in [`validate`]), and
 //! CustomResourceDefinition validation, status and registration.
 
 use serde_json::{Value, json};
@@ -31,7 +32,7 @@ fn invalid(info: &ResourceInfo, obj: &Value, field: &str, reason: &str, msg: Str
 
 /// Applies kind rules to a proposed object (`old` is None on create).
 pub(crate) async fn prepare(
-    _app: &App,
+    app: &App,
     info: &ResourceInfo,
     obj: &mut Value,
     old: Option<&Value>,
@@ -118,11 +119,29 @@ pub(crate) async fn prepare(
         event_timestamps(info, obj);
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         prepare_crd(info, obj, old)?;
-    } else if info.group == crate::admission::KRATIX_GROUP
-        && _app.builtin_admission
+    } else if kratix_admitted(app, info) {
+        crate::kratix::default(app, info, obj, old).await?;
+    }
+    Ok(())
+}
+
+/// Whether the embedded server admits `info`'s objects by Kratix's rules itself.
+fn kratix_admitted(app: &App, info: &ResourceInfo) -> bool {
+    info.group == crate::admission::KRATIX_GROUP
+        && app.builtin_admission
         && crate::kratix::admits(info)
-    {
-        crate::kratix::admit(_app, info, obj, old).await?;
+}
+
+/// Kind rules checked after the CRD schema passed (`obj` is final but for what the
+/// validating webhooks may still refuse): Kratix's validation.
+pub(crate) async fn validate(
+    app: &App,
+    info: &ResourceInfo,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if kratix_admitted(app, info) {
+        crate::kratix::validate(app, info, obj, old).await?;
     }
     Ok(())
 }

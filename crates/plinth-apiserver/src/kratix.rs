@@ -1,5 +1,7 @@
 //! The embedded server's transport of [`crate::admission`]: a Kratix object about to be
-//! stored is defaulted and validated in-process, what the rules read about other
+//! stored is defaulted and validated in-process, at the two points of a write where
+//! kube-apiserver calls Kratix's webhooks (defaulting before the CRD schema, validation
+//! after it), what the rules read about other
 //! objects answered from the store, and a refusal answered as 422 `Invalid` with the
 //! field causes, so a bad Promise never reaches the controllers.
 
@@ -71,23 +73,46 @@ impl Lookup for StoreLookup<'_> {
     }
 }
 
-/// The admission step for a Kratix object about to be stored: defaults `obj` in place,
-/// then answers 422 `Invalid` with the causes when the rules refuse it.
-pub(crate) async fn admit(
+/// The review of a Kratix object about to be stored, by the rules [`admission`] keeps.
+async fn review(
     app: &App,
     info: &ResourceInfo,
-    obj: &mut Value,
+    obj: &Value,
     old: Option<&Value>,
-) -> Result<(), ApiError> {
+) -> Result<admission::Decision, ApiError> {
     let op = if old.is_some() {
         Operation::Update
     } else {
         Operation::Create
     };
-    let decision = admission::review(&info.kind, op, obj, old, &StoreLookup { app })
+    admission::review(&info.kind, op, obj, old, &StoreLookup { app })
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    *obj = decision.object;
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// The defaulting step, where kube-apiserver calls Kratix's mutating webhook: before
+/// the CRD schema is checked, so the defaults are checked with the rest.
+pub(crate) async fn default(
+    app: &App,
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    *obj = review(app, info, obj, old).await?.object;
+    Ok(())
+}
+
+/// The validation step, where kube-apiserver calls Kratix's validating webhook: after
+/// the CRD schema passed, so a value the schema refuses is reported in the schema's
+/// words (`Unsupported value: …: supported values: …`), as on a real cluster. Answers
+/// 422 `Invalid` with the causes when the rules refuse the object.
+pub(crate) async fn validate(
+    app: &App,
+    info: &ResourceInfo,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let decision = review(app, info, obj, old).await?;
     if decision.causes.is_empty() {
         return Ok(());
     }

@@ -442,3 +442,39 @@ async fn patches_cannot_drop_metadata_or_change_identity() {
         serde_json::from_str(&p.kubectl(&["get", "configmap", "keep", "-o", "json"])).unwrap();
     assert!(cm["metadata"].get("finalizers").is_none(), "{cm}");
 }
+
+const DESTINATION_BAD_VALUES: &str = r#"
+apiVersion: platform.kratix.io/v1alpha1
+kind: Destination
+metadata: {name: bad-values}
+spec:
+  path: bad-values
+  cleanup: bogus
+  strictMatchLabels: "yes"
+  filepath: {mode: weird}
+  stateStoreRef: {kind: GitStateStore, name: default}
+"#;
+
+/// A value a Kratix CRD's schema refuses is reported in the schema's words, every field
+/// at once, as a cluster running Kratix's CRDs reports it (the schema is checked before
+/// Kratix's validation runs, as kube-apiserver calls validating webhooks after it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_value_a_kratix_schema_refuses_is_reported_in_the_schemas_words() {
+    let p = plinth_or_skip!();
+    let f = write(&p, "bad-values.yaml", DESTINATION_BAD_VALUES);
+    let err = kubectl_fails(&p, &["apply", "-f", &f]);
+    for want in [
+        r#"spec.cleanup: Unsupported value: "bogus": supported values: "none", "all""#,
+        r#"spec.filepath.mode: Unsupported value: "weird": supported values: "nestedByMetadata", "aggregatedYAML", "none""#,
+        r#"spec.strictMatchLabels: Invalid value: "string": spec.strictMatchLabels in body must be of type boolean: "string""#,
+    ] {
+        assert!(err.contains(want), "missing {want:?} in {err}");
+    }
+    assert!(!err.contains("\"null\""), "{err}");
+    assert!(
+        !p.kubectl_raw(&["get", "destination", "bad-values"])
+            .status
+            .success(),
+        "nothing stored"
+    );
+}

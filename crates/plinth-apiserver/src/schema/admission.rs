@@ -628,7 +628,11 @@ fn keyword_cause(err: &jsonschema::ValidationError<'_>, root: &Value) -> Option<
             required(&join(&path, prop), "")
         }
         ValidationErrorKind::Enum { options } => {
-            let opts = options.as_array().cloned().unwrap_or_default();
+            // The compiled enum of a nullable field carries `null` (see the compilation
+            // above); the value refused is not null, and kube-apiserver lists the
+            // schema's own values.
+            let mut opts = options.as_array().cloned().unwrap_or_default();
+            opts.retain(|o| !o.is_null());
             not_supported(&path, value, &opts)
         }
         ValidationErrorKind::Constant { expected_value } => invalid(

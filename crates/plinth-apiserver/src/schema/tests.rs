@@ -315,6 +315,25 @@ fn non_nullable_null_without_default_is_dropped() {
     assert!(o["spec"].get("size").is_none());
 }
 
+/// A nullable field with an enum (what schemars makes of an optional Rust enum, such as a
+/// Destination's `spec.cleanup`) takes `null` and lists only its own values when refusing
+/// another, as kube-apiserver does.
+#[test]
+fn a_nullable_enum_takes_null_and_lists_only_its_values() {
+    let info = info_for(
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"cleanup": {"type": "string", "enum": ["none", "all"], "nullable": true}}}}}),
+    );
+    let mut o = obj(json!({"cleanup": null}));
+    admit(&info, &mut o, None).unwrap();
+    let mut o = obj(json!({"cleanup": "bogus"}));
+    let causes = admit(&info, &mut o, None).unwrap_err();
+    assert_eq!(
+        messages(&causes),
+        [r#"spec.cleanup: Unsupported value: "bogus": supported values: "none", "all""#]
+    );
+}
+
 #[test]
 fn keyword_errors_use_kubernetes_messages() {
     let info = info_for(widget_schema());

@@ -55,6 +55,7 @@ pub(crate) async fn create(
     reset_system_metadata(info, &mut obj);
     crate::kinds::prepare(app, info, &mut obj, None).await?;
     crate::schema::admit(info, &mut obj, None).map_err(|c| ApiError::invalid(info, &name, c))?;
+    crate::kinds::validate(app, info, &obj, None).await?;
     record_fields(info, None, &mut obj, owner, applied_fields);
     if let Some(a) = &admission {
         crate::webhook::validate(app, a, Some(&obj), None).await?;

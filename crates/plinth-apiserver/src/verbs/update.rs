@@ -49,6 +49,7 @@ async fn prepare_update(
     crate::kinds::prepare(app, info, &mut new, Some(old)).await?;
     crate::schema::admit(info, &mut new, Some(old))
         .map_err(|c| ApiError::invalid(info, &name, c))?;
+    crate::kinds::validate(app, info, &new, Some(old)).await?;
     if spec_part(info, &new) != spec_part(info, &present(info, old.clone())) {
         let g = meta(old)
             .get("generation")
