@@ -8,6 +8,12 @@
 //! lease duration, so it stops before anyone else may start), and a leader that shuts
 //! down releases the Lease (empty holder) so a follower takes over at once. Every write
 //! carries the Lease's resourceVersion: two replicas can never both win.
+//!
+//! A Lease counts as this replica's only when it names this identity *and* is the record
+//! this replica wrote last. Two replicas given the same identity therefore cannot both
+//! lead: the second one waits, saying why, for the record to stop changing; and a leader
+//! that finds its record renewed by someone else under its name steps down
+//! ([`LeaderError::DuplicateIdentity`]).
 
 use std::time::{Duration, Instant};
 
@@ -72,6 +78,17 @@ pub enum LeaderError {
         /// The new holder's identity.
         holder: String,
     },
+    /// Another process renewed the Lease under this replica's identity: two operators
+    /// share an identity, and neither may trust the Lease. The leader steps down.
+    #[error(
+        "Lease {lease}: renewed by another process as {identity:?}; every operator replica needs its own identity (--identity, the Pod name by default)"
+    )]
+    DuplicateIdentity {
+        /// namespace/name of the Lease.
+        lease: String,
+        /// The shared identity.
+        identity: String,
+    },
     /// No renewal succeeded within the renew deadline; the leader steps down before the
     /// Lease can expire for the others.
     #[error("Lease {lease}: not renewed for {secs:.1} s (renew deadline), stepping down")]
@@ -89,6 +106,11 @@ pub struct Elector {
     cfg: LeaseConfig,
     /// The last record seen (resourceVersion) and when this replica first saw it.
     observed: Option<(String, Instant)>,
+    /// The resourceVersion of the record this replica wrote last (none before its first
+    /// write and after releasing).
+    written: Option<String>,
+    /// Whether the Lease naming this identity, written by another process, was reported.
+    warned_duplicate: bool,
 }
 
 impl Elector {
@@ -98,6 +120,8 @@ impl Elector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
             observed: None,
+            written: None,
+            warned_duplicate: false,
         }
     }
 
@@ -130,7 +154,9 @@ impl Elector {
             let attempt = tokio::time::timeout(left, self.renew()).await;
             match attempt {
                 Ok(Ok(())) => last_renew = Instant::now(),
-                Ok(Err(lost @ LeaderError::Lost { .. })) => return lost,
+                Ok(Err(
+                    ended @ (LeaderError::Lost { .. } | LeaderError::DuplicateIdentity { .. }),
+                )) => return ended,
                 Ok(Err(e)) => tracing::warn!(error = %e, "renewing the leader Lease"),
                 Err(_) => {
                     tracing::warn!(lease = %self.cfg.lease_ref(), "renewing the leader Lease timed out")
@@ -168,10 +194,12 @@ impl Elector {
             renew_time: Some(now),
             ..spec
         });
-        match self.replace(&lease).await {
+        let released = match self.replace(&lease).await {
             Ok(_) | Err(LeaderError::Lost { .. }) => Ok(()),
             Err(e) => Err(e),
-        }
+        };
+        self.written = None;
+        released
     }
 
     /// One renewal: the Lease must still name this replica.
@@ -205,7 +233,25 @@ impl Elector {
         };
         let current = lease.spec.clone().unwrap_or_default();
         let holder = current.holder_identity.clone().unwrap_or_default();
-        let ours = holder == self.cfg.identity;
+        let named = holder == self.cfg.identity;
+        let ours =
+            named && self.written.is_some() && self.written == lease.metadata.resource_version;
+        if named && !ours {
+            if self.written.is_some() {
+                return Err(LeaderError::DuplicateIdentity {
+                    lease: self.cfg.lease_ref(),
+                    identity: self.cfg.identity.clone(),
+                });
+            }
+            // Named after this replica but not written by it: an earlier run of it that did
+            // not release the Lease, or another process with the same identity. Either way
+            // it is taken only once it has expired.
+            if !self.warned_duplicate {
+                self.warned_duplicate = true;
+                tracing::warn!(lease = %self.cfg.lease_ref(), identity = %self.cfg.identity,
+                    "the leader Lease names this identity but this process did not write it; waiting for it to expire (if another operator runs with the same --identity, this one never leads)");
+            }
+        }
         if !ours && !holder.is_empty() && !self.expired(&lease, &current) {
             return Ok(false);
         }
@@ -227,6 +273,7 @@ impl Elector {
         match self.replace(&lease).await {
             Ok(written) => {
                 self.observe(&written);
+                self.written = written.metadata.resource_version.clone();
                 if taking_over {
                     tracing::info!(lease = %self.cfg.lease_ref(), previous = %holder, "took the leader Lease");
                 }
@@ -285,6 +332,7 @@ impl Elector {
         match self.api.create(&PostParams::default(), &lease).await {
             Ok(written) => {
                 self.observe(&written);
+                self.written = written.metadata.resource_version.clone();
                 tracing::info!(lease = %self.cfg.lease_ref(), "created the leader Lease");
                 Ok(true)
             }
@@ -327,6 +375,71 @@ impl Elector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn terms(identity: &str) -> LeaseConfig {
+        LeaseConfig::new("default", "plinth-leader", identity, Duration::from_secs(2))
+    }
+
+    /// Two replicas with one identity: the second does not lead while the first renews,
+    /// and when another process renews the Lease under the leader's name, the leader
+    /// steps down saying why.
+    #[tokio::test]
+    async fn two_replicas_with_one_identity_never_both_lead() {
+        let server = plinth_apiserver::testing::TestServer::start()
+            .await
+            .unwrap();
+        let mut first = Elector::new(server.client(), terms("op-1"));
+        first.acquire().await.unwrap();
+        let mut second = Elector::new(server.client(), terms("op-1"));
+        // Three lease durations of the first renewing: the second never takes it.
+        let deadline = Instant::now() + Duration::from_secs(6);
+        while Instant::now() < deadline {
+            first.renew().await.unwrap();
+            assert!(!second.try_acquire_or_renew().await.unwrap(), "both lead");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        // The second writes the record under the shared name (as a replica that took an
+        // expired Lease would): the first steps down.
+        let mut lease = second.get().await.unwrap().unwrap();
+        lease.spec.as_mut().unwrap().renew_time = Some(MicroTime(jiff::Timestamp::now()));
+        second.replace(&lease).await.unwrap();
+        let ended = first.renew().await.unwrap_err();
+        assert!(
+            matches!(ended, LeaderError::DuplicateIdentity { .. }),
+            "{ended}"
+        );
+        assert!(ended.to_string().contains("--identity"), "{ended}");
+    }
+
+    /// A restart under the same identity that released the Lease takes it at once; one
+    /// that did not waits for the old record to expire.
+    #[tokio::test]
+    async fn a_restart_takes_a_released_lease_at_once_and_an_unreleased_one_after_expiry() {
+        let server = plinth_apiserver::testing::TestServer::start()
+            .await
+            .unwrap();
+        let mut old = Elector::new(server.client(), terms("op-1"));
+        old.acquire().await.unwrap();
+        old.release().await.unwrap();
+        let mut new = Elector::new(server.client(), terms("op-1"));
+        assert!(
+            new.try_acquire_or_renew().await.unwrap(),
+            "a released Lease is free"
+        );
+        drop(new); // gone without releasing
+        let mut again = Elector::new(server.client(), terms("op-1"));
+        assert!(
+            !again.try_acquire_or_renew().await.unwrap(),
+            "not before expiry"
+        );
+        let start = Instant::now();
+        again.acquire().await.unwrap();
+        assert!(
+            start.elapsed() >= Duration::from_millis(1500),
+            "{:?}",
+            start.elapsed()
+        );
+    }
 
     #[test]
     fn renew_deadline_is_shorter_than_the_lease() {
