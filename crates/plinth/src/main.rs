@@ -240,4 +240,51 @@ mod tests {
     fn the_command_line_is_well_formed() {
         super::Cli::command().debug_assert();
     }
+
+    /// Every flag naming a container image, in every subcommand, refuses a value that is
+    /// not an image reference, naming the flag (a Pod that never pulls is found late).
+    #[test]
+    fn every_image_flag_checks_its_value() {
+        fn walk(cmd: &clap::Command, path: &mut Vec<String>, found: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if !long.ends_with("image") {
+                    continue;
+                }
+                let mut argv = vec!["plinth".to_string()];
+                argv.extend(path.iter().cloned());
+                argv.extend([format!("--{long}"), "Example.org/Not An Image".into()]);
+                let err = match super::Cli::command().try_get_matches_from(&argv) {
+                    Ok(_) => panic!("{argv:?} was accepted"),
+                    Err(e) => e,
+                };
+                assert_eq!(
+                    err.kind(),
+                    clap::error::ErrorKind::ValueValidation,
+                    "{argv:?}: {err}"
+                );
+                assert!(err.to_string().contains(&format!("--{long}")), "{err}");
+                found.push(argv[1..].join(" "));
+            }
+            for sub in cmd.get_subcommands() {
+                path.push(sub.get_name().to_string());
+                walk(sub, path, found);
+                path.pop();
+            }
+        }
+        let mut found = Vec::new();
+        walk(&super::Cli::command(), &mut Vec::new(), &mut found);
+        // The walk is not vacuous: the known image flags are among those it checked.
+        for want in [
+            "manifests operator --image",
+            "operator --adapter-image",
+            "agent --health-adapter-image",
+            "add container --image",
+        ] {
+            assert!(
+                found.iter().any(|f| f.starts_with(want)),
+                "{want}: {found:?}"
+            );
+        }
+    }
 }

@@ -31,7 +31,7 @@ pub struct AddContainerArgs {
     /// LIFECYCLE/ACTION/PIPELINE-NAME, e.g. resource/configure/instance.
     target: String,
     /// The container's image.
-    #[arg(long, short = 'i')]
+    #[arg(long, short = 'i', value_parser = super::image::parse_image)]
     image: String,
     /// The container's name [default: derived from the image].
     #[arg(long, short = 'n')]

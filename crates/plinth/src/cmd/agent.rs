@@ -125,7 +125,7 @@ pub struct HealthFlags {
     pub health_heartbeat: plinth_agent::health::Heartbeat,
     /// Image of the containers the health agent injects into each check (reader,
     /// health-state-creator).
-    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE)]
+    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE, value_parser = super::image::parse_image)]
     pub health_adapter_image: String,
 }
 

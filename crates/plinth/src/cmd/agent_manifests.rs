@@ -21,7 +21,7 @@ pub struct AgentManifestOptions {
     #[arg(long)]
     pub destination: String,
     /// Image containing the `plinth` binary.
-    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE)]
+    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE, value_parser = super::image::parse_image)]
     pub image: String,
     /// Namespace of the agent.
     #[arg(long, default_value = AGENT_NAMESPACE)]

@@ -37,7 +37,7 @@ pub enum ManifestsCommand {
 #[derive(clap::Args, Clone, Debug)]
 pub struct OperatorOptions {
     /// Image containing the `plinth` binary (also used as the pipeline adapter image).
-    #[arg(long, default_value = "ghcr.io/plinth-dev/plinth:latest")]
+    #[arg(long, default_value = "ghcr.io/plinth-dev/plinth:latest", value_parser = super::image::parse_image)]
     pub image: String,
     /// Replicas of the operator Deployment (at least 1); one holds the leader Lease at a
     /// time, and every one serves the admission webhooks.

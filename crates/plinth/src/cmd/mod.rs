@@ -7,6 +7,7 @@ pub mod build;
 pub mod diff;
 pub mod gitops;
 pub mod health;
+pub mod image;
 pub mod init;
 pub mod manifests;
 pub mod operator;

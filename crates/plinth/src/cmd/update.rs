@@ -63,7 +63,7 @@ pub struct UpdateDepsArgs {
     path: PathBuf,
     /// Put the dependencies in a Promise configure workflow step with this image
     /// (promise/configure/dependencies/configure-deps) instead of spec.dependencies.
-    #[arg(long, short = 'i')]
+    #[arg(long, short = 'i', value_parser = super::image::parse_image)]
     image: Option<String>,
     /// The Promise directory.
     #[arg(long, short = 'd', default_value = ".")]
