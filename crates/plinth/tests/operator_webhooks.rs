@@ -122,6 +122,25 @@ async fn the_operators_webhooks_refuse_what_embedded_mode_refuses() {
         finalizers.contains("kratix.io/destination-cleanup"),
         "{finalizers}"
     );
+
+    // A replica started with the webhooks off, while the configurations are registered,
+    // says what that means for Kratix writes.
+    let mut off = p.operator_with("no-webhooks", 15, &["--webhook-addr", "off"]);
+    let log_path = p.dir.path().join("operator-no-webhooks.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if log.contains("--webhook-addr off, but ValidatingWebhookConfiguration")
+            && log.contains("--webhook-addr off, but MutatingWebhookConfiguration")
+        {
+            assert!(log.contains("failurePolicy: Fail"), "{log}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no warning: {log}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let _ = off.kill();
+    let _ = off.wait();
     let _ = op.kill();
     let _ = op.wait();
 }

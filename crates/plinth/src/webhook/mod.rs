@@ -65,6 +65,7 @@ pub async fn start(
     args: &WebhookArgs,
 ) -> anyhow::Result<Option<Webhooks>> {
     if args.webhook_addr == "off" {
+        warn_if_registered(&client).await;
         return Ok(None);
     }
     let addr: SocketAddr = args.webhook_addr.parse().with_context(|| {
@@ -119,6 +120,66 @@ pub async fn start(
     }))
 }
 
+/// One webhook configuration document with its kind, name, resource and API.
+struct Configuration {
+    doc: serde_json::Value,
+    kind: String,
+    name: String,
+    plural: String,
+    api: Api<DynamicObject>,
+}
+
+/// The webhook configurations the operator registers (both kinds), for `target`.
+fn configurations(
+    client: &kube::Client,
+    target: &config::Target,
+    ca_bundle: Option<&str>,
+) -> Vec<Configuration> {
+    config::configurations(target, ca_bundle)
+        .into_iter()
+        .map(|doc| {
+            let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+            let name = doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", &kind);
+            let plural = format!("{}s", kind.to_ascii_lowercase());
+            let api = Api::all_with(
+                client.clone(),
+                &ApiResource::from_gvk_with_plural(&gvk, &plural),
+            );
+            Configuration {
+                doc,
+                kind,
+                name,
+                plural,
+                api,
+            }
+        })
+        .collect()
+}
+
+/// With `--webhook-addr off`, says so when the webhook configurations are still
+/// registered: their `failurePolicy: Fail` refuses every Kratix write while no replica
+/// answers them.
+async fn warn_if_registered(client: &kube::Client) {
+    let target = config::Target::Service {
+        namespace: String::new(),
+    };
+    for c in configurations(client, &target, None) {
+        if let Ok(Some(_)) = c.api.get_opt(&c.name).await {
+            tracing::warn!(
+                "--webhook-addr off, but {} {} is registered: while no operator replica serves the webhooks it names, every create and update of a Kratix object is refused (failurePolicy: Fail); serve them from another replica, or delete it (kubectl delete {} {})",
+                c.kind,
+                c.name,
+                c.plural,
+                c.name
+            );
+        }
+    }
+}
+
 /// Applies both webhook configurations (server-side apply, this operator's field
 /// manager, so a second replica's identical apply changes nothing).
 async fn register(
@@ -127,18 +188,14 @@ async fn register(
     ca_bundle: Option<&str>,
 ) -> anyhow::Result<()> {
     let params = PatchParams::apply("plinth-operator").force();
-    for doc in config::configurations(target, ca_bundle) {
-        let kind = doc["kind"].as_str().unwrap_or_default();
-        let name = doc["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
-        let plural = format!("{}s", kind.to_ascii_lowercase());
-        let api: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(&gvk, &plural),
-        );
+    for Configuration {
+        doc,
+        kind,
+        name,
+        api,
+        ..
+    } in configurations(client, target, ca_bundle)
+    {
         api.patch(&name, &params, &Patch::Apply(&doc))
             .await
             .map_err(|e| {
