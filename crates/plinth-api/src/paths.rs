@@ -94,6 +94,12 @@ mod tests {
         assert!(overlapping_roots(".", "anything"));
         assert!(!overlapping_roots("worker-1", "worker-10"));
         assert!(overlapping_roots("../x", "y"));
+        assert!(overlapping_roots("a", "a"));
+        assert!(overlapping_roots("/a/b/", "a"));
+        assert!(overlapping_roots("/", ""));
+        assert!(!overlapping_roots("a/b", "a/c"));
+        assert!(!overlapping_roots("dev", "prod"));
+        assert!(overlapping_roots("..", "x"));
         assert_eq!(join("", "a"), "a");
         assert_eq!(join("a", "b"), "a/b");
     }

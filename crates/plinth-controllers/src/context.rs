@@ -191,7 +191,7 @@ impl Default for ControllerConfig {
             max_in_flight_per_promise: 10,
             feature_dry_run: false,
             resource_binding_version_strategy: "floating".into(),
-            adapter_image: DEFAULT_ADAPTER_IMAGE.into(),
+            adapter_image: plinth_api::constants::DEFAULT_ADAPTER_IMAGE.into(),
             data_dir: std::env::temp_dir().join("plinth-controllers"),
             git_batch_window: Duration::from_millis(200),
             network_timeout: Duration::from_secs(30),
@@ -201,5 +201,3 @@ impl Default for ControllerConfig {
         }
     }
 }
-
-pub use plinth_api::constants::DEFAULT_ADAPTER_IMAGE;

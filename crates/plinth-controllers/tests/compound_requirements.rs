@@ -43,7 +43,7 @@ async fn deleting_the_pinned_revision_makes_the_compound_unavailable_and_holds_r
     let env = start().await;
     tokio::spawn(promise::run(env.ctx.clone()));
     let promises: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &promise::promise_resource());
+        Api::all_with(env.client.clone(), &plinth_controllers::support::resources::promise_resource());
     let revisions: Api<DynamicObject> = Api::all_with(
         env.client.clone(),
         &ApiResource::from_gvk_with_plural(
@@ -170,7 +170,7 @@ async fn a_request_without_a_workflow_is_reconciled_once_its_promise_recovers() 
     let env = start().await;
     tokio::spawn(promise::run(env.ctx.clone()));
     let promises: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &promise::promise_resource());
+        Api::all_with(env.client.clone(), &plinth_controllers::support::resources::promise_resource());
     let pp = PostParams::default();
     let bare = json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise",
         "metadata": {"name": "bare", "labels": {"kratix.io/promise-version": "v1"}},

@@ -161,7 +161,7 @@ async fn records_aggregate_per_request_and_history_follows_the_clock() {
     // The Promise goes first: same.
     Api::<kube::api::DynamicObject>::all_with(
         env.client.clone(),
-        &plinth_controllers::promise::promise_resource(),
+        &plinth_controllers::support::resources::promise_resource(),
     )
     .delete("other", &DeleteParams::default())
     .await

@@ -2,6 +2,7 @@
 
 use crate::contract::WORKFLOW_CONTROL_FILE;
 use crate::{PipelineError, yaml};
+use plinth_api::duration::parse_go_duration;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -77,8 +78,6 @@ impl WorkflowControl {
         Ok(ControlRequest::Continue)
     }
 }
-
-pub use plinth_api::duration::parse_go_duration;
 
 #[cfg(test)]
 mod tests {

@@ -212,7 +212,7 @@ impl Kratix {
         retry_after: &str,
         message: Option<&str>,
     ) -> Result<PathBuf, PipelineError> {
-        crate::control::parse_go_duration(retry_after).map_err(|e| {
+        plinth_api::duration::parse_go_duration(retry_after).map_err(|e| {
             PipelineError::metadata(contract::WORKFLOW_CONTROL_FILE, format!("retryAfter: {e}"))
         })?;
         self.write_control(&WorkflowControl {

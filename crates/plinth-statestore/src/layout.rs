@@ -161,9 +161,6 @@ pub fn safe_join_file(root: &str, rel: &str) -> Result<String, PathError> {
     Ok(p)
 }
 
-/// Root overlap ("State stores / folder ownership"): shared with
-/// the API server's admission check.
-pub use plinth_api::paths::overlapping_roots;
 use plinth_api::paths::{PathProblem, join as join_normalized};
 
 /// The effective root of a Destination inside the repository or bucket:
@@ -638,19 +635,6 @@ mod tests {
         ));
         // `..` inside a name is fine, only a whole segment is a parent reference.
         assert_eq!(safe_join("d", "a..b/..c").unwrap(), "d/a..b/..c");
-    }
-
-    #[test]
-    fn overlapping() {
-        assert!(overlapping_roots("a", "a"));
-        assert!(overlapping_roots("a", "a/b"));
-        assert!(overlapping_roots("/a/b/", "a"));
-        assert!(overlapping_roots(".", "anything"));
-        assert!(overlapping_roots("/", ""));
-        assert!(!overlapping_roots("a", "ab"));
-        assert!(!overlapping_roots("a/b", "a/c"));
-        assert!(!overlapping_roots("dev", "prod"));
-        assert!(overlapping_roots("..", "x"));
     }
 
     #[test]

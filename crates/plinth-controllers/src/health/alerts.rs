@@ -453,8 +453,10 @@ async fn request_exists(
     t: &Target,
 ) -> Result<bool, kube::Error> {
     if !apis.contains_key(&t.promise) {
-        let promises: Api<DynamicObject> =
-            Api::all_with(client.clone(), &crate::promise::promise_resource());
+        let promises: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &crate::support::resources::promise_resource(),
+        );
         let ar = promises.get_opt(&t.promise).await?.and_then(|p| {
             let gvk = plinth_api::crds::request_gvk(&p.data["spec"]["api"]).ok()?;
             Some(ApiResource::from_gvk_with_plural(

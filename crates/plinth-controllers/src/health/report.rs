@@ -42,8 +42,10 @@ pub async fn collect(
     promise: Option<&str>,
     request: Option<(&str, &str)>,
 ) -> Result<Vec<RequestHealth>, Error> {
-    let promises: Api<DynamicObject> =
-        Api::all_with(client.clone(), &crate::promise::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &crate::support::resources::promise_resource(),
+    );
     let names: Vec<String> = match promise {
         Some(p) => vec![p.to_string()],
         None => {

@@ -41,8 +41,7 @@ use crate::{Error, request};
 use plinth_api::constants::work_type;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
-pub use crate::support::resources::promise_resource;
-use crate::support::resources::{revision_resource, work_resource};
+use crate::support::resources::{promise_resource, revision_resource, work_resource};
 
 /// Reporting component of Promise events.
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;

@@ -115,7 +115,7 @@ pub async fn start() -> Env {
     }
     let promises: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &plinth_controllers::promise::promise_resource(),
+        &plinth_controllers::support::resources::promise_resource(),
     );
     for p in [promise, other] {
         promises

@@ -38,7 +38,7 @@ pub struct OperatorArgs {
     data_dir: PathBuf,
     /// Image of the pipeline adapter in the Jobs the controllers create (an image holding
     /// the `plinth` binary; `plinth manifests operator --image` passes its own).
-    #[arg(long, default_value = plinth_controllers::context::DEFAULT_ADAPTER_IMAGE, value_parser = super::image::parse_image)]
+    #[arg(long, default_value = plinth_api::constants::DEFAULT_ADAPTER_IMAGE, value_parser = super::image::parse_image)]
     adapter_image: String,
     /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
     /// address, e.g. `0.0.0.0:8080`; served from the start, leader or not. Off when not given.
