@@ -501,3 +501,40 @@ async fn redis_a_dead_consumers_pending_record_is_claimed_and_applied() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn redis_a_record_from_the_future_is_rejected_and_the_next_applies() {
+    let Some(r) = redis_server().await else {
+        return;
+    };
+    let env = start().await;
+    env.create_request("default", "a").await;
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    let mut conn = redis_conn(&r).await;
+    let k = key("a", "probe");
+    // lastRun in milliseconds: far ahead of the platform's clock. Had it applied, every
+    // later record would be "older" for centuries.
+    xadd(&mut conn, &k.path(), &doc(&k, "unhealthy", BASE * 1000)).await;
+    xadd(&mut conn, &k.path(), &doc(&k, "healthy", BASE + 10)).await;
+    env.wait_state("default", "a", "healthy").await;
+    wait_for("the future record rejected with a Warning", || async {
+        env.events("HealthSource", "stream-1", names::REJECTED_REASON)
+            .await
+            .iter()
+            .any(|(t, note)| {
+                t == "Warning"
+                    && note.contains("ahead of the platform's clock")
+                    && note.contains(&k.path())
+            })
+    })
+    .await;
+    assert_eq!(
+        record_of(&env, &k).await.unwrap().spec.data.last_run,
+        Some(BASE + 10)
+    );
+}

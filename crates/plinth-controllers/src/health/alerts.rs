@@ -205,14 +205,19 @@ pub fn record_name(target: &Target, alertname: &str) -> String {
 }
 
 /// The HealthRecord (as the object applied) for `alert` on `target`; `now` (Unix seconds)
-/// is its `lastRun` when the alert carries no usable time.
+/// is its `lastRun` when the alert carries no usable time (none, or one more than
+/// [`super::validate::MAX_AHEAD`] ahead of `now`).
 pub fn record_for(alert: &Alert, target: &Target, now: i64) -> Value {
     let state = state_of(alert);
+    // A time further ahead than a record may be (a wrong clock) is taken as now: the alert
+    // is happening now, and its resolution must be able to follow it.
+    let ahead = super::validate::MAX_AHEAD.as_secs() as i64;
     let last_run = if state == HealthState::Healthy {
         unix(&alert.ends_at)
     } else {
         unix(&alert.starts_at)
     }
+    .filter(|t| t.saturating_sub(now) <= ahead)
     .unwrap_or(now);
     let name = alertname(alert);
     let ann = |k: &str| alert.annotations.get(k).cloned();
@@ -523,7 +528,9 @@ mod tests {
     fn a_record_carries_the_alert() {
         let a = alert("firing", NAMED);
         let t = target_of(&a).unwrap();
-        let doc = record_for(&a, &t, 5);
+        // The platform's clock at the alert's start.
+        let now = 1_767_225_600;
+        let doc = record_for(&a, &t, now);
         let name = doc["metadata"]["name"].as_str().unwrap();
         assert!(name.starts_with("alert-redisdown-"), "{name}");
         assert!(name.len() <= 63);
@@ -532,13 +539,18 @@ mod tests {
         assert_eq!(doc["data"]["lastRun"], 1_767_225_600);
         assert_eq!(doc["data"]["details"]["summary"], "Redis is down");
         assert_eq!(doc["data"]["details"]["labels"]["kratix_resource"], "r1");
-        let r = record_for(&alert("resolved", NAMED), &t, 5);
+        let r = record_for(&alert("resolved", NAMED), &t, now);
         assert_eq!(r["data"]["state"], "healthy");
         assert_eq!(r["data"]["lastRun"], 1_767_226_200);
         assert_eq!(r["metadata"]["name"], doc["metadata"]["name"]);
         let mut z = alert("firing", NAMED);
         z.starts_at = "0001-01-01T00:00:00Z".into();
-        assert_eq!(record_for(&z, &t, 5)["data"]["lastRun"], 5);
+        assert_eq!(record_for(&z, &t, now)["data"]["lastRun"], now);
+        // A start more than an hour ahead of the platform's clock is taken as now, so the
+        // resolution that follows is newer.
+        let mut ahead = alert("firing", NAMED);
+        ahead.starts_at = "2999-01-01T00:00:00Z".into();
+        assert_eq!(record_for(&ahead, &t, now)["data"]["lastRun"], now);
     }
 
     #[test]

@@ -13,6 +13,40 @@ use super::aggregate::parse_state;
 /// a record the source accepts can always be written; a larger one is rejected alone.
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 
+/// How far ahead of the platform's clock a record's `data.lastRun` may be (clocks of
+/// Destinations drift). A record further ahead would be newer than every record after it
+/// until its time came — a writer in milliseconds, or with a wrong clock, would freeze the
+/// request's health for years — so it is rejected.
+pub const MAX_AHEAD: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Rejects a record whose `data.lastRun` is before 1970 or more than [`MAX_AHEAD`] after
+/// `now`.
+///
+/// # Errors
+/// [`Rejection::Invalid`] naming the value, its time and the platform's.
+pub fn check_last_run(rec: &HealthRecord, now: jiff::Timestamp) -> Result<(), Rejection> {
+    let Some(last_run) = rec.spec.data.last_run else {
+        return Ok(());
+    };
+    if last_run < 0 {
+        return Err(Rejection::Invalid(format!(
+            "data.lastRun {last_run} is before 1970 (Unix seconds are expected)"
+        )));
+    }
+    let ahead = last_run.saturating_sub(now.as_second());
+    if ahead > MAX_AHEAD.as_secs() as i64 {
+        let when = jiff::Timestamp::from_second(last_run)
+            .map(|t| t.to_string())
+            .unwrap_or_else(|_| "beyond the year 9999".into());
+        return Err(Rejection::Invalid(format!(
+            "data.lastRun {last_run} ({when}) is more than {}h ahead of the platform's clock ({}): the writer's clock is wrong, or lastRun is not in Unix seconds",
+            MAX_AHEAD.as_secs() / 3600,
+            super::clock::rfc3339(now)
+        )));
+    }
+    Ok(())
+}
+
 /// Why an object was skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rejection {
@@ -152,6 +186,34 @@ mod tests {
     use super::*;
 
     const GOOD: &str = "apiVersion: platform.kratix.io/v1alpha1\nkind: HealthRecord\nmetadata: {name: r1}\ndata:\n  promiseRef: {name: redis}\n  resourceRef: {name: a, namespace: team}\n  state: healthy\n  lastRun: 5\n";
+
+    #[test]
+    fn a_last_run_before_1970_or_far_ahead_is_rejected_naming_the_clock() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let with = |last_run: i64| {
+            let text = GOOD.replace("lastRun: 5", &format!("lastRun: {last_run}"));
+            check_last_run(&parse_record(text.as_bytes()).unwrap(), now)
+        };
+        let t = now.as_second();
+        assert_eq!(with(5), Ok(()));
+        assert_eq!(with(t + 3600), Ok(()), "clock drift within the hour");
+        let Err(Rejection::Invalid(m)) = with(t * 1000) else {
+            panic!("milliseconds accepted")
+        };
+        assert!(
+            m.contains("more than 1h ahead of the platform's clock (2026-01-01T00:00:00Z)")
+                && m.contains("not in Unix seconds"),
+            "{m}"
+        );
+        let Err(Rejection::Invalid(m)) = with(t + 3601) else {
+            panic!("ahead accepted")
+        };
+        assert!(m.contains("(2026-01-01T01:00:01Z)"), "{m}");
+        let Err(Rejection::Invalid(m)) = with(-5) else {
+            panic!("negative accepted")
+        };
+        assert!(m.contains("before 1970"), "{m}");
+    }
 
     #[test]
     fn a_tombstone_is_a_record_without_data() {

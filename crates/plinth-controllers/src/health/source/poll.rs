@@ -29,7 +29,7 @@ use plinth_statestore::{ListedObject, Listing, RecordReader};
 
 use super::state::{BRANCH_ABSENT_NOTE, PollOutcome, Rejected, SourceCtx, SourceState, owner_of};
 use crate::health::target::{Target, request_resource};
-use crate::health::validate::{Rejection, parse_record};
+use crate::health::validate::{Rejection, check_last_run, parse_record};
 
 pub(crate) enum Handled {
     Applied(String, String),
@@ -267,6 +267,9 @@ pub(crate) async fn handle_document(
         Ok(r) => r,
         Err(rej) => return Ok(Err(rej)),
     };
+    if let Err(rej) = check_last_run(&rec, s.clock.now()) {
+        return Ok(Err(rej));
+    }
     if let Some(rej) = check_refs(s, &rec, known, lookups).await? {
         return Ok(Err(rej));
     }
