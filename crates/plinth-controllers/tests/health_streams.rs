@@ -236,7 +236,7 @@ async fn redis_a_redelivered_or_older_record_changes_nothing() {
 async fn redis_pending(conn: &mut redis::aio::MultiplexedConnection) -> Value {
     let v: Vec<redis::Value> = redis::cmd("XPENDING")
         .arg("health")
-        .arg("plinth")
+        .arg("plinth-stream-1")
         .query_async(conn)
         .await
         .unwrap();
@@ -324,7 +324,7 @@ async fn redis_two_replicas_share_the_group_and_apply_each_record_once() {
     let consumers: Vec<redis::Value> = redis::cmd("XINFO")
         .arg("CONSUMERS")
         .arg("health")
-        .arg("plinth")
+        .arg("plinth-stream-1")
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -355,7 +355,7 @@ async fn nats_two_replicas_share_the_durable_consumer_and_apply_each_record_once
     );
     wait_for("both replicas pulling, nothing pending", || async {
         let mut consumer: async_nats::jetstream::consumer::PullConsumer =
-            stream.get_consumer("plinth").await.unwrap();
+            stream.get_consumer("plinth-stream-1").await.unwrap();
         let info = consumer.info().await.unwrap().clone();
         info.num_pending == 0 && info.num_ack_pending == 0 && info.num_waiting == 2
     })
@@ -470,14 +470,14 @@ async fn redis_a_dead_consumers_pending_record_is_claimed_and_applied() {
     let _: String = redis::cmd("XGROUP")
         .arg("CREATE")
         .arg("health")
-        .arg("plinth")
+        .arg("plinth-stream-1")
         .arg("0")
         .query_async(&mut conn)
         .await
         .unwrap();
     let _: redis::Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
-        .arg("plinth")
+        .arg("plinth-stream-1")
         .arg("dead-replica")
         .arg("STREAMS")
         .arg("health")
@@ -536,5 +536,143 @@ async fn redis_a_record_from_the_future_is_rejected_and_the_next_applies() {
     assert_eq!(
         record_of(&env, &k).await.unwrap().spec.data.last_run,
         Some(BASE + 10)
+    );
+}
+
+/// A NATS source on `subject` of stream `HEALTH`, named `name`.
+async fn nats_subject_source(env: &Env, n: &Peer, name: &str, subject: &str) {
+    env.create_source(json!({
+        "apiVersion": "platform.syntasso.io/v1alpha1",
+        "kind": "HealthSource",
+        "metadata": {"name": name},
+        "spec": {"nats": {"servers": [n.nats_url()], "stream": "HEALTH", "subject": subject}},
+    }))
+    .await;
+}
+
+/// The Ready condition's reason and message of source `name`.
+async fn readiness(env: &Env, name: &str) -> Option<(String, String)> {
+    env.source(name).await.status.and_then(|st| {
+        st.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    })
+}
+
+/// Two sources on one stream, one subject each (a Destination per subject): each has its
+/// own durable consumer and reads every message of its subject. A subject the stream does
+/// not capture is refused, naming what it captures; a source moved to another captured
+/// subject gets its consumer made again on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    corpus_absent,
+    ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
+)]
+async fn nats_sources_on_one_stream_each_read_their_subject() {
+    let Some(n) = nats_server().await else { return };
+    let env = start().await;
+    for r in ["a", "b", "c"] {
+        env.create_request("default", r).await;
+    }
+    let js = async_nats::jetstream::new(async_nats::connect(n.nats_url()).await.unwrap());
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "HEALTH".into(),
+        subjects: vec!["health.>".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    nats_subject_source(&env, &n, "dest-a", "health.a").await;
+    nats_subject_source(&env, &n, "dest-b", "health.b").await;
+    wait_ready(&env, "dest-a").await;
+    wait_ready(&env, "dest-b").await;
+    let publish = |subject: &'static str, k: RecordKey, state: &'static str| {
+        let js = js.clone();
+        async move {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert(plinth_statestore::stream::KEY_HEADER, k.path().as_str());
+            js.publish_with_headers(subject, h, doc(&k, state, BASE).into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    // Several records per subject: with a shared consumer, the two sources would split
+    // them and reject each other's.
+    for (i, state) in ["degraded", "unhealthy", "healthy"].into_iter().enumerate() {
+        publish("health.a", key("a", &format!("probe-{i}")), state).await;
+        publish("health.b", key("b", &format!("probe-{i}")), state).await;
+    }
+    for r in ["a", "b"] {
+        env.wait_state("default", r, "unhealthy").await;
+    }
+    let records = env
+        .records("default")
+        .list(&Default::default())
+        .await
+        .unwrap();
+    for r in &records.items {
+        let want = format!("dest-{}", r.spec.data.resource_ref.name);
+        assert_eq!(
+            r.labels().get(names::SOURCE_LABEL),
+            Some(&want),
+            "{}",
+            r.name_any()
+        );
+    }
+    assert_eq!(records.items.len(), 6);
+    let stream = js.get_stream("HEALTH").await.unwrap();
+    for c in ["plinth-dest-a", "plinth-dest-b"] {
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+            stream.get_consumer(c).await.unwrap();
+        assert_eq!(consumer.info().await.unwrap().num_ack_pending, 0, "{c}");
+    }
+    for (_, note) in env
+        .events("HealthSource", "dest-a", names::REJECTED_REASON)
+        .await
+    {
+        panic!("dest-a rejected: {note}");
+    }
+
+    // A subject outside the stream: refused, naming what the stream captures.
+    let sources: Api<plinth_api::HealthSource> = Api::all(env.client.clone());
+    let move_to = |subject: &'static str| {
+        let sources = sources.clone();
+        async move {
+            sources
+                .patch(
+                    "dest-b",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"spec": {"nats": {"subject": subject}}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    move_to("other.b").await;
+    wait_for("the subject refused", || async {
+        readiness(&env, "dest-b")
+            .await
+            .is_some_and(|(_, m)| m.contains("NATS stream HEALTH captures health.>, not other.b"))
+    })
+    .await;
+    // Moved to a captured subject: its consumer now filters it.
+    move_to("health.c").await;
+    wait_for("consuming health.c", || async {
+        readiness(&env, "dest-b")
+            .await
+            .is_some_and(|(r, m)| r == names::CONSUMING && m.contains("health.c"))
+    })
+    .await;
+    publish("health.c", key("c", "probe"), "degraded").await;
+    env.wait_state("default", "c", "degraded").await;
+    let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer("plinth-dest-b").await.unwrap();
+    assert_eq!(
+        consumer.info().await.unwrap().config.filter_subject,
+        "health.c"
     );
 }

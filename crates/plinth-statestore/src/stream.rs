@@ -37,8 +37,37 @@ pub const DEFAULT_REDIS_MAX_LEN: usize = 10_000;
 pub const NATS_MAX_MSGS_PER_SUBJECT: i64 = 10_000;
 /// How long a delivered, unacknowledged message waits before another consumer takes it.
 pub const CLAIM_IDLE: Duration = Duration::from_secs(30);
-/// Default consumer group (Redis) and durable consumer name (NATS).
+/// Prefix of the default consumer group (Redis) and durable consumer name (NATS) of a
+/// HealthSource: [`default_group`].
 pub const DEFAULT_GROUP: &str = "plinth";
+
+/// The default consumer group (Redis) or durable consumer (NATS) of the HealthSource
+/// `source`: `plinth-<source>` (dots as `_`, which NATS names do not take). One per
+/// source, so two sources on one stream each read every message (a shared group would
+/// split them), while a source's platform replicas share it.
+///
+/// ```
+/// assert_eq!(plinth_statestore::stream::default_group("worker-1"), "plinth-worker-1");
+/// assert_eq!(plinth_statestore::stream::default_group("eu.worker"), "plinth-eu_worker");
+/// ```
+pub fn default_group(source: &str) -> String {
+    format!("{DEFAULT_GROUP}-{}", source.replace('.', "_"))
+}
+
+/// Whether the NATS subject `pattern` (`*` one token, `>` the rest) takes `subject`.
+fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut p = pattern.split('.');
+    let mut t = subject.split('.');
+    loop {
+        match (p.next(), t.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
 /// Most messages handed out by one [`StreamConsumer::next`].
 pub const MAX_BATCH: usize = 100;
 
@@ -192,18 +221,41 @@ async fn nats_jetstream(
     Ok((client, js))
 }
 
+/// The stream of `c`, created (capturing its subject) when missing. An existing stream
+/// that does not capture the subject is an error: what is published on it would be kept
+/// by no stream, and lost.
 async fn nats_stream(
     c: &NatsConfig,
     js: &async_nats::jetstream::Context,
 ) -> Result<async_nats::jetstream::stream::Stream, StoreError> {
-    js.get_or_create_stream(async_nats::jetstream::stream::Config {
-        name: c.stream.clone(),
-        subjects: vec![c.subject.clone()],
-        max_messages_per_subject: NATS_MAX_MSGS_PER_SUBJECT,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| unreachable(&c.servers.join(","), format!("stream {}: {e}", c.stream)))
+    let mut stream = js
+        .get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: c.stream.clone(),
+            subjects: vec![c.subject.clone()],
+            max_messages_per_subject: NATS_MAX_MSGS_PER_SUBJECT,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| unreachable(&c.servers.join(","), format!("stream {}: {e}", c.stream)))?;
+    let subjects = stream
+        .info()
+        .await
+        .map_err(|e| unreachable(&c.servers.join(","), format!("stream {}: {e}", c.stream)))?
+        .config
+        .subjects
+        .clone();
+    if !subjects.iter().any(|p| subject_matches(p, &c.subject)) {
+        return Err(invalid(
+            "subject",
+            format!(
+                "NATS stream {} captures {}, not {}: add the subject to the stream, or name a stream that captures it",
+                c.stream,
+                subjects.join(", "),
+                c.subject
+            ),
+        ));
+    }
+    Ok(stream)
 }
 
 enum Conn {
@@ -382,20 +434,51 @@ impl StreamConsumer {
                 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
                 let (client, js) = nats_jetstream(n).await?;
                 let stream = nats_stream(n, &js).await?;
-                let consumer = stream
-                    .get_or_create_consumer(
-                        group,
-                        pull::Config {
-                            durable_name: Some(group.to_string()),
-                            deliver_policy: DeliverPolicy::All,
-                            ack_policy: AckPolicy::Explicit,
-                            ack_wait: CLAIM_IDLE,
-                            filter_subject: n.subject.clone(),
-                            ..Default::default()
-                        },
-                    )
+                let config = pull::Config {
+                    durable_name: Some(group.to_string()),
+                    deliver_policy: DeliverPolicy::All,
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: CLAIM_IDLE,
+                    filter_subject: n.subject.clone(),
+                    ..Default::default()
+                };
+                let failed = |e: &dyn std::fmt::Display| {
+                    unreachable(&describe, format!("consumer {group}: {e}"))
+                };
+                let mut consumer: async_nats::jetstream::consumer::PullConsumer = stream
+                    .get_or_create_consumer(group, config.clone())
                     .await
-                    .map_err(|e| unreachable(&describe, format!("consumer {group}: {e}")))?;
+                    .map_err(|e| failed(&e))?;
+                let filter = consumer
+                    .info()
+                    .await
+                    .map_err(|e| failed(&e))?
+                    .config
+                    .filter_subject
+                    .clone();
+                if filter != n.subject {
+                    // The source's subject changed, or another source named this consumer.
+                    // A consumer named after this source is this source's own: made again
+                    // on the new subject (from the stream's start; older records change
+                    // nothing). Another name is not touched.
+                    if !group.starts_with(&format!("{DEFAULT_GROUP}-")) {
+                        return Err(invalid(
+                            "consumer",
+                            format!(
+                                "NATS consumer {group} of stream {} filters subject {filter:?}, not {}: another HealthSource may use it; give this one its own consumer",
+                                n.stream, n.subject
+                            ),
+                        ));
+                    }
+                    stream
+                        .delete_consumer(group)
+                        .await
+                        .map_err(|e| failed(&e))?;
+                    consumer = stream
+                        .create_consumer(config)
+                        .await
+                        .map_err(|e| failed(&e))?;
+                }
                 let messages = consumer
                     .stream()
                     .max_messages_per_batch(MAX_BATCH)

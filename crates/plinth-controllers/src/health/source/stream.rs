@@ -3,7 +3,8 @@
 //! or credentials Secret changes, stopped when it is deleted or becomes a polled source.
 //!
 //! The task joins the stream's consumer group (Redis group / NATS durable consumer, default
-//! `plinth`, shared by the platform's replicas so each message is handled by one of them),
+//! `plinth-<source>`: shared by the platform's replicas so each message is handled by one
+//! of them, and one per source so two sources on one stream each read every message),
 //! and hands every message to the same code as a poll ([`super::poll::handle_document`]:
 //! validation, `lastRun` ordering, ownership, apply). A message is acknowledged once it was
 //! applied, found unchanged, or rejected; a server or transport failure leaves it
@@ -72,7 +73,7 @@ pub(crate) fn stream_config(
         let group = r.group.clone().filter(|g| !g.is_empty());
         return Ok((
             StreamConfig::Redis(c),
-            group.unwrap_or_else(|| plinth_statestore::stream::DEFAULT_GROUP.into()),
+            group.unwrap_or_else(|| plinth_statestore::stream::default_group(&hs.name_any())),
         ));
     }
     let n = hs.spec.nats.as_ref().expect("a stream source");
@@ -88,7 +89,7 @@ pub(crate) fn stream_config(
     let consumer = n.consumer.clone().filter(|g| !g.is_empty());
     Ok((
         StreamConfig::Nats(c),
-        consumer.unwrap_or_else(|| plinth_statestore::stream::DEFAULT_GROUP.into()),
+        consumer.unwrap_or_else(|| plinth_statestore::stream::default_group(&hs.name_any())),
     ))
 }
 
