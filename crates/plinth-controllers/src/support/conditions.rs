@@ -2,6 +2,8 @@
 //! [`set_condition`] for both shapes the controllers keep conditions in, the JSON
 //! `status` of a dynamic object and the typed `Vec<Condition>` of a typed status.
 
+use std::borrow::Cow;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Map, Value, json};
@@ -42,7 +44,7 @@ pub struct Wanted<'a> {
     type_: &'a str,
     status: &'a str,
     reason: &'a str,
-    message: &'a str,
+    message: Cow<'a, str>,
     observed_generation: Option<i64>,
 }
 
@@ -62,9 +64,35 @@ pub fn set_condition(
         type_,
         status: status.as_status(),
         reason,
-        message,
+        message: bounded_message(message),
         observed_generation,
     })
+}
+
+/// Longest condition `message` the API takes (`metav1.Condition`: 32768 bytes).
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+
+/// `message` cut to fit a condition (at a character boundary, marked), so an error that
+/// quotes a huge value cannot make the status write itself fail.
+///
+/// ```
+/// use plinth_controllers::support::conditions::{bounded_message, MAX_MESSAGE_BYTES};
+///
+/// assert_eq!(bounded_message("short"), "short");
+/// let long = "é".repeat(MAX_MESSAGE_BYTES);
+/// let cut = bounded_message(&long);
+/// assert!(cut.len() <= MAX_MESSAGE_BYTES && cut.ends_with("… (truncated)"));
+/// ```
+pub fn bounded_message(message: &str) -> Cow<'_, str> {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return Cow::Borrowed(message);
+    }
+    const MARK: &str = "… (truncated)";
+    let mut end = MAX_MESSAGE_BYTES - MARK.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}{MARK}", &message[..end]))
 }
 
 impl ConditionList for Vec<Condition> {
@@ -74,7 +102,7 @@ impl ConditionList for Vec<Condition> {
                 type_: w.type_.into(),
                 status: w.status.into(),
                 reason: w.reason.into(),
-                message: w.message.into(),
+                message: w.message.into_owned(),
                 observed_generation: w.observed_generation,
                 last_transition_time: Time(Timestamp::now()),
             });
@@ -82,14 +110,14 @@ impl ConditionList for Vec<Condition> {
         };
         let changed = c.status != w.status
             || c.reason != w.reason
-            || c.message != w.message
+            || c.message != *w.message
             || c.observed_generation != w.observed_generation;
         if c.status != w.status {
             c.last_transition_time = Time(Timestamp::now());
         }
         c.status = w.status.into();
         c.reason = w.reason.into();
-        c.message = w.message.into();
+        c.message = w.message.into_owned();
         c.observed_generation = w.observed_generation;
         changed
     }
@@ -122,7 +150,7 @@ impl ConditionList for Value {
         let same_generation = w
             .observed_generation
             .is_none_or(|g| c["observedGeneration"] == g);
-        if same_status && c["reason"] == w.reason && c["message"] == w.message && same_generation {
+        if same_status && c["reason"] == w.reason && c["message"] == *w.message && same_generation {
             return false;
         }
         if !same_status {
@@ -192,6 +220,35 @@ pub fn set_field(value: &mut Value, key: &str, new: Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error quoting a huge value still makes a status the API takes, in both shapes.
+    #[test]
+    fn a_huge_message_is_cut_to_what_a_condition_holds() {
+        let huge = "x".repeat(100_000);
+        let mut typed: Vec<Condition> = Vec::new();
+        assert!(set_condition(
+            &mut typed,
+            "Ready",
+            false,
+            "StoreError",
+            &huge,
+            None
+        ));
+        assert!(typed[0].message.len() <= MAX_MESSAGE_BYTES);
+        assert!(typed[0].message.ends_with("(truncated)"));
+        assert!(
+            !set_condition(&mut typed, "Ready", false, "StoreError", &huge, None),
+            "settled"
+        );
+        let mut status = json!({});
+        set_condition(&mut status, "Ready", false, "StoreError", &huge, None);
+        let m = status["conditions"][0]["message"].as_str().unwrap();
+        assert!(m.len() <= MAX_MESSAGE_BYTES, "{}", m.len());
+        assert!(
+            !set_condition(&mut status, "Ready", false, "StoreError", &huge, None),
+            "settled"
+        );
+    }
 
     #[test]
     fn json_transition_time_moves_only_on_status_change() {

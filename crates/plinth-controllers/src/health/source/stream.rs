@@ -48,6 +48,39 @@ pub const RETRY_PARKED: Duration = Duration::from_secs(5);
 /// Longest wait before reconnecting after repeated failures.
 pub const MAX_RECONNECT: Duration = Duration::from_secs(60);
 
+/// Longest stream, group, consumer or subject name a stream source takes (NATS's limit
+/// for names; far beyond any Redis key a health stream needs).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// `value` of `field` as a stream name: not empty, at most [`MAX_NAME_BYTES`], and for
+/// NATS (`nats_name`) without the characters NATS names cannot hold. The message quotes
+/// at most the start of a long value.
+fn check_name(field: &str, value: &str, nats_name: bool) -> Result<(), NotReady> {
+    let invalid = |m: String| Err(NotReady(names::INVALID_SPEC, m));
+    if value.is_empty() {
+        return invalid(format!("{field} is required"));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        let start: String = value.chars().take(40).collect();
+        return invalid(format!(
+            "{field} {start:?}… is {} bytes long; at most {MAX_NAME_BYTES}",
+            value.len()
+        ));
+    }
+    let bad = |c: char| c.is_whitespace() || c.is_control() || (nats_name && ".*>/\\".contains(c));
+    if let Some(c) = value.chars().find(|&c| bad(c)) {
+        return invalid(format!(
+            "{field} {value:?}: {c:?} is not allowed{}",
+            if nats_name {
+                " (NATS names take no whitespace, '.', '*', '>', '/' or '\\')"
+            } else {
+                " (no whitespace or control characters)"
+            }
+        ));
+    }
+    Ok(())
+}
+
 /// The stream configuration and the consumer group of a stream source.
 pub(crate) fn stream_config(
     hs: &HealthSource,
@@ -64,8 +97,9 @@ pub(crate) fn stream_config(
                 r.address
             )));
         }
-        if r.stream.is_empty() {
-            return Err(invalid("spec.redis.stream is required".into()));
+        check_name("spec.redis.stream", &r.stream, false)?;
+        if let Some(g) = r.group.as_deref().filter(|g| !g.is_empty()) {
+            check_name("spec.redis.group", g, false)?;
         }
         let mut c = RedisConfig::new(&r.address, &r.stream);
         c.username = key("username");
@@ -81,6 +115,18 @@ pub(crate) fn stream_config(
         return Err(invalid(
             "spec.nats needs servers, stream and subject".into(),
         ));
+    }
+    check_name("spec.nats.stream", &n.stream, true)?;
+    if let Some(c) = n.consumer.as_deref().filter(|c| !c.is_empty()) {
+        check_name("spec.nats.consumer", c, true)?;
+    }
+    // A subject is dot-separated tokens: checked as a name token by token.
+    check_name("spec.nats.subject", &n.subject, false)?;
+    if n.subject.split('.').any(str::is_empty) {
+        return Err(invalid(format!(
+            "spec.nats.subject {:?}: an empty token (a subject is tokens separated by single dots)",
+            n.subject
+        )));
     }
     let mut c = NatsConfig::new(n.servers.clone(), &n.stream, &n.subject);
     c.token = key("token");
@@ -230,7 +276,6 @@ async fn run_consumer(
         if let Some(e) = failed {
             return Err(e);
         }
-        *failures = 0;
         dirty |= out.applied + out.removed > 0 || !out.new_rejections.is_empty();
         let urgent = !out.new_rejections.is_empty() || last_status.is_none();
         publish_rejections(s, hs, &out).await;
@@ -243,6 +288,9 @@ async fn run_consumer(
             last_status = Some(Instant::now());
             dirty = false;
         }
+        // Reset only once a whole round went through, its status write included: a
+        // status the API refuses must back off like a stream that fails.
+        *failures = 0;
     }
 }
 
@@ -326,4 +374,64 @@ async fn retry_parked(
         handle_body(s, hs, st, out, counts, &key, &id, &body, lookups).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config_of(spec: serde_json::Value) -> Result<(StreamConfig, String), NotReady> {
+        let hs: HealthSource = serde_json::from_value(json!({
+            "apiVersion": "platform.syntasso.io/v1alpha1", "kind": "HealthSource",
+            "metadata": {"name": "eu.worker"}, "spec": spec,
+        }))
+        .unwrap();
+        stream_config(&hs, "", &Default::default())
+    }
+
+    fn refusal(spec: serde_json::Value) -> String {
+        match config_of(spec) {
+            Ok(_) => panic!("accepted"),
+            Err(NotReady(reason, message)) => {
+                assert_eq!(reason, names::INVALID_SPEC, "{message}");
+                message
+            }
+        }
+    }
+
+    #[test]
+    fn each_source_has_its_own_group_by_default() {
+        let redis = json!({"redis": {"address": "redis://r:6379", "stream": "health"}});
+        assert_eq!(config_of(redis).ok().unwrap().1, "plinth-eu_worker");
+        let nats = json!({"nats": {"servers": ["nats://n:4222"], "stream": "HEALTH",
+                                   "subject": "health.eu", "consumer": "mine"}});
+        assert_eq!(config_of(nats).ok().unwrap().1, "mine");
+    }
+
+    #[test]
+    fn names_a_stream_cannot_hold_are_refused_without_quoting_them_whole() {
+        let huge = "s".repeat(100_000);
+        let m = refusal(json!({"redis": {"address": "redis://r:6379", "stream": huge}}));
+        assert!(
+            m.contains("spec.redis.stream") && m.contains("100000 bytes long; at most 255"),
+            "{m}"
+        );
+        assert!(m.len() < 200, "{} bytes", m.len());
+        let m = refusal(
+            json!({"nats": {"servers": ["nats://n:4222"], "stream": "HE.AL TH*",
+                                        "subject": "health.records"}}),
+        );
+        assert!(
+            m.contains("spec.nats.stream \"HE.AL TH*\": '.' is not allowed"),
+            "{m}"
+        );
+        let m = refusal(
+            json!({"nats": {"servers": ["nats://n:4222"], "stream": "HEALTH",
+                                        "subject": "health..records"}}),
+        );
+        assert!(m.contains("an empty token"), "{m}");
+        let m = refusal(json!({"redis": {"address": "redis://r:6379", "stream": "a b"}}));
+        assert!(m.contains("' ' is not allowed"), "{m}");
+    }
 }
