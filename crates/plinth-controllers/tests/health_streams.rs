@@ -233,6 +233,18 @@ async fn redis_a_redelivered_or_older_record_changes_nothing() {
     assert_eq!(pending, json!(0), "every message acknowledged");
 }
 
+/// A `redis-server`, the platform with request `a` and the source `stream-1` consuming
+/// it, and a connection for writing to the stream; `None` (SKIPPED) without redis-server.
+async fn redis_with_source() -> Option<(Peer, Env, redis::aio::MultiplexedConnection)> {
+    let r = redis_server().await?;
+    let env = start().await;
+    env.create_request("default", "a").await;
+    redis_source(&env, &r).await;
+    wait_ready(&env, "stream-1").await;
+    let conn = redis_conn(&r).await;
+    Some((r, env, conn))
+}
+
 async fn redis_pending(conn: &mut redis::aio::MultiplexedConnection) -> Value {
     let v: Vec<redis::Value> = redis::cmd("XPENDING")
         .arg("health")
@@ -368,14 +380,9 @@ async fn nats_two_replicas_share_the_durable_consumer_and_apply_each_record_once
     ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
 )]
 async fn redis_a_bad_message_is_rejected_acknowledged_and_the_next_applies() {
-    let Some(r) = redis_server().await else {
+    let Some((_r, env, mut conn)) = redis_with_source().await else {
         return;
     };
-    let env = start().await;
-    env.create_request("default", "a").await;
-    redis_source(&env, &r).await;
-    wait_ready(&env, "stream-1").await;
-    let mut conn = redis_conn(&r).await;
     let k = key("a", "probe");
     xadd(&mut conn, &k.path(), b"state: [unclosed").await;
     xadd(&mut conn, &k.path(), &doc(&k, "healthy", 10)).await;
@@ -508,14 +515,9 @@ async fn redis_a_dead_consumers_pending_record_is_claimed_and_applied() {
     ignore = "needs the Kratix corpus: set PLINTH_CORPUS or put it at ../shared/corpus"
 )]
 async fn redis_a_record_from_the_future_is_rejected_and_the_next_applies() {
-    let Some(r) = redis_server().await else {
+    let Some((_r, env, mut conn)) = redis_with_source().await else {
         return;
     };
-    let env = start().await;
-    env.create_request("default", "a").await;
-    redis_source(&env, &r).await;
-    wait_ready(&env, "stream-1").await;
-    let mut conn = redis_conn(&r).await;
     let k = key("a", "probe");
     // lastRun in milliseconds: far ahead of the platform's clock. Had it applied, every
     // later record would be "older" for centuries.
@@ -659,6 +661,29 @@ async fn nats_sources_on_one_stream_each_read_their_subject() {
             .is_some_and(|(_, m)| m.contains("NATS stream HEALTH captures health.>, not other.b"))
     })
     .await;
+    // Retries back off and say nothing new: one Warning, counted once.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(env.client.clone());
+    let refusals: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some("dest-b")
+                && e.reason.as_deref() == Some(names::STORE_ERROR)
+        })
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    let count = refusals[0].count.unwrap_or(1)
+        + refusals[0]
+            .series
+            .as_ref()
+            .and_then(|s| s.count)
+            .unwrap_or(0);
+    assert_eq!(count, 1, "evented again on a retry: {refusals:?}");
+    assert_eq!(refusals[0].type_.as_deref(), Some("Warning"));
     // Moved to a captured subject: its consumer now filters it.
     move_to("health.c").await;
     wait_for("consuming health.c", || async {
@@ -669,6 +694,14 @@ async fn nats_sources_on_one_stream_each_read_their_subject() {
     .await;
     publish("health.c", key("c", "probe"), "degraded").await;
     env.wait_state("default", "c", "degraded").await;
+    // The recovery is evented too, as a Normal Event.
+    wait_for("the recovery evented", || async {
+        env.events("HealthSource", "dest-b", names::CONSUMING)
+            .await
+            .iter()
+            .any(|(t, m)| t == "Normal" && m.contains("health.c"))
+    })
+    .await;
     let mut consumer: async_nats::jetstream::consumer::PullConsumer =
         stream.get_consumer("plinth-dest-b").await.unwrap();
     assert_eq!(

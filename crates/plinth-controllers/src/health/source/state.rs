@@ -128,7 +128,10 @@ pub(crate) async fn publish_rejections(s: &SourceCtx, hs: &HealthSource, outcome
 }
 
 /// Writes the status when something other than the poll time changed, a trigger was
-/// handled, or the poll time is older than [`POLL_TIME_REFRESH`].
+/// handled, or the poll time is older than [`POLL_TIME_REFRESH`]. When `Ready` turns
+/// False (or its reason changes while False) a Warning Event says why, and when it turns
+/// True again a Normal one: once per change, so a source that stays broken is not
+/// evented again on every retry.
 pub(crate) async fn write_status(
     s: &SourceCtx,
     hs: &HealthSource,
@@ -153,8 +156,22 @@ pub(crate) async fn write_status(
         }
         Err(NotReady(r, m)) => (false, r, m, None),
     };
+    // Set by the last computation of the patch (it runs again on a conflict).
+    let mut turned: Option<bool> = None;
     patch_status(&api, &hs.name_any(), |cur| {
         let old = cur.status.clone().unwrap_or_default();
+        let was = old
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == READY)
+            .map(|c| (c.status == "True", c.reason.clone()));
+        turned = match &was {
+            Some((true, _)) | None if !ok => Some(false),
+            Some((false, r)) if !ok && r != reason => Some(false),
+            Some((false, _)) if ok => Some(true),
+            _ => None,
+        };
         let mut st = old.clone();
         let mut conds = st.conditions.clone().unwrap_or_default();
         set_condition(&mut conds, READY, ok, reason, &message, generation);
@@ -179,6 +196,21 @@ pub(crate) async fn write_status(
         Some(support::status::merge_diff(&value(&old), &value(&st)))
     })
     .await?;
+    if let Some(ready) = turned {
+        let kind = if ready {
+            support::EventType::Normal
+        } else {
+            support::EventType::Warning
+        };
+        support::publish(
+            &s.ctx.recorder(names::SOURCE_COMPONENT),
+            &hs.object_ref(&()),
+            kind,
+            reason,
+            support::conditions::bounded_message(&message).into_owned(),
+        )
+        .await;
+    }
     Ok(())
 }
 
