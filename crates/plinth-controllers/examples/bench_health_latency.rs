@@ -16,8 +16,9 @@
 //! the request to follow (read every 2 ms); one warm-up record first. Prints p50/p95/p99/max
 //! per transport.
 //!
-//! Run: `cargo run --release -p plinth-controllers --example bench_health_latency`
-//! (needs `redis-server`, `nats-server`, `git` and moto from scripts/install-test-deps.sh;
+//! Run from the repository root: `cargo run --release -p plinth-controllers --example
+//! bench_health_latency` (needs `redis-server`, `nats-server`, `git` and moto from
+//! scripts/install-test-deps.sh, moto found in `$PLINTH_TEST_TOOLS` or `target/test-tools`;
 //! `-- --samples N` for the streams (default 200), `-- --polled-samples N` for the bucket
 //! and Git (default 20), `-- --only redis|nats|bucket|git`).
 
@@ -280,11 +281,27 @@ async fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let samples: usize = arg("--samples").and_then(|v| v.parse().ok()).unwrap_or(200);
-    let polled: usize = arg("--polled-samples")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let count = |name: &str, default: usize| -> usize {
+        match arg(name) {
+            None => default,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    eprintln!("{name} {v:?}: expected a number of samples, at least 1");
+                    std::process::exit(2);
+                }
+            },
+        }
+    };
+    let samples = count("--samples", 200);
+    let polled = count("--polled-samples", 20);
     let only = arg("--only");
+    if let Some(o) = only.as_deref()
+        && !["redis", "nats", "bucket", "git"].contains(&o)
+    {
+        eprintln!("--only {o:?}: expected redis, nats, bucket or git");
+        std::process::exit(2);
+    }
     let wanted = |t: &str| only.as_deref().is_none_or(|o| o == t);
     let bench_platform::BenchPlatform {
         server,
