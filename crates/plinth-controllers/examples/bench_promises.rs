@@ -61,7 +61,10 @@ async fn main() {
         },
     );
     tokio::spawn(promise::run(ctx));
-    let promises: Api<DynamicObject> = Api::all_with(client.clone(), &plinth_controllers::support::resources::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    );
 
     // One at a time.
     let mut singles = Vec::new();

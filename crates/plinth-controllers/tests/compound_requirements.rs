@@ -42,8 +42,10 @@ fn plain(name: &str, version: &str) -> Value {
 async fn deleting_the_pinned_revision_makes_the_compound_unavailable_and_holds_requests() {
     let env = start().await;
     tokio::spawn(promise::run(env.ctx.clone()));
-    let promises: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &plinth_controllers::support::resources::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    );
     let revisions: Api<DynamicObject> = Api::all_with(
         env.client.clone(),
         &ApiResource::from_gvk_with_plural(
@@ -169,8 +171,10 @@ async fn deleting_the_pinned_revision_makes_the_compound_unavailable_and_holds_r
 async fn a_request_without_a_workflow_is_reconciled_once_its_promise_recovers() {
     let env = start().await;
     tokio::spawn(promise::run(env.ctx.clone()));
-    let promises: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &plinth_controllers::support::resources::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    );
     let pp = PostParams::default();
     let bare = json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "Promise",
         "metadata": {"name": "bare", "labels": {"kratix.io/promise-version": "v1"}},

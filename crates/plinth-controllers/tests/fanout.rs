@@ -118,11 +118,14 @@ async fn drain(client: &Client, total: usize) -> usize {
 }
 
 async fn progress(client: &Client) -> Value {
-    Api::<DynamicObject>::all_with(client.clone(), &plinth_controllers::support::resources::promise_resource())
-        .get("fleet")
-        .await
-        .unwrap()
-        .data["status"]["resourceRequests"]
+    Api::<DynamicObject>::all_with(
+        client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    )
+    .get("fleet")
+    .await
+    .unwrap()
+    .data["status"]["resourceRequests"]
         .clone()
 }
 
@@ -131,7 +134,10 @@ async fn a_promise_change_reruns_its_requests_at_most_n_at_a_time() {
     let env = start_with(|c| c.max_in_flight_per_promise = LIMIT).await;
     tokio::spawn(promise::run(env.ctx.clone()));
     let client = &env.client;
-    let promises: Api<DynamicObject> = Api::all_with(client.clone(), &plinth_controllers::support::resources::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    );
     promises
         .create(
             &PostParams::default(),

@@ -20,7 +20,10 @@ use plinth_controllers::promise;
 use serde_json::{Value, json};
 
 fn promise_api(client: &Client) -> Api<DynamicObject> {
-    Api::all_with(client.clone(), &plinth_controllers::support::resources::promise_resource())
+    Api::all_with(
+        client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    )
 }
 
 fn widget_resource(version: &str) -> ApiResource {

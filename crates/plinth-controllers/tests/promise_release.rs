@@ -75,8 +75,10 @@ async fn installs_from_http_with_authorization_and_deletes_with_the_release() {
         env.client.clone(),
         &plinth_controllers::support::resources::release_resource(),
     );
-    let promises: Api<DynamicObject> =
-        Api::all_with(env.client.clone(), &plinth_controllers::support::resources::promise_resource());
+    let promises: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    );
     let create = |v: Value| {
         let releases = releases.clone();
         async move {

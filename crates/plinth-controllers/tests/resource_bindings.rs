@@ -19,7 +19,10 @@ use plinth_controllers::promise;
 use serde_json::{Value, json};
 
 fn promises(client: &Client) -> Api<DynamicObject> {
-    Api::all_with(client.clone(), &plinth_controllers::support::resources::promise_resource())
+    Api::all_with(
+        client.clone(),
+        &plinth_controllers::support::resources::promise_resource(),
+    )
 }
 
 fn gadgets(client: &Client) -> Api<DynamicObject> {
