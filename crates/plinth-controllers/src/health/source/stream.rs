@@ -89,7 +89,25 @@ pub(crate) fn stream_config(
 ) -> Result<(StreamConfig, String), NotReady> {
     let key = |k: &str| data.get(k).filter(|v| !v.is_empty()).cloned();
     let invalid = |m: String| NotReady(names::INVALID_SPEC, m);
-    let _ = secret;
+    // A referenced Secret holding none of the keys the transport reads is a mistake (the
+    // connection would go out without credentials and fail as "authentication required").
+    let has_keys = |wanted: &[&str]| -> Result<(), NotReady> {
+        if secret.is_empty() || wanted.iter().any(|k| key(k).is_some()) {
+            return Ok(());
+        }
+        let mut present: Vec<&str> = data.keys().map(String::as_str).collect();
+        present.sort_unstable();
+        present.truncate(10);
+        Err(invalid(format!(
+            "Secret {secret} has none of the keys {} (it has: {})",
+            wanted.join(", "),
+            if present.is_empty() {
+                "no keys".to_string()
+            } else {
+                present.join(", ")
+            }
+        )))
+    };
     if let Some(r) = &hs.spec.redis {
         if !(r.address.starts_with("redis://") || r.address.starts_with("rediss://")) {
             return Err(invalid(format!(
@@ -101,6 +119,7 @@ pub(crate) fn stream_config(
         if let Some(g) = r.group.as_deref().filter(|g| !g.is_empty()) {
             check_name("spec.redis.group", g, false)?;
         }
+        has_keys(&["username", "password"])?;
         let mut c = RedisConfig::new(&r.address, &r.stream);
         c.username = key("username");
         c.password = key("password");
@@ -128,6 +147,7 @@ pub(crate) fn stream_config(
             n.subject
         )));
     }
+    has_keys(&["token", "username", "password"])?;
     let mut c = NatsConfig::new(n.servers.clone(), &n.stream, &n.subject);
     c.token = key("token");
     c.username = key("username");
@@ -382,12 +402,52 @@ mod tests {
     use serde_json::json;
 
     fn config_of(spec: serde_json::Value) -> Result<(StreamConfig, String), NotReady> {
+        config_with(spec, "", &[])
+    }
+
+    fn config_with(
+        spec: serde_json::Value,
+        secret: &str,
+        keys: &[(&str, &str)],
+    ) -> Result<(StreamConfig, String), NotReady> {
         let hs: HealthSource = serde_json::from_value(json!({
             "apiVersion": "platform.syntasso.io/v1alpha1", "kind": "HealthSource",
             "metadata": {"name": "eu.worker"}, "spec": spec,
         }))
         .unwrap();
-        stream_config(&hs, "", &Default::default())
+        let data = keys
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        stream_config(&hs, secret, &data)
+    }
+
+    #[test]
+    fn a_secret_without_any_key_the_transport_reads_is_refused_naming_its_keys() {
+        let redis = json!({"redis": {"address": "redis://r:6379", "stream": "health"}});
+        let Err(NotReady(reason, m)) = config_with(
+            redis.clone(),
+            "default/creds",
+            &[("user", "u"), ("pass", "p")],
+        ) else {
+            panic!("accepted")
+        };
+        assert_eq!(reason, names::INVALID_SPEC);
+        assert_eq!(
+            m,
+            "Secret default/creds has none of the keys username, password (it has: pass, user)"
+        );
+        assert!(config_with(redis, "default/creds", &[("password", "p")]).is_ok());
+        let nats = json!({"nats": {"servers": ["nats://n:4222"], "stream": "HEALTH",
+                                   "subject": "health.eu"}});
+        assert!(config_with(nats.clone(), "default/creds", &[("token", "t")]).is_ok());
+        let Err(NotReady(_, m)) = config_with(nats, "default/creds", &[]) else {
+            panic!("accepted")
+        };
+        assert!(
+            m.ends_with("token, username, password (it has: no keys)"),
+            "{m}"
+        );
     }
 
     fn refusal(spec: serde_json::Value) -> String {
