@@ -593,6 +593,9 @@ fn field_path(pointer: &str, instance: &Value) -> String {
     out
 }
 
+/// The Kubernetes cause of one schema keyword error: the kinds with a cause of their own
+/// (type, required, enum, too long, too many), else `Invalid value` with the rule the
+/// value breaks ([`broken_rule`]).
 fn keyword_cause(err: &jsonschema::ValidationError<'_>, root: &Value) -> Option<Cause> {
     let path = field_path(err.instance_path().as_str(), root);
     let value: &Value = err.instance();
@@ -602,27 +605,15 @@ fn keyword_cause(err: &jsonschema::ValidationError<'_>, root: &Value) -> Option<
         path.as_str()
     };
     let cause = match err.kind() {
-        ValidationErrorKind::Type { kind } => {
-            let expected = match kind {
-                TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(set) => {
-                    let names: Vec<String> = set
-                        .iter()
-                        .map(|t| t.to_string())
-                        .filter(|t| t != "null")
-                        .collect();
-                    names.join(",")
-                }
-            };
-            type_invalid(
-                &path,
-                value,
-                &format!(
-                    "{shown} in body must be of type {expected}: {}",
-                    quote(type_name(value))
-                ),
-            )
-        }
+        ValidationErrorKind::Type { kind } => type_invalid(
+            &path,
+            value,
+            &format!(
+                "{shown} in body must be of type {}: {}",
+                expected_types(kind),
+                quote(type_name(value))
+            ),
+        ),
         ValidationErrorKind::Required { property } => {
             let prop = property.as_str().unwrap_or_default();
             required(&join(&path, prop), "")
@@ -635,102 +626,77 @@ fn keyword_cause(err: &jsonschema::ValidationError<'_>, root: &Value) -> Option<
             opts.retain(|o| !o.is_null());
             not_supported(&path, value, &opts)
         }
-        ValidationErrorKind::Constant { expected_value } => invalid(
-            &path,
-            value,
-            &format!(
-                "{shown} in body should be equal to {}",
-                render_value(expected_value)
-            ),
-        ),
-        ValidationErrorKind::Pattern { pattern } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should match '{pattern}'"),
-        ),
         ValidationErrorKind::MaxLength { limit } => too_long(&path, *limit),
-        ValidationErrorKind::MinLength { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should be at least {limit} chars long"),
-        ),
-        ValidationErrorKind::Minimum { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should be greater than or equal to {limit}"),
-        ),
-        ValidationErrorKind::ExclusiveMinimum { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should be greater than {limit}"),
-        ),
-        ValidationErrorKind::Maximum { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should be less than or equal to {limit}"),
-        ),
-        ValidationErrorKind::ExclusiveMaximum { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should be less than {limit}"),
-        ),
-        ValidationErrorKind::MultipleOf { multiple_of } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should be a multiple of {multiple_of}"),
-        ),
         ValidationErrorKind::MaxItems { limit } => {
             too_many(&path, value.as_array().map_or(0, Vec::len), *limit)
         }
-        ValidationErrorKind::MinItems { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should have at least {limit} items"),
-        ),
-        ValidationErrorKind::UniqueItems => invalid(
-            &path,
-            value,
-            &format!("{shown} in body shouldn't contain duplicates"),
-        ),
         ValidationErrorKind::MaxProperties { limit } => {
             too_many(&path, value.as_object().map_or(0, Map::len), *limit)
         }
-        ValidationErrorKind::MinProperties { limit } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body should have at least {limit} properties"),
-        ),
-        ValidationErrorKind::Format { format } => invalid(
-            &path,
-            value,
-            &format!(
-                "{shown} in body must be of type {format}: {}",
-                render_value(value)
-            ),
-        ),
-        ValidationErrorKind::OneOfNotValid { .. }
-        | ValidationErrorKind::OneOfMultipleValid { .. } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body must validate one and only one schema (oneOf)"),
-        ),
-        ValidationErrorKind::AnyOf { .. } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body must validate at least one schema (anyOf)"),
-        ),
-        ValidationErrorKind::Not { .. } => invalid(
-            &path,
-            value,
-            &format!("{shown} in body must not validate the schema (not)"),
-        ),
         other => invalid(
             &path,
             value,
-            &format!("{shown} in body is invalid ({})", other.keyword()),
+            &format!("{shown} in body {}", broken_rule(other, value)),
         ),
     };
     Some(cause)
+}
+
+/// The types a `type` keyword names, as kube-apiserver lists them (without `null`, which
+/// only nullable adds).
+fn expected_types(kind: &TypeKind) -> String {
+    match kind {
+        TypeKind::Single(t) => t.to_string(),
+        TypeKind::Multiple(set) => set
+            .iter()
+            .map(|t| t.to_string())
+            .filter(|t| t != "null")
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+/// What `value` should be, in kube-apiserver's words after `<field> in body `.
+fn broken_rule(kind: &ValidationErrorKind, value: &Value) -> String {
+    match kind {
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("should be equal to {}", render_value(expected_value))
+        }
+        ValidationErrorKind::Pattern { pattern } => format!("should match '{pattern}'"),
+        ValidationErrorKind::MinLength { limit } => {
+            format!("should be at least {limit} chars long")
+        }
+        ValidationErrorKind::Minimum { limit } => {
+            format!("should be greater than or equal to {limit}")
+        }
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            format!("should be greater than {limit}")
+        }
+        ValidationErrorKind::Maximum { limit } => {
+            format!("should be less than or equal to {limit}")
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => format!("should be less than {limit}"),
+        ValidationErrorKind::MultipleOf { multiple_of } => {
+            format!("should be a multiple of {multiple_of}")
+        }
+        ValidationErrorKind::MinItems { limit } => format!("should have at least {limit} items"),
+        ValidationErrorKind::UniqueItems => "shouldn't contain duplicates".to_string(),
+        ValidationErrorKind::MinProperties { limit } => {
+            format!("should have at least {limit} properties")
+        }
+        ValidationErrorKind::Format { format } => {
+            format!("must be of type {format}: {}", render_value(value))
+        }
+        ValidationErrorKind::OneOfNotValid { .. }
+        | ValidationErrorKind::OneOfMultipleValid { .. } => {
+            "must validate one and only one schema (oneOf)".to_string()
+        }
+        ValidationErrorKind::AnyOf { .. } => {
+            "must validate at least one schema (anyOf)".to_string()
+        }
+        ValidationErrorKind::Not { .. } => "must not validate the schema (not)".to_string(),
+        other => format!("is invalid ({})", other.keyword()),
+    }
 }
 
 /// Resolve a Kubernetes field path (`spec.items[0].name`) in an object.
