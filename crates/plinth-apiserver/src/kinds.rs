@@ -120,7 +120,9 @@ pub(crate) async fn prepare(
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         prepare_crd(info, obj, old)?;
     } else if kratix_admitted(app, info) {
-        crate::kratix::default(app, info, obj, old).await?;
+        // Where kube-apiserver calls Kratix's mutating webhook: before the CRD schema, so
+        // the defaults are checked with the rest.
+        crate::admission::default(&info.kind, obj);
     }
     Ok(())
 }

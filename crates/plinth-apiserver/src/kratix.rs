@@ -1,7 +1,7 @@
 //! The embedded server's transport of [`crate::admission`]: a Kratix object about to be
-//! stored is defaulted and validated in-process, at the two points of a write where
-//! kube-apiserver calls Kratix's webhooks (defaulting before the CRD schema, validation
-//! after it), what the rules read about other
+//! stored is validated in-process where kube-apiserver calls Kratix's validating webhook
+//! (after the CRD schema; the defaulting, `admission::default`, runs before it in
+//! `kinds::prepare`), what the rules read about other
 //! objects answered from the store, and a refusal answered as 422 `Invalid` with the
 //! field causes, so a bad Promise never reaches the controllers.
 
@@ -88,18 +88,6 @@ async fn review(
     admission::review(&info.kind, op, obj, old, &StoreLookup { app })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// The defaulting step, where kube-apiserver calls Kratix's mutating webhook: before
-/// the CRD schema is checked, so the defaults are checked with the rest.
-pub(crate) async fn default(
-    app: &App,
-    info: &ResourceInfo,
-    obj: &mut Value,
-    old: Option<&Value>,
-) -> Result<(), ApiError> {
-    *obj = review(app, info, obj, old).await?.object;
-    Ok(())
 }
 
 /// The validation step, where kube-apiserver calls Kratix's validating webhook: after
