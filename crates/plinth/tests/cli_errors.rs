@@ -102,6 +102,14 @@ users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{clust
         vec!["health", "--kubeconfig", kc],
         vec!["diff", "promise.yaml", "--kubeconfig", kc],
         vec!["operator", "--kubeconfig", kc, "--webhook-addr", "off"],
+        vec![
+            "worker",
+            "w1",
+            "--platform",
+            kc,
+            "--data-dir",
+            "worker-data",
+        ],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_plinth"))
             .args(&args)
@@ -113,8 +121,8 @@ users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{clust
         // `diff` exits 2 on an error, as `kubectl diff` does (1 means differences).
         let code = if args[0] == "diff" { 2 } else { 1 };
         assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-        if args[0] != "operator" {
-            // The one error only (the operator logs as a service does).
+        if args[0] != "operator" && args[0] != "worker" {
+            // The one error only (the operator and the worker log as services do).
             assert!(!stderr.contains("ERROR"), "{args:?}: {stderr}");
         }
         let want = format!(

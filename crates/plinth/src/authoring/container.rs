@@ -75,11 +75,18 @@ impl AddContainer {
     }
 }
 
-/// The container name kratix-cli derives from an image: the repository with `/` and `.`
-/// turned into `-`, at most 63 characters (longer names end in a hash).
+/// The container name kratix-cli derives from an image: the repository (no tag, no
+/// digest; a registry's `:port` kept) with `/`, `.`, `:` and `_` turned into `-`, lower
+/// case, at most 63 characters (longer names end in a hash) — a valid container name.
 pub fn container_name(image: &str) -> String {
-    let repo = image.split(':').next().unwrap_or(image);
-    let name: String = repo.replace(['/', '.'], "-");
+    let without_digest = image.split('@').next().unwrap_or(image);
+    // A tag is after the last ':' that follows the last '/' (an earlier ':' is a port).
+    let last_slash = without_digest.rfind('/').map_or(0, |i| i + 1);
+    let repo = match without_digest[last_slash..].find(':') {
+        Some(i) => &without_digest[..last_slash + i],
+        None => without_digest,
+    };
+    let name: String = repo.to_ascii_lowercase().replace(['/', '.', ':', '_'], "-");
     let name = name.trim_matches('-').to_string();
     if name.len() <= 63 {
         return name;
@@ -236,6 +243,14 @@ mod tests {
             container_name("ghcr.io/org/app-configure:v1"),
             "ghcr-io-org-app-configure"
         );
+        // A registry port is not a tag; a digest is dropped.
+        assert_eq!(
+            container_name("localhost:5000/a/b:v1"),
+            "localhost-5000-a-b"
+        );
+        let digest = format!("busybox@sha256:{}", "0".repeat(64));
+        assert_eq!(container_name(&digest), "busybox");
+        assert_eq!(container_name("Registry.io/a_b:1"), "registry-io-a-b");
         let long = format!("registry.example.org/{}:v1", "x".repeat(80));
         let n = container_name(&long);
         assert!(n.len() <= 63, "{n}");

@@ -54,7 +54,7 @@ pub struct OperatorArgs {
 /// releases the Lease so a follower takes over at once) or until leadership is lost (then
 /// it exits non-zero so that the Deployment restarts it as a follower).
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
-    let client = operator_client(args.kubeconfig.as_deref()).await?;
+    let client = checked_client(args.kubeconfig.as_deref()).await?;
     let metrics = std::sync::Arc::new(plinth_api::metrics::Metrics::new());
     let _metrics_task =
         crate::metrics_server::maybe_serve(args.metrics_addr, metrics.clone()).await?;
@@ -164,8 +164,9 @@ async fn answering(config: Config, source: &str) -> anyhow::Result<Client> {
     Ok(client)
 }
 
-/// [`client`], for `plinth operator`: checked to answer before anything starts.
-async fn operator_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+/// [`client`], checked to answer before anything starts (`plinth operator`, and `plinth
+/// worker` for its platform).
+pub(crate) async fn checked_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
     let (config, source) = config(kubeconfig).await?;
     answering(config, &source).await
 }

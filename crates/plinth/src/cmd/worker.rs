@@ -206,7 +206,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(|| {
         crate::platform::default_data_dir().with_file_name(format!("plinth-worker-{}", args.name))
     });
-    let platform_client = crate::cmd::operator::client(Some(&args.platform)).await?;
+    let platform_client = crate::cmd::operator::checked_client(Some(&args.platform)).await?;
     let worker = Worker::start(&args, platform_client, data_dir.clone()).await?;
     let addr = worker
         .platform
