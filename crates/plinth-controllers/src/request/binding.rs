@@ -13,18 +13,20 @@
 
 pub mod ownership;
 
-use kube::ResourceExt;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
+    Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+    Preconditions,
 };
+use kube::{Resource, ResourceExt};
+use plinth_api::{PromiseRef, PromiseRevision, ResourceBinding, ResourceBindingSpec, ResourceRef};
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 
 use ownership::Found;
 
 use crate::Error;
 use crate::context::Context;
 use crate::request::caches::RequestCaches;
-use crate::support::resources::{binding_resource, revision_resource};
 use crate::support::{self as status, set_condition, set_field};
 use crate::workflow::engine::Progress;
 use plinth_api::constants::labels;
@@ -61,7 +63,7 @@ pub async fn find(
     promise: &str,
     caches: Option<&RequestCaches>,
     rr: &DynamicObject,
-) -> Result<Option<DynamicObject>, Error> {
+) -> Result<Option<ResourceBinding>, Error> {
     Ok(find_all(ctx, promise, caches, rr).await?.map(|(b, _)| b))
 }
 
@@ -75,10 +77,10 @@ pub async fn find_all(
     promise: &str,
     caches: Option<&RequestCaches>,
     rr: &DynamicObject,
-) -> Result<Option<(DynamicObject, Vec<DynamicObject>)>, Error> {
+) -> Result<Option<(ResourceBinding, Vec<ResourceBinding>)>, Error> {
     let ns = rr.namespace().unwrap_or_default();
     let name_label = plinth_api::names::resource_name_label_value(&rr.name_any());
-    let cached: Vec<DynamicObject> = caches
+    let cached: Vec<ResourceBinding> = caches
         .map(|c| {
             c.bindings_by_request
                 .of(&c.bindings, &format!("{ns}/{name_label}"))
@@ -89,8 +91,7 @@ pub async fn find_all(
         .map(|b| b.as_ref().clone())
         .collect();
     let found = if cached.is_empty() {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+        let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
         api.list(&ListParams::default().labels(&selector(promise, &rr.name_any())))
             .await?
             .items
@@ -118,12 +119,11 @@ async fn replace_auto_created(
     ctx: &Context,
     component: &str,
     rr: &DynamicObject,
-    keep: &DynamicObject,
-    replaced: &[DynamicObject],
+    keep: &ResourceBinding,
+    replaced: &[ResourceBinding],
 ) -> Result<(), Error> {
     let ns = rr.namespace().unwrap_or_default();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
     for b in replaced {
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -145,7 +145,7 @@ async fn replace_auto_created(
             format!(
                 "Adopted ResourceBinding {} at version {}; deleted ResourceBinding {} the platform had created",
                 keep.name_any(),
-                keep.data["spec"]["version"].as_str().unwrap_or_default(),
+                keep.spec.version,
                 b.name_any()
             ),
         )
@@ -160,21 +160,21 @@ async fn replace_auto_created(
 fn desired_labels(
     promise: &str,
     rr: &DynamicObject,
-    binding: Option<&DynamicObject>,
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    for (k, v) in rr.labels() {
-        if k != labels::MANUAL_RECONCILIATION && k != labels::RUN_FROM_START {
-            out.insert(k.clone(), json!(v));
-        }
-    }
-    out.insert(labels::PROMISE_NAME.into(), json!(promise));
+    binding: Option<&ResourceBinding>,
+) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = rr
+        .labels()
+        .iter()
+        .filter(|(k, _)| *k != labels::MANUAL_RECONCILIATION && *k != labels::RUN_FROM_START)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert(labels::PROMISE_NAME.into(), promise.into());
     out.insert(
         labels::RESOURCE_NAME.into(),
-        json!(plinth_api::names::resource_name_label_value(&rr.name_any())),
+        plinth_api::names::resource_name_label_value(&rr.name_any()),
     );
     if let Some(v) = binding.and_then(|b| b.labels().get(labels::MANUAL_RECONCILIATION)) {
-        out.insert(labels::MANUAL_RECONCILIATION.into(), json!(v));
+        out.insert(labels::MANUAL_RECONCILIATION.into(), v.clone());
     }
     out
 }
@@ -205,7 +205,7 @@ pub async fn ensure(
     caches: &RequestCaches,
     rr: &DynamicObject,
     latest_version: &str,
-) -> Result<DynamicObject, Error> {
+) -> Result<ResourceBinding, Error> {
     match ensure_from(ctx, component, promise, Some(caches), rr, latest_version).await {
         // The cached binding was behind the stored one: start again from the API.
         Err(Error::Kube(e)) if crate::support::is_conflict(&e) => {
@@ -223,10 +223,9 @@ async fn ensure_from(
     caches: Option<&RequestCaches>,
     rr: &DynamicObject,
     latest_version: &str,
-) -> Result<DynamicObject, Error> {
+) -> Result<ResourceBinding, Error> {
     let ns = rr.namespace().unwrap_or_default();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
     let existing = match find_all(ctx, promise, caches, rr).await? {
         Some((keep, replaced)) if !replaced.is_empty() => {
             replace_auto_created(ctx, component, rr, &keep, &replaced).await?;
@@ -235,7 +234,11 @@ async fn ensure_from(
         other => other.map(|(b, _)| b),
     };
     let labels = desired_labels(promise, rr, existing.as_ref());
-    let resource_ref = json!({"name": rr.name_any(), "namespace": ns});
+    let resource_ref = ResourceRef {
+        name: rr.name_any(),
+        namespace: Some(ns.clone()),
+        ..ResourceRef::default()
+    };
     let Some(binding) = existing else {
         // A pinned binding keeps the version it starts with, so it is read from the API,
         // not from a revision cache that may not have the newest revision yet.
@@ -246,41 +249,41 @@ async fn ensure_from(
         } else {
             latest_version.to_string()
         };
-        let spec = json!({
-            "version": initial_version(ctx, rr, &latest),
-            "promiseRef": {"name": promise},
-            "resourceRef": resource_ref,
-        });
+        let spec = ResourceBindingSpec {
+            version: initial_version(ctx, rr, &latest),
+            promise_ref: PromiseRef {
+                name: promise.to_string(),
+                ..PromiseRef::default()
+            },
+            resource_ref,
+            ..ResourceBindingSpec::default()
+        };
         return create(ctx, component, promise, rr, &api, labels, spec).await;
     };
     let mut patch = json!({"metadata": {"resourceVersion": binding.resource_version()}});
     let mut changed = false;
-    let have: Map<String, Value> = binding
-        .labels()
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
-    if have != labels {
-        let mut l = labels.clone();
+    let have = binding.labels();
+    if *have != labels {
+        let mut l: Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
         for k in have.keys().filter(|k| !labels.contains_key(*k)) {
             l.insert(k.clone(), Value::Null);
         }
         patch["metadata"]["labels"] = Value::Object(l);
         changed = true;
     }
-    let spec = &binding.data["spec"];
-    if spec["version"].as_str().is_none_or(str::is_empty) {
+    let spec = &binding.spec;
+    if spec.version.is_empty() {
         patch["spec"]["version"] = json!(initial_version(ctx, rr, latest_version));
         changed = true;
     }
-    if spec["promiseRef"]["name"] != promise {
+    if spec.promise_ref.name != promise {
         patch["spec"]["promiseRef"] = json!({"name": promise});
         changed = true;
     }
-    if spec["resourceRef"]["name"] != resource_ref["name"]
-        || spec["resourceRef"]["namespace"] != resource_ref["namespace"]
+    if spec.resource_ref.name != resource_ref.name
+        || spec.resource_ref.namespace != resource_ref.namespace
     {
-        patch["spec"]["resourceRef"] = resource_ref;
+        patch["spec"]["resourceRef"] = json!({"name": resource_ref.name, "namespace": ns});
         changed = true;
     }
     if !changed {
@@ -302,22 +305,25 @@ async fn create(
     component: &str,
     promise: &str,
     rr: &DynamicObject,
-    api: &Api<DynamicObject>,
-    labels: Map<String, Value>,
-    spec: Value,
-) -> Result<DynamicObject, Error> {
-    let ns = rr.namespace().unwrap_or_default();
+    api: &Api<ResourceBinding>,
+    labels: BTreeMap<String, String>,
+    spec: ResourceBindingSpec,
+) -> Result<ResourceBinding, Error> {
     let name = plinth_api::names::resource_binding_name(&rr.name_any(), promise);
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "platform.kratix.io/v1alpha1",
-        "kind": "ResourceBinding",
-        "metadata": {
-            "name": name, "namespace": ns, "labels": labels,
-            "annotations": {annotations::AUTO_CREATED_BINDING: "true"},
+    let obj = ResourceBinding {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: rr.namespace(),
+            labels: Some(labels),
+            annotations: Some(BTreeMap::from([(
+                annotations::AUTO_CREATED_BINDING.to_string(),
+                "true".to_string(),
+            )])),
+            ..ObjectMeta::default()
         },
-        "spec": spec,
-    }))
-    .map_err(Error::Json)?;
+        spec,
+        status: None,
+    };
     let created = api.create(&PostParams::default(), &obj).await?;
     crate::support::publish(
         &ctx.recorder(component),
@@ -326,7 +332,7 @@ async fn create(
         event_reasons::BINDING_CREATED,
         format!(
             "Created ResourceBinding {name} at version {}",
-            created.data["spec"]["version"].as_str().unwrap_or_default()
+            created.spec.version
         ),
     )
     .await;
@@ -334,32 +340,29 @@ async fn create(
 }
 
 /// The Promise's revisions.
-fn revisions(caches: &RequestCaches) -> Vec<DynamicObject> {
+fn revisions(caches: &RequestCaches) -> Vec<PromiseRevision> {
     caches.revisions()
 }
 
-fn bound(r: &DynamicObject) -> BoundRevision {
+fn bound(r: &PromiseRevision) -> BoundRevision {
     BoundRevision {
         name: r.name_any(),
-        version: r.data["spec"]["version"]
-            .as_str()
-            .unwrap_or(VERSION_NOT_SET)
-            .to_string(),
-        spec: r.data["spec"]["promiseSpec"].clone(),
+        version: r.spec.version.clone(),
+        spec: r.spec.promise_spec.clone(),
     }
 }
 
 /// The latest revision: the one labelled latest whose status agrees; while the Promise
 /// controller moves the label, the one labelled latest.
-fn latest(revs: &[DynamicObject]) -> Option<&DynamicObject> {
-    let labelled = |r: &&DynamicObject| {
+fn latest(revs: &[PromiseRevision]) -> Option<&PromiseRevision> {
+    let labelled = |r: &&PromiseRevision| {
         r.labels()
             .get(labels::LATEST_REVISION)
             .is_some_and(|v| v == "true")
     };
     revs.iter()
         .filter(labelled)
-        .find(|r| r.data["status"]["latest"] == true)
+        .find(|r| r.status.as_ref().and_then(|s| s.latest) == Some(true))
         .or_else(|| revs.iter().find(labelled))
 }
 
@@ -370,7 +373,7 @@ pub fn latest_revision(caches: &RequestCaches) -> Option<BoundRevision> {
 
 /// The version of the Promise's latest revision as listed through the API now.
 async fn latest_version_from_api(ctx: &Context, promise: &str) -> Result<Option<String>, Error> {
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
+    let api: Api<PromiseRevision> = Api::all(ctx.client.clone());
     let revs = api
         .list(&ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME)))
         .await?
@@ -395,7 +398,7 @@ fn resolve(
     let found = if version == VERSION_LATEST || version.is_empty() {
         latest(&revs)
     } else {
-        revs.iter().find(|r| r.data["spec"]["version"] == version)
+        revs.iter().find(|r| r.spec.version == version)
     };
     found.map(bound).ok_or_else(|| {
         Error::NotFound(format!(
@@ -414,11 +417,9 @@ pub async fn resolve_for_configure(
     promise: &str,
     caches: &RequestCaches,
     rr: &DynamicObject,
-    binding: &DynamicObject,
+    binding: &ResourceBinding,
 ) -> Result<BoundRevision, Error> {
-    let version = binding.data["spec"]["version"]
-        .as_str()
-        .unwrap_or(VERSION_LATEST);
+    let version = binding.spec.version.as_str();
     match resolve(caches, promise, rr, version) {
         Ok(b) => Ok(b),
         Err(e) => {
@@ -449,11 +450,9 @@ pub async fn spec_for_delete(
         .as_str()
         .map(str::to_string);
     if version.is_none() {
-        version = find(ctx, promise, Some(caches), rr).await?.and_then(|b| {
-            b.data["status"]["lastAppliedVersion"]
-                .as_str()
-                .map(str::to_string)
-        });
+        version = find(ctx, promise, Some(caches), rr)
+            .await?
+            .and_then(|b| b.status?.last_applied_version);
     }
     let version = version.unwrap_or_else(|| VERSION_LATEST.to_string());
     Ok(resolve(caches, promise, rr, &version)
@@ -485,7 +484,7 @@ pub async fn start_upgrade(
     ctx: &Context,
     rr_api: &Api<DynamicObject>,
     rr: &DynamicObject,
-    binding: &DynamicObject,
+    binding: &ResourceBinding,
     bound: &BoundRevision,
 ) -> Result<bool, Error> {
     let current = rr.data["status"]["promiseVersion"].as_str();
@@ -493,9 +492,8 @@ pub async fn start_upgrade(
         return Ok(false);
     }
     let ns = rr.namespace().unwrap_or_default();
-    let bindings: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
-    let bstatus = binding.data.get("status").cloned().unwrap_or(Value::Null);
+    let bindings: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
+    let bstatus = crate::support::status::JsonStatus::status_json(binding).unwrap_or(Value::Null);
     let desired = bound.version.clone();
     let manual = binding
         .labels()
@@ -557,13 +555,12 @@ pub async fn start_upgrade(
 /// Writes only what changed.
 pub async fn record_outcome(
     ctx: &Context,
-    binding: &DynamicObject,
+    binding: &ResourceBinding,
     bound: &BoundRevision,
     progress: &Progress,
 ) -> Result<(), Error> {
     let ns = binding.namespace().unwrap_or_default();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+    let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
     let version = bound.version.clone();
     match progress {
         Progress::Done => {
@@ -618,13 +615,15 @@ pub async fn record_outcome(
 /// last ran with (`status.resourceBindingVersion`, `status.promiseVersion`).
 pub fn set_request_versions(
     status: &mut Value,
-    binding: &DynamicObject,
+    binding: &ResourceBinding,
     bound: &BoundRevision,
 ) -> bool {
     let mut c = set_field(status, "promiseVersion", json!(bound.version));
-    if let Some(v) = binding.data["spec"]["version"].as_str() {
-        c |= set_field(status, "resourceBindingVersion", json!(v));
-    }
+    c |= set_field(
+        status,
+        "resourceBindingVersion",
+        json!(binding.spec.version),
+    );
     c
 }
 
@@ -640,7 +639,7 @@ pub async fn bind(
     caches: &RequestCaches,
     rr_api: &Api<DynamicObject>,
     rr: &DynamicObject,
-) -> Result<Option<(DynamicObject, BoundRevision)>, Error> {
+) -> Result<Option<(ResourceBinding, BoundRevision)>, Error> {
     let latest = latest_version(caches).unwrap_or_else(|| VERSION_NOT_SET.to_string());
     let binding = ensure(ctx, component, promise, caches, rr, &latest).await?;
     if version_held(ctx, component, rr, &binding).await? {
@@ -664,10 +663,10 @@ async fn version_held(
     ctx: &Context,
     component: &str,
     rr: &DynamicObject,
-    binding: &DynamicObject,
+    binding: &ResourceBinding,
 ) -> Result<bool, Error> {
     let last = rr.data["status"]["resourceBindingVersion"].as_str();
-    let now = binding.data["spec"]["version"].as_str();
+    let now = Some(binding.spec.version.as_str());
     if last.is_none_or(str::is_empty) || last == now {
         return Ok(false);
     }
@@ -681,8 +680,7 @@ async fn version_held(
         binding.clone()
     } else {
         let ns = binding.namespace().unwrap_or_default();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.client.clone(), &ns, &binding_resource());
+        let api: Api<ResourceBinding> = Api::namespaced(ctx.client.clone(), &ns);
         match api.get_opt(&binding.name_any()).await? {
             Some(b) => b,
             None => return Ok(false),
@@ -691,9 +689,7 @@ async fn version_held(
     let Some(manager) = ownership::version_taken_from_agent(&full) else {
         return Ok(false);
     };
-    let mut regarding = crate::support::reference(&full);
-    regarding.api_version = Some(format!("{}/{}", plinth_api::GROUP, plinth_api::VERSION));
-    regarding.kind = Some("ResourceBinding".into());
+    let regarding = full.object_ref(&());
     crate::support::publish(
         &ctx.recorder(component),
         &regarding,
@@ -713,13 +709,10 @@ async fn version_held(
 
 /// The request a binding belongs to (for watches): `spec.resourceRef`, namespace
 /// defaulting to the binding's.
-pub fn request_of(binding: &DynamicObject) -> Option<(String, String)> {
-    let r = &binding.data["spec"]["resourceRef"];
-    let name = r["name"].as_str().filter(|n| !n.is_empty())?.to_string();
-    let ns = r["namespace"]
-        .as_str()
-        .map(str::to_string)
-        .or_else(|| binding.namespace())?;
+pub fn request_of(binding: &ResourceBinding) -> Option<(String, String)> {
+    let r = &binding.spec.resource_ref;
+    let name = Some(r.name.clone()).filter(|n| !n.is_empty())?;
+    let ns = r.namespace.clone().or_else(|| binding.namespace())?;
     Some((name, ns))
 }
 

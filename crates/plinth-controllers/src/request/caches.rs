@@ -26,9 +26,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::Error;
 use crate::support::resources::promise_resource;
-use crate::support::resources::{binding_resource, revision_resource};
 use crate::workflow::engine;
 use plinth_api::constants::{annotations, labels};
+use plinth_api::{PromiseRevision, ResourceBinding};
 
 /// The stores of one Promise's request controller.
 #[derive(Clone)]
@@ -36,9 +36,9 @@ pub struct RequestCaches {
     /// The Promise (one object at most).
     pub promise: Store<DynamicObject>,
     /// The Promise's PromiseRevisions.
-    pub revisions: Store<DynamicObject>,
+    pub revisions: Store<PromiseRevision>,
     /// The ResourceBindings of the Promise's requests.
-    pub bindings: Store<DynamicObject>,
+    pub bindings: Store<ResourceBinding>,
     /// The cached bindings by the request their labels name.
     pub bindings_by_request: Arc<BindingIndex>,
     /// The resource workflow Jobs of the Promise's requests, without their spec and
@@ -168,29 +168,36 @@ impl<S> ObjectStream for S where
 }
 
 /// The stores of the bindings (indexed by request in `index`) and revisions labelled
-/// with `selector`, and their streams.
+/// with `selector`, and the streams that feed them.
 pub fn reflect_versions(
     client: &kube::Client,
     selector: &str,
     index: Arc<BindingIndex>,
-) -> (Reflected<impl ObjectStream>, Reflected<impl ObjectStream>) {
+) -> (
+    (
+        Store<ResourceBinding>,
+        impl Stream<Item = Result<ResourceBinding, watcher::Error>> + Send + 'static,
+    ),
+    (
+        Store<PromiseRevision>,
+        impl Stream<Item = Result<PromiseRevision, watcher::Error>> + Send + 'static,
+    ),
+) {
     let config = || watcher::Config::default().labels(selector);
-    let writer = reflector::store::Writer::new(binding_resource());
-    let bindings = writer.as_reader();
-    let binding_stream = watcher(Api::all_with(client.clone(), &binding_resource()), config())
+    let (bindings, writer) = reflector::store::<ResourceBinding>();
+    let binding_stream = watcher(Api::all(client.clone()), config())
         .default_backoff()
-        .modify(|o: &mut DynamicObject| o.managed_fields_mut().clear())
+        .modify(|o: &mut ResourceBinding| o.managed_fields_mut().clear())
         .reflect(writer)
         .inspect_ok(move |ev| index.apply(ev))
         .touched_objects();
-    (
-        (bindings, binding_stream),
-        reflect_dynamic(
-            Api::all_with(client.clone(), &revision_resource()),
-            revision_resource(),
-            config(),
-        ),
-    )
+    let (revisions, writer) = reflector::store::<PromiseRevision>();
+    let revision_stream = watcher(Api::all(client.clone()), config())
+        .default_backoff()
+        .modify(|o: &mut PromiseRevision| o.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects();
+    ((bindings, binding_stream), (revisions, revision_stream))
 }
 
 /// Objects of each request (`namespace/name`): the Jobs by their annotations
@@ -212,7 +219,7 @@ pub type JobIndex = RequestIndex<Job>;
 /// A Promise's ResourceBindings, by the request their labels name
 /// (`namespace/<kratix.io/resource-name>`): every binding carrying a request's labels,
 /// whatever its name, so a second binding is seen.
-pub type BindingIndex = RequestIndex<DynamicObject>;
+pub type BindingIndex = RequestIndex<ResourceBinding>;
 
 impl Default for JobIndex {
     fn default() -> Self {
@@ -222,7 +229,7 @@ impl Default for JobIndex {
 
 impl Default for BindingIndex {
     fn default() -> Self {
-        RequestIndex::new(request_of_binding, binding_resource())
+        RequestIndex::new(request_of_binding, ())
     }
 }
 
@@ -348,7 +355,7 @@ impl JobIndex {
 }
 
 /// `namespace/<kratix.io/resource-name>` of the request a binding's labels name.
-pub fn request_of_binding(binding: &DynamicObject) -> Option<String> {
+pub fn request_of_binding(binding: &ResourceBinding) -> Option<String> {
     Some(format!(
         "{}/{}",
         binding.namespace()?,
@@ -406,7 +413,7 @@ impl RequestCaches {
     }
 
     /// The Promise's cached revisions.
-    pub fn revisions(&self) -> Vec<DynamicObject> {
+    pub fn revisions(&self) -> Vec<PromiseRevision> {
         self.revisions
             .state()
             .iter()
@@ -486,19 +493,19 @@ mod tests {
 
     #[test]
     fn binding_index_finds_every_binding_of_a_request_and_follows_relabels() {
-        let binding = |name: &str, request: &str| -> DynamicObject {
+        let binding = |name: &str, request: &str| -> ResourceBinding {
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "platform.kratix.io/v1alpha1", "kind": "ResourceBinding",
                 "metadata": {"name": name, "namespace": "team", "labels": {
                     labels::PROMISE_NAME: "db", labels::RESOURCE_NAME: request}},
+                "spec": {"version": "latest", "promiseRef": {"name": "db"},
+                    "resourceRef": {"name": request}},
             }))
             .expect("binding")
         };
-        let writer_ar = binding_resource();
-        let mut writer = reflector::store::Writer::new(writer_ar);
-        let store = writer.as_reader();
+        let (store, mut writer) = reflector::store::<ResourceBinding>();
         let index = BindingIndex::default();
-        let mut feed = |ev: Event<DynamicObject>| {
+        let mut feed = |ev: Event<ResourceBinding>| {
             writer.apply_watcher_event(&ev);
             index.apply(&ev);
         };

@@ -13,7 +13,7 @@ use super::{COMPONENT, RequestCtx, binding, request_workflow};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
-use crate::support::resources::{binding_resource, work_resource};
+use crate::support::resources::work_resource;
 use crate::support::{self, remove_finalizer};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Workflow, WorkflowAction};
@@ -83,11 +83,8 @@ async fn delete_jobs(ctx: &Context, wf: &Workflow, sel: &str) -> Result<(), Erro
 /// Deletes the request's ResourceBindings, best effort: a binding that cannot be deleted
 /// must not keep the request for ever.
 async fn delete_bindings(ctx: &Context, rr: &DynamicObject, sel: &str) {
-    let bindings: Api<DynamicObject> = Api::namespaced_with(
-        ctx.client.clone(),
-        &rr.namespace().unwrap_or_default(),
-        &binding_resource(),
-    );
+    let bindings: Api<plinth_api::ResourceBinding> =
+        Api::namespaced(ctx.client.clone(), &rr.namespace().unwrap_or_default());
     let Ok(list) = bindings.list(&ListParams::default().labels(sel)).await else {
         return;
     };

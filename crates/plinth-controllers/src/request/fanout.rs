@@ -333,10 +333,7 @@ pub fn count_progress(promise: &DynamicObject, caches: &RequestCaches) -> Value 
         .iter()
         .filter_map(|b| {
             let (rr, ns) = binding::request_of(b)?;
-            Some((
-                format!("{ns}/{rr}"),
-                b.data["spec"]["version"].as_str()?.to_string(),
-            ))
+            Some((format!("{ns}/{rr}"), b.spec.version.clone()))
         })
         .collect();
     let mut succeeded: HashMap<String, Vec<String>> = HashMap::new();

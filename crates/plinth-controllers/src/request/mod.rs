@@ -23,7 +23,6 @@ use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::harness::{Harness, Start};
-use crate::support::resources::{binding_resource, revision_resource};
 use crate::support::resources::{promise_resource, work_resource};
 use crate::support::set_finalizers;
 use crate::support::works::classify_works;
@@ -193,8 +192,8 @@ fn watch_versions(
     index: Arc<caches::BindingIndex>,
 ) -> (
     Controller<DynamicObject>,
-    Store<DynamicObject>,
-    Store<DynamicObject>,
+    Store<plinth_api::ResourceBinding>,
+    Store<plinth_api::PromiseRevision>,
 ) {
     let by_promise = format!("{}={promise_name}", labels::PROMISE_NAME);
     let (ar_bindings, ar_revisions, store) = (ar.clone(), ar.clone(), controller.store());
@@ -207,12 +206,12 @@ fn watch_versions(
                 let (name, ns) = binding::request_of(&b)?;
                 Some(ObjectRef::new_with(&name, ar_bindings.clone()).within(&ns))
             },
-            binding_resource(),
+            (),
         )
         .watches_stream_with(
             revision_stream,
             move |_| all_requests(&store, &ar_revisions),
-            revision_resource(),
+            (),
         );
     (controller, bindings, revisions)
 }
@@ -475,7 +474,7 @@ async fn ensure_finalizers(r: &Reconciling<'_>) -> Result<bool, Error> {
 async fn run_configure(
     r: &Reconciling<'_>,
     wf: &Workflow,
-    binding: &DynamicObject,
+    binding: &plinth_api::ResourceBinding,
     bound: &binding::BoundRevision,
 ) -> Result<Option<Action>, Error> {
     let (ctx, rctx) = (r.ctx(), r.rctx);
@@ -562,7 +561,7 @@ async fn request_works(r: &Reconciling<'_>, wf: &Workflow) -> Result<Vec<Dynamic
 async fn record_reconciled(
     r: &Reconciling<'_>,
     wf: &Workflow,
-    binding: &DynamicObject,
+    binding: &plinth_api::ResourceBinding,
     bound: &binding::BoundRevision,
 ) -> Result<DynamicObject, Error> {
     let state = classify_works(&request_works(r, wf).await?);

@@ -91,22 +91,50 @@ where
     .await
 }
 
+/// An object whose `status` the controllers change as JSON: a request or another kind
+/// read as a [`DynamicObject`], or a Kratix kind typed in `plinth-api`.
+pub trait JsonStatus: Resource + Clone + DeserializeOwned + Serialize + Debug {
+    /// The object's `status` as JSON, `None` when it has none.
+    fn status_json(&self) -> Option<Value>;
+
+    /// Whether the object has a `status` that is not a JSON object (it is replaced
+    /// whole).
+    fn status_is_not_object(&self) -> bool {
+        self.status_json().is_some_and(|s| !s.is_object())
+    }
+}
+
+impl JsonStatus for DynamicObject {
+    fn status_json(&self) -> Option<Value> {
+        self.data.get("status").cloned()
+    }
+
+    fn status_is_not_object(&self) -> bool {
+        self.data.get("status").is_some_and(|s| !s.is_object())
+    }
+}
+
+impl JsonStatus for plinth_api::ResourceBinding {
+    fn status_json(&self) -> Option<Value> {
+        self.status
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+    }
+}
+
 /// Reads `name`, lets `mutate` change its `status` (a JSON object, created if absent)
 /// and writes the difference with [`patch_status`]. `mutate` returns false to skip the
 /// write. Returns the object as stored after the write (or as read when nothing
 /// changed); a missing object is the API's 404 error.
-pub async fn update_status<F>(
-    api: &Api<DynamicObject>,
-    name: &str,
-    mut mutate: F,
-) -> Result<DynamicObject, Error>
+pub async fn update_status<K, F>(api: &Api<K>, name: &str, mut mutate: F) -> Result<K, Error>
 where
-    F: FnMut(&mut Value, &DynamicObject) -> bool,
+    K: JsonStatus,
+    F: FnMut(&mut Value, &K) -> bool,
 {
     let written = patch_status(api, name, |obj| {
         let (before, status) = mutated_status(obj, &mut mutate)?;
         let mut patch = merge_diff(&before, &status);
-        if obj.data.get("status").is_some_and(|s| !s.is_object()) {
+        if obj.status_is_not_object() {
             // A non-object status is replaced whole.
             patch = status;
         }
@@ -122,12 +150,13 @@ where
 
 /// `obj`'s status (an empty object when absent or not an object) before and after
 /// `mutate`; `None` when `mutate` declines or changes nothing.
-fn mutated_status<F>(obj: &DynamicObject, mutate: &mut F) -> Option<(Value, Value)>
+fn mutated_status<K, F>(obj: &K, mutate: &mut F) -> Option<(Value, Value)>
 where
-    F: FnMut(&mut Value, &DynamicObject) -> bool,
+    K: JsonStatus,
+    F: FnMut(&mut Value, &K) -> bool,
 {
-    let before = match obj.data.get("status") {
-        Some(s) if s.is_object() => s.clone(),
+    let before = match obj.status_json() {
+        Some(s) if s.is_object() => s,
         _ => json!({}),
     };
     let mut status = before.clone();
@@ -143,18 +172,15 @@ where
 /// a reconcile repeats on every wake, which have nothing to change once done; a copy
 /// behind the stored object can only skip a write that the newer object's own watch
 /// event will bring back to the reconcile.
-pub async fn update_status_known<F>(
-    api: &Api<DynamicObject>,
-    known: &DynamicObject,
-    mut mutate: F,
-) -> Result<DynamicObject, Error>
+pub async fn update_status_known<K, F>(api: &Api<K>, known: &K, mut mutate: F) -> Result<K, Error>
 where
-    F: FnMut(&mut Value, &DynamicObject) -> bool,
+    K: JsonStatus,
+    F: FnMut(&mut Value, &K) -> bool,
 {
     if mutated_status(known, &mut mutate).is_none() {
         return Ok(known.clone());
     }
-    let name = known.metadata.name.clone().unwrap_or_default();
+    let name = known.meta().name.clone().unwrap_or_default();
     update_status(api, &name, mutate).await
 }
 

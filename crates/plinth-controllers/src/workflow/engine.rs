@@ -782,11 +782,10 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
 }
 
 /// Removes labels from the parent with a merge patch (a no-op when none is present).
-pub async fn remove_labels(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    keys: &[&str],
-) -> Result<(), Error> {
+pub async fn remove_labels<K>(api: &Api<K>, obj: &K, keys: &[&str]) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let present: Vec<&&str> = keys
         .iter()
         .filter(|k| obj.labels().contains_key(**k))

@@ -5,23 +5,23 @@
 //! bindings as read.
 
 use kube::ResourceExt;
-use kube::api::DynamicObject;
+use plinth_api::ResourceBinding;
 use plinth_api::constants::{annotations, field_managers};
 
 /// The bindings carrying one request's labels, sorted out.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Found {
     /// None: the platform creates one.
     None,
     /// Exactly one: it is the request's.
-    One(DynamicObject),
+    One(ResourceBinding),
     /// One binding not made by the platform and the platform's own ones, made before it
     /// arrived: `keep` is the request's, `replaced` are deleted.
     Adopt {
         /// The binding a user or an output made.
-        keep: DynamicObject,
+        keep: ResourceBinding,
         /// The platform's bindings it replaces.
-        replaced: Vec<DynamicObject>,
+        replaced: Vec<ResourceBinding>,
     },
     /// More than one binding not made by the platform (or several of the platform's and
     /// none other): an error naming them, which stays until one goes.
@@ -29,7 +29,7 @@ pub enum Found {
 }
 
 /// Whether the platform created `binding` for a request that had none.
-pub fn is_auto_created(binding: &DynamicObject) -> bool {
+pub fn is_auto_created(binding: &ResourceBinding) -> bool {
     binding
         .annotations()
         .get(annotations::AUTO_CREATED_BINDING)
@@ -38,13 +38,13 @@ pub fn is_auto_created(binding: &DynamicObject) -> bool {
 
 /// Sorts the bindings of one request: one is the request's; one made by a user or an
 /// output beside the platform's own replaces them; two made by others conflict.
-pub fn choose(mut found: Vec<DynamicObject>) -> Found {
+pub fn choose(mut found: Vec<ResourceBinding>) -> Found {
     found.sort_by_key(|b| b.name_any());
     if found.len() <= 1 {
         return found.pop().map_or(Found::None, Found::One);
     }
     let (auto, others): (Vec<_>, Vec<_>) = found.iter().cloned().partition(is_auto_created);
-    match <[DynamicObject; 1]>::try_from(others) {
+    match <[ResourceBinding; 1]>::try_from(others) {
         Ok([keep]) => Found::Adopt {
             keep,
             replaced: auto,
@@ -59,7 +59,7 @@ pub fn choose(mut found: Vec<DynamicObject>) -> Found {
 /// manager (`kubectl patch`, a rollout) changed. The agent takes the field back on its
 /// next pass; until then the version is not the output's. `None` when the agent does not
 /// apply the binding or still owns the field (a change the output itself made).
-pub fn version_taken_from_agent(binding: &DynamicObject) -> Option<String> {
+pub fn version_taken_from_agent(binding: &ResourceBinding) -> Option<String> {
     let entries = binding
         .metadata
         .managed_fields
@@ -93,52 +93,65 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn binding(name: &str, auto: bool) -> DynamicObject {
+    fn binding(name: &str, auto: bool) -> ResourceBinding {
         let mut meta = json!({"name": name, "namespace": "default"});
         if auto {
             meta["annotations"] = json!({annotations::AUTO_CREATED_BINDING: "true"});
         }
         serde_json::from_value(json!({
             "apiVersion": "platform.kratix.io/v1alpha1", "kind": "ResourceBinding",
-            "metadata": meta, "spec": {"version": "v1"},
+            "metadata": meta,
+            "spec": {"version": "v1", "promiseRef": {"name": "p"}, "resourceRef": {"name": "r"}},
         }))
         .unwrap()
     }
 
-    #[test]
-    fn a_late_binding_replaces_the_platforms_and_two_others_conflict() {
-        assert_eq!(choose(vec![]), Found::None);
-        assert_eq!(
-            choose(vec![binding("auto", true)]),
-            Found::One(binding("auto", true))
-        );
-        assert_eq!(
-            choose(vec![binding("auto", true), binding("mine", false)]),
-            Found::Adopt {
-                keep: binding("mine", false),
-                replaced: vec![binding("auto", true)],
-            }
-        );
-        assert_eq!(
-            choose(vec![binding("mine", false), binding("yours", false)]),
-            Found::Conflict(vec!["mine".into(), "yours".into()])
-        );
-        assert_eq!(
-            choose(vec![
-                binding("yours", false),
-                binding("auto", true),
-                binding("mine", false)
-            ]),
-            Found::Conflict(vec!["auto".into(), "mine".into(), "yours".into()]),
-            "never a user's binding deleted for another's"
-        );
-        assert_eq!(
-            choose(vec![binding("a1", true), binding("a2", true)]),
-            Found::Conflict(vec!["a1".into(), "a2".into()])
-        );
+    /// What `choose` decided, by the names of the bindings it kept and replaced.
+    fn decided(found: Found) -> (Vec<String>, Vec<String>) {
+        match found {
+            Found::None => (vec![], vec![]),
+            Found::One(b) => (vec![b.name_any()], vec![]),
+            Found::Adopt { keep, replaced } => (
+                vec![keep.name_any()],
+                replaced.iter().map(ResourceExt::name_any).collect(),
+            ),
+            Found::Conflict(names) => (vec!["conflict".into()], names),
+        }
     }
 
-    fn managed(entries: serde_json::Value) -> DynamicObject {
+    #[test]
+    fn a_late_binding_replaces_the_platforms_and_two_others_conflict() {
+        assert_eq!(decided(choose(vec![])), (vec![], vec![]));
+        assert_eq!(
+            decided(choose(vec![binding("auto", true)])),
+            (vec!["auto".into()], vec![])
+        );
+        assert_eq!(
+            decided(choose(vec![binding("auto", true), binding("mine", false)])),
+            (vec!["mine".into()], vec!["auto".into()])
+        );
+        assert!(matches!(
+            choose(vec![binding("mine", false), binding("yours", false)]),
+            Found::Conflict(n) if n == ["mine", "yours"]
+        ));
+        assert!(
+            matches!(
+                choose(vec![
+                    binding("yours", false),
+                    binding("auto", true),
+                    binding("mine", false)
+                ]),
+                Found::Conflict(n) if n == ["auto", "mine", "yours"]
+            ),
+            "never a user's binding deleted for another's"
+        );
+        assert!(matches!(
+            choose(vec![binding("a1", true), binding("a2", true)]),
+            Found::Conflict(n) if n == ["a1", "a2"]
+        ));
+    }
+
+    fn managed(entries: serde_json::Value) -> ResourceBinding {
         let mut b = binding("app-a-db", false);
         b.metadata.managed_fields = Some(serde_json::from_value(entries).unwrap());
         b
