@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod names;
 pub mod paths;
 pub mod pipeline;
+pub mod request_crd;
 pub mod schedule;
 mod schema;
 pub mod secrets;

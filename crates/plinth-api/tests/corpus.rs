@@ -104,9 +104,12 @@ fn every_kratix_document_round_trips() {
                     p.api_crd()
                         .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                     if let Some(api) = p.spec.api.as_ref().filter(|_| p.spec.has_api()) {
-                        let crd = crds::build_request_crd(p.metadata.name.as_deref().unwrap(), api)
-                            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-                        crds::request_gvk(&crd).unwrap();
+                        let crd = request_crd::build_request_crd(
+                            p.metadata.name.as_deref().unwrap(),
+                            api,
+                        )
+                        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                        request_crd::request_gvk(&crd).unwrap();
                         // The transformed CRD is a well-formed apiextensions/v1 object.
                         let typed: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
                             serde_json::from_value(crd.clone())

@@ -37,7 +37,7 @@ pub struct App {
     /// Maximum request body size in bytes.
     pub max_body_bytes: usize,
     /// Token issuing and checking.
-    pub tokens: crate::auth::Tokens,
+    pub tokens: crate::tokens::Tokens,
     /// Address served over HTTPS (for discovery's serverAddressByClientCIDRs).
     pub https_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// The CA certificate (PEM) of the HTTPS listener, published in every namespace as
@@ -105,18 +105,6 @@ pub(crate) fn set_finalizers(v: &mut Value, f: Vec<String>) {
     } else {
         m.insert("finalizers".into(), json!(f));
     }
-}
-
-/// RFC 3339 timestamp with second precision (metav1.Time).
-pub(crate) fn now() -> String {
-    // Truncated, as Kubernetes serialises a metav1.Time: rounding could date an object
-    // up to half a second after what its controllers write about it (a Job created
-    // "after" its completionTime).
-    let now = jiff::Timestamp::now();
-    let round = jiff::TimestampRound::new()
-        .smallest(jiff::Unit::Second)
-        .mode(jiff::RoundMode::Trunc);
-    now.round(round).unwrap_or(now).to_string()
 }
 
 pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {
@@ -535,18 +523,6 @@ pub(crate) fn storage_info(app: &App, info: &ResourceInfo) -> Arc<ResourceInfo> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn now_is_whole_seconds_never_in_the_future() {
-        for _ in 0..50 {
-            let stamp = now();
-            let after = jiff::Timestamp::now();
-            let t: jiff::Timestamp = stamp.parse().expect("RFC 3339");
-            assert!(t <= after, "{stamp} is after {after}");
-            assert_eq!(t.subsec_nanosecond(), 0, "{stamp}");
-            std::thread::sleep(std::time::Duration::from_millis(7));
-        }
-    }
 
     #[test]
     fn names() {

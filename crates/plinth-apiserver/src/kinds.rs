@@ -8,11 +8,12 @@
 
 use serde_json::{Value, json};
 
-use crate::app::{App, meta, meta_str, now};
+use crate::app::{App, meta, meta_str};
 use crate::error::ApiError;
 use crate::registry::{crd_infos, rkey};
 use crate::resource::{Cause, ResourceInfo};
 use crate::store::WriteOp;
+use crate::timestamp::now;
 
 fn is(info: &ResourceInfo, group: &str, plural: &str) -> bool {
     info.builtin && info.group == group && info.plural == plural

@@ -42,7 +42,9 @@ mod ssa;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod timestamp;
 pub mod tls;
+pub mod tokens;
 pub mod usage;
 pub mod validation;
 mod verbs;

@@ -11,10 +11,11 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use crate::app::App;
-use crate::auth::{self, Tokens};
+use crate::auth;
 use crate::error::Error;
 use crate::registry::{Registry, rkey};
 use crate::store::{Event, EventSink, Hub, Store};
+use crate::tokens::{self, Tokens};
 use crate::verbs;
 
 /// Namespaces created at start-up.
@@ -623,5 +624,5 @@ fn write_kubeconfig(
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: plinth\n  cluster:\n    server: https://{addr}\n    certificate-authority-data: {ca}\nusers:\n- name: plinth-admin\n  user:\n    token: {token}\ncontexts:\n- name: plinth\n  context:\n    cluster: plinth\n    user: plinth-admin\n    namespace: default\ncurrent-context: plinth\n"
     );
-    auth::write_private(path, text.as_bytes())
+    tokens::write_private(path, text.as_bytes())
 }

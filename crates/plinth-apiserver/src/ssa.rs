@@ -423,7 +423,7 @@ impl Entry {
         m.insert("apiVersion".into(), json!(self.api_version));
         let time = match (&self.time, self.changed) {
             (Some(t), false) => t.clone(),
-            _ => json!(crate::app::now()),
+            _ => json!(crate::timestamp::now()),
         };
         m.insert("time".into(), time);
         m.insert("fieldsType".into(), json!("FieldsV1"));

@@ -6,6 +6,7 @@
 //! apiextensions API server does. Built-in kinds get the columns a real cluster prints
 //! (Kubernetes `pkg/printers/internalversion`).
 
+mod column;
 pub mod jsonpath;
 mod workloads;
 
@@ -13,6 +14,10 @@ use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use crate::resource::{PrinterColumn, ResourceInfo};
+pub use column::human_duration;
+use column::{
+    AGE_DESC, Column, Source, age_column, age_of, builtin, count, join_containers, name_column,
+};
 
 /// Render objects of one resource as a `meta.k8s.io/v1` `Table`.
 ///
@@ -109,60 +114,10 @@ fn table_of(
     })
 }
 
-/// One rendered column: its definition and how to compute its cell.
-struct Column {
-    name: String,
-    type_: String,
-    format: String,
-    description: String,
-    priority: i32,
-    source: Source,
-}
-
-enum Source {
-    Name,
-    Path(Vec<jsonpath::Step>),
-    Builtin(fn(&Value, Timestamp) -> Value),
-}
-
-const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
-
 const SCALE_DESIRED_DESC: &str =
     "replicas is the desired number of instances for the scaled object.";
 const SCALE_AVAILABLE_DESC: &str =
     "replicas is the actual number of observed instances of the scaled object.";
-
-fn name_column(priority: i32) -> Column {
-    Column {
-        name: "Name".into(),
-        type_: "string".into(),
-        format: "name".into(),
-        description: NAME_DESC.into(),
-        priority,
-        source: Source::Name,
-    }
-}
-
-fn builtin(name: &str, type_: &str, priority: i32, f: fn(&Value, Timestamp) -> Value) -> Column {
-    Column {
-        name: name.into(),
-        type_: type_.into(),
-        format: String::new(),
-        description: match name {
-            "Age" => AGE_DESC.to_string(),
-            _ => format!("{name} of the object."),
-        },
-        priority,
-        source: Source::Builtin(f),
-    }
-}
-
-fn age_column() -> Column {
-    builtin("Age", "string", 0, |o, now| {
-        Value::String(age_of(o.pointer("/metadata/creationTimestamp"), now))
-    })
-}
 
 fn created_at_column() -> Column {
     builtin("Created At", "date", 0, |o, _| {
@@ -463,74 +418,6 @@ fn typed_cell(ty: &str, v: &Value, now: Timestamp) -> Value {
     }
 }
 
-/// Kubernetes `duration.HumanDuration`: `45s`, `5m30s`, `3h10m`, `2d3h`, `1y20d`.
-pub fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".into();
-    }
-    if seconds < 0 {
-        return "0s".into();
-    }
-    if seconds < 120 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 180 {
-        return format!("{minutes}m");
-    }
-    let hours = minutes / 60;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
-
-/// Age of an RFC 3339 timestamp value, `<unknown>` when absent or unparsable.
-fn age_of(ts: Option<&Value>, now: Timestamp) -> String {
-    match ts
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse::<Timestamp>().ok())
-    {
-        Some(t) => human_duration(now.duration_since(t).as_secs()),
-        None => "<unknown>".into(),
-    }
-}
-
 fn str_at(o: &Value, ptr: &str) -> Value {
     o.pointer(ptr).cloned().unwrap_or(Value::Null)
 }
@@ -542,14 +429,6 @@ fn str_or_empty(o: &Value, ptr: &str) -> Value {
             .unwrap_or("")
             .to_string(),
     )
-}
-
-fn count(o: &Value, ptr: &str) -> usize {
-    match o.pointer(ptr) {
-        Some(Value::Object(m)) => m.len(),
-        Some(Value::Array(a)) => a.len(),
-        _ => 0,
-    }
 }
 
 fn subjects(o: &Value, kind: &str) -> Value {
@@ -802,25 +681,6 @@ fn job_duration(o: &Value, now: Timestamp) -> Value {
     };
     let end = ts("/status/completionTime").unwrap_or(now);
     Value::String(human_duration(end.duration_since(start).as_secs()))
-}
-
-fn join_containers(o: &Value, field: &str) -> Value {
-    containers_field(o, "/spec/template/spec/containers", field)
-}
-
-/// `field` (name, image) of every container in the list at pointer `containers`,
-/// comma-separated, as kube-apiserver's CONTAINERS and IMAGES columns print them.
-fn containers_field(o: &Value, containers: &str, field: &str) -> Value {
-    let names: Vec<&str> = o
-        .pointer(containers)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.get(field).and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default();
-    Value::String(names.join(","))
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::auth::write_private;
 use crate::error::Error;
+use crate::tokens::write_private;
 
 /// PEM files on disk.
 pub struct TlsFiles {

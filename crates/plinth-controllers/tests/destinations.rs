@@ -709,10 +709,12 @@ async fn deleting_a_state_store_makes_its_destinations_not_ready() {
         })
     })
     .await;
-    assert!(
-        env.ctx.stores.get("GitStateStore", "short-lived").is_none(),
-        "writer dropped"
-    );
+    // The store controller forgets the writer on its own watch event, which may come
+    // after the Destination controller's.
+    wait_for("the deleted store's writer dropped", || async {
+        env.ctx.stores.get("GitStateStore", "short-lived").is_none()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

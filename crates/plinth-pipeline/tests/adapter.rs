@@ -219,7 +219,7 @@ async fn request_object(ts: &TestServer) -> ObjectRef {
         }
     });
     let crd: CustomResourceDefinition =
-        serde_json::from_value(plinth_api::crds::build_request_crd("redis", &api).unwrap())
+        serde_json::from_value(plinth_api::request_crd::build_request_crd("redis", &api).unwrap())
             .unwrap();
     Api::<CustomResourceDefinition>::all(ts.client())
         .create(&PostParams::default(), &crd)

@@ -435,9 +435,9 @@ impl Promise {
             return Ok(None);
         }
         let mut crd = self.spec.api.clone().unwrap_or_default();
-        crate::crds::validate_api_crd(&crd)?;
-        crate::crds::normalise_api_version(&mut crd);
-        crate::crds::inject_name_max_length(&mut crd)?;
+        crate::request_crd::validate_api_crd(&crd)?;
+        crate::request_crd::normalise_api_version(&mut crd);
+        crate::request_crd::inject_name_max_length(&mut crd)?;
         Ok(Some(crd))
     }
 

@@ -168,7 +168,7 @@ fn promise_interval_causes(obj: &Value, spec: &Value, old: Option<&Value>) -> Ve
 
 /// The API: a valid, namespaced CRD that builds into a servable request CRD.
 fn api_causes(promise: &str, api: &Value) -> Vec<Cause> {
-    if let Err(e) = plinth_api::crds::validate_api_crd(api) {
+    if let Err(e) = plinth_api::request_crd::validate_api_crd(api) {
         return vec![cause(
             "spec.api",
             "FieldValueInvalid",
@@ -183,7 +183,7 @@ fn api_causes(promise: &str, api: &Value) -> Vec<Cause> {
             "Unsupported value: a Promise API must be Namespaced",
         ));
     }
-    match plinth_api::crds::build_request_crd(promise, api) {
+    match plinth_api::request_crd::build_request_crd(promise, api) {
         Ok(crd) => {
             causes.extend(crate::reserved::crd_causes(&crd, "spec.api."));
             if let Err(cs) = crate::schema::check_crd(&crd) {

@@ -748,7 +748,7 @@ fn plinth_kratix_crds_pass_check_crd_and_admit_marketplace_promises() {
 )]
 fn generated_request_crds_pass_check_crd_and_admit_requests_with_status() {
     for (name, api) in marketplace_crds() {
-        let crd = plinth_api::crds::build_request_crd(&name, &api)
+        let crd = plinth_api::request_crd::build_request_crd(&name, &api)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         if let Err(causes) = check_crd(&crd) {
             panic!("{name}: {:?}", messages(&causes));

@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{Column, age_column, age_of, builtin, containers_field, join_containers};
+use super::column::{Column, age_column, age_of, builtin, containers_field, join_containers};
 
 /// Appends the columns after `Name` for `(group, kind)`; false when the kind has none here.
 pub(super) fn columns(group: &str, kind: &str, cols: &mut Vec<Column>) -> bool {

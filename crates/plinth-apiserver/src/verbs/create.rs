@@ -7,13 +7,14 @@ use super::{
     record_fields, write,
 };
 use crate::app::{
-    App, cause, is_crd, key_for, meta, meta_mut, meta_str, name_error, now, present, storage_info,
+    App, cause, is_crd, key_for, meta, meta_mut, meta_str, name_error, present, storage_info,
 };
 use crate::error::{ApiError, group_resource};
 use crate::registry::rkey;
 use crate::resource::ResourceInfo;
 use crate::ssa::Owner;
 use crate::store::{ObjKey, WriteOp};
+use crate::timestamp::now;
 use crate::webhook::{Attributes, Operation};
 
 /// Five characters of the alphabet Kubernetes uses for generated name suffixes.

@@ -7,12 +7,13 @@ use serde_json::{Value, json};
 use super::write;
 use crate::app::{
     App, Filter, PROTECTED_NAMESPACES, Query, Render, dry_run, finalizers, get_object, is_crd,
-    key_for, meta, meta_mut, meta_str, now, present, respond_objects, rv_of, set_finalizers,
+    key_for, meta, meta_mut, meta_str, present, respond_objects, rv_of, set_finalizers,
     storage_info, storage_rkey,
 };
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
 use crate::store::WriteOp;
+use crate::timestamp::now;
 use crate::webhook::{Attributes, Operation};
 
 /// Parsed `DeleteOptions` (body or query).

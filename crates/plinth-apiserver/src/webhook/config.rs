@@ -13,9 +13,8 @@ use kube::core::Selector;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::app::App;
 use crate::registry::rkey;
-use crate::store::{Event, StoreError};
+use crate::store::{Event, Store, StoreError};
 
 /// The API group of the webhook configurations.
 pub(super) const GROUP: &str = "admissionregistration.k8s.io";
@@ -92,14 +91,14 @@ impl Webhooks {
     ///
     /// # Errors
     /// The store could not be read.
-    pub(super) async fn registered(&self, app: &App) -> Result<Arc<Registered>, StoreError> {
+    pub(super) async fn registered(&self, store: &Store) -> Result<Arc<Registered>, StoreError> {
         let epoch = self.epoch.load(Ordering::SeqCst);
         if let Some((e, r)) = self.cached.lock().unwrap().as_ref()
             && *e == epoch
         {
             return Ok(r.clone());
         }
-        let registered = Arc::new(load(app).await?);
+        let registered = Arc::new(load(store).await?);
         *self.cached.lock().unwrap() = Some((epoch, registered.clone()));
         self.clients.lock().unwrap().clear();
         Ok(registered)
@@ -125,9 +124,9 @@ impl Webhooks {
 }
 
 /// Reads both kinds of configuration from the store.
-async fn load(app: &App) -> Result<Registered, StoreError> {
-    let mut mutating = app.store.all_of(rkey(GROUP, MUTATING)).await?;
-    let mut validating = app.store.all_of(rkey(GROUP, VALIDATING)).await?;
+async fn load(store: &Store) -> Result<Registered, StoreError> {
+    let mut mutating = store.all_of(rkey(GROUP, MUTATING)).await?;
+    let mut validating = store.all_of(rkey(GROUP, VALIDATING)).await?;
     mutating.sort_by(|a, b| name_of(a).cmp(name_of(b)));
     validating.sort_by(|a, b| name_of(a).cmp(name_of(b)));
     Ok(Registered {

@@ -40,7 +40,7 @@ pub(crate) async fn mutate(
     mut obj: Option<&mut Value>,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
-    let registered = app.webhooks.registered(app).await?;
+    let registered = app.webhooks.registered(&app.store).await?;
     if registered.mutating.is_empty() {
         return Ok(());
     }
@@ -84,7 +84,7 @@ pub(crate) async fn validate(
     new: Option<&Value>,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
-    let registered = app.webhooks.registered(app).await?;
+    let registered = app.webhooks.registered(&app.store).await?;
     if registered.validating.is_empty() {
         return Ok(());
     }

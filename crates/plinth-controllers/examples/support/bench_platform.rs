@@ -33,7 +33,7 @@ pub async fn start() -> BenchPlatform {
         .into_iter()
         .map(|c| serde_json::to_value(c).unwrap())
         .collect();
-    all.push(plinth_api::crds::build_request_crd("bench", &api_crd).unwrap());
+    all.push(plinth_api::request_crd::build_request_crd("bench", &api_crd).unwrap());
     for c in all {
         crds.create(&PostParams::default(), &serde_json::from_value(c).unwrap())
             .await

@@ -463,7 +463,7 @@ async fn request_exists(
             &crate::support::resources::promise_resource(),
         );
         let ar = promises.get_opt(&t.promise).await?.and_then(|p| {
-            let gvk = plinth_api::crds::request_gvk(&p.data["spec"]["api"]).ok()?;
+            let gvk = plinth_api::request_crd::request_gvk(&p.data["spec"]["api"]).ok()?;
             Some(ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
                 &gvk.plural,

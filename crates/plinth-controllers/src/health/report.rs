@@ -65,7 +65,7 @@ pub async fn collect(
         let Some(obj) = promises.get_opt(&p).await? else {
             return Err(Error::NotFound(format!("Promise {p:?}")));
         };
-        let Ok(gvk) = plinth_api::crds::request_gvk(&obj.data["spec"]["api"]) else {
+        let Ok(gvk) = plinth_api::request_crd::request_gvk(&obj.data["spec"]["api"]) else {
             if promise.is_some() {
                 return Err(Error::NoApi(p.clone()));
             }

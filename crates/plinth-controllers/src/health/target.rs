@@ -63,7 +63,7 @@ pub async fn request_resource(ctx: &Context, promise: &str) -> Result<Option<Api
     let Some(p) = promises.get_opt(promise).await? else {
         return Ok(None);
     };
-    let Ok(gvk) = plinth_api::crds::request_gvk(&p.data["spec"]["api"]) else {
+    let Ok(gvk) = plinth_api::request_crd::request_gvk(&p.data["spec"]["api"]) else {
         return Ok(None);
     };
     Ok(Some(ApiResource::from_gvk_with_plural(

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use plinth_api::constants::SYSTEM_NAMESPACE;
 
-use super::{Observed, Step};
+use super::observed::{Observed, Step};
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::{self, set_condition, set_field};
@@ -73,7 +73,7 @@ pub(super) fn request_crd(p: &Observed) -> Result<Option<Value>, Error> {
     let Some(api) = p.spec.api.as_ref().filter(|_| p.spec.has_api()) else {
         return Ok(None);
     };
-    plinth_api::crds::build_request_crd(&p.name, api)
+    plinth_api::request_crd::build_request_crd(&p.name, api)
         .map(Some)
         .map_err(|e| Error::InvalidPromise {
             promise: p.name.clone(),

@@ -9,7 +9,8 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::{COMPONENT, Observed, api, ignore_not_found};
+use super::api;
+use super::observed::{COMPONENT, Observed, ignore_not_found};
 use crate::context::Context;
 use crate::support::resources::{revision_resource, work_resource};
 use crate::support::{self, remove_finalizer};

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use plinth_api::constants::SYSTEM_NAMESPACE;
 
-use super::{Observed, ignore_not_found};
+use super::observed::{Observed, ignore_not_found};
 use crate::Error;
 use crate::context::Context;
 use crate::support::resources::work_resource;

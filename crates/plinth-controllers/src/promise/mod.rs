@@ -16,6 +16,7 @@
 mod api;
 mod deletion;
 mod dependencies;
+mod observed;
 mod requirements;
 
 use std::sync::Arc;
@@ -27,8 +28,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use plinth_api::PromiseSpec;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::context::Context;
 use crate::dynamic::RequestApi;
@@ -36,15 +36,13 @@ use crate::support::harness::{Harness, Start};
 use crate::support::works::{WorksState, classify_works};
 use crate::support::{self, set_condition, set_field, set_finalizers};
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::workflow::{Workflow, WorkflowAction};
 use crate::{Error, request};
+use observed::{COMPONENT, Observed, Step, promise_api};
 use plinth_api::constants::work_type;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 use crate::support::resources::{promise_resource, revision_resource, work_resource};
-
-/// Reporting component of Promise events.
-const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
 
 /// Runs the Promise controller until the client's watches end.
 pub async fn run(ctx: Arc<Context>) {
@@ -135,98 +133,6 @@ fn requirers(store: &Store<DynamicObject>, name: &str) -> Vec<ObjectRef<DynamicO
         .collect()
 }
 
-fn promise_api(ctx: &Context) -> Api<DynamicObject> {
-    Api::all_with(ctx.client.clone(), &promise_resource())
-}
-
-/// A Promise as one reconcile sees it.
-pub(crate) struct Observed {
-    /// The object as the watch delivered it.
-    obj: Arc<DynamicObject>,
-    /// `metadata.name`.
-    name: String,
-    /// The `promises` API, for status and finalizer writes.
-    api: Api<DynamicObject>,
-    /// `spec`, typed.
-    spec: PromiseSpec,
-    /// `spec` as written (the workflows' input and the hash over it).
-    raw_spec: Value,
-    /// `status` as read (`null` when absent).
-    status: Value,
-}
-
-impl Observed {
-    /// Reads the typed spec; a spec that does not parse is an [`Error::InvalidPromise`]
-    /// naming the cause.
-    fn new(ctx: &Context, obj: Arc<DynamicObject>) -> Result<Self, Error> {
-        let name = obj.name_any();
-        let raw_spec = obj.data.get("spec").cloned().unwrap_or(Value::Null);
-        let spec: PromiseSpec = if raw_spec.is_null() {
-            PromiseSpec::default()
-        } else {
-            serde_json::from_value(raw_spec.clone()).map_err(|e| Error::InvalidPromise {
-                promise: name.clone(),
-                message: format!("spec: {e}"),
-            })?
-        };
-        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-        Ok(Observed {
-            api: promise_api(ctx),
-            obj,
-            name,
-            spec,
-            raw_spec,
-            status,
-        })
-    }
-
-    fn label_is_true(&self, key: &str) -> bool {
-        self.obj.labels().get(key).is_some_and(|v| v == "true")
-    }
-
-    fn is_available(&self) -> bool {
-        self.status["status"] == "Available"
-    }
-
-    fn has_delete_workflow(&self) -> bool {
-        !self
-            .spec
-            .raw_pipelines(WorkflowType::Promise, WorkflowAction::Delete)
-            .is_empty()
-    }
-
-    /// The promise workflow of `action`.
-    fn workflow(&self, action: WorkflowAction) -> Workflow {
-        Workflow {
-            promise_name: self.name.clone(),
-            promise_spec: self.raw_spec.clone(),
-            workflow_type: WorkflowType::Promise,
-            action,
-            subject: Subject {
-                group: plinth_api::GROUP.into(),
-                version: plinth_api::VERSION.into(),
-                kind: "Promise".into(),
-                plural: "promises".into(),
-                name: self.name.clone(),
-                namespace: None,
-                uid: self.obj.meta().uid.clone().unwrap_or_default(),
-                spec: self.raw_spec.clone(),
-                annotations: self.obj.annotations().clone(),
-            },
-            pipelines: self
-                .spec
-                .raw_pipelines(WorkflowType::Promise, action)
-                .to_vec(),
-            namespace: self
-                .spec
-                .pipeline_namespace()
-                .unwrap_or(plinth_api::constants::SYSTEM_NAMESPACE)
-                .to_string(),
-            pipeline_namespace_set: false,
-        }
-    }
-}
-
 /// One reconcile, a failure of it reported on the Promise ([`support::outcome`]).
 async fn reconcile(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let result = reconcile_steps(promise.clone(), ctx.clone()).await;
@@ -284,14 +190,6 @@ async fn reconcile_steps(promise: Arc<DynamicObject>, ctx: Arc<Context>) -> Resu
         ctx.config().reconciliation_interval,
     )
     .await
-}
-
-/// The outcome of a step that may end the reconcile.
-enum Step<T> {
-    /// Go on with the next step, with what this one found.
-    Next(T),
-    /// End the reconcile with this action.
-    Stop(Action),
 }
 
 /// Paused Promises report `PausedReconciliation` and wait for the label to go.
@@ -558,13 +456,4 @@ async fn own_works(ctx: &Context, promise: &str) -> Result<Vec<DynamicObject>, E
         own.extend(works.list(&ListParams::default().labels(&sel)).await?.items);
     }
     Ok(own)
-}
-
-/// `Ok` for a success or a 404 (the object is already gone).
-fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }

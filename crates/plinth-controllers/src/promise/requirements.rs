@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use super::{COMPONENT, Observed};
+use super::observed::{COMPONENT, Observed};
 use crate::Error;
 use crate::context::Context;
 use crate::support::resources::revision_resource;

@@ -9,7 +9,8 @@ use kube::{Resource, ResourceExt};
 use plinth_api::constants::{finalizers, labels};
 use serde_json::Value;
 
-use super::{COMPONENT, RequestCtx, binding, request_workflow};
+use super::binding;
+use super::shared::{COMPONENT, RequestCtx, request_workflow};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;

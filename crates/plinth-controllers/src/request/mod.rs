@@ -8,6 +8,7 @@ pub mod binding;
 pub mod caches;
 pub mod delete;
 pub mod fanout;
+mod shared;
 
 use std::sync::Arc;
 
@@ -28,33 +29,19 @@ use crate::support::set_finalizers;
 use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::workflow::{Workflow, WorkflowAction};
 use caches::RequestCaches;
 use plinth_api::constants::{
     annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
+use shared::{COMPONENT, RequestCtx, request_workflow};
 
-const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;
 const FINALIZERS: [&str; 4] = [
     finalizers::WORK_CLEANUP,
     finalizers::WORKFLOWS_CLEANUP,
     finalizers::DELETE_WORKFLOWS,
     finalizers::RESOURCE_BINDING_CLEANUP,
 ];
-
-struct RequestCtx {
-    ctx: Arc<Context>,
-    promise: String,
-    api: RequestApi,
-    fanout: fanout::FanOut,
-    caches: RequestCaches,
-}
-
-impl crate::support::harness::Shared for RequestCtx {
-    fn context(&self) -> &Context {
-        &self.ctx
-    }
-}
 
 /// Starts (or restarts on a changed API) the request controller of `promise` on `api`
 /// in the context's registry.
@@ -243,50 +230,6 @@ fn all_requests(store: &Store<DynamicObject>, ar: &ApiResource) -> Vec<ObjectRef
         .into_iter()
         .map(|r| ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
         .collect()
-}
-
-fn request_workflow(
-    rctx: &RequestCtx,
-    rr: &DynamicObject,
-    promise_spec: &Value,
-    action: WorkflowAction,
-) -> Workflow {
-    let rr_ns = rr.namespace().unwrap_or_else(|| "default".into());
-    let pipeline_ns = promise_spec["workflows"]["config"]["pipelineNamespace"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    Workflow {
-        promise_name: rctx.promise.clone(),
-        promise_spec: promise_spec.clone(),
-        workflow_type: WorkflowType::Resource,
-        action,
-        subject: Subject {
-            group: rctx.api.group.clone(),
-            version: rctx.api.served_version.clone(),
-            kind: rctx.api.kind.clone(),
-            plural: rctx.api.plural.clone(),
-            name: rr.name_any(),
-            namespace: Some(rr_ns.clone()),
-            uid: rr.meta().uid.clone().unwrap_or_default(),
-            spec: rr.data.get("spec").cloned().unwrap_or(Value::Null),
-            annotations: rr.annotations().clone(),
-        },
-        pipelines: promise_spec["workflows"]["resource"][action.as_str()]
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-        namespace: pipeline_ns.clone().unwrap_or(rr_ns.clone()),
-        pipeline_namespace_set: pipeline_ns.is_some_and(|p| p != rr_ns),
-    }
-}
-
-impl RequestCtx {
-    /// The workflow's Jobs as the Job cache holds them (finished Jobs only change by
-    /// being pruned, so the re-run timer can read them there).
-    fn cached_jobs(&self, wf: &Workflow) -> Vec<Job> {
-        self.caches.workflow_jobs(wf)
-    }
 }
 
 /// The shared context of a request controller's state.

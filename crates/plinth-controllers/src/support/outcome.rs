@@ -14,7 +14,9 @@ use kube::{Resource, ResourceExt};
 use plinth_api::constants::{condition_types, events as ev, reasons};
 use serde::Serialize;
 
-use super::{EventType, condition, publish, reference, set_condition, update_status};
+use super::conditions::{condition, set_condition};
+use super::events::{EventType, publish, reference};
+use super::status::update_status;
 use crate::{Context, Error};
 
 /// Message of `ReconcileSucceeded=True` after a failure.

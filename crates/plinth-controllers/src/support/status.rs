@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::{is_conflict, is_not_found};
+use super::api_errors::{is_conflict, is_not_found};
 use crate::Error;
 
 /// How many times a status or finalizer write is recomputed after a 409 Conflict

@@ -105,7 +105,8 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
     };
     for w in items {
         let ready =
-            super::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready").cloned();
+            super::conditions::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready")
+                .cloned();
         let msg = ready
             .as_ref()
             .and_then(|c| c["message"].as_str().map(str::to_string))
@@ -151,7 +152,7 @@ pub async fn reschedule_misplaced(
         {
             match api.delete(&wp.name_any(), &DeleteParams::default()).await {
                 Ok(_) => deleted += 1,
-                Err(e) if super::is_not_found(&e) => {}
+                Err(e) if super::api_errors::is_not_found(&e) => {}
                 Err(e) => {
                     return Err(crate::Error::kube(
                         "deleting misplaced WorkPlacement of",

@@ -20,6 +20,7 @@
 
 mod placement;
 pub mod scheduler;
+mod shared;
 mod summary;
 
 use std::collections::BTreeSet;
@@ -39,13 +40,14 @@ use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::{
-    EventRecorder, EventType, condition_is_false, condition_is_true, describe, edit_finalizers,
-    get_condition, patch_status, publish, set_condition, typed_reference,
+    EventType, condition_is_false, condition_is_true, describe, edit_finalizers, get_condition,
+    patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 use crate::work::scheduler::{
     DestinationFacts, choose_for_resource, destination_matches, group_selector, is_dry_run,
 };
+use shared::{WorkCtx, wp_conditions};
 use summary::{GroupOutcome, summarize};
 
 const REPORTER: &str = plinth_api::constants::events::SCHEDULER;
@@ -56,13 +58,6 @@ fn groups(work: &Work) -> &[WorkloadGroup] {
 
 fn resource_name(work: &Work) -> &str {
     work.spec.resource_name.as_deref().unwrap_or("")
-}
-
-fn wp_conditions(wp: &WorkPlacement) -> Vec<Condition> {
-    wp.status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default()
 }
 
 fn work_conditions(work: &Work) -> Vec<Condition> {
@@ -93,23 +88,6 @@ fn count_outcome(state: &WorkCtx, work: &Work, misplaced: bool, destination: &st
         &work.namespace().unwrap_or_default(),
         destination,
     );
-}
-
-/// The Work controller's shared state.
-struct WorkCtx {
-    ctx: Arc<Context>,
-    /// Events of the scheduling step (reporting component `Scheduler`).
-    recorder: EventRecorder,
-    /// Events of the Work lifecycle (reporting component `WorkController`).
-    work_recorder: EventRecorder,
-    /// The watched Works, to tell whether a deleted Work was its request's last.
-    works: Store<Work>,
-}
-
-impl crate::support::harness::Shared for WorkCtx {
-    fn context(&self) -> &Context {
-        &self.ctx
-    }
 }
 
 /// Reasons Kratix reports as the `WorkController` rather than the `Scheduler`.

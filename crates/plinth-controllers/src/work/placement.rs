@@ -11,7 +11,7 @@ use plinth_api::constants::{condition_types, finalizers, labels, messages, reaso
 use plinth_api::{Work, WorkPlacement, WorkloadGroup};
 use serde_json::{Value, json};
 
-use super::{WorkCtx, wp_conditions};
+use super::shared::{WorkCtx, wp_conditions};
 use crate::Error;
 use crate::support::{
     EventType, condition_is_false, patch_status, publish, set_condition, typed_reference,

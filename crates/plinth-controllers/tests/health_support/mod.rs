@@ -76,7 +76,7 @@ pub async fn start() -> Env {
         .collect();
     for p in [&promise, &other] {
         all.push(
-            plinth_api::crds::build_request_crd(
+            plinth_api::request_crd::build_request_crd(
                 p["metadata"]["name"].as_str().unwrap(),
                 &p["spec"]["api"],
             )
@@ -362,8 +362,10 @@ def user(name, actions):
          "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}))
     k = iam.create_access_key(UserName=name)["AccessKey"]
     return [k["AccessKeyId"], k["SecretAccessKey"]]
+# moto 5.2 checks ListObjectsV2 against an action of that name; AWS (and older moto)
+# against s3:ListBucket. The reader gets both, and still no write.
 keys = {"admin": user("admin", ["s3:*"]),
-        "reader": user("reader", ["s3:GetObject", "s3:ListBucket"])}
+        "reader": user("reader", ["s3:GetObject", "s3:ListBucket", "s3:ListObjectsV2"])}
 s3 = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1",
                   aws_access_key_id=keys["admin"][0], aws_secret_access_key=keys["admin"][1])
 for b in sys.argv[2:]:

@@ -400,11 +400,13 @@ mod tests {
                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                         "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
         });
-        let crd: CustomResourceDefinition =
-            serde_json::from_value(plinth_api::crds::build_request_crd("app", &api).unwrap())
-                .unwrap();
+        let crd: CustomResourceDefinition = serde_json::from_value(
+            plinth_api::request_crd::build_request_crd("app", &api).unwrap(),
+        )
+        .unwrap();
         crds.create(&PostParams::default(), &crd).await.unwrap();
-        let gvk = plinth_api::crds::request_gvk(&serde_json::to_value(&crd).unwrap()).unwrap();
+        let gvk =
+            plinth_api::request_crd::request_gvk(&serde_json::to_value(&crd).unwrap()).unwrap();
         let ar = kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
             &gvk.plural,

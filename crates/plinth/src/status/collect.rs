@@ -27,7 +27,7 @@ fn job_resource() -> ApiResource {
 
 /// The request resource a Promise's `spec.api` serves, when it has one.
 pub fn request_resource(promise: &Value) -> Option<ApiResource> {
-    let gvk = plinth_api::crds::request_gvk(promise.pointer("/spec/api")?).ok()?;
+    let gvk = plinth_api::request_crd::request_gvk(promise.pointer("/spec/api")?).ok()?;
     Some(ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
         &gvk.plural,

@@ -1,0 +1,127 @@
+//! What every step of a Promise's reconcile shares: the Promise as observed, the
+//! outcome of a step, and the component name its Events carry.
+
+use std::sync::Arc;
+
+use kube::api::{Api, DynamicObject};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use plinth_api::PromiseSpec;
+use serde_json::Value;
+
+use crate::Error;
+use crate::context::Context;
+use crate::support::resources::promise_resource;
+use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+
+/// The component the Promise controller's Events name.
+pub(super) const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
+
+pub(super) fn promise_api(ctx: &Context) -> Api<DynamicObject> {
+    Api::all_with(ctx.client.clone(), &promise_resource())
+}
+
+/// A Promise as one reconcile sees it.
+pub(crate) struct Observed {
+    /// The object as the watch delivered it.
+    pub(super) obj: Arc<DynamicObject>,
+    /// `metadata.name`.
+    pub(super) name: String,
+    /// The `promises` API, for status and finalizer writes.
+    pub(super) api: Api<DynamicObject>,
+    /// `spec`, typed.
+    pub(super) spec: PromiseSpec,
+    /// `spec` as written (the workflows' input and the hash over it).
+    pub(super) raw_spec: Value,
+    /// `status` as read (`null` when absent).
+    pub(super) status: Value,
+}
+
+impl Observed {
+    /// Reads the typed spec; a spec that does not parse is an [`Error::InvalidPromise`]
+    /// naming the cause.
+    pub(super) fn new(ctx: &Context, obj: Arc<DynamicObject>) -> Result<Self, Error> {
+        let name = obj.name_any();
+        let raw_spec = obj.data.get("spec").cloned().unwrap_or(Value::Null);
+        let spec: PromiseSpec = if raw_spec.is_null() {
+            PromiseSpec::default()
+        } else {
+            serde_json::from_value(raw_spec.clone()).map_err(|e| Error::InvalidPromise {
+                promise: name.clone(),
+                message: format!("spec: {e}"),
+            })?
+        };
+        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        Ok(Observed {
+            api: promise_api(ctx),
+            obj,
+            name,
+            spec,
+            raw_spec,
+            status,
+        })
+    }
+
+    pub(super) fn label_is_true(&self, key: &str) -> bool {
+        self.obj.labels().get(key).is_some_and(|v| v == "true")
+    }
+
+    pub(super) fn is_available(&self) -> bool {
+        self.status["status"] == "Available"
+    }
+
+    pub(super) fn has_delete_workflow(&self) -> bool {
+        !self
+            .spec
+            .raw_pipelines(WorkflowType::Promise, WorkflowAction::Delete)
+            .is_empty()
+    }
+
+    /// The promise workflow of `action`.
+    pub(super) fn workflow(&self, action: WorkflowAction) -> Workflow {
+        Workflow {
+            promise_name: self.name.clone(),
+            promise_spec: self.raw_spec.clone(),
+            workflow_type: WorkflowType::Promise,
+            action,
+            subject: Subject {
+                group: plinth_api::GROUP.into(),
+                version: plinth_api::VERSION.into(),
+                kind: "Promise".into(),
+                plural: "promises".into(),
+                name: self.name.clone(),
+                namespace: None,
+                uid: self.obj.meta().uid.clone().unwrap_or_default(),
+                spec: self.raw_spec.clone(),
+                annotations: self.obj.annotations().clone(),
+            },
+            pipelines: self
+                .spec
+                .raw_pipelines(WorkflowType::Promise, action)
+                .to_vec(),
+            namespace: self
+                .spec
+                .pipeline_namespace()
+                .unwrap_or(plinth_api::constants::SYSTEM_NAMESPACE)
+                .to_string(),
+            pipeline_namespace_set: false,
+        }
+    }
+}
+
+/// The outcome of a step that may end the reconcile.
+pub(super) enum Step<T> {
+    /// Go on with the next step, with what this one found.
+    Next(T),
+    /// End the reconcile with this action.
+    Stop(Action),
+}
+
+/// `Ok` for a success or a 404 (the object is already gone).
+pub(super) fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
