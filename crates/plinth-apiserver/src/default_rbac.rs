@@ -9,10 +9,15 @@
 //!   are brought back to their default content at each start.
 //! * Aggregation (Kubernetes' clusterrole-aggregation controller): the stored `rules` of a
 //!   ClusterRole with an `aggregationRule` are the union, in name order, of the rules of
-//!   the ClusterRoles its selectors match; recomputed after every ClusterRole write, to a
-//!   fixed point (`edit` is itself aggregated into `admin`).
+//!   the ClusterRoles its selectors match; recomputed by [`aggregation_loop`] after every
+//!   committed ClusterRole change, as Kubernetes' controller does it: asynchronously, and
+//!   again after its own writes until nothing changes (`edit` is itself aggregated into
+//!   `admin`).
 
 use std::collections::BTreeMap;
+use std::sync::Weak;
+
+use tokio::sync::mpsc;
 
 use plinth_api::constants::rbac;
 use serde_json::{Value, json};
@@ -367,6 +372,24 @@ pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Value>) -> BTreeMap<Stri
         .collect()
 }
 
+/// Whether a committed change is one of a ClusterRole (aggregation follows it).
+pub(crate) fn is_cluster_role_change(e: &crate::store::Event) -> bool {
+    e.key.rkey == crate::registry::rkey(RBAC_GROUP, "clusterroles")
+}
+
+/// Runs [`aggregate`] after ClusterRole changes (`changes` carries one signal per
+/// committed batch that had any), until the server goes. Signals that arrived while a
+/// pass ran are folded into the next pass.
+pub(crate) async fn aggregation_loop(app: Weak<App>, mut changes: mpsc::UnboundedReceiver<()>) {
+    while changes.recv().await.is_some() {
+        while changes.try_recv().is_ok() {}
+        let Some(app) = app.upgrade() else { return };
+        if let Err(e) = aggregate(&app).await {
+            tracing::warn!("ClusterRole aggregation: {}", e.message);
+        }
+    }
+}
+
 /// Writes the aggregated rules of every aggregated ClusterRole whose stored rules differ.
 pub(crate) async fn aggregate(app: &App) -> Result<(), ApiError> {
     let Some(info) = app.registry.lookup(RBAC_GROUP, "v1", "clusterroles") else {
@@ -385,11 +408,11 @@ pub(crate) async fn aggregate(app: &App) -> Result<(), ApiError> {
         if roles[&name].get("rules") == Some(&want) {
             continue;
         }
-        let result = Box::pin(crate::verbs::modify(app, &info, None, &name, |old| {
+        let result = crate::verbs::modify(app, &info, None, &name, |old| {
             let mut new = old.clone();
             new["rules"] = want.clone();
             Ok(new)
-        }))
+        })
         .await;
         match result {
             Ok(_) => {}

@@ -476,9 +476,6 @@ pub(crate) async fn after_write(
     info: &ResourceInfo,
     stored: &Value,
 ) -> Result<(), ApiError> {
-    if is(info, "rbac.authorization.k8s.io", "clusterroles") {
-        Box::pin(crate::default_rbac::aggregate(app)).await?;
-    }
     if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
         let name = meta_str(stored, "name").unwrap_or_default().to_string();
         let finalized = meta(stored)

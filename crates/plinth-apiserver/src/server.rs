@@ -131,6 +131,20 @@ impl Default for ServerConfig {
     }
 }
 
+/// Where the store's event sink hands committed changes that background work follows.
+struct Followers {
+    /// Changes the owner-reference garbage collector handles.
+    gc: tokio::sync::mpsc::UnboundedSender<Event>,
+    /// One signal per batch that changed a ClusterRole (aggregation).
+    roles: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+/// The receiving ends of [`Followers`], for [`spawn_maintenance`].
+struct FollowerQueues {
+    gc: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    roles: tokio::sync::mpsc::UnboundedReceiver<()>,
+}
+
 /// A running API server.
 pub struct ApiServer {
     app: Arc<App>,
@@ -142,12 +156,13 @@ pub struct ApiServer {
 }
 
 /// Opens the SQLite store at `path`; every stored change is published to the watch
-/// `hub`, and the ones the garbage collector cares about are sent on `gc_tx`; changes of
-/// webhook configurations invalidate `webhooks`' cache.
+/// `hub`, the ones the garbage collector cares about are sent to [`Followers::gc`], a
+/// batch with a ClusterRole change signals [`Followers::roles`]; changes of webhook
+/// configurations invalidate `webhooks`' cache.
 async fn open_store(
     path: &Path,
     hub: Arc<Hub>,
-    gc_tx: tokio::sync::mpsc::UnboundedSender<Event>,
+    followers: Followers,
     webhooks: Arc<crate::webhook::Webhooks>,
 ) -> Result<Store, Error> {
     let sink: EventSink = Arc::new(move |evs: &[Event]| {
@@ -155,8 +170,11 @@ async fn open_store(
         hub.publish(evs);
         for e in evs {
             if crate::gc::interesting(e) {
-                let _ = gc_tx.send(e.clone());
+                let _ = followers.gc.send(e.clone());
             }
+        }
+        if evs.iter().any(crate::default_rbac::is_cluster_role_change) {
+            let _ = followers.roles.send(());
         }
     });
     let p = path.to_path_buf();
@@ -310,9 +328,18 @@ impl ApiServer {
         let tokens = Tokens::load(&dir.join("auth"))?;
         let hub = Arc::new(Hub::new(config.watch_buffer));
         let (gc_tx, gc_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+        let (roles_tx, roles_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let followers = Followers {
+            gc: gc_tx,
+            roles: roles_tx,
+        };
+        let queues = FollowerQueues {
+            gc: gc_rx,
+            roles: roles_rx,
+        };
         let store_path = dir.join("plinth.db");
         let webhooks = Arc::new(crate::webhook::Webhooks::default());
-        let store = open_store(&store_path, hub.clone(), gc_tx, webhooks.clone()).await?;
+        let store = open_store(&store_path, hub.clone(), followers, webhooks.clone()).await?;
         let tls_files = match config.listen {
             Some(_) => Some(crate::tls::load_or_create_with_names(
                 &dir.join("tls"),
@@ -337,7 +364,7 @@ impl ApiServer {
             builtin_admission: config.builtin_admission,
         });
         let metrics = config.metrics.clone().unwrap_or_default();
-        let mut tasks = spawn_maintenance(&config, &app, &store, &store_path, gc_rx, &metrics);
+        let mut tasks = spawn_maintenance(&config, &app, &store, &store_path, queues, &metrics);
         ensure_namespaces(&app, &store).await?;
         ensure_kubernetes_service(&app, config.listen.map(|a| a.port()))
             .await
@@ -503,14 +530,14 @@ impl Drop for ApiServer {
 }
 
 /// Step of [`ApiServer::start`]: the background work of the store (database size,
-/// unserved resources' series, owner-reference GC, compaction, maintenance, Event
-/// expiry), each a task that ends with the server.
+/// unserved resources' series, owner-reference GC, ClusterRole aggregation, compaction,
+/// maintenance, Event expiry), each a task that ends with the server.
 fn spawn_maintenance(
     config: &ServerConfig,
     app: &Arc<App>,
     store: &Store,
     store_path: &std::path::Path,
-    gc_rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    queues: FollowerQueues,
     metrics: &Arc<plinth_api::metrics::Metrics>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
@@ -524,7 +551,11 @@ fn spawn_maintenance(
             Arc::downgrade(app),
             Duration::from_secs(60),
         )),
-        tokio::spawn(crate::gc::run(Arc::downgrade(app), gc_rx)),
+        tokio::spawn(crate::gc::run(Arc::downgrade(app), queues.gc)),
+        tokio::spawn(crate::default_rbac::aggregation_loop(
+            Arc::downgrade(app),
+            queues.roles,
+        )),
         tokio::spawn(compaction_loop(
             store.clone(),
             config.compaction_interval,

@@ -257,9 +257,6 @@ async fn remove_now(
     if is_crd(info) {
         app.registry.unregister_crd(name);
     }
-    if info.builtin && info.group == "rbac.authorization.k8s.io" && info.plural == "clusterroles" {
-        Box::pin(crate::default_rbac::aggregate(app)).await?;
-    }
     Ok(Some(present(info, v)))
 }
 
