@@ -46,7 +46,7 @@ pub struct App {
     /// Whether `/readyz` answers 200 (see `ServerConfig::ready_on_start`).
     pub ready: std::sync::atomic::AtomicBool,
     /// The registered admission webhooks and their pooled clients (`webhook`).
-    pub(crate) webhooks: Arc<crate::webhook::Webhooks>,
+    pub(crate) webhooks: Arc<crate::webhook::config::Webhooks>,
     /// Whether Kratix kinds are admitted in-process (`crate::admission`); see
     /// `ServerConfig::builtin_admission`.
     pub builtin_admission: bool,

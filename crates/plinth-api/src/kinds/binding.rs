@@ -1,6 +1,6 @@
 //! ResourceBinding.
 
-use super::{Extra, PromiseRef};
+use super::common::{Extra, PromiseRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

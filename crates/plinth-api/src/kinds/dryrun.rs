@@ -1,6 +1,6 @@
 //! DryRun — a preview feature behind `featureFlags.dryRun`.
 
-use super::{Extra, PromiseRef};
+use super::common::{Extra, PromiseRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

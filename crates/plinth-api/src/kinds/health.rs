@@ -1,6 +1,7 @@
 //! HealthRecord.
 
-use super::{Extra, PromiseRef, ResourceRef};
+use super::binding::ResourceRef;
+use super::common::{Extra, PromiseRef};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,8 @@
 //! pipeline writes to `/kratix/output`, scheduled to a Destination like any document and
 //! run there on a schedule by the health agent, which writes a HealthRecord per change.
 
-use super::{Extra, PromiseRef, ResourceRef};
+use super::binding::ResourceRef;
+use super::common::{Extra, PromiseRef};
 use crate::ApiError;
 use crate::pipeline::Pipeline;
 use kube::CustomResource;

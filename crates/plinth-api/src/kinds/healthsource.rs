@@ -2,7 +2,8 @@
 //! HealthRecords that Destinations write, applying them onto the platform itself,
 //! and the health history Plinth keeps on each resource request.
 
-use super::{BucketStateStoreSpec, Extra, GitStateStoreSpec, SecretRef};
+use super::common::{Extra, SecretRef};
+use super::statestore::{BucketStateStoreSpec, GitStateStoreSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

@@ -1,6 +1,6 @@
 //! Promise.
 
-use super::{DestinationSelector, Extra};
+use super::common::{DestinationSelector, Extra};
 use crate::ApiError;
 use crate::constants::labels;
 use crate::pipeline::{Pipeline, WorkflowAction, WorkflowType};

@@ -1,6 +1,6 @@
 //! PromiseRelease.
 
-use super::{Extra, SecretRef};
+use super::common::{Extra, SecretRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

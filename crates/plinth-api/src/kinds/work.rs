@@ -1,6 +1,6 @@
 //! Work and WorkPlacement.
 
-use super::Extra;
+use super::common::Extra;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;

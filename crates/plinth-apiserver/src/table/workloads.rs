@@ -109,7 +109,7 @@ fn cron_job_columns(cols: &mut Vec<Column>) {
         }
     }));
     cols.push(builtin("Active", "integer", 0, |o, _| {
-        Value::from(super::count(o, "/status/active"))
+        Value::from(super::column::count(o, "/status/active"))
     }));
     cols.push(builtin("Last Schedule", "string", 0, |o, now| {
         since_or_none(o.pointer("/status/lastScheduleTime"), now)
@@ -160,7 +160,7 @@ fn ingress_columns(cols: &mut Vec<Column>) {
         Value::String(load_balancer(o).join(","))
     }));
     cols.push(builtin("Ports", "string", 0, |o, _| {
-        let tls = super::count(o, "/spec/tls") > 0;
+        let tls = super::column::count(o, "/spec/tls") > 0;
         Value::from(if tls { "80, 443" } else { "80" })
     }));
     cols.push(age_column());
@@ -305,7 +305,7 @@ fn resource_quota_columns(cols: &mut Vec<Column>) {
 
 /// The columns of StorageClass after `Name`, as kube-apiserver prints them.
 fn storage_class_columns(cols: &mut Vec<Column>) {
-    cols[0].source = super::Source::Builtin(|o, _| {
+    cols[0].source = super::column::Source::Builtin(|o, _| {
         let name = o
             .pointer("/metadata/name")
             .and_then(Value::as_str)

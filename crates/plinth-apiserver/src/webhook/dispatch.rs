@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::Attributes;
+use super::attributes::Attributes;
 use super::client::{CallError, call};
 use super::config::Hook;
 use super::matching::{NamespaceLabels, object_matches, rules_match};
@@ -208,7 +208,7 @@ async fn exchange(
     let body = call(app, hook, &review).await.map_err(Failure::Call)?;
     let verdict = verify(body, &uid, mutating).map_err(Failure::Call)?;
     for w in &verdict.warnings {
-        super::add_warning(w);
+        super::attributes::add_warning(w);
     }
     if !verdict.allowed {
         return Err(Failure::Refused(denial(

@@ -7,8 +7,8 @@
 use kube::core::SelectorExt;
 use serde_json::Value;
 
+use super::attributes::{Attributes, Operation, labels_of};
 use super::config::Hook;
-use super::{Attributes, Operation, labels_of};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::registry::rkey;
@@ -38,7 +38,7 @@ fn resource_matches(resources: &[String], attrs: &Attributes<'_>, sub: &str) -> 
 }
 
 fn scope_matches(scope: Option<&str>, attrs: &Attributes<'_>) -> bool {
-    let is_ns = super::is_namespaces(attrs.info);
+    let is_ns = super::attributes::is_namespaces(attrs.info);
     match scope {
         Some("Namespaced") => !is_ns && !attrs.namespace.is_empty(),
         Some("Cluster") => is_ns || attrs.namespace.is_empty(),
@@ -97,7 +97,7 @@ impl<'a> NamespaceLabels<'a> {
 
     /// A Namespace created or updated is matched by its own (new) labels.
     fn own_labels(&self) -> bool {
-        super::is_namespaces(self.attrs.info)
+        super::attributes::is_namespaces(self.attrs.info)
             && self.attrs.operation != Operation::Delete
             && self.attrs.subresource().is_empty()
     }

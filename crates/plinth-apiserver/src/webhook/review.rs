@@ -8,7 +8,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Attributes;
+use super::attributes::Attributes;
 use super::client::CallError;
 use crate::error::ApiError;
 
