@@ -249,6 +249,26 @@ pub mod finalizers {
     pub const HEALTH_RECORD_CLEANUP: &str = "kratix.io/health-record-cleanup";
 }
 
+/// Values of a Promise's `status.status`.
+pub mod promise_status {
+    /// The Promise can fulfil resource requests.
+    pub const AVAILABLE: &str = "Available";
+    /// The Promise cannot fulfil resource requests (yet, or any more).
+    pub const UNAVAILABLE: &str = "Unavailable";
+
+    /// Whether a Promise's `status`, as JSON, says it is available.
+    ///
+    /// ```
+    /// use plinth_api::constants::promise_status;
+    /// assert!(promise_status::is_available(&serde_json::json!({"status": "Available"})));
+    /// assert!(!promise_status::is_available(&serde_json::json!({"status": "Unavailable"})));
+    /// assert!(!promise_status::is_available(&serde_json::Value::Null));
+    /// ```
+    pub fn is_available(status: &serde_json::Value) -> bool {
+        status["status"] == AVAILABLE
+    }
+}
+
 /// Condition types.
 pub mod condition_types {
     /// Promise availability.

@@ -36,7 +36,7 @@ fn promise_json(i: usize) -> Value {
 async fn available(api: &Api<DynamicObject>, name: &str) -> bool {
     api.get(name)
         .await
-        .is_ok_and(|p| p.data["status"]["status"] == "Available")
+        .is_ok_and(|p| plinth_api::constants::promise_status::is_available(&p.data["status"]))
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {

@@ -57,7 +57,11 @@ pub(super) async fn reconcile(
                     &msg,
                     None,
                 );
-                c |= set_field(s, "status", json!("Unavailable"));
+                c |= set_field(
+                    s,
+                    "status",
+                    json!(plinth_api::constants::promise_status::UNAVAILABLE),
+                );
                 c
             })
             .await?;

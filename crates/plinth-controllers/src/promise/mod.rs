@@ -39,8 +39,8 @@ use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Workflow, WorkflowAction};
 use crate::{Error, request};
 use observed::{COMPONENT, Observed, Step, promise_api};
-use plinth_api::constants::work_type;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
+use plinth_api::constants::{promise_status, work_type};
 
 use crate::support::resources::{promise_resource, revision_resource, work_resource};
 
@@ -211,7 +211,7 @@ async fn mark_paused(p: &Observed) -> Result<Action, Error> {
             messages::PAUSED,
             None,
         );
-        c |= set_field(s, "status", json!("Unavailable"));
+        c |= set_field(s, "status", json!(promise_status::UNAVAILABLE));
         c
     })
     .await?;
@@ -317,7 +317,7 @@ async fn run_configure_workflow(
             message,
             None,
         );
-        c |= set_field(s, "status", json!("Unavailable"));
+        c |= set_field(s, "status", json!(promise_status::UNAVAILABLE));
         c
     })
     .await?;
@@ -385,7 +385,7 @@ async fn mark_available(
             messages::READY_TO_FULFIL,
             None,
         );
-        c |= set_field(s, "status", json!("Available"));
+        c |= set_field(s, "status", json!(promise_status::AVAILABLE));
         c |= set_field(s, "observedGeneration", json!(generation));
         if !kind.is_empty() {
             c |= set_field(s, "kind", json!(kind));

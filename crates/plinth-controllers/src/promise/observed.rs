@@ -67,7 +67,7 @@ impl Observed {
     }
 
     pub(super) fn is_available(&self) -> bool {
-        self.status["status"] == "Available"
+        plinth_api::constants::promise_status::is_available(&self.status)
     }
 
     pub(super) fn has_delete_workflow(&self) -> bool {

@@ -194,7 +194,8 @@ async fn evaluate(ctx: &Context, p: &Observed, req: &RequiredPromise) -> Result<
                         &installed
                     }
                 )
-            } else if required.data["status"]["status"] != "Available" {
+            } else if !plinth_api::constants::promise_status::is_available(&required.data["status"])
+            {
                 requirement_state::NOT_AVAILABLE.to_string()
             } else {
                 requirement_state::INSTALLED.to_string()

@@ -359,7 +359,7 @@ async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Resul
     let requirements_met = promise_status["requiredPromises"]
         .as_array()
         .is_none_or(|r| r.iter().all(|x| x["state"] == requirement_state::INSTALLED));
-    if !requirements_met || promise_status["status"] != "Available" {
+    if !requirements_met || !plinth_api::constants::promise_status::is_available(&promise_status) {
         support::update_status(&r.api, &r.name, |s, _| {
             let mut c = set_condition(
                 s,

@@ -444,7 +444,7 @@ async fn wait_promise(
     loop {
         let p = api.get(&subject.promise).await?;
         let status = p.data.get("status").cloned().unwrap_or(Value::Null);
-        if status["status"] == "Available" {
+        if plinth_api::constants::promise_status::is_available(&status) {
             return Ok(None);
         }
         let ns = plinth_api::constants::SYSTEM_NAMESPACE;

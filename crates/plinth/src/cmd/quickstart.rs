@@ -248,7 +248,9 @@ async fn install_promise(
     }
     wait(deadline, "Promise webapp to become Available", || async {
         let p = promises.get("webapp").await?;
-        Ok(p.data["status"]["status"] == "Available")
+        Ok(plinth_api::constants::promise_status::is_available(
+            &p.data["status"],
+        ))
     })
     .await?;
     step(
