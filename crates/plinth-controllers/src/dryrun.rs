@@ -28,10 +28,10 @@ use serde_json::{Value, json};
 use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
-use crate::support::resources::{dry_run_resource, work_resource};
 use crate::support::{self as status, set_condition, set_field};
 use plinth_api::constants::labels;
 use plinth_api::constants::{annotations, labels as klabels};
+use plinth_api::{DryRun, Work};
 
 use plinth_api::constants::dry_run_reasons as reasons;
 
@@ -39,9 +39,8 @@ const COMPLETED: &str = plinth_api::constants::condition_types::COMPLETED;
 
 /// Runs the DryRun controller until the client's watches end.
 pub async fn run(ctx: Arc<Context>) {
-    let ar = dry_run_resource();
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &ar);
-    let controller = Controller::new_with(api, watcher::Config::default(), ar.clone());
+    let api: Api<DryRun> = Api::all(ctx.client.clone());
+    let controller = Controller::new(api, watcher::Config::default());
     let store = controller.store();
     let jobs: Api<Job> = Api::all(ctx.client.clone());
     // Once the new configuration is in place (not on the ConfigMap's own event, which
@@ -65,7 +64,7 @@ pub async fn run(ctx: Arc<Context>) {
                         d.namespace().as_ref() == Some(ns)
                             && plinth_api::names::dry_run_resource_name(&d.name_any()) == *name
                     })
-                    .map(|d| ObjectRef::from_obj_with(d.as_ref(), dry_run_resource()))
+                    .map(|d| ObjectRef::from_obj(d.as_ref()))
             },
         )
         // Turning the feature on or off re-evaluates every DryRun.
@@ -75,7 +74,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 async fn set_completed(
-    api: &Api<DynamicObject>,
+    api: &Api<DryRun>,
     name: &str,
     state: &str,
     reason: &str,
@@ -94,20 +93,16 @@ async fn set_completed(
 }
 
 /// One reconcile, a failure of it reported on the DryRun ([`crate::support::outcome`]).
-async fn reconcile(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(d: Arc<DryRun>, ctx: Arc<Context>) -> Result<Action, Error> {
     let result = reconcile_steps(d.clone(), ctx.clone()).await;
-    let ns = d.namespace().unwrap_or_else(|| "default".into());
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &dry_run_resource());
     let component = plinth_api::constants::events::DRY_RUN_CONTROLLER;
-    crate::support::outcome::report(&ctx, component, &api, &d, result).await
+    crate::support::outcome::report_typed(&ctx, component, d.as_ref(), result).await
 }
 
-async fn reconcile_steps(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_steps(d: Arc<DryRun>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = d.namespace().unwrap_or_else(|| "default".into());
     let name = d.name_any();
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), &ns, &dry_run_resource());
+    let api: Api<DryRun> = Api::namespaced(ctx.client.clone(), &ns);
     if d.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -120,10 +115,7 @@ async fn reconcile_steps(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         set_completed(&api, &name, "False", reasons::DISABLED, &msg, None).await?;
         return Ok(Action::await_change());
     }
-    let promise = d.data["spec"]["promiseRef"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let promise = d.spec.promise_ref.name.clone();
     let Some(request_api) = ctx.request_controllers.api_of(&promise) else {
         let msg = format!(
             "DryRun {ns}/{name}: spec.promiseRef.name: Promise {promise:?} is not installed or does not serve resource requests"
@@ -187,24 +179,24 @@ async fn reconcile_steps(d: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
 /// Creates the ephemeral request, or brings its spec up to the DryRun's proposal.
 async fn ensure_request(
     requests: &Api<DynamicObject>,
-    d: &DynamicObject,
+    d: &DryRun,
     request_api: &crate::dynamic::RequestApi,
 ) -> Result<DynamicObject, Error> {
     let ns = d.namespace().unwrap_or_default();
     let eph = plinth_api::names::dry_run_resource_name(&d.name_any());
-    let real = &d.data["spec"]["resourceRequestRef"];
-    let real_name = real["name"]
-        .as_str()
+    let real = d.spec.resource_request_ref.as_ref();
+    let real_name = real
+        .map(|r| r.name.clone())
         .filter(|s| !s.is_empty())
-        .unwrap_or(&d.name_any())
-        .to_string();
-    let real_ns = real["namespace"]
-        .as_str()
+        .unwrap_or_else(|| d.name_any());
+    let real_ns = real
+        .and_then(|r| r.namespace.clone())
         .filter(|s| !s.is_empty())
-        .unwrap_or(&ns)
-        .to_string();
-    let spec = d.data["spec"]["resource"].clone();
-    let spec = if spec.is_null() { json!({}) } else { spec };
+        .unwrap_or_else(|| ns.clone());
+    let spec = match &d.spec.resource {
+        Some(v) if !v.is_null() => v.clone(),
+        _ => json!({}),
+    };
     if let Some(existing) = requests.get_opt(&eph).await? {
         if existing.data["spec"] == spec {
             return Ok(existing);
@@ -244,7 +236,7 @@ async fn list_outputs(
     rr: &DynamicObject,
     _request_api: &crate::dynamic::RequestApi,
 ) -> Result<Value, Error> {
-    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
+    let works: Api<Work> = Api::all(ctx.client.clone());
     let sel = format!(
         "{}={promise},{}={},{}=true",
         labels::PROMISE_NAME,
@@ -259,17 +251,13 @@ async fn list_outputs(
             .get("kratix.io/pipeline-name")
             .cloned()
             .unwrap_or_default();
-        for g in w.data["spec"]["workloadGroups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            for wl in g["workloads"].as_array().into_iter().flatten() {
+        for g in w.spec.workload_groups.iter().flatten() {
+            for wl in g.workloads.iter().flatten() {
                 out.push(json!({
                     "pipeline": pipeline,
                     "work": w.name_any(),
-                    "filepath": wl["filepath"],
-                    "destinationSelectors": g["destinationSelectors"],
+                    "filepath": wl.filepath,
+                    "destinationSelectors": g.destination_selectors,
                 }));
             }
         }
@@ -279,18 +267,22 @@ async fn list_outputs(
 }
 
 async fn set_component(
-    api: &Api<DynamicObject>,
-    d: &DynamicObject,
+    api: &Api<DryRun>,
+    d: &DryRun,
     promise: &str,
     rr: &DynamicObject,
     phase: &str,
     message: &str,
 ) -> Result<(), Error> {
-    let real = &d.data["spec"]["resourceRequestRef"];
+    let real_ns = d
+        .spec
+        .resource_request_ref
+        .as_ref()
+        .and_then(|r| r.namespace.clone());
     let component = json!([{
         "promise": promise,
         "request": rr.annotations().get(annotations::DRY_RUN_RESOURCE_NAME).cloned().unwrap_or_default(),
-        "namespace": real["namespace"].as_str().map(str::to_string).or(d.namespace()),
+        "namespace": real_ns.or(d.namespace()),
         "dryRun": rr.name_any(),
         "phase": phase,
         "message": message,

@@ -51,6 +51,8 @@ impl LogSubject for plinth_api::GitStateStore {}
 impl LogSubject for plinth_api::BucketStateStore {}
 impl LogSubject for plinth_api::HealthRecord {}
 impl LogSubject for plinth_api::HealthSource {}
+impl LogSubject for plinth_api::PromiseRelease {}
+impl LogSubject for plinth_api::DryRun {}
 
 impl LogSubject for plinth_api::Work {
     fn owners(&self) -> (String, String, String) {

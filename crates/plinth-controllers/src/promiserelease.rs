@@ -17,33 +17,32 @@ use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::resources::promise_resource;
-use crate::support::resources::release_resource;
 use crate::support::{self, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
+use plinth_api::PromiseRelease;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_RELEASE_CONTROLLER;
 
 /// Runs the PromiseRelease controller.
 pub async fn run(ctx: Arc<Context>) {
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
-    Controller::new_with(api, watcher::Config::default(), release_resource())
+    let api: Api<PromiseRelease> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
         .start(Harness::new("promiserelease"), reconcile, ctx)
         .await;
 }
 
 /// One reconcile, a failure of it reported on the PromiseRelease
 /// ([`crate::support::outcome`]).
-async fn reconcile(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<Action, Error> {
     let result = reconcile_steps(pr.clone(), ctx.clone()).await;
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
-    crate::support::outcome::report(&ctx, COMPONENT, &api, &pr, result).await
+    crate::support::outcome::report_typed(&ctx, COMPONENT, pr.as_ref(), result).await
 }
 
 /// Deletion, or finalizer, the already-installed check, the fetch and its version
 /// checks, then the Promise's create or update.
-async fn reconcile_steps(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &release_resource());
+async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api: Api<PromiseRelease> = Api::all(ctx.client.clone());
     let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();
     let owned = promises
@@ -56,10 +55,7 @@ async fn reconcile_steps(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Ac
     if add_finalizer(&api, &pr).await? {
         return Ok(Action::await_change());
     }
-    let want_version = pr.data["spec"]["version"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let want_version = pr.spec.version.clone().unwrap_or_default();
     if owned.len() == 1
         && !want_version.is_empty()
         && owned[0].labels().get(labels::PROMISE_VERSION) == Some(&want_version)
@@ -109,7 +105,7 @@ async fn reconcile_steps(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Ac
         Err(kube::Error::Api(e)) if e.is_invalid() => {
             support::publish(
                 &ctx.recorder(COMPONENT),
-                &support::reference(pr.as_ref()),
+                &support::typed_reference(pr.as_ref()),
                 support::EventType::Warning,
                 plinth_api::constants::events::INVALID_PROMISE,
                 e.message.clone(),
@@ -122,7 +118,7 @@ async fn reconcile_steps(pr: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Ac
 }
 
 /// Adds the promise-cleanup finalizer; true when it wrote.
-async fn add_finalizer(api: &Api<DynamicObject>, pr: &DynamicObject) -> Result<bool, Error> {
+async fn add_finalizer(api: &Api<PromiseRelease>, pr: &PromiseRelease) -> Result<bool, Error> {
     if pr
         .finalizers()
         .iter()
@@ -140,8 +136,8 @@ async fn add_finalizer(api: &Api<DynamicObject>, pr: &DynamicObject) -> Result<b
 /// are gone, then removes the finalizer.
 async fn delete(
     ctx: &Context,
-    api: &Api<DynamicObject>,
-    pr: &DynamicObject,
+    api: &Api<PromiseRelease>,
+    pr: &PromiseRelease,
     owned: &[DynamicObject],
 ) -> Result<Action, Error> {
     if owned.is_empty() {
@@ -170,7 +166,7 @@ async fn delete(
 /// error is a failed read; the inner result is the write's, which the caller reports.
 async fn apply_promise(
     promises: &Api<DynamicObject>,
-    pr: &DynamicObject,
+    pr: &PromiseRelease,
     fetched: Value,
 ) -> Result<Result<(), kube::Error>, Error> {
     let name = pr.name_any();
@@ -219,7 +215,7 @@ async fn apply_promise(
         .map(|_| ()))
 }
 
-async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
+async fn installed(api: &Api<PromiseRelease>, name: &str) -> Result<(), Error> {
     support::update_status(api, name, |s, _| {
         let mut c = set_field(s, "status", json!("Installed"));
         c |= set_condition(
@@ -238,14 +234,16 @@ async fn installed(api: &Api<DynamicObject>, name: &str) -> Result<(), Error> {
 
 async fn fail(
     ctx: &Context,
-    api: &Api<DynamicObject>,
-    pr: &DynamicObject,
+    api: &Api<PromiseRelease>,
+    pr: &PromiseRelease,
     reason: &str,
     message: String,
 ) -> Result<Action, Error> {
-    let before = pr.data["status"].clone();
-    let changed = support::condition(&before, condition_types::INSTALLED)
-        .is_none_or(|c| c["reason"] != reason || c["message"] != message.as_str());
+    let installed = pr
+        .status
+        .as_ref()
+        .and_then(|s| plinth_api::find_condition(&s.conditions, condition_types::INSTALLED));
+    let changed = installed.is_none_or(|c| c.reason != reason || c.message != message);
     support::update_status(api, &pr.name_any(), |s, _| {
         let mut c = set_field(s, "status", json!("Error installing"));
         c |= set_condition(
@@ -262,7 +260,7 @@ async fn fail(
     if changed {
         support::publish(
             &ctx.recorder(COMPONENT),
-            &support::reference(pr),
+            &support::typed_reference(pr),
             support::EventType::Warning,
             plinth_api::constants::events::FAILED,
             message.clone(),
@@ -315,10 +313,11 @@ enum FetchError {
 }
 
 /// GETs `spec.sourceRef.url` and parses exactly one Promise document from it.
-async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, FetchError> {
-    let source = &pr.data["spec"]["sourceRef"];
-    let url = source["url"]
-        .as_str()
+async fn fetch(ctx: &Context, pr: &PromiseRelease) -> Result<Value, FetchError> {
+    let source = pr.spec.source_ref.clone().unwrap_or_default();
+    let url = source
+        .url
+        .as_deref()
         .filter(|u| !u.is_empty())
         .ok_or(FetchError::NoUrl)?;
     if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -337,12 +336,11 @@ async fn fetch(ctx: &Context, pr: &DynamicObject) -> Result<Value, FetchError> {
             cause: e.to_string(),
         })?
         .get(url);
-    if let Some(secret_name) = source["secretRef"]["name"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-    {
-        let ns = source["secretRef"]["namespace"]
-            .as_str()
+    let secret_ref = source.secret_ref.unwrap_or_default();
+    if let Some(secret_name) = secret_ref.name.as_deref().filter(|s| !s.is_empty()) {
+        let ns = secret_ref
+            .namespace
+            .as_deref()
             .filter(|s| !s.is_empty())
             .unwrap_or("default");
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);

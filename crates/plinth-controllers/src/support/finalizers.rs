@@ -6,7 +6,7 @@
 
 use std::fmt::Debug;
 
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -47,11 +47,10 @@ where
 
 /// Makes `obj`'s finalizers `finalizers`: the ones missing are added and the ones not
 /// listed removed, with [`edit_finalizers`].
-pub async fn set_finalizers(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
+pub async fn set_finalizers<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
     let current = obj.finalizers();
     let add: Vec<&str> = finalizers
         .iter()
@@ -68,11 +67,10 @@ pub async fn set_finalizers(
 }
 
 /// Removes one finalizer (a no-op when absent).
-pub async fn remove_finalizer(
-    api: &Api<DynamicObject>,
-    obj: &DynamicObject,
-    finalizer: &str,
-) -> Result<(), Error> {
+pub async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
     if !obj.finalizers().iter().any(|f| f == finalizer) {
         return Ok(());
     }

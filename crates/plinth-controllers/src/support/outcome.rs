@@ -106,7 +106,9 @@ has_conditions!(
     plinth_api::WorkPlacement,
     plinth_api::Destination,
     plinth_api::GitStateStore,
-    plinth_api::BucketStateStore
+    plinth_api::BucketStateStore,
+    plinth_api::PromiseRelease,
+    plinth_api::DryRun
 );
 
 /// [`report`] for a typed object: the same condition and Event through its dynamic form

@@ -35,8 +35,3 @@ pub fn binding_resource() -> ApiResource {
 pub fn release_resource() -> ApiResource {
     kratix_resource("PromiseRelease", "promisereleases")
 }
-
-/// The `dryruns` resource.
-pub fn dry_run_resource() -> ApiResource {
-    kratix_resource("DryRun", "dryruns")
-}

@@ -114,13 +114,23 @@ impl JsonStatus for DynamicObject {
     }
 }
 
-impl JsonStatus for plinth_api::ResourceBinding {
-    fn status_json(&self) -> Option<Value> {
-        self.status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(s).ok())
-    }
+macro_rules! json_status {
+    ($($kind:ty),+) => {$(
+        impl JsonStatus for $kind {
+            fn status_json(&self) -> Option<Value> {
+                self.status
+                    .as_ref()
+                    .and_then(|s| serde_json::to_value(s).ok())
+            }
+        }
+    )+};
 }
+
+json_status!(
+    plinth_api::ResourceBinding,
+    plinth_api::PromiseRelease,
+    plinth_api::DryRun
+);
 
 /// Reads `name`, lets `mutate` change its `status` (a JSON object, created if absent)
 /// and writes the difference with [`patch_status`]. `mutate` returns false to skip the
