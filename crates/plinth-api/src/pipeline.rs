@@ -222,6 +222,41 @@ impl PipelinePermission {
     }
 }
 
+/// The rules of a pipeline's `spec.rbac.permissions`, sorted by where they apply (as
+/// Kratix grants them): the rules without `resourceNamespace` (the pipeline's namespace,
+/// a Role), and the rest by their `resourceNamespace` (a ClusterRole bound there; `*`
+/// cluster-wide). Each rule is returned without its `resourceNamespace`.
+///
+/// ```
+/// let spec = serde_json::json!({"rbac": {"permissions": [
+///     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+///     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNamespace": "team-a"},
+/// ]}});
+/// let (local, by_namespace) = plinth_api::pipeline::permission_rules(&spec);
+/// assert_eq!(local.len(), 1);
+/// assert_eq!(by_namespace["team-a"][0]["resources"][0], "secrets");
+/// assert!(by_namespace["team-a"][0].get("resourceNamespace").is_none());
+/// ```
+pub fn permission_rules(pipeline_spec: &Value) -> (Vec<Value>, BTreeMap<String, Vec<Value>>) {
+    let mut local = Vec::new();
+    let mut by_namespace: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for perm in pipeline_spec["rbac"]["permissions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let mut rule = perm.clone();
+        let target = rule
+            .as_object_mut()
+            .and_then(|m| m.remove("resourceNamespace"));
+        match target.as_ref().and_then(Value::as_str) {
+            None | Some("") => local.push(rule),
+            Some(t) => by_namespace.entry(t.to_string()).or_default().push(rule),
+        }
+    }
+    (local, by_namespace)
+}
+
 impl Pipeline {
     /// Parses one raw `spec.workflows.*.*[]` entry strictly.
     ///

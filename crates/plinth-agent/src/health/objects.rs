@@ -147,22 +147,7 @@ fn permission_objects(
     subject: &Value,
     meta: &dyn Fn(&str, Option<&str>) -> Value,
 ) -> Vec<Value> {
-    let mut local = Vec::new();
-    let mut by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for perm in raw["spec"]["rbac"]["permissions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let mut rule = perm.clone();
-        let target = rule
-            .as_object_mut()
-            .and_then(|m| m.remove("resourceNamespace"));
-        match target.as_ref().and_then(Value::as_str) {
-            None | Some("") => local.push(rule),
-            Some(t) => by_ns.entry(t.to_string()).or_default().push(rule),
-        }
-    }
+    let (local, by_ns) = plinth_api::pipeline::permission_rules(&raw["spec"]);
     let mut out = Vec::new();
     if !local.is_empty() {
         let name = plinth_api::names::user_role_name(base);

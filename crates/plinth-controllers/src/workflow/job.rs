@@ -598,22 +598,7 @@ fn user_permission_objects(
 ) -> Vec<Value> {
     let rbac = "rbac.authorization.k8s.io/v1";
     let ns = &wf.namespace;
-    let mut local_rules = Vec::new();
-    let mut by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for perm in p.spec()["rbac"]["permissions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let mut rule = perm.clone();
-        let target = rule
-            .as_object_mut()
-            .and_then(|m| m.remove("resourceNamespace"));
-        match target.as_ref().and_then(Value::as_str) {
-            None | Some("") => local_rules.push(rule),
-            Some(t) => by_ns.entry(t.to_string()).or_default().push(rule),
-        }
-    }
+    let (local_rules, by_ns) = plinth_api::pipeline::permission_rules(p.spec());
     let base_labels = |extra: Option<(&str, &str)>| {
         let mut l = json!({
             labels::PROMISE_NAME: wf.promise_name,
