@@ -442,8 +442,8 @@ async fn works_state(ctx: &Context, promise: &str) -> Result<WorksState, Error> 
 }
 
 /// The Promise's own Works (promise workflows and static dependencies).
-async fn own_works(ctx: &Context, promise: &str) -> Result<Vec<DynamicObject>, Error> {
-    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
+async fn own_works(ctx: &Context, promise: &str) -> Result<Vec<plinth_api::Work>, Error> {
+    let works: Api<plinth_api::Work> = Api::all(ctx.client.clone());
     let mut own = Vec::new();
     // One list per type, each selecting by equality only, so neither reads the Works of
     // the Promise's requests.

@@ -14,7 +14,6 @@ use super::shared::{COMPONENT, RequestCtx, request_workflow};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
-use crate::support::resources::work_resource;
 use crate::support::{self, remove_finalizer};
 use crate::workflow::engine::{self, Progress};
 use crate::workflow::{Workflow, WorkflowAction};
@@ -134,8 +133,7 @@ async fn delete_works(
     wf: &Workflow,
     sel: &str,
 ) -> Result<Action, Error> {
-    let works: Api<DynamicObject> =
-        Api::namespaced_with(rctx.ctx.client.clone(), &wf.namespace, &work_resource());
+    let works: Api<plinth_api::Work> = Api::namespaced(rctx.ctx.client.clone(), &wf.namespace);
     let list = works.list(&ListParams::default().labels(sel)).await?.items;
     if list.is_empty() {
         remove_finalizer(api, rr, finalizers::WORK_CLEANUP).await?;

@@ -481,9 +481,8 @@ async fn reschedule(r: &Reconciling<'_>, wf: &Workflow) -> Result<bool, Error> {
 }
 
 /// The request's Works, from its configure workflow's namespace.
-async fn request_works(r: &Reconciling<'_>, wf: &Workflow) -> Result<Vec<DynamicObject>, Error> {
-    let works: Api<DynamicObject> =
-        Api::namespaced_with(r.ctx().client.clone(), &wf.namespace, &work_resource());
+async fn request_works(r: &Reconciling<'_>, wf: &Workflow) -> Result<Vec<plinth_api::Work>, Error> {
+    let works: Api<plinth_api::Work> = Api::namespaced(r.ctx().client.clone(), &wf.namespace);
     let mut sel = format!(
         "{}={},{}={},{}=resource",
         labels::PROMISE_NAME,

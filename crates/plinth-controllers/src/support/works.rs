@@ -1,10 +1,10 @@
 //! Readiness of a set of Works, summarised as the `WorksSucceeded` condition of the
 //! Promise or resource request that owns them.
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Client, Resource, ResourceExt};
-use plinth_api::WorkPlacement;
 use plinth_api::constants::{condition_types, labels, messages, reasons};
+use plinth_api::{Work, WorkPlacement};
 use serde_json::Value;
 
 use super::conditions::{condition_true, set_condition};
@@ -97,22 +97,20 @@ impl WorksState {
 }
 
 /// Classifies Works by the message of their `Ready` condition.
-pub fn classify_works(items: &[DynamicObject]) -> WorksState {
+pub fn classify_works(items: &[Work]) -> WorksState {
     let mut st = WorksState {
         failing: vec![],
         pending: vec![],
         misplaced: vec![],
     };
     for w in items {
-        let ready =
-            super::conditions::condition(w.data.get("status").unwrap_or(&Value::Null), "Ready")
-                .cloned();
-        let msg = ready
+        let ready = w
+            .status
             .as_ref()
-            .and_then(|c| c["message"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "Pending".into());
-        let is_true = ready.as_ref().is_some_and(|c| c["status"] == "True");
-        match msg.as_str() {
+            .and_then(|s| plinth_api::find_condition(&s.conditions, "Ready"));
+        let msg = ready.map_or("Pending", |c| c.message.as_str());
+        let is_true = ready.is_some_and(|c| c.status == "True");
+        match msg {
             _ if is_true => {}
             "Failing" => st.failing.push(w.name_any()),
             "Misplaced" => st.misplaced.push(w.name_any()),
@@ -126,10 +124,7 @@ pub fn classify_works(items: &[DynamicObject]) -> WorksState {
 /// the Work controller places their groups again on Destinations that match now; the
 /// deleted placements' files leave the old Destination through their finalizer. Returns
 /// how many it deleted.
-pub async fn reschedule_misplaced(
-    client: &Client,
-    works: &[DynamicObject],
-) -> Result<usize, crate::Error> {
+pub async fn reschedule_misplaced(client: &Client, works: &[Work]) -> Result<usize, crate::Error> {
     let mut deleted = 0;
     for w in works {
         let ns = w.namespace().unwrap_or_default();
