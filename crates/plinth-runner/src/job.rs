@@ -241,8 +241,15 @@ pub async fn run(client: kube::Client, config: RunnerConfig) -> Result<(), Runne
             "max_parallel_jobs must be at least 1".into(),
         ));
     }
-    crate::backend::detect_sandbox(config.sandbox)
+    let sandbox = crate::backend::detect_sandbox(config.sandbox)
         .map_err(|e| RunnerError::Config(e.to_string()))?;
+    if sandbox.is_none() && config.sandbox == crate::config::SandboxMode::Auto {
+        // Said once, at start: without it a pipeline fails later on a path it cannot
+        // see (`/kratix/output` exists only as a link under $PLINTH_CONTAINER_ROOT).
+        tracing::warn!(
+            "bwrap is not on PATH: pipeline containers run as host processes without a sandbox, and images that use absolute paths such as /kratix/output fail; install bubblewrap (apt-get install bubblewrap) to run them as on a cluster"
+        );
+    }
     if let Some(p) = &config.image_map {
         crate::image::ImageMap::load(p)?;
     }

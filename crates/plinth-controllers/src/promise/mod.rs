@@ -42,7 +42,7 @@ use observed::{COMPONENT, Observed, Step, promise_api};
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 use plinth_api::constants::{promise_status, work_type};
 
-use crate::support::resources::{promise_resource, revision_resource, work_resource};
+use crate::support::resources::promise_resource;
 
 /// Runs the Promise controller until the client's watches end.
 pub async fn run(ctx: Arc<Context>) {
@@ -72,9 +72,8 @@ pub async fn run(ctx: Arc<Context>) {
         // Only the Promise's own Works: its requests' Works (one or more per request)
         // are their controller's business, and waking the Promise for each made every
         // request cost a Promise reconcile.
-        .watches_with(
-            Api::<DynamicObject>::all_with(ctx.client.clone(), &work_resource()),
-            work_resource(),
+        .watches(
+            Api::<plinth_api::Work>::all(ctx.client.clone()),
             watcher::Config::default().labels(&format!(
                 "{},{}!={}",
                 labels::PROMISE_NAME,
@@ -85,9 +84,8 @@ pub async fn run(ctx: Arc<Context>) {
         )
         // Requirements resolve through PromiseRevisions: a revision created or deleted
         // (with nothing else about its Promise changing) wakes the Promises requiring it.
-        .watches_with(
-            Api::<DynamicObject>::all_with(ctx.client.clone(), &revision_resource()),
-            revision_resource(),
+        .watches(
+            Api::<plinth_api::PromiseRevision>::all(ctx.client.clone()),
             watcher::Config::default().labels(labels::PROMISE_NAME),
             {
                 let store = requires_store.clone();

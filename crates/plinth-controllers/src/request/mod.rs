@@ -24,7 +24,7 @@ use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::harness::{Harness, Start};
-use crate::support::resources::{promise_resource, work_resource};
+use crate::support::resources::promise_resource;
 use crate::support::set_finalizers;
 use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
@@ -152,9 +152,8 @@ fn watch_workflow_outputs(
             let ns = a.get(annotations::JOB_RESOURCE_NAMESPACE)?;
             Some(ObjectRef::new_with(name, ar_jobs.clone()).within(ns))
         })
-        .watches_with(
-            Api::<DynamicObject>::all_with(client.clone(), &work_resource()),
-            work_resource(),
+        .watches(
+            Api::<plinth_api::Work>::all(client.clone()),
             watcher::Config::default().labels(&work_sel),
             move |w| {
                 let name = w.labels().get(labels::RESOURCE_NAME)?;
