@@ -12,8 +12,9 @@ use plinth_api::constants::events as ev;
 use serde_json::Value;
 
 use crate::context::{Context, ControllerConfig};
-use crate::support::{self, EventType};
+use crate::support;
 use plinth_api::constants::SYSTEM_NAMESPACE;
+use plinth_api::events::EventType;
 
 /// Name of the ConfigMap holding Kratix's configuration.
 pub const CONFIG_MAP: &str = "kratix";

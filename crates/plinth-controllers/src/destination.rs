@@ -48,10 +48,10 @@ use crate::context::Context;
 use crate::statestore::registry::store_generation;
 use crate::support::harness::{Harness, Start};
 use crate::support::{
-    EventRecorder, EventType, describe, edit_finalizers, is_not_found, patch_status, publish,
-    set_condition, typed_reference,
+    describe, edit_finalizers, is_not_found, patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
+use plinth_api::events::{EventRecorder, EventType};
 
 const REPORTER: &str = plinth_api::constants::events::DESTINATION_CONTROLLER;
 

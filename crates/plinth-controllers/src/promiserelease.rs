@@ -106,7 +106,7 @@ async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<A
             support::publish(
                 &ctx.recorder(COMPONENT),
                 &support::typed_reference(pr.as_ref()),
-                support::EventType::Warning,
+                plinth_api::events::EventType::Warning,
                 plinth_api::constants::events::INVALID_PROMISE,
                 e.message.clone(),
             )
@@ -261,7 +261,7 @@ async fn fail(
         support::publish(
             &ctx.recorder(COMPONENT),
             &support::typed_reference(pr),
-            support::EventType::Warning,
+            plinth_api::events::EventType::Warning,
             plinth_api::constants::events::FAILED,
             message.clone(),
         )

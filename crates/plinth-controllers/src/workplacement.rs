@@ -52,10 +52,11 @@ use crate::Error;
 use crate::context::Context;
 use crate::statestore::registry::store_generation;
 use crate::support::{
-    EventRecorder, EventType, condition_is_false, describe, edit_finalizers, get_condition,
-    patch_status, publish, set_condition, typed_reference,
+    condition_is_false, describe, edit_finalizers, get_condition, patch_status, publish,
+    set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
+use plinth_api::events::{EventRecorder, EventType};
 
 const REPORTER: &str = plinth_api::constants::events::WORKPLACEMENT_CONTROLLER;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::SecurityContext;
 
 /// The image name of Plinth's pipeline adapter unless configured otherwise.
-pub use plinth_api::constants::DEFAULT_ADAPTER_IMAGE;
+use plinth_api::constants::DEFAULT_ADAPTER_IMAGE;
 
 /// Images whose containers run their `command`/`args` in the sandbox over the host's
 /// userland (a stock shell and coreutils are all these images are used for in pipelines).

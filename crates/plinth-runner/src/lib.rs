@@ -47,9 +47,8 @@ pub mod procs;
 pub mod sweep;
 
 pub use access::ClusterAccess;
-pub use config::{
-    DEFAULT_ADAPTER_IMAGE, DEFAULT_STOCK_IMAGES, EngineMode, RunnerConfig, SandboxMode,
-};
+pub use config::{DEFAULT_STOCK_IMAGES, EngineMode, RunnerConfig, SandboxMode};
 pub use error::RunnerError;
 pub use job::run;
+pub use plinth_api::constants::DEFAULT_ADAPTER_IMAGE;
 pub use pod::{RunOptions, run_pod_once};

@@ -14,9 +14,9 @@ use super::observed::{COMPONENT, Observed, ignore_not_found};
 use crate::context::Context;
 use crate::support::resources::{revision_resource, work_resource};
 use crate::support::{self, remove_finalizer};
-use crate::workflow::WorkflowAction;
 use crate::workflow::engine::{self, Progress};
 use crate::{Error, request};
+use plinth_api::WorkflowAction;
 use plinth_api::constants::{finalizers, labels};
 
 /// The deletion steps, one per finalizer.

@@ -35,10 +35,11 @@ use crate::dynamic::RequestApi;
 use crate::support::harness::{Harness, Start};
 use crate::support::works::{WorksState, classify_works};
 use crate::support::{self, set_condition, set_field, set_finalizers};
+use crate::workflow::Workflow;
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Workflow, WorkflowAction};
 use crate::{Error, request};
 use observed::{COMPONENT, Observed, Step, promise_api};
+use plinth_api::WorkflowAction;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 use plinth_api::constants::{promise_status, work_type};
 
@@ -346,7 +347,7 @@ async fn rerun_requests_on_change(
     support::publish(
         &ctx.recorder(COMPONENT),
         &support::reference(p.obj.as_ref()),
-        support::EventType::Normal,
+        plinth_api::events::EventType::Normal,
         plinth_api::constants::events::RECONCILING_RESOURCES,
         "Reconciling all resource requests",
     )
@@ -404,7 +405,7 @@ async fn mark_available(
         support::publish(
             &ctx.recorder(COMPONENT),
             &support::reference(&stored),
-            support::EventType::Normal,
+            plinth_api::events::EventType::Normal,
             plinth_api::constants::events::AVAILABLE,
             "Promise is available",
         )
@@ -425,7 +426,7 @@ async fn reschedule(ctx: &Context, p: &Observed) -> Result<bool, Error> {
     support::publish(
         &ctx.recorder(COMPONENT),
         &support::reference(&p.obj),
-        support::EventType::Normal,
+        plinth_api::events::EventType::Normal,
         plinth_api::constants::events::WORKS_RESCHEDULED,
         format!("Removed {n} misplaced WorkPlacement(s); their Works are placed again on matching Destinations"),
     )

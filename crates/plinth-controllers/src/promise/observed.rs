@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::Error;
 use crate::context::Context;
 use crate::support::resources::promise_resource;
-use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::workflow::{Subject, Workflow};
+use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The component the Promise controller's Events name.
 pub(super) const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;

@@ -38,7 +38,7 @@ pub(super) async fn ensure_revision(ctx: &Context, p: &Observed) -> Result<(), E
         support::publish(
             &ctx.recorder(COMPONENT),
             &support::reference(p.obj.as_ref()),
-            support::EventType::Normal,
+            plinth_api::events::EventType::Normal,
             plinth_api::constants::events::REVISION_CREATED,
             note,
         )
@@ -101,7 +101,7 @@ pub(super) async fn reconcile(ctx: &Context, p: &Observed) -> Result<bool, Error
         support::publish(
             &ctx.recorder(COMPONENT),
             &support::reference(&updated),
-            support::EventType::Warning,
+            plinth_api::events::EventType::Warning,
             plinth_api::constants::events::UNAVAILABLE,
             "Promise no longer available: Requirements have changed",
         )

@@ -15,8 +15,9 @@ use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::{self, remove_finalizer};
+use crate::workflow::Workflow;
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Workflow, WorkflowAction};
+use plinth_api::WorkflowAction;
 
 /// Deletion, one step per reconcile in finalizer order: delete pipeline, then Works,
 /// then Jobs, then the ResourceBinding. The request's HealthRecords go first.

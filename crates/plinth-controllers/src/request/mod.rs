@@ -28,9 +28,10 @@ use crate::support::resources::promise_resource;
 use crate::support::set_finalizers;
 use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
+use crate::workflow::Workflow;
 use crate::workflow::engine::{self, Progress};
-use crate::workflow::{Workflow, WorkflowAction};
 use caches::RequestCaches;
+use plinth_api::WorkflowAction;
 use plinth_api::constants::{
     annotations, condition_types, finalizers, labels, messages, reasons, requirement_state,
 };
@@ -471,7 +472,7 @@ async fn reschedule(r: &Reconciling<'_>, wf: &Workflow) -> Result<bool, Error> {
     support::publish(
         &r.ctx().recorder(COMPONENT),
         &support::reference(r.rr),
-        support::EventType::Normal,
+        plinth_api::events::EventType::Normal,
         plinth_api::constants::events::WORKS_RESCHEDULED,
         format!("Removed {n} misplaced WorkPlacement(s); their Works are placed again on matching Destinations"),
     )
@@ -526,7 +527,7 @@ async fn record_reconciled(
         support::publish(
             &r.ctx().recorder(COMPONENT),
             &support::reference(&stored),
-            support::EventType::Normal,
+            plinth_api::events::EventType::Normal,
             plinth_api::constants::events::RECONCILE_SUCCEEDED,
             format!(
                 "Resource request reconciled with promise {} version {}",

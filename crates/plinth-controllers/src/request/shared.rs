@@ -13,7 +13,8 @@ use super::caches::RequestCaches;
 use super::fanout;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
-use crate::workflow::{Subject, Workflow, WorkflowAction, WorkflowType};
+use crate::workflow::{Subject, Workflow};
+use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The component the request controller's Events name.
 pub(super) const COMPONENT: &str = plinth_api::constants::events::RESOURCE_REQUEST_CONTROLLER;

@@ -64,11 +64,11 @@ use crate::Error;
 use crate::context::{Context, ControllerConfig};
 use crate::support::harness::{Harness, Start};
 use crate::support::{
-    EventRecorder, EventType, describe, get_condition, patch_status, publish, set_condition,
-    typed_reference,
+    describe, get_condition, patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 use plinth_api::constants::condition_types;
+use plinth_api::events::{EventRecorder, EventType};
 
 /// Namespace of a `secretRef` without one.
 pub const DEFAULT_SECRET_NAMESPACE: &str = "default";

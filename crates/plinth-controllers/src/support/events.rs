@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
-pub use plinth_api::events::{EventRecorder, EventType};
+use plinth_api::events::{EventRecorder, EventType};
 
 /// Longest Event message recorded; longer notes are cut at a character boundary.
 const MAX_NOTE_BYTES: usize = 1000;

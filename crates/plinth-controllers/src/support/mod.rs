@@ -26,7 +26,7 @@ pub use conditions::{
     ConditionList, ConditionStatus, condition, condition_is_false, condition_is_true,
     condition_true, ensure_object, get_condition, now_rfc3339, set_condition, set_field,
 };
-pub use events::{EventRecorder, EventType, event_type, publish, reference, typed_reference};
+pub use events::{event_type, publish, reference, typed_reference};
 pub use finalizers::{edit_finalizers, remove_finalizer, set_finalizers};
 pub use status::{CONFLICT_RETRIES, patch_status, update_status, update_status_known};
 

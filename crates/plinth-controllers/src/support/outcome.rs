@@ -15,9 +15,10 @@ use plinth_api::constants::{condition_types, events as ev, reasons};
 use serde::Serialize;
 
 use super::conditions::{condition, set_condition};
-use super::events::{EventType, publish, reference};
+use super::events::{publish, reference};
 use super::status::update_status;
 use crate::{Context, Error};
+use plinth_api::events::EventType;
 
 /// Message of `ReconcileSucceeded=True` after a failure.
 const RECOVERED: &str = "The last reconcile succeeded";

@@ -40,13 +40,14 @@ use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::{
-    EventType, condition_is_false, condition_is_true, describe, edit_finalizers, get_condition,
-    patch_status, publish, set_condition, typed_reference,
+    condition_is_false, condition_is_true, describe, edit_finalizers, get_condition, patch_status,
+    publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 use crate::work::scheduler::{
     DestinationFacts, choose_for_resource, destination_matches, group_selector, is_dry_run,
 };
+use plinth_api::events::EventType;
 use shared::{WorkCtx, wp_conditions};
 use summary::{GroupOutcome, summarize};
 

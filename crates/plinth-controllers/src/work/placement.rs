@@ -13,10 +13,9 @@ use serde_json::{Value, json};
 
 use super::shared::{WorkCtx, wp_conditions};
 use crate::Error;
-use crate::support::{
-    EventType, condition_is_false, patch_status, publish, set_condition, typed_reference,
-};
+use crate::support::{condition_is_false, patch_status, publish, set_condition, typed_reference};
 use crate::work::scheduler::workplacement_name;
+use plinth_api::events::EventType;
 
 /// The spec fields the scheduler owns, compared after normalising absent, `null`, `""`
 /// and `[]` to one value.

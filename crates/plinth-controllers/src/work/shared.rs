@@ -8,7 +8,7 @@ use kube::runtime::reflector::Store;
 use plinth_api::{Work, WorkPlacement};
 
 use crate::context::Context;
-use crate::support::EventRecorder;
+use plinth_api::events::EventRecorder;
 
 /// The Work controller's shared state.
 pub(super) struct WorkCtx {

@@ -1,8 +1,8 @@
 //! The Work's `ScheduleSucceeded` and `Ready` conditions, summarised from the outcome of
 //! placing each workload group and from what its WorkPlacements report.
 
-use crate::support::EventType;
 use plinth_api::constants::events;
+use plinth_api::events::EventType;
 
 /// The result of placing one workload group.
 #[derive(Debug, Default)]

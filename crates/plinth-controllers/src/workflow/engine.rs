@@ -453,7 +453,7 @@ async fn set_condition_and_warn(
     support::publish(
         &p.ctx.recorder(p.component),
         &support::reference(p.obj),
-        support::EventType::Warning,
+        plinth_api::events::EventType::Warning,
         event_reason,
         event_message,
     )
@@ -630,7 +630,7 @@ async fn start_job(
     support::publish(
         &ctx.recorder(component),
         &support::reference(parent),
-        support::EventType::Normal,
+        plinth_api::events::EventType::Normal,
         plinth_api::constants::events::PIPELINE_STARTED,
         format!("{what} Pipeline started: {}", p.name),
     )
@@ -715,7 +715,7 @@ async fn record_failure(
         support::publish(
             &ctx.recorder(component),
             &support::reference(parent),
-            support::EventType::Warning,
+            plinth_api::events::EventType::Warning,
             plinth_api::constants::events::CONFIGURE_WORKFLOW_FAILED,
             format!(
                 "A {}/configure Pipeline has failed: {name}",

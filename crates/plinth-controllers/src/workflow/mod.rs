@@ -10,7 +10,7 @@ pub mod job;
 
 use serde_json::Value;
 
-pub use plinth_api::{WorkflowAction, WorkflowType};
+use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The object a workflow runs for (a Promise or a resource request) and how to reach it.
 #[derive(Clone, Debug)]

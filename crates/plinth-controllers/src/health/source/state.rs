@@ -119,7 +119,7 @@ pub(crate) async fn publish_rejections(s: &SourceCtx, hs: &HealthSource, outcome
         support::publish(
             &s.ctx.recorder(names::SOURCE_COMPONENT),
             &hs.object_ref(&()),
-            support::EventType::Warning,
+            plinth_api::events::EventType::Warning,
             why,
             format!("{key}: {reason}"),
         )
@@ -198,9 +198,9 @@ pub(crate) async fn write_status(
     .await?;
     if let Some(ready) = turned {
         let kind = if ready {
-            support::EventType::Normal
+            plinth_api::events::EventType::Normal
         } else {
-            support::EventType::Warning
+            plinth_api::events::EventType::Warning
         };
         support::publish(
             &s.ctx.recorder(names::SOURCE_COMPONENT),
