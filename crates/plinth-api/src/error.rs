@@ -32,3 +32,24 @@ pub enum ApiError {
         source: serde_json::Error,
     },
 }
+
+/// An error and its sources as one line, `a: b: c`, each source said once (an HTTP
+/// client's own message leaves out the transport's reason, e.g. "connection refused").
+///
+/// ```
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+/// let outer = std::io::Error::other(io);
+/// assert_eq!(plinth_api::cause_chain(&outer), "connection refused");
+/// ```
+pub fn cause_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}

@@ -38,7 +38,7 @@ pub mod secrets;
 pub mod security;
 pub mod work_content;
 
-pub use error::ApiError;
+pub use error::{ApiError, cause_chain};
 pub use kinds::*;
 pub use pipeline::{Pipeline, WorkflowAction, WorkflowType};
 

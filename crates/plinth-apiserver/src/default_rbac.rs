@@ -325,16 +325,30 @@ fn matches(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
     labels_ok && exprs_ok
 }
 
+/// The aggregated rules of ClusterRoles with an `aggregationRule`, computed to a fixed
+/// point over `roles` (name → object).
+pub(crate) struct Aggregated {
+    /// The rules of every aggregated role that settled.
+    pub rules: BTreeMap<String, Value>,
+    /// The aggregated roles whose rules never settle: a ring of roles aggregating each
+    /// other (each takes the next one's rules, round and round) and the roles that
+    /// aggregate one of them. Writing them would change them again on every pass.
+    pub unsettled: Vec<String>,
+}
+
 /// The aggregated rules of every ClusterRole with an `aggregationRule`, computed to a
-/// fixed point over `roles` (name → object).
-pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+/// fixed point over `roles` (name → object); see [`Aggregated`].
+pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Value>) -> Aggregated {
     let mut rules: BTreeMap<String, Value> = roles
         .iter()
         .map(|(n, r)| (n.clone(), r.get("rules").cloned().unwrap_or(json!([]))))
         .collect();
     let empty = serde_json::Map::new();
-    for _ in 0..roles.len().max(1) {
-        let mut changed = false;
+    // A fixed point is reached within one round per role; what still changes after
+    // that never settles.
+    let mut changed_last: Vec<String> = Vec::new();
+    for _ in 0..=roles.len() {
+        changed_last.clear();
         for (name, role) in roles {
             let Some(selectors) = role
                 .pointer("/aggregationRule/clusterRoleSelectors")
@@ -359,17 +373,20 @@ pub(crate) fn aggregated_rules(roles: &BTreeMap<String, Value>) -> BTreeMap<Stri
             let union = Value::Array(union);
             if rules[name] != union {
                 rules.insert(name.clone(), union);
-                changed = true;
+                changed_last.push(name.clone());
             }
         }
-        if !changed {
+        if changed_last.is_empty() {
             break;
         }
     }
-    rules
-        .into_iter()
-        .filter(|(n, _)| roles[n].get("aggregationRule").is_some())
-        .collect()
+    Aggregated {
+        rules: rules
+            .into_iter()
+            .filter(|(n, _)| roles[n].get("aggregationRule").is_some() && !changed_last.contains(n))
+            .collect(),
+        unsettled: changed_last,
+    }
 }
 
 /// Whether a committed change is one of a ClusterRole (aggregation follows it).
@@ -404,7 +421,14 @@ pub(crate) async fn aggregate(app: &App) -> Result<(), ApiError> {
         .filter(|r| r.pointer("/metadata/deletionTimestamp").is_none())
         .filter_map(|r| Some((meta_str(&r, "name")?.to_string(), r)))
         .collect();
-    for (name, want) in aggregated_rules(&roles) {
+    let aggregated = aggregated_rules(&roles);
+    if !aggregated.unsettled.is_empty() {
+        tracing::warn!(
+            "ClusterRoles {} aggregate each other in a ring, so their rules never settle; they are left as stored until the ring is broken",
+            aggregated.unsettled.join(", ")
+        );
+    }
+    for (name, want) in aggregated.rules {
         if roles[&name].get("rules") == Some(&want) {
             continue;
         }
@@ -428,6 +452,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_ring_of_roles_aggregating_each_other_is_left_unsettled() {
+        let role = |name: &str, next: &str, resource: &str| {
+            json!({"metadata": {"name": name, "labels": {"ring": name}},
+                   "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"ring": next}}]},
+                   "rules": [rule(&[""], &[resource], &READ)]})
+        };
+        let mut roles: BTreeMap<String, Value> = BTreeMap::new();
+        roles.insert("a".into(), role("a", "b", "pods"));
+        roles.insert("b".into(), role("b", "c", "services"));
+        roles.insert("c".into(), role("c", "a", "secrets"));
+        // Outside the ring: a role aggregating one of it, and one that settles.
+        roles.insert(
+            "watcher".into(),
+            json!({"metadata": {"name": "watcher"},
+                   "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"ring": "a"}}]}}),
+        );
+        roles.insert(
+            "calm".into(),
+            json!({"metadata": {"name": "calm"},
+                   "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"calm": "yes"}}]}}),
+        );
+        let agg = aggregated_rules(&roles);
+        let mut unsettled = agg.unsettled.clone();
+        unsettled.sort();
+        assert_eq!(unsettled, ["a", "b", "c", "watcher"]);
+        assert_eq!(agg.rules.keys().collect::<Vec<_>>(), ["calm"]);
+        assert_eq!(agg.rules["calm"], json!([]));
+        // A pair aggregating each other settles (each ends with the other's first rules).
+        roles.retain(|n, _| n == "a" || n == "b");
+        roles.insert("b".into(), role("b", "a", "services"));
+        assert!(aggregated_rules(&roles).unsettled.is_empty());
+    }
+
+    #[test]
     fn aggregation_reaches_a_fixed_point_through_edit_into_admin() {
         let mut roles: BTreeMap<String, Value> = default_cluster_roles()
             .into_iter()
@@ -439,6 +497,8 @@ mod tests {
                    "rules": [rule(&["marketplace.kratix.io"], &["redis"], &READ)]}),
         );
         let agg = aggregated_rules(&roles);
+        assert!(agg.unsettled.is_empty());
+        let agg = agg.rules;
         let has = |role: &str, group: &str| {
             agg[role]
                 .as_array()

@@ -27,7 +27,15 @@ const COMPONENT: &str = plinth_api::constants::events::PROMISE_RELEASE_CONTROLLE
 /// Runs the PromiseRelease controller.
 pub async fn run(ctx: Arc<Context>) {
     let api: Api<PromiseRelease> = Api::all(ctx.client.clone());
+    // A Promise the release installed that is deleted or changed by hand wakes it, so it
+    // is put back.
+    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     Controller::new(api, watcher::Config::default())
+        .owns_with(
+            promises,
+            promise_resource(),
+            watcher::Config::default().labels(labels::PROMISE_RELEASE_NAME),
+        )
         .start(Harness::new("promiserelease"), reconcile, ctx)
         .await;
 }
@@ -97,7 +105,14 @@ async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<A
             format!("Version labels do not match, found: {version}, expected: {want_version}");
         return fail(reasons::VERSION_NOT_MATCHING, msg).await;
     }
-    match apply_promise(&promises, &pr, fetched.clone()).await? {
+    let applied = match apply_promise(&promises, &pr, fetched.clone()).await {
+        // Another release's Promise: said on this release, and left to its owner.
+        Err(Error::Invalid { message, .. }) => {
+            return fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, message).await;
+        }
+        other => other?,
+    };
+    match applied {
         Ok(()) => {
             installed(&api, &name).await?;
             Ok(Action::await_change())
@@ -184,6 +199,17 @@ async fn apply_promise(
         let obj: DynamicObject = serde_json::from_value(desired).map_err(Error::Json)?;
         return Ok(promises.create(&Default::default(), &obj).await.map(|_| ()));
     };
+    if let Some(other) = controlling_release(&existing)
+        .filter(|o| o.uid != pr.meta().uid.clone().unwrap_or_default())
+    {
+        return Err(Error::Invalid {
+            object: format!("PromiseRelease {name}"),
+            message: format!(
+                "Promise {promise_name} is already installed by PromiseRelease {}; delete that release first",
+                other.name
+            ),
+        });
+    }
     existing.data["spec"] = desired["spec"].clone();
     let l = existing
         .metadata
@@ -213,6 +239,16 @@ async fn apply_promise(
         .replace(&promise_name, &Default::default(), &existing)
         .await
         .map(|_| ()))
+}
+
+/// The PromiseRelease that controls `promise`, if one does (its controller owner).
+fn controlling_release(
+    promise: &DynamicObject,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    promise
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "PromiseRelease" && o.controller == Some(true))
 }
 
 async fn installed(api: &Api<PromiseRelease>, name: &str) -> Result<(), Error> {
@@ -376,7 +412,7 @@ async fn fetch(ctx: &Context, pr: &PromiseRelease) -> Result<Value, FetchError> 
         } else {
             FetchError::Request {
                 url: url.to_string(),
-                cause: e.to_string(),
+                cause: plinth_api::cause_chain(&e),
             }
         }
     };

@@ -120,6 +120,37 @@ async fn installs_from_http_with_authorization_and_deletes_with_the_release() {
         condition(&two)
     );
 
+    // A second release of the same Promise does not take it over: it says whose it is.
+    create(json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "metadata": {"name": "thief"},
+        "spec": {"version": "v1.2.0", "sourceRef": {"type": "http", "url": format!("{base}/secure.yaml"), "secretRef": {"name": "auth", "namespace": "default"}}}})).await;
+    let refused = wait_reason(&releases, "thief", "FailedToCreateOrUpdatePromise").await;
+    assert_eq!(
+        condition(&refused).2,
+        "Promise securepro is already installed by PromiseRelease secure; delete that release first"
+    );
+    let p = promises.get("securepro").await.unwrap();
+    assert_eq!(p.labels()["kratix.io/promise-release-name"], "secure");
+    assert_eq!(p.owner_references()[0].name, "secure");
+    releases
+        .delete("thief", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // A Promise the release installed and someone deleted is put back.
+    let first_uid = p.uid();
+    promises
+        .delete("securepro", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the deleted Promise reinstalled by its release", || async {
+        promises
+            .get_opt("securepro")
+            .await
+            .unwrap()
+            .is_some_and(|p| p.uid() != first_uid && p.metadata.deletion_timestamp.is_none())
+    })
+    .await;
+
     // Deleting the release deletes its Promise, then the release.
     releases
         .delete("secure", &DeleteParams::default())

@@ -194,7 +194,12 @@ impl AppTokenSource {
                 .danger_accept_invalid_certs(self.insecure)
                 .user_agent(concat!("plinth/", env!("CARGO_PKG_VERSION")))
                 .build()
-                .map_err(|e| unreachable(format!("cannot build HTTP client: {}", chain(&e))))?;
+                .map_err(|e| {
+                    unreachable(format!(
+                        "cannot build HTTP client: {}",
+                        plinth_api::cause_chain(&e)
+                    ))
+                })?;
             self.http = Some((rt, client));
         }
         let (rt, client) = self.http.as_ref().expect("client built above");
@@ -207,9 +212,12 @@ impl AppTokenSource {
                 .header("X-GitHub-Api-Version", "2022-11-28")
                 .send()
                 .await
-                .map_err(|e| unreachable(chain(&e)))?;
+                .map_err(|e| unreachable(plinth_api::cause_chain(&e)))?;
             let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| unreachable(chain(&e)))?;
+            let body = resp
+                .bytes()
+                .await
+                .map_err(|e| unreachable(plinth_api::cause_chain(&e)))?;
             Ok::<_, StoreError>((status, body))
         })?;
         let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
@@ -281,21 +289,6 @@ impl AppTokenSource {
         }
         Ok(CachedToken { token, valid_until })
     }
-}
-
-/// An error with its causes, `a: b: c` (reqwest's own message omits the transport's reason).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

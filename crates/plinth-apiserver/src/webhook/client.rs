@@ -89,7 +89,7 @@ pub(super) async fn call(app: &App, hook: &Hook, review: &Value) -> Result<Value
         .append_pair("timeout", &format!("{}s", hook.timeout.as_secs()));
     let transport = |e: &dyn std::error::Error| CallError::Transport {
         url: url.to_string(),
-        cause: cause_chain(e),
+        cause: plinth_api::cause_chain(e),
     };
     let send = async {
         let resp = client
@@ -125,20 +125,6 @@ pub(super) async fn call(app: &App, hook: &Hook, review: &Value) -> Result<Value
             ),
         }),
     }
-}
-
-/// An error and its sources, as one line.
-fn cause_chain(e: &dyn std::error::Error) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
 }
 
 enum ReadError {
@@ -196,7 +182,8 @@ fn build_client(hook: &Hook, target: &Target) -> Result<reqwest::Client, CallErr
     if let Some((host, addr)) = &target.host_addr {
         b = b.resolve(host, *addr);
     }
-    b.build().map_err(|e| CallError::Client(cause_chain(&e)))
+    b.build()
+        .map_err(|e| CallError::Client(plinth_api::cause_chain(&e)))
 }
 
 /// The URL to call: `url` (https only, no user info, query or fragment), or
