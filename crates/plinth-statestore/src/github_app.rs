@@ -179,10 +179,18 @@ impl AppTokenSource {
     fn request_token(&mut self) -> Result<CachedToken, StoreError> {
         let jwt = self.jwt()?;
         let url = self.endpoint();
-        let unreachable = |cause: String| StoreError::Unreachable {
-            target: format!("GitHub API {url}"),
-            cause,
-        };
+        let obtained = Instant::now();
+        let (status, body) = self.post_for_token(&url, &jwt)?;
+        let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+        self.check_answer(&url, status, json.as_ref(), &body)?;
+        token_from(&url, json.as_ref(), obtained)
+    }
+
+    /// The HTTP client (and the runtime it runs on), built on first use.
+    fn http_client(
+        &mut self,
+        unreachable: impl Fn(String) -> StoreError,
+    ) -> Result<&(tokio::runtime::Runtime, reqwest::Client), StoreError> {
         if self.http.is_none() {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -202,11 +210,23 @@ impl AppTokenSource {
                 })?;
             self.http = Some((rt, client));
         }
-        let (rt, client) = self.http.as_ref().expect("client built above");
-        let obtained = Instant::now();
-        let (status, body) = rt.block_on(async {
+        Ok(self.http.as_ref().expect("client built above"))
+    }
+
+    /// POSTs for an installation token with `jwt`: the answer's status and body.
+    fn post_for_token(
+        &mut self,
+        url: &str,
+        jwt: &str,
+    ) -> Result<(reqwest::StatusCode, bytes::Bytes), StoreError> {
+        let unreachable = |cause: String| StoreError::Unreachable {
+            target: format!("GitHub API {url}"),
+            cause,
+        };
+        let (rt, client) = self.http_client(unreachable)?;
+        rt.block_on(async {
             let resp = client
-                .post(&url)
+                .post(url)
                 .header("Authorization", format!("Bearer {jwt}"))
                 .header("Accept", "application/vnd.github+json")
                 .header("X-GitHub-Api-Version", "2022-11-28")
@@ -218,77 +238,89 @@ impl AppTokenSource {
                 .bytes()
                 .await
                 .map_err(|e| unreachable(plinth_api::cause_chain(&e)))?;
-            Ok::<_, StoreError>((status, body))
-        })?;
-        let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-        let api_message = || {
-            json.as_ref()
-                .and_then(|j| j.get("message"))
-                .and_then(|m| m.as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| {
-                    let text = String::from_utf8_lossy(&body);
-                    let text = text.trim();
-                    if text.is_empty() {
-                        status
-                            .canonical_reason()
-                            .unwrap_or("no message")
-                            .to_string()
-                    } else {
-                        text.chars().take(300).collect()
-                    }
-                })
-        };
+            Ok((status, body))
+        })
+    }
+
+    /// An answer that is not a success, as the error that says why (GitHub's own
+    /// message, else the body's start, else the status text).
+    fn check_answer(
+        &self,
+        url: &str,
+        status: reqwest::StatusCode,
+        json: Option<&serde_json::Value>,
+        body: &[u8],
+    ) -> Result<(), StoreError> {
+        if status.is_success() {
+            return Ok(());
+        }
+        let api_message = json
+            .and_then(|j| j.get("message"))
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                let text = String::from_utf8_lossy(body);
+                let text = text.trim();
+                if text.is_empty() {
+                    status
+                        .canonical_reason()
+                        .unwrap_or("no message")
+                        .to_string()
+                } else {
+                    text.chars().take(300).collect()
+                }
+            });
         if status == reqwest::StatusCode::UNAUTHORIZED {
             return Err(StoreError::GithubAppAuthFailed {
-                message: api_message(),
+                message: api_message,
             });
         }
-        if !status.is_success() {
-            let hint = match status.as_u16() {
-                404 => format!(
-                    " (is installationID {} an installation of App {}?)",
-                    self.installation_id, self.app_id
-                ),
-                _ => String::new(),
-            };
-            return Err(StoreError::GithubAppAuthFailed {
-                message: format!(
-                    "{url} answered HTTP {}: {}{hint}",
-                    status.as_u16(),
-                    api_message()
-                ),
-            });
-        }
-        let token = json
-            .as_ref()
-            .and_then(|j| j.get("token"))
-            .and_then(|t| t.as_str())
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| StoreError::GithubAppAuthFailed {
-                message: format!("{url} answered without a token"),
-            })?
-            .to_string();
-        let mut valid_until = obtained + TOKEN_MAX_AGE;
-        if let Some(expires) = json
-            .as_ref()
-            .and_then(|j| j.get("expires_at"))
-            .and_then(|t| t.as_str())
-        {
-            let at: jiff::Timestamp =
-                expires
-                    .parse()
-                    .map_err(|e| StoreError::GithubAppAuthFailed {
-                        message: format!(
-                            "{url} answered an unreadable expires_at {expires:?}: {e}"
-                        ),
-                    })?;
-            let left = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
-            let left = Duration::from_millis(left.max(0) as u64);
-            valid_until = valid_until.min(obtained + left);
-        }
-        Ok(CachedToken { token, valid_until })
+        let hint = match status.as_u16() {
+            404 => format!(
+                " (is installationID {} an installation of App {}?)",
+                self.installation_id, self.app_id
+            ),
+            _ => String::new(),
+        };
+        Err(StoreError::GithubAppAuthFailed {
+            message: format!(
+                "{url} answered HTTP {}: {api_message}{hint}",
+                status.as_u16()
+            ),
+        })
     }
+}
+
+/// The token of a successful answer, cached until the earlier of its `expires_at` and
+/// the longest a token is kept.
+fn token_from(
+    url: &str,
+    json: Option<&serde_json::Value>,
+    obtained: Instant,
+) -> Result<CachedToken, StoreError> {
+    let token = json
+        .and_then(|j| j.get("token"))
+        .and_then(|t| t.as_str())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| StoreError::GithubAppAuthFailed {
+            message: format!("{url} answered without a token"),
+        })?
+        .to_string();
+    let mut valid_until = obtained + TOKEN_MAX_AGE;
+    if let Some(expires) = json
+        .and_then(|j| j.get("expires_at"))
+        .and_then(|t| t.as_str())
+    {
+        let at: jiff::Timestamp = expires
+            .parse()
+            .map_err(|e| StoreError::GithubAppAuthFailed {
+                message: format!("{url} answered an unreadable expires_at {expires:?}: {e}"),
+            })?;
+        let left = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+        let left = Duration::from_millis(left.max(0) as u64);
+        valid_until = valid_until.min(obtained + left);
+    }
+    Ok(CachedToken { token, valid_until })
 }
 
 #[cfg(test)]

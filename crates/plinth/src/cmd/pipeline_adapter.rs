@@ -156,102 +156,125 @@ pub async fn run_role(
     env: EnvLookup<'_>,
 ) -> anyhow::Result<()> {
     match role {
-        AdapterRole::Reader(r) if r.input_env.is_some() => {
-            let var = r.input_env.unwrap_or_default();
-            let text = env(&var).unwrap_or_default();
-            let path = plinth_pipeline::reader::write_input(&r.input_dir, &r.output_dir, &text)
-                .with_context(|| format!("writing the input from environment variable {var}"))?;
-            eprintln!("wrote {}", path.display());
-        }
-        AdapterRole::Reader(r) => {
-            let object = ObjectRef::from_env_with(env)?;
-            let path = run_reader(
-                client,
-                ReaderArgs {
-                    input_dir: r.input_dir,
-                    output_dir: Some(r.output_dir),
-                    object,
-                    dry_run: env_flag(env, env::DRY_RUN),
-                },
-            )
-            .await?;
-            eprintln!("wrote {}", path.display());
-        }
-        AdapterRole::WorkCreator(w) => {
-            let mut a = WorkCreatorArgs::from_input_directory(
-                &w.input_directory,
-                w.promise_name,
-                w.pipeline_name,
-                w.namespace,
-                w.workflow_type,
-            );
-            if let Some(o) = w.output_dir {
-                a.output_dir = o;
-            }
-            if let Some(m) = w.metadata_dir {
-                a.metadata_dir = m;
-            }
-            if let Some(p) = w.promise_scheduling {
-                a.promise_scheduling = Some(p);
-            }
-            a.resource_name = w.resource_name.filter(|s| !s.is_empty());
-            a.resource_namespace = w.resource_namespace.filter(|s| !s.is_empty());
-            a.dry_run = env_flag(env, env::DRY_RUN);
-            a.trace_parent = env_nonempty(env, env::TRACE_PARENT);
-            a.trace_state = env_nonempty(env, env::TRACE_STATE);
-            a.max_work_bytes = w.max_work_bytes;
-            match run_work_creator(client, a).await? {
-                WorkOutcome::Skipped => {
-                    eprintln!("workflow suspended or retrying: no Work written")
-                }
-                WorkOutcome::Created { name } => eprintln!("created Work {name}"),
-                WorkOutcome::Updated { name } => eprintln!("updated Work {name}"),
-            }
-        }
-        AdapterRole::StatusWriter(s) => {
-            let object = ObjectRef::from_env_with(env)?;
-            let pipeline_name = env_nonempty(env, env::PIPELINE_NAME).with_context(|| {
-                format!("environment variable {} is required", env::PIPELINE_NAME)
-            })?;
-            let workflow_type: WorkflowType = env_nonempty(env, env::WORKFLOW_TYPE)
-                .with_context(|| {
-                    format!("environment variable {} is required", env::WORKFLOW_TYPE)
-                })?
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!("{}: {e}", env::WORKFLOW_TYPE))?;
-            run_status_writer(
-                client,
-                StatusWriterArgs {
-                    metadata_dir: s.metadata_dir,
-                    object,
-                    pipeline_name,
-                    workflow_type,
-                    is_last_pipeline: env_flag(env, env::IS_LAST_PIPELINE),
-                    dry_run: env_flag(env, env::DRY_RUN),
-                    max_conflict_retries: s.max_conflict_retries,
-                },
-            )
-            .await?;
-        }
-        AdapterRole::HealthStateCreator(h) => {
-            use plinth_pipeline::health_state_creator::*;
-            let name = run_health_state_creator(
-                client,
-                HealthStateCreatorArgs {
-                    output_dir: h.output_dir,
-                    target: HealthTarget {
-                        definition: h.definition,
-                        definition_namespace: h.definition_namespace,
-                        promise: h.promise,
-                        request: h.resource_name,
-                        request_namespace: h.resource_namespace,
-                    },
-                },
-            )
-            .await?;
-            eprintln!("applied HealthRecord {name}");
-        }
+        AdapterRole::Reader(r) => reader(r, client, env).await,
+        AdapterRole::WorkCreator(w) => work_creator(w, client, env).await,
+        AdapterRole::StatusWriter(s) => status_writer(s, client, env).await,
+        AdapterRole::HealthStateCreator(h) => health_state_creator(h, client).await,
     }
+}
+
+/// The reader: the object from the environment variable `--input-env` names, else the
+/// Promise or request the `KRATIX_*` variables name, written to the input directory.
+async fn reader(r: ReaderCli, client: kube::Client, env: EnvLookup<'_>) -> anyhow::Result<()> {
+    if let Some(var) = r.input_env {
+        let text = env(&var).unwrap_or_default();
+        let path = plinth_pipeline::reader::write_input(&r.input_dir, &r.output_dir, &text)
+            .with_context(|| format!("writing the input from environment variable {var}"))?;
+        eprintln!("wrote {}", path.display());
+        return Ok(());
+    }
+    let object = ObjectRef::from_env_with(env)?;
+    let path = run_reader(
+        client,
+        ReaderArgs {
+            input_dir: r.input_dir,
+            output_dir: Some(r.output_dir),
+            object,
+            dry_run: env_flag(env, env::DRY_RUN),
+        },
+    )
+    .await?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// The work-creator: the pipeline's output as the object's Work.
+async fn work_creator(
+    w: WorkCreatorCli,
+    client: kube::Client,
+    env: EnvLookup<'_>,
+) -> anyhow::Result<()> {
+    let mut a = WorkCreatorArgs::from_input_directory(
+        &w.input_directory,
+        w.promise_name,
+        w.pipeline_name,
+        w.namespace,
+        w.workflow_type,
+    );
+    if let Some(o) = w.output_dir {
+        a.output_dir = o;
+    }
+    if let Some(m) = w.metadata_dir {
+        a.metadata_dir = m;
+    }
+    if let Some(p) = w.promise_scheduling {
+        a.promise_scheduling = Some(p);
+    }
+    a.resource_name = w.resource_name.filter(|s| !s.is_empty());
+    a.resource_namespace = w.resource_namespace.filter(|s| !s.is_empty());
+    a.dry_run = env_flag(env, env::DRY_RUN);
+    a.trace_parent = env_nonempty(env, env::TRACE_PARENT);
+    a.trace_state = env_nonempty(env, env::TRACE_STATE);
+    a.max_work_bytes = w.max_work_bytes;
+    match run_work_creator(client, a).await? {
+        WorkOutcome::Skipped => eprintln!("workflow suspended or retrying: no Work written"),
+        WorkOutcome::Created { name } => eprintln!("created Work {name}"),
+        WorkOutcome::Updated { name } => eprintln!("updated Work {name}"),
+    }
+    Ok(())
+}
+
+/// The status-writer: `status.yaml` merged into the object's status, with the
+/// pipeline the `KRATIX_*` variables name.
+async fn status_writer(
+    s: StatusWriterCli,
+    client: kube::Client,
+    env: EnvLookup<'_>,
+) -> anyhow::Result<()> {
+    let object = ObjectRef::from_env_with(env)?;
+    let pipeline_name = env_nonempty(env, env::PIPELINE_NAME)
+        .with_context(|| format!("environment variable {} is required", env::PIPELINE_NAME))?;
+    let workflow_type: WorkflowType = env_nonempty(env, env::WORKFLOW_TYPE)
+        .with_context(|| format!("environment variable {} is required", env::WORKFLOW_TYPE))?
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("{}: {e}", env::WORKFLOW_TYPE))?;
+    run_status_writer(
+        client,
+        StatusWriterArgs {
+            metadata_dir: s.metadata_dir,
+            object,
+            pipeline_name,
+            workflow_type,
+            is_last_pipeline: env_flag(env, env::IS_LAST_PIPELINE),
+            dry_run: env_flag(env, env::DRY_RUN),
+            max_conflict_retries: s.max_conflict_retries,
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The health-state-creator: `health-status.yaml` as the check's HealthRecord.
+async fn health_state_creator(
+    h: HealthStateCreatorCli,
+    client: kube::Client,
+) -> anyhow::Result<()> {
+    use plinth_pipeline::health_state_creator::*;
+    let name = run_health_state_creator(
+        client,
+        HealthStateCreatorArgs {
+            output_dir: h.output_dir,
+            target: HealthTarget {
+                definition: h.definition,
+                definition_namespace: h.definition_namespace,
+                promise: h.promise,
+                request: h.resource_name,
+                request_namespace: h.resource_namespace,
+            },
+        },
+    )
+    .await?;
+    eprintln!("applied HealthRecord {name}");
     Ok(())
 }
 
