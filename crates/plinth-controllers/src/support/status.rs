@@ -122,6 +122,11 @@ macro_rules! json_status {
                     .as_ref()
                     .and_then(|s| serde_json::to_value(s).ok())
             }
+
+            // A typed status is an object or absent.
+            fn status_is_not_object(&self) -> bool {
+                false
+            }
         }
     )+};
 }
