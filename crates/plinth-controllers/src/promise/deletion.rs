@@ -10,8 +10,9 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::api;
-use super::observed::{COMPONENT, Observed, ignore_not_found};
+use super::observed::{COMPONENT, Observed};
 use crate::context::Context;
+use crate::support::api_errors::ignore_not_found;
 use crate::support::resources::{revision_resource, work_resource};
 use crate::support::{self, remove_finalizer};
 use crate::workflow::engine::{self, Progress};

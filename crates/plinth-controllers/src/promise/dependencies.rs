@@ -6,9 +6,10 @@ use serde_json::json;
 
 use plinth_api::constants::SYSTEM_NAMESPACE;
 
-use super::observed::{Observed, ignore_not_found};
+use super::observed::Observed;
 use crate::Error;
 use crate::context::Context;
+use crate::support::api_errors::ignore_not_found;
 use crate::support::resources::work_resource;
 use plinth_api::constants::{labels, work_type};
 

@@ -117,12 +117,3 @@ pub(super) enum Step<T> {
     /// End the reconcile with this action.
     Stop(Action),
 }
-
-/// `Ok` for a success or a 404 (the object is already gone).
-pub(super) fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}

@@ -14,6 +14,7 @@ use super::shared::{COMPONENT, RequestCtx, request_workflow};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
+use crate::support::api_errors::ignore_not_found;
 use crate::support::{self, remove_finalizer};
 use crate::workflow::Workflow;
 use crate::workflow::engine::{self, Progress};
@@ -151,15 +152,6 @@ async fn delete_works(
         )?;
     }
     Ok(Action::requeue(rctx.ctx.config().requeue_default))
-}
-
-/// `Ok` for a success or a 404 (the object is already gone).
-fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(ref e) if crate::support::is_not_found(e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Deletes every request of the API (their finalizers run their delete workflows);

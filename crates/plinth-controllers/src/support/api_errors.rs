@@ -19,3 +19,15 @@ pub fn is_already_exists(err: &kube::Error) -> bool {
 pub fn is_invalid(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(s) if s.is_invalid())
 }
+
+/// `Ok` for a success or a 404 (the object is already gone), as a deletion step wants.
+///
+/// # Errors
+/// Any other API error, as the controllers' [`crate::Error`].
+pub fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), crate::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(ref e) if is_not_found(e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
