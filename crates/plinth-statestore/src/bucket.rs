@@ -144,6 +144,25 @@ pub(crate) struct BucketWriter {
     lock: tokio::sync::Mutex<()>,
 }
 
+/// Whether the request never got an answer: it could not connect, was cut off or timed out.
+fn transport_failure(e: &(dyn std::error::Error + 'static)) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(http) = err.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Connect
+                    | HttpErrorKind::Request
+                    | HttpErrorKind::Timeout
+                    | HttpErrorKind::Interrupted
+            );
+        }
+        cur = err.source();
+    }
+    false
+}
+
 fn full_message(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut src = e.source();
@@ -374,21 +393,29 @@ impl BucketWriter {
     }
 
     /// Maps an object_store error to a specific [`StoreError`].
+    ///
+    /// The class comes from what the error is — the HTTP status object_store already read,
+    /// a transport failure, or a provider error code in the answer's body — never from digits
+    /// in the text: a port such as 41401 in a refused URL is not a 401.
     fn map_err(&self, op: &str, e: object_store::Error) -> StoreError {
         let msg = full_message(&e);
         let l = msg.to_lowercase();
         let target = self.target.clone();
-        if l.contains("nosuchbucket")
-            || l.contains("bucket does not exist")
-            || l.contains("containernotfound")
-        {
+        let has_code = |codes: &[&str]| codes.iter().any(|c| l.contains(c));
+        if has_code(&["nosuchbucket", "bucket does not exist", "containernotfound"]) {
             return StoreError::BucketMissing {
                 bucket: self.bucket.clone(),
                 endpoint: self.endpoint.clone(),
             };
         }
+        // S3 answers a wrong key or secret with 403 and one of these codes: the credentials
+        // are at fault, not the policy.
+        let bad_credentials = has_code(&["invalidaccesskeyid", "signaturedoesnotmatch"]);
         match &e {
             object_store::Error::Unauthenticated { .. } => {
+                return StoreError::AuthFailed { target, cause: msg };
+            }
+            object_store::Error::PermissionDenied { .. } if bad_credentials => {
                 return StoreError::AuthFailed { target, cause: msg };
             }
             object_store::Error::PermissionDenied { .. } => {
@@ -396,36 +423,25 @@ impl BucketWriter {
             }
             _ => {}
         }
-        if [
-            "invalidaccesskeyid",
-            "signaturedoesnotmatch",
-            "401",
-            "unauthorized",
-        ]
-        .iter()
-        .any(|p| l.contains(p))
-        {
+        if transport_failure(&e) {
+            return StoreError::Unreachable { target, cause: msg };
+        }
+        if bad_credentials || has_code(&["unauthorized", "authenticationfailed"]) {
             return StoreError::AuthFailed { target, cause: msg };
         }
-        if ["accessdenied", "403", "forbidden"]
-            .iter()
-            .any(|p| l.contains(p))
-        {
+        if has_code(&["accessdenied", "forbidden", "authorizationfailure"]) {
             return StoreError::PermissionDenied { target, cause: msg };
         }
-        if [
+        if has_code(&[
             "connection refused",
             "error sending request",
+            "connect error",
+            "tcp connect",
             "dns error",
             "failed to lookup address",
             "timed out",
-            "connect error",
-            "tcp connect",
             "network is unreachable",
-        ]
-        .iter()
-        .any(|p| l.contains(p))
-        {
+        ]) {
             return StoreError::Unreachable { target, cause: msg };
         }
         StoreError::Bucket {

@@ -267,6 +267,28 @@ async fn unreachable_endpoint_is_named() {
     );
 }
 
+/// A closed port whose number holds "401" or "403" is still a closed port, not an auth or
+/// permission failure: the class comes from the error, not from digits in its text.
+#[tokio::test]
+async fn a_closed_port_that_reads_like_a_status_is_unreachable() {
+    let mut tried = 0;
+    for port in [41401u16, 40301, 24010, 34030, 54013] {
+        // Only ports nothing listens on say anything; skip one that is in use.
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
+        tried += 1;
+        let err = StateStore::open(StoreConfig::Bucket(s3(port, "kratix")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Unreachable { .. }),
+            "port {port}: {err:?}"
+        );
+    }
+    assert!(tried > 0, "every candidate port was in use");
+}
+
 #[tokio::test]
 async fn plain_http_needs_insecure() {
     let mut c = s3(9, "kratix");
