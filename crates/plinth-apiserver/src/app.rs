@@ -50,6 +50,9 @@ pub struct App {
     /// Whether Kratix kinds are admitted in-process (`crate::admission`); see
     /// `ServerConfig::builtin_admission`.
     pub builtin_admission: bool,
+    /// kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow`: what RBAC does not allow
+    /// is allowed, and so is granting it (see `ServerConfig::always_allow`).
+    pub always_allow: bool,
 }
 
 pub(crate) type AppRef = Arc<App>;

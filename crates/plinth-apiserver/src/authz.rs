@@ -22,7 +22,7 @@
 //!   --as`) as kube-apiserver checks it: the requester needs `impersonate` on each user
 //!   (or ServiceAccount), group, uid and extra it names; the request is then authorized
 //!   as the impersonated user, who also gets `system:authenticated`.
-//! * `ServerConfig::always_allow` is kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow`:
+//! * `ServerConfig::always_allow` (kept as `App::always_allow`) is kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow`:
 //!   what RBAC does not allow is allowed (upstream's kubectl test environment).
 //!
 //! The snapshot is loaded lazily and marked stale whenever an RBAC object changes (a
@@ -41,7 +41,8 @@ use crate::app::App;
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::rbac::{
-    RbacSnapshot, RequestAttributes, authorize, forbidden_message, request_attributes,
+    RbacSnapshot, RequestAttributes, authenticated_rules, authorize, forbidden_message,
+    request_attributes, rule_allows,
 };
 use crate::registry::rkey;
 
@@ -59,22 +60,16 @@ pub(crate) struct Authorizer {
     app: Arc<App>,
     snapshot: RwLock<Option<Arc<RbacSnapshot>>>,
     stale: AtomicBool,
-    /// `--authorization-mode=RBAC,AlwaysAllow`: allow what RBAC does not.
-    always_allow: bool,
 }
 
 impl Authorizer {
     /// An authorizer over `app`'s store; spawns the task that marks the snapshot stale
     /// on RBAC changes (returned so the server can stop it).
-    pub(crate) fn start(
-        app: Arc<App>,
-        always_allow: bool,
-    ) -> (Arc<Authorizer>, tokio::task::JoinHandle<()>) {
+    pub(crate) fn start(app: Arc<App>) -> (Arc<Authorizer>, tokio::task::JoinHandle<()>) {
         let a = Arc::new(Authorizer {
             app: app.clone(),
             snapshot: RwLock::new(None),
             stale: AtomicBool::new(true),
-            always_allow,
         });
         let mut rxs: Vec<_> = RBAC_PLURALS
             .iter()
@@ -107,21 +102,9 @@ impl Authorizer {
         }
         // Cleared before reading, so a change that lands during the load marks it again.
         self.stale.store(false, Ordering::SeqCst);
-        let mut lists = Vec::with_capacity(4);
-        for p in RBAC_PLURALS {
-            match self.app.store.all_of(rkey(RBAC_GROUP, p)).await {
-                Ok(v) => lists.push(v),
-                Err(e) => {
-                    self.stale.store(true, Ordering::SeqCst);
-                    return Err(ApiError::internal(format!("reading RBAC objects: {e}")));
-                }
-            }
-        }
-        let snap =
-            RbacSnapshot::from_values(&lists[0], &lists[1], &lists[2], &lists[3]).map_err(|e| {
-                self.stale.store(true, Ordering::SeqCst);
-                ApiError::internal(format!("decoding stored RBAC objects: {e}"))
-            })?;
+        let snap = stored_snapshot(&self.app.store).await.inspect_err(|_| {
+            self.stale.store(true, Ordering::SeqCst);
+        })?;
         let snap = Arc::new(snap);
         *self.snapshot.write().unwrap() = Some(snap.clone());
         Ok(snap)
@@ -132,37 +115,34 @@ impl Authorizer {
         if attrs.groups.iter().any(|g| g == MASTERS) || default_grant(attrs) {
             return Ok(true);
         }
-        Ok(authorize(attrs, &*self.snapshot().await?).allowed() || self.always_allow)
+        Ok(authorize(attrs, &*self.snapshot().await?).allowed() || self.app.always_allow)
     }
+}
+
+/// The stored Roles, ClusterRoles and their bindings, read now (aggregated ClusterRoles
+/// with the rules they hold).
+///
+/// # Errors
+/// 500 when the store cannot be read or holds an RBAC object that does not decode.
+pub(crate) async fn stored_snapshot(store: &crate::store::Store) -> Result<RbacSnapshot, ApiError> {
+    let mut lists = Vec::with_capacity(4);
+    for p in RBAC_PLURALS {
+        let objects = store
+            .all_of(rkey(RBAC_GROUP, p))
+            .await
+            .map_err(|e| ApiError::internal(format!("reading RBAC objects: {e}")))?;
+        lists.push(objects);
+    }
+    RbacSnapshot::from_values(&lists[0], &lists[1], &lists[2], &lists[3])
+        .map_err(|e| ApiError::internal(format!("decoding stored RBAC objects: {e}")))
 }
 
 /// Kubernetes's bootstrap bindings for `system:authenticated`: discovery and public
 /// info (`system:discovery`, `system:public-info-viewer`) and self-reviews
 /// (`system:basic-user`).
 fn default_grant(a: &RequestAttributes) -> bool {
-    if !a.groups.iter().any(|g| g == "system:authenticated") {
-        return false;
-    }
-    if !a.resource_request {
-        let p = a.path.as_str();
-        return a.verb == "get"
-            && (p == "/api"
-                || p.starts_with("/api/")
-                || p == "/apis"
-                || p.starts_with("/apis/")
-                || p.starts_with("/openapi")
-                || matches!(
-                    p,
-                    "/version" | "/version/" | "/healthz" | "/livez" | "/readyz"
-                ));
-    }
-    a.verb == "create"
-        && ((a.api_group == "authorization.k8s.io"
-            && matches!(
-                a.resource.as_str(),
-                "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
-            ))
-            || (a.api_group == "authentication.k8s.io" && a.resource == "selfsubjectreviews"))
+    a.groups.iter().any(|g| g == "system:authenticated")
+        && authenticated_rules().iter().any(|r| rule_allows(r, a))
 }
 
 /// Answers a SelfSubjectReview (`authentication.k8s.io/v1`, what `kubectl auth whoami`

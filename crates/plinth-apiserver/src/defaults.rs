@@ -47,12 +47,49 @@ pub(crate) fn apply(info: &ResourceInfo, obj: &mut Value) {
         ("apps", "DaemonSet") => daemon_set(obj),
         ("", "ReplicationController") => replication_controller(obj),
         ("", "Service") => service(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => role_binding(obj),
         _ => {}
     }
     if !template.is_empty()
         && let Some(pod) = obj.pointer_mut(template).and_then(Value::as_object_mut)
     {
         pod_spec(pod);
+    }
+}
+
+/// Kubernetes' RBAC v1 defaults: a binding's `roleRef.apiGroup` and each subject's
+/// `apiGroup` (`rbac.authorization.k8s.io` for User and Group, empty for a
+/// ServiceAccount), so a hand-written binding without them is stored as `kubectl create`
+/// would have written it.
+fn role_binding(obj: &mut Value) {
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    if let Some(r) = obj.get_mut("roleRef").and_then(Value::as_object_mut)
+        && r.get("apiGroup")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .is_empty()
+    {
+        r.insert("apiGroup".into(), json!(RBAC));
+    }
+    for subject in obj
+        .get_mut("subjects")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        if subject
+            .get("apiGroup")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .is_empty()
+        {
+            let group = match subject.get("kind").and_then(Value::as_str) {
+                Some("User" | "Group") => RBAC,
+                _ => "",
+            };
+            subject.insert("apiGroup".into(), json!(group));
+        }
     }
 }
 

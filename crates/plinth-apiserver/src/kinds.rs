@@ -63,6 +63,11 @@ pub(crate) async fn prepare(
             ));
         }
     }
+    let rbac_causes = crate::rbac_validation::causes(info, obj, old);
+    if !rbac_causes.is_empty() {
+        let name = meta_str(obj, "name").unwrap_or_default().to_string();
+        return Err(ApiError::invalid(info, &name, rbac_causes));
+    }
     if is(info, "", "namespaces") {
         if obj.pointer("/spec/finalizers").is_none() {
             obj["spec"] = json!({"finalizers": ["kubernetes"]});

@@ -460,6 +460,268 @@ pub fn rule_allows(rule: &PolicyRule, attrs: &RequestAttributes) -> bool {
     }
 }
 
+// ---------------------------------------------------------------- escalation
+
+/// The rules every authenticated identity holds through Kubernetes' bootstrap bindings
+/// of `system:authenticated`: discovery, OpenAPI, version and health paths
+/// (`system:discovery`, `system:public-info-viewer`) and creating self-reviews
+/// (`system:basic-user`).
+pub fn authenticated_rules() -> Vec<PolicyRule> {
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    vec![
+        PolicyRule {
+            verbs: strings(&["get"]),
+            non_resource_urls: Some(strings(&[
+                "/api",
+                "/api/*",
+                "/apis",
+                "/apis/*",
+                "/openapi",
+                "/openapi/*",
+                "/version",
+                "/version/",
+                "/healthz",
+                "/livez",
+                "/readyz",
+            ])),
+            ..Default::default()
+        },
+        PolicyRule {
+            verbs: strings(&["create"]),
+            api_groups: Some(strings(&["authorization.k8s.io"])),
+            resources: Some(strings(&[
+                "selfsubjectaccessreviews",
+                "selfsubjectrulesreviews",
+            ])),
+            ..Default::default()
+        },
+        PolicyRule {
+            verbs: strings(&["create"]),
+            api_groups: Some(strings(&["authentication.k8s.io"])),
+            resources: Some(strings(&["selfsubjectreviews"])),
+            ..Default::default()
+        },
+    ]
+}
+
+/// Everything: `*` on every resource of every group and on every non-resource URL (what
+/// Kubernetes asks of whoever sets a ClusterRole's `aggregationRule`).
+pub fn full_authority() -> Vec<PolicyRule> {
+    let all = || Some(vec!["*".to_string()]);
+    vec![
+        PolicyRule {
+            verbs: vec!["*".into()],
+            api_groups: all(),
+            resources: all(),
+            ..Default::default()
+        },
+        PolicyRule {
+            verbs: vec!["*".into()],
+            non_resource_urls: all(),
+            ..Default::default()
+        },
+    ]
+}
+
+impl RbacSnapshot {
+    /// The rules `user` (in `groups`) holds in `namespace`, as Kubernetes' rule resolver
+    /// gathers them: every ClusterRoleBinding's role, and when `namespace` is not empty
+    /// the RoleBindings of that namespace. The stored objects only; see
+    /// [`authenticated_rules`] for what every authenticated user holds besides.
+    pub fn rules_for(&self, user: &str, groups: &[String], namespace: &str) -> Vec<PolicyRule> {
+        let attrs = RequestAttributes {
+            user: user.to_string(),
+            groups: groups.to_vec(),
+            ..Default::default()
+        };
+        let mut out: Vec<PolicyRule> = Vec::new();
+        for crb in &self.cluster_role_bindings {
+            if crb.role_ref.kind == "ClusterRole"
+                && matching_subject(crb.subjects.as_deref(), &attrs, None).is_some()
+                && let Some(cr) = find_cluster_role(self, &crb.role_ref.name)
+            {
+                out.extend(cr.rules.iter().flatten().cloned());
+            }
+        }
+        if namespace.is_empty() {
+            return out;
+        }
+        for rb in &self.role_bindings {
+            let ns = rb.metadata.namespace.as_deref().unwrap_or("");
+            if ns == namespace
+                && matching_subject(rb.subjects.as_deref(), &attrs, Some(ns)).is_some()
+            {
+                out.extend(
+                    self.role_ref_rules(&rb.role_ref.kind, &rb.role_ref.name, ns)
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                );
+            }
+        }
+        out
+    }
+
+    /// The rules of the role a binding refers to (`Role` in `namespace`, or `ClusterRole`);
+    /// `None` when no such role is stored.
+    pub fn role_ref_rules(&self, kind: &str, name: &str, namespace: &str) -> Option<&[PolicyRule]> {
+        match kind {
+            "Role" => {
+                find_role(self, namespace, name).map(|r| r.rules.as_deref().unwrap_or_default())
+            }
+            "ClusterRole" => {
+                find_cluster_role(self, name).map(|r| r.rules.as_deref().unwrap_or_default())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What of `wanted` the rules in `held` do not cover (Kubernetes' `validation.Covers`):
+/// each wanted rule is broken into one verb on one group, resource and name (or one
+/// non-resource URL), and every piece must be allowed by some held rule. The pieces left
+/// are merged back by verb, as Kubernetes reports them, and returned in
+/// [`compact_string`] order.
+///
+/// ```
+/// use k8s_openapi::api::rbac::v1::PolicyRule;
+/// use plinth_apiserver::rbac::{compact_string, uncovered};
+///
+/// let rule = |verbs: &[&str], resources: &[&str]| PolicyRule {
+///     verbs: verbs.iter().map(|v| v.to_string()).collect(),
+///     api_groups: Some(vec!["".into()]),
+///     resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+///     ..Default::default()
+/// };
+/// let held = [rule(&["get", "list"], &["configmaps"])];
+/// assert!(uncovered(&held, &[rule(&["get"], &["configmaps"])]).is_empty());
+/// let missing = uncovered(&held, &[rule(&["get", "delete"], &["configmaps", "secrets"])]);
+/// let text: Vec<String> = missing.iter().map(compact_string).collect();
+/// assert_eq!(
+///     text,
+///     [
+///         r#"{APIGroups:[""], Resources:["configmaps"], Verbs:["delete"]}"#,
+///         r#"{APIGroups:[""], Resources:["secrets"], Verbs:["get" "delete"]}"#,
+///     ]
+/// );
+/// ```
+pub fn uncovered(held: &[PolicyRule], wanted: &[PolicyRule]) -> Vec<PolicyRule> {
+    let mut missing: Vec<PolicyRule> = Vec::new();
+    for piece in wanted.iter().flat_map(break_down) {
+        if held.iter().any(|h| rule_covers(h, &piece)) {
+            continue;
+        }
+        let same_target = missing.iter().position(|m| {
+            m.non_resource_urls.is_none()
+                && piece.non_resource_urls.is_none()
+                && m.api_groups == piece.api_groups
+                && m.resources == piece.resources
+                && m.resource_names == piece.resource_names
+        });
+        match same_target {
+            Some(i) if !missing[i].verbs.contains(&piece.verbs[0]) => {
+                missing[i].verbs.push(piece.verbs[0].clone());
+            }
+            Some(_) => {}
+            None if !missing.contains(&piece) => missing.push(piece),
+            None => {}
+        }
+    }
+    missing.sort_by_key(compact_string);
+    missing
+}
+
+/// One rule broken into pieces of one verb each on one group, resource and name (or one
+/// non-resource URL).
+fn break_down(rule: &PolicyRule) -> Vec<PolicyRule> {
+    let mut out = Vec::new();
+    let one = |s: &String| Some(vec![s.clone()]);
+    for verb in &rule.verbs {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                let piece = |names| PolicyRule {
+                    verbs: vec![verb.clone()],
+                    api_groups: one(group),
+                    resources: one(resource),
+                    resource_names: names,
+                    non_resource_urls: None,
+                };
+                match rule.resource_names.as_deref() {
+                    None | Some([]) => out.push(piece(None)),
+                    Some(names) => out.extend(names.iter().map(|n| piece(one(n)))),
+                }
+            }
+        }
+        for url in rule.non_resource_urls.iter().flatten() {
+            out.push(PolicyRule {
+                verbs: vec![verb.clone()],
+                non_resource_urls: one(url),
+                ..Default::default()
+            });
+        }
+    }
+    out
+}
+
+/// Whether `owner` allows the whole of `piece` (one verb; one group, resource and name,
+/// or one URL), wildcards in `piece` included: a `*` is covered only by a `*`.
+fn rule_covers(owner: &PolicyRule, piece: &PolicyRule) -> bool {
+    if !has(&owner.verbs, &piece.verbs[0]) {
+        return false;
+    }
+    if let Some([url]) = piece.non_resource_urls.as_deref() {
+        return owner.non_resource_urls.iter().flatten().any(|o| {
+            o == "*" || o == url || o.strip_suffix('*').is_some_and(|p| url.starts_with(p))
+        });
+    }
+    let (Some([group]), Some([resource])) =
+        (piece.api_groups.as_deref(), piece.resources.as_deref())
+    else {
+        return false;
+    };
+    if !has(owner.api_groups.as_deref().unwrap_or_default(), group) {
+        return false;
+    }
+    let owned = owner.resources.as_deref().unwrap_or_default();
+    let resource_ok = has(owned, resource)
+        || resource.split_once('/').is_some_and(|(res, sub)| {
+            owned
+                .iter()
+                .any(|o| *o == format!("{res}/*") || *o == format!("*/{sub}"))
+        });
+    if !resource_ok {
+        return false;
+    }
+    match owner.resource_names.as_deref() {
+        None | Some([]) => true,
+        Some(names) => piece
+            .resource_names
+            .as_deref()
+            .is_some_and(|p| p.iter().all(|n| names.contains(n))),
+    }
+}
+
+/// A rule as Kubernetes writes it in an escalation refusal, e.g.
+/// `{APIGroups:["apps"], Resources:["deployments"], Verbs:["get" "list"]}`.
+pub fn compact_string(rule: &PolicyRule) -> String {
+    let list = |v: &[String]| {
+        let quoted: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
+        format!("[{}]", quoted.join(" "))
+    };
+    let mut parts = Vec::new();
+    let mut field = |name: &str, v: Option<&[String]>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            parts.push(format!("{name}:{}", list(v)));
+        }
+    };
+    field("APIGroups", rule.api_groups.as_deref());
+    field("Resources", rule.resources.as_deref());
+    field("NonResourceURLs", rule.non_resource_urls.as_deref());
+    field("ResourceNames", rule.resource_names.as_deref());
+    field("Verbs", Some(&rule.verbs));
+    format!("{{{}}}", parts.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

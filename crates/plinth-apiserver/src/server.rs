@@ -362,6 +362,7 @@ impl ApiServer {
             ready: std::sync::atomic::AtomicBool::new(config.ready_on_start),
             webhooks,
             builtin_admission: config.builtin_admission,
+            always_allow: config.always_allow,
         });
         let metrics = config.metrics.clone().unwrap_or_default();
         let mut tasks = spawn_maintenance(&config, &app, &store, &store_path, queues, &metrics);
@@ -374,8 +375,7 @@ impl ApiServer {
             .map_err(|e| Error::Invalid(format!("default ClusterRoles: {}", e.message)))?;
 
         // RBAC runs after authentication (inner layer): both routers enforce it.
-        let (authorizer, authz_task) =
-            crate::authz::Authorizer::start(app.clone(), config.always_allow);
+        let (authorizer, authz_task) = crate::authz::Authorizer::start(app.clone());
         tasks.push(authz_task);
         let base = crate::router::routes(app.clone())
             .layer(axum::middleware::from_fn_with_state(

@@ -308,6 +308,76 @@ pub fn container_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
     out
 }
 
+/// `Unsupported value: "<value>": supported values: "a", "b"` under `field`.
+pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
+    let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();
+    Cause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!(
+            "Unsupported value: {}: supported values: {}",
+            quote(value),
+            list.join(", ")
+        ),
+        field: field.into(),
+    }
+}
+
+/// `Forbidden: <detail>` under `field`.
+pub fn forbidden(field: &str, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueForbidden".into(),
+        message: format!("Forbidden: {detail}"),
+        field: field.into(),
+    }
+}
+
+/// A LabelSelector's rules (Kubernetes `ValidateLabelSelector`): `matchLabels` as a
+/// label map; each of `matchExpressions` with a known operator, values exactly when the
+/// operator needs them, a qualified-name key and label values.
+pub fn label_selector_causes(selector: &Value, field: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+        out.extend(label_causes(labels, &format!("{field}.matchLabels")));
+    }
+    let exprs = selector.get("matchExpressions").and_then(Value::as_array);
+    for (i, e) in exprs.into_iter().flatten().enumerate() {
+        let f = format!("{field}.matchExpressions[{i}]");
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let operator = e["operator"].as_str().unwrap_or_default();
+        match operator {
+            "In" | "NotIn" if values.is_empty() => out.push(required(
+                &format!("{f}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => out.push(forbidden(
+                &format!("{f}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => out.push(invalid(
+                &format!("{f}.operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        let key = e["key"].as_str().unwrap_or_default();
+        for msg in qualified_name_errors(key) {
+            out.push(invalid(&format!("{f}.key"), key, &msg));
+        }
+        for (j, v) in values.iter().enumerate() {
+            for msg in label_value_errors(v) {
+                out.push(invalid(&format!("{f}.values[{j}]"), v, &msg));
+            }
+        }
+    }
+    out
+}
+
 /// `Duplicate value: "<value>"` under `field`.
 pub fn duplicate(field: &str, value: &str) -> Cause {
     Cause {

@@ -59,6 +59,7 @@ pub(crate) async fn create(
     crate::kinds::validate(app, info, &obj, None).await?;
     record_fields(info, None, &mut obj, owner, applied_fields);
     if let Some(a) = &admission {
+        crate::escalation::check(app, a, &obj, None).await?;
         crate::webhook::validate(app, a, Some(&obj), None).await?;
     }
     if dry_run {

@@ -230,6 +230,9 @@ where
             record_fields(info, Some(&old), &mut new, owner, applied_fields);
         }
         if let Some(a) = &admission {
+            if !status_only {
+                crate::escalation::check(app, a, &new, Some(&old)).await?;
+            }
             crate::webhook::validate(app, a, Some(&new), Some(&old)).await?;
         }
         if new == old {

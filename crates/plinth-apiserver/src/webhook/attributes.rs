@@ -130,7 +130,7 @@ impl<'a> Attributes<'a> {
             .unwrap_or_default()
     }
 
-    pub(super) fn user(&self) -> Identity {
+    pub(crate) fn user(&self) -> Identity {
         REQUEST.try_with(|s| s.user.clone()).unwrap_or_default()
     }
 
