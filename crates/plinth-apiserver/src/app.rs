@@ -135,7 +135,7 @@ fn is_label_chars(s: &str) -> bool {
 
 /// The name rule for a resource, with its Kubernetes error text.
 pub(crate) fn name_error(info: &ResourceInfo, name: &str) -> Option<String> {
-    if info.group == "rbac.authorization.k8s.io" {
+    if info.group == crate::rbac::GROUP {
         // RBAC names are path segments (e.g. `system:controller:x`).
         if name == "." || name == ".." || name.contains('/') || name.contains('%') {
             return Some(format!(

@@ -39,7 +39,10 @@ impl Identity {
     pub fn admin() -> Identity {
         Identity {
             user: "plinth-admin".into(),
-            groups: vec!["system:masters".into(), "system:authenticated".into()],
+            groups: vec![
+                crate::rbac::MASTERS_GROUP.into(),
+                "system:authenticated".into(),
+            ],
             ..Identity::default()
         }
     }

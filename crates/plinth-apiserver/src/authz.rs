@@ -41,19 +41,17 @@ use crate::app::App;
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::rbac::{
-    RbacSnapshot, RequestAttributes, authenticated_rules, authorize, forbidden_message,
-    request_attributes, rule_allows,
+    GROUP as RBAC_GROUP, MASTERS_GROUP as MASTERS, RbacSnapshot, RequestAttributes,
+    authenticated_rules, authorize, forbidden_message, request_attributes, rule_allows,
 };
 use crate::registry::rkey;
 
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const RBAC_PLURALS: [&str; 4] = [
     "roles",
     "clusterroles",
     "rolebindings",
     "clusterrolebindings",
 ];
-const MASTERS: &str = "system:masters";
 
 /// The cached RBAC snapshot of one API server.
 pub(crate) struct Authorizer {
@@ -328,7 +326,7 @@ impl Review {
 }
 
 /// kube-apiserver's 422 for an access review whose spec breaks its rules.
-fn invalid_review(review: Review, field: &str, value: &Value, why: &str) -> Response {
+fn invalid_review(review: Review, field: &str, value: &Value, why: &str) -> ApiError {
     let message = format!("Invalid value: {}: {why}", go_print(value));
     ApiError {
         code: 422,
@@ -342,7 +340,6 @@ fn invalid_review(review: Review, field: &str, value: &Value, why: &str) -> Resp
             "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}],
         })),
     }
-    .into_response()
 }
 
 /// A value as kube-apiserver's `Invalid value` prints it: a string quoted, a missing
@@ -366,122 +363,153 @@ async fn access_review(
     namespace: &str,
 ) -> Response {
     let pretty = crate::app::pretty_requested(req.headers(), req.uri().query());
-    let body = match axum::body::to_bytes(req.into_body(), 1 << 20).await {
-        Ok(b) => b,
-        Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
+    let answer = async {
+        let mut spec = read_review(req, review).await?["spec"].take();
+        if spec.is_null() {
+            spec = json!({});
+        }
+        let (user, groups) = review_subject(id, review, &spec)?;
+        check_review_target(review, &mut spec, namespace)?;
+        let attrs = review_attributes(&spec, user, groups);
+        let allowed = authz.allowed(&attrs).await?;
+        Ok::<_, ApiError>(review_answer(review, namespace, spec, allowed, pretty))
     };
-    // kubectl sends built-in kinds as protobuf.
+    answer
+        .await
+        .unwrap_or_else(|refused| refused.into_response())
+}
+
+/// The review in the request body, JSON or protobuf (kubectl sends built-in kinds as
+/// protobuf); `Err` is the 400 to answer.
+async fn read_review(req: Request, review: Review) -> Result<Value, ApiError> {
+    let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?;
     let parsed = if body.starts_with(b"k8s\0") {
         crate::protobuf::decode(&body).map_err(|e| e.to_string())
     } else {
         serde_json::from_slice(&body).map_err(|e| format!("invalid JSON: {e}"))
     };
-    let review_obj: Value = match parsed {
-        Ok(v) => v,
-        Err(e) => {
-            return ApiError::bad_request(format!("{}: {e}", review.kind())).into_response();
-        }
-    };
-    let mut spec = review_obj.get("spec").cloned().unwrap_or(json!({}));
-    let s = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
-    let (user, groups) = match review {
-        Review::SelfSubject => (id.user.clone(), id.groups.clone()),
-        Review::Subject | Review::Local => {
-            let groups: Vec<String> = spec["groups"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|g| g.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let user = s(&spec, "user");
-            if user.is_empty() && groups.is_empty() {
-                return invalid_review(
-                    review,
-                    "spec.user",
-                    &json!(""),
-                    "at least one of user or group must be specified",
-                );
-            }
-            (user, groups)
-        }
-    };
-    let ra = spec
-        .get("resourceAttributes")
-        .filter(|v| v.is_object())
-        .cloned();
-    let nra = spec
-        .get("nonResourceAttributes")
-        .filter(|v| v.is_object())
-        .cloned();
+    parsed.map_err(|e| ApiError::bad_request(format!("{}: {e}", review.kind())))
+}
+
+fn str_field(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or("").to_string()
+}
+
+/// Whom the review asks about: the requester for a self review, else the spec's user and
+/// groups (at least one of them).
+fn review_subject(
+    id: &Identity,
+    review: Review,
+    spec: &Value,
+) -> Result<(String, Vec<String>), ApiError> {
+    if review == Review::SelfSubject {
+        return Ok((id.user.clone(), id.groups.clone()));
+    }
+    let groups: Vec<String> = crate::validation::str_items(&spec["groups"])
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let user = str_field(spec, "user");
+    if user.is_empty() && groups.is_empty() {
+        return Err(invalid_review(
+            review,
+            "spec.user",
+            &json!(""),
+            "at least one of user or group must be specified",
+        ));
+    }
+    Ok((user, groups))
+}
+
+/// Exactly one of resource and non-resource attributes; a local review is about a
+/// resource in its own namespace (filled in when the spec leaves it out).
+fn check_review_target(review: Review, spec: &mut Value, namespace: &str) -> Result<(), ApiError> {
+    let object = |k: &str| spec.get(k).filter(|v| v.is_object()).cloned();
+    let (ra, nra) = (
+        object("resourceAttributes"),
+        object("nonResourceAttributes"),
+    );
     match (&ra, &nra) {
         (Some(_), Some(n)) => {
-            return invalid_review(
+            return Err(invalid_review(
                 review,
                 "spec.nonResourceAttributes",
                 n,
                 "cannot be specified in combination with resourceAttributes",
-            );
+            ));
         }
         (None, None) => {
-            return invalid_review(
+            return Err(invalid_review(
                 review,
                 "spec.resourceAttributes",
                 &Value::Null,
                 "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-            );
+            ));
         }
         _ => {}
     }
-    if review == Review::Local {
-        if let Some(n) = &nra {
-            return invalid_review(
-                review,
-                "spec.nonResourceAttributes",
-                n,
-                "disallowed on this kind of request",
-            );
-        }
-        let ns = ra.as_ref().map(|r| s(r, "namespace")).unwrap_or_default();
-        if ns.is_empty() {
-            spec["resourceAttributes"]["namespace"] = json!(namespace);
-        } else if ns != namespace {
-            return ApiError::bad_request(format!(
-                "spec.resourceAttributes.namespace must match namespace: {namespace}"
-            ))
-            .into_response();
-        }
+    if review != Review::Local {
+        return Ok(());
     }
-    let attrs = if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
-        RequestAttributes {
+    if let Some(n) = &nra {
+        return Err(invalid_review(
+            review,
+            "spec.nonResourceAttributes",
+            n,
+            "disallowed on this kind of request",
+        ));
+    }
+    let ns = ra
+        .as_ref()
+        .map(|r| str_field(r, "namespace"))
+        .unwrap_or_default();
+    if ns.is_empty() {
+        spec["resourceAttributes"]["namespace"] = json!(namespace);
+    } else if ns != namespace {
+        return Err(ApiError::bad_request(format!(
+            "spec.resourceAttributes.namespace must match namespace: {namespace}"
+        )));
+    }
+    Ok(())
+}
+
+/// The request a checked review describes, as the authorizer reads requests.
+fn review_attributes(spec: &Value, user: String, groups: Vec<String>) -> RequestAttributes {
+    if let Some(ra) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
+        return RequestAttributes {
             user,
             groups,
-            verb: s(ra, "verb"),
+            verb: str_field(ra, "verb"),
             resource_request: true,
-            namespace: s(ra, "namespace"),
-            api_group: s(ra, "group"),
-            resource: s(ra, "resource"),
-            subresource: s(ra, "subresource"),
-            name: s(ra, "name"),
+            namespace: str_field(ra, "namespace"),
+            api_group: str_field(ra, "group"),
+            resource: str_field(ra, "resource"),
+            subresource: str_field(ra, "subresource"),
+            name: str_field(ra, "name"),
             path: String::new(),
-        }
-    } else {
-        let nra = nra.unwrap_or_default();
-        RequestAttributes {
-            user,
-            groups,
-            verb: s(&nra, "verb"),
-            path: s(&nra, "path"),
-            ..Default::default()
-        }
-    };
-    let allowed = match authz.allowed(&attrs).await {
-        Ok(a) => a,
-        Err(e) => return e.into_response(),
-    };
-    // Kubernetes's RBAC authorizer gives no reason on a denial either.
-    let status = json!({"allowed": allowed});
+        };
+    }
+    let nra = &spec["nonResourceAttributes"];
+    RequestAttributes {
+        user,
+        groups,
+        verb: str_field(nra, "verb"),
+        path: str_field(nra, "path"),
+        ..Default::default()
+    }
+}
+
+/// 201 with the review and its `status.allowed` (Kubernetes' RBAC authorizer gives no
+/// reason on a denial either).
+fn review_answer(
+    review: Review,
+    namespace: &str,
+    spec: Value,
+    allowed: bool,
+    pretty: bool,
+) -> Response {
     let mut metadata = json!({"creationTimestamp": null});
     if review == Review::Local {
         metadata["namespace"] = json!(namespace);
@@ -491,7 +519,7 @@ async fn access_review(
         "apiVersion": "authorization.k8s.io/v1",
         "metadata": metadata,
         "spec": spec,
-        "status": status,
+        "status": {"allowed": allowed},
     });
     let text = if pretty {
         serde_json::to_string_pretty(&out).unwrap_or_default()

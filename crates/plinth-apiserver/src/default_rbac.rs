@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::app::{App, meta_str};
 use crate::error::ApiError;
 
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+use crate::rbac::GROUP as RBAC_GROUP;
 const READ: [&str; 3] = ["get", "list", "watch"];
 const WRITE: [&str; 5] = ["create", "delete", "deletecollection", "patch", "update"];
 
@@ -251,7 +251,7 @@ pub(crate) async fn ensure(app: &App) -> Result<(), ApiError> {
         "metadata": {"name": rbac::CLUSTER_ADMIN, "labels": {rbac::BOOTSTRAPPING: "rbac-defaults"},
                      "annotations": {rbac::AUTOUPDATE: "true"}},
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": rbac::CLUSTER_ADMIN},
-        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": "system:masters"}],
+        "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": crate::rbac::MASTERS_GROUP}],
     });
     let wanted = default_cluster_roles()
         .into_iter()

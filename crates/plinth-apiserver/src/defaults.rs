@@ -47,7 +47,7 @@ pub(crate) fn apply(info: &ResourceInfo, obj: &mut Value) {
         ("apps", "DaemonSet") => daemon_set(obj),
         ("", "ReplicationController") => replication_controller(obj),
         ("", "Service") => service(obj),
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => role_binding(obj),
+        (crate::rbac::GROUP, "RoleBinding" | "ClusterRoleBinding") => role_binding(obj),
         _ => {}
     }
     if !template.is_empty()
@@ -62,7 +62,7 @@ pub(crate) fn apply(info: &ResourceInfo, obj: &mut Value) {
 /// ServiceAccount), so a hand-written binding without them is stored as `kubectl create`
 /// would have written it.
 fn role_binding(obj: &mut Value) {
-    const RBAC: &str = "rbac.authorization.k8s.io";
+    use crate::rbac::GROUP as RBAC;
     if let Some(r) = obj.get_mut("roleRef").and_then(Value::as_object_mut)
         && r.get("apiGroup")
             .and_then(Value::as_str)

@@ -26,14 +26,11 @@ use crate::app::App;
 use crate::auth::Identity;
 use crate::error::{ApiError, group_resource};
 use crate::rbac::{
-    RbacSnapshot, RequestAttributes, authenticated_rules, authorize, compact_string,
-    full_authority, uncovered,
+    GROUP as RBAC_GROUP, MASTERS_GROUP as MASTERS, RbacSnapshot, RequestAttributes,
+    authenticated_rules, authorize, compact_string, full_authority, uncovered,
 };
 use crate::resource::ResourceInfo;
 use crate::webhook::Attributes;
-
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
-const MASTERS: &str = "system:masters";
 
 /// What an RBAC write grants, read from the object written.
 enum Grant {

@@ -22,6 +22,12 @@ use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
 };
 
+/// The RBAC API group.
+pub const GROUP: &str = "rbac.authorization.k8s.io";
+/// The group whose members are allowed everything, unchecked (Kubernetes'
+/// privileged-group authorizer); the administrator and Plinth's controllers are in it.
+pub const MASTERS_GROUP: &str = "system:masters";
+
 /// The request being authorized (Kubernetes `authorizer.Attributes`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RequestAttributes {
@@ -101,7 +107,7 @@ pub fn service_account_user(namespace: &str, name: &str) -> (String, Vec<String>
 /// [`Decision::Deny`] with the Kubernetes 403 message (the server answers
 /// `403 Forbidden`, `reason: Forbidden`, `details: {name, group, kind: <resource>}`).
 pub fn authorize(attrs: &RequestAttributes, roles: &RbacSnapshot) -> Decision {
-    if attrs.groups.iter().any(|g| g == "system:masters") {
+    if attrs.groups.iter().any(|g| g == MASTERS_GROUP) {
         return Decision::Allow("allowed by group \"system:masters\"".into());
     }
     for crb in &roles.cluster_role_bindings {

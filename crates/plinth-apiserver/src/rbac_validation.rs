@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 
 use crate::resource::{Cause, ResourceInfo};
 use crate::validation::{
-    dns1123_subdomain_errors, invalid, label_selector_causes, not_supported, required,
+    dns1123_subdomain_errors, invalid, label_selector_causes, not_supported, required, str_items,
 };
 
-const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+use crate::rbac::GROUP as RBAC_GROUP;
 
 /// The causes of a 422 for an RBAC object (`old` on update); empty when valid or not an
 /// RBAC object.
@@ -39,26 +39,18 @@ pub(crate) fn causes(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> V
     }
 }
 
-fn strings(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
-}
-
 fn rule_causes(obj: &Value, namespaced: bool) -> Vec<Cause> {
     let mut out = Vec::new();
     let rules = obj.get("rules").and_then(Value::as_array);
     for (i, rule) in rules.into_iter().flatten().enumerate() {
         let f = |name: &str| format!("rules[{i}].{name}");
-        if strings(&rule["verbs"]).is_empty() {
+        if str_items(&rule["verbs"]).is_empty() {
             out.push(required(
                 &f("verbs"),
                 "verbs must contain at least one value",
             ));
         }
-        let urls = strings(&rule["nonResourceURLs"]);
+        let urls = str_items(&rule["nonResourceURLs"]);
         if !urls.is_empty() {
             let shown = format!("[{}]", urls.join(" "));
             if namespaced {
@@ -71,7 +63,7 @@ fn rule_causes(obj: &Value, namespaced: bool) -> Vec<Cause> {
             let resource_fields = ["apiGroups", "resources", "resourceNames"];
             if resource_fields
                 .iter()
-                .any(|k| !strings(&rule[k]).is_empty())
+                .any(|k| !str_items(&rule[k]).is_empty())
             {
                 out.push(invalid(
                     &f("nonResourceURLs"),
@@ -88,7 +80,7 @@ fn rule_causes(obj: &Value, namespaced: bool) -> Vec<Cause> {
                 "resource rules must supply at least one api group",
             ));
         }
-        if strings(&rule["resources"]).is_empty() {
+        if str_items(&rule["resources"]).is_empty() {
             out.push(required(
                 &f("resources"),
                 "resource rules must supply at least one resource",

@@ -568,7 +568,7 @@ fn tracked_equal(info: &ResourceInfo, a: &Value, b: &Value) -> bool {
     };
     let tracked = |k: &str| {
         !matches!(k, "apiVersion" | "kind" | "metadata")
-            && !(k == "status" && info.status_subresource)
+            && (k != "status" || !info.status_subresource)
     };
     let count = |m: &Map<String, Value>| m.keys().filter(|k| tracked(k)).count();
     count(a) == count(b)

@@ -898,7 +898,7 @@ impl Applier<'_> {
                 .execute(params![key.rkey, k, v, key.ns, key.name])?;
         }
         for (k, v) in new_l.iter().filter(|(k, v)| old_l.get(*k) != Some(*v)) {
-            insert_label(&self.tx, key, k, v)?;
+            insert_label(self.tx, key, k, v)?;
         }
         Ok(())
     }

@@ -331,6 +331,15 @@ pub fn forbidden(field: &str, detail: &str) -> Cause {
     }
 }
 
+/// The strings of a JSON array (what is not a string, or not an array, is left out).
+pub fn str_items(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// A LabelSelector's rules (Kubernetes `ValidateLabelSelector`): `matchLabels` as a
 /// label map; each of `matchExpressions` with a known operator, values exactly when the
 /// operator needs them, a qualified-name key and label values.
@@ -342,12 +351,7 @@ pub fn label_selector_causes(selector: &Value, field: &str) -> Vec<Cause> {
     let exprs = selector.get("matchExpressions").and_then(Value::as_array);
     for (i, e) in exprs.into_iter().flatten().enumerate() {
         let f = format!("{field}.matchExpressions[{i}]");
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let values = str_items(&e["values"]);
         let operator = e["operator"].as_str().unwrap_or_default();
         match operator {
             "In" | "NotIn" if values.is_empty() => out.push(required(

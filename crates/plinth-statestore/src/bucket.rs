@@ -163,6 +163,137 @@ fn transport_failure(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// The endpoint as a URL: the configured one, with `https://` (or `http://` when
+/// `insecure`) added when it names no scheme; empty when none is configured. Plain HTTP
+/// must be asked for.
+fn endpoint_url(cfg: &BucketConfig) -> Result<String, StoreError> {
+    let scheme = if cfg.insecure { "http" } else { "https" };
+    let url = if cfg.endpoint.contains("://") || cfg.endpoint.is_empty() {
+        cfg.endpoint.clone()
+    } else {
+        format!("{scheme}://{}", cfg.endpoint)
+    };
+    if url.starts_with("http://") && !cfg.insecure {
+        return Err(StoreError::InvalidConfig {
+            field: "endpoint".into(),
+            cause: format!("{url} is plain HTTP; set insecure: true to allow it"),
+        });
+    }
+    Ok(url)
+}
+
+fn invalid_endpoint(e: object_store::Error) -> StoreError {
+    StoreError::InvalidConfig {
+        field: "endpoint".into(),
+        cause: full_message(&e),
+    }
+}
+
+fn sas_outside_azure() -> StoreError {
+    StoreError::InvalidConfig {
+        field: "authMethod".into(),
+        cause: "a shared access signature is for Azure Blob Storage only".into(),
+    }
+}
+
+type Stores = (Arc<dyn ObjectStore>, Option<Arc<dyn ObjectStore>>);
+
+/// An S3 client, and a second one that deletes object by object (for endpoints that
+/// refuse bulk delete).
+fn s3_stores(
+    cfg: &BucketConfig,
+    endpoint_url: &str,
+    client: ClientOptions,
+) -> Result<Stores, StoreError> {
+    if endpoint_url.is_empty() {
+        return Err(StoreError::InvalidConfig {
+            field: "endpoint".into(),
+            cause: "empty".into(),
+        });
+    }
+    let b = match &cfg.auth {
+        // Ambient credentials: environment, web identity (IRSA), instance metadata.
+        BucketAuth::Iam => object_store::aws::AmazonS3Builder::from_env(),
+        BucketAuth::AccessKey { id, secret } => object_store::aws::AmazonS3Builder::new()
+            .with_access_key_id(id)
+            .with_secret_access_key(secret),
+        BucketAuth::AzureSas { .. } => return Err(sas_outside_azure()),
+    };
+    let endpoint = if cfg.virtual_hosted_style {
+        let (s, host) = endpoint_url.split_once("://").expect("scheme present");
+        format!("{s}://{}.{host}", cfg.bucket)
+    } else {
+        endpoint_url.to_string()
+    };
+    let b = b
+        .with_endpoint(endpoint)
+        .with_bucket_name(&cfg.bucket)
+        .with_region(cfg.region.clone().unwrap_or_else(|| "us-east-1".into()))
+        .with_virtual_hosted_style_request(cfg.virtual_hosted_style)
+        .with_allow_http(cfg.insecure)
+        .with_client_options(client)
+        .with_retry(retry_config());
+    let single = b
+        .clone()
+        .with_disable_bulk_delete(true)
+        .build()
+        .map_err(invalid_endpoint)?;
+    let bulk = b
+        .with_disable_bulk_delete(!cfg.bulk_delete)
+        .build()
+        .map_err(invalid_endpoint)?;
+    Ok((Arc::new(bulk), Some(Arc::new(single))))
+}
+
+fn azure_store(
+    cfg: &BucketConfig,
+    endpoint_url: &str,
+    client: ClientOptions,
+) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+    let mut b = match &cfg.auth {
+        BucketAuth::Iam => MicrosoftAzureBuilder::from_env(),
+        BucketAuth::AccessKey { id, secret } => MicrosoftAzureBuilder::new()
+            .with_account(id)
+            .with_access_key(secret),
+        BucketAuth::AzureSas { account, token } => MicrosoftAzureBuilder::new()
+            .with_account(account)
+            .with_config(AzureConfigKey::SasKey, token.trim_start_matches('?')),
+    };
+    b = b
+        .with_container_name(&cfg.bucket)
+        .with_allow_http(cfg.insecure)
+        .with_client_options(client)
+        .with_retry(retry_config());
+    if !endpoint_url.is_empty() {
+        b = b.with_endpoint(endpoint_url.to_string());
+    }
+    Ok(Arc::new(b.build().map_err(invalid_endpoint)?))
+}
+
+fn gcs_store(
+    cfg: &BucketConfig,
+    endpoint_url: &str,
+    client: ClientOptions,
+) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    use object_store::gcp::GoogleCloudStorageBuilder;
+    let mut b = match &cfg.auth {
+        BucketAuth::Iam => GoogleCloudStorageBuilder::from_env(),
+        BucketAuth::AccessKey { secret, .. } => {
+            GoogleCloudStorageBuilder::new().with_service_account_key(secret)
+        }
+        BucketAuth::AzureSas { .. } => return Err(sas_outside_azure()),
+    };
+    b = b
+        .with_bucket_name(&cfg.bucket)
+        .with_client_options(client)
+        .with_retry(retry_config());
+    if !endpoint_url.is_empty() {
+        b = b.with_base_url(endpoint_url);
+    }
+    Ok(Arc::new(b.build().map_err(invalid_endpoint)?))
+}
+
 fn full_message(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut src = e.source();
@@ -227,131 +358,17 @@ impl BucketWriter {
                 cause: "empty".into(),
             });
         }
-        let scheme = if cfg.insecure { "http" } else { "https" };
-        let endpoint_url = if cfg.endpoint.contains("://") {
-            cfg.endpoint.clone()
-        } else if cfg.endpoint.is_empty() {
-            String::new()
-        } else {
-            format!("{scheme}://{}", cfg.endpoint)
-        };
-        if endpoint_url.starts_with("http://") && !cfg.insecure {
-            return Err(StoreError::InvalidConfig {
-                field: "endpoint".into(),
-                cause: format!("{endpoint_url} is plain HTTP; set insecure: true to allow it"),
-            });
-        }
+        let endpoint_url = endpoint_url(&cfg)?;
         let (connect, overall) = crate::network_timeouts();
         let client = ClientOptions::new()
             .with_allow_http(cfg.insecure)
             .with_connect_timeout(connect)
             .with_timeout(overall);
-        let invalid = |e: object_store::Error| StoreError::InvalidConfig {
-            field: "endpoint".into(),
-            cause: full_message(&e),
+        let (store, single) = match cfg.provider {
+            BucketProvider::S3 => s3_stores(&cfg, &endpoint_url, client)?,
+            BucketProvider::Azure => (azure_store(&cfg, &endpoint_url, client)?, None),
+            BucketProvider::Gcs => (gcs_store(&cfg, &endpoint_url, client)?, None),
         };
-        let (store, single): (Arc<dyn ObjectStore>, Option<Arc<dyn ObjectStore>>) =
-            match cfg.provider {
-                BucketProvider::S3 => {
-                    if endpoint_url.is_empty() {
-                        return Err(StoreError::InvalidConfig {
-                            field: "endpoint".into(),
-                            cause: "empty".into(),
-                        });
-                    }
-                    let mut b = match &cfg.auth {
-                        // Ambient credentials: environment, web identity (IRSA), instance metadata.
-                        BucketAuth::Iam => object_store::aws::AmazonS3Builder::from_env(),
-                        BucketAuth::AccessKey { id, secret } => {
-                            object_store::aws::AmazonS3Builder::new()
-                                .with_access_key_id(id)
-                                .with_secret_access_key(secret)
-                        }
-                        BucketAuth::AzureSas { .. } => {
-                            return Err(StoreError::InvalidConfig {
-                                field: "authMethod".into(),
-                                cause: "a shared access signature is for Azure Blob Storage only"
-                                    .into(),
-                            });
-                        }
-                    };
-                    let endpoint = if cfg.virtual_hosted_style {
-                        let (s, host) = endpoint_url.split_once("://").expect("scheme present");
-                        format!("{s}://{}.{host}", cfg.bucket)
-                    } else {
-                        endpoint_url.clone()
-                    };
-                    b = b
-                        .with_endpoint(endpoint)
-                        .with_bucket_name(&cfg.bucket)
-                        .with_region(cfg.region.clone().unwrap_or_else(|| "us-east-1".into()))
-                        .with_virtual_hosted_style_request(cfg.virtual_hosted_style)
-                        .with_allow_http(cfg.insecure)
-                        .with_client_options(client)
-                        .with_retry(retry_config());
-                    let single = b
-                        .clone()
-                        .with_disable_bulk_delete(true)
-                        .build()
-                        .map_err(invalid)?;
-                    let bulk = b
-                        .with_disable_bulk_delete(!cfg.bulk_delete)
-                        .build()
-                        .map_err(invalid)?;
-                    (Arc::new(bulk), Some(Arc::new(single)))
-                }
-                BucketProvider::Azure => {
-                    let mut b = match &cfg.auth {
-                        BucketAuth::Iam => object_store::azure::MicrosoftAzureBuilder::from_env(),
-                        BucketAuth::AccessKey { id, secret } => {
-                            object_store::azure::MicrosoftAzureBuilder::new()
-                                .with_account(id)
-                                .with_access_key(secret)
-                        }
-                        BucketAuth::AzureSas { account, token } => {
-                            object_store::azure::MicrosoftAzureBuilder::new()
-                                .with_account(account)
-                                .with_config(
-                                    object_store::azure::AzureConfigKey::SasKey,
-                                    token.trim_start_matches('?'),
-                                )
-                        }
-                    };
-                    b = b
-                        .with_container_name(&cfg.bucket)
-                        .with_allow_http(cfg.insecure)
-                        .with_client_options(client)
-                        .with_retry(retry_config());
-                    if !endpoint_url.is_empty() {
-                        b = b.with_endpoint(endpoint_url.clone());
-                    }
-                    (Arc::new(b.build().map_err(invalid)?), None)
-                }
-                BucketProvider::Gcs => {
-                    let mut b = match &cfg.auth {
-                        BucketAuth::Iam => object_store::gcp::GoogleCloudStorageBuilder::from_env(),
-                        BucketAuth::AccessKey { secret, .. } => {
-                            object_store::gcp::GoogleCloudStorageBuilder::new()
-                                .with_service_account_key(secret)
-                        }
-                        BucketAuth::AzureSas { .. } => {
-                            return Err(StoreError::InvalidConfig {
-                                field: "authMethod".into(),
-                                cause: "a shared access signature is for Azure Blob Storage only"
-                                    .into(),
-                            });
-                        }
-                    };
-                    b = b
-                        .with_bucket_name(&cfg.bucket)
-                        .with_client_options(client)
-                        .with_retry(retry_config());
-                    if !endpoint_url.is_empty() {
-                        b = b.with_base_url(&endpoint_url);
-                    }
-                    (Arc::new(b.build().map_err(invalid)?), None)
-                }
-            };
         let writer = BucketWriter {
             store,
             single_delete_store: single,

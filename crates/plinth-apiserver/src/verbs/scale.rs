@@ -148,12 +148,7 @@ fn selector_string(v: &Value) -> String {
         .collect();
     for e in v["matchExpressions"].as_array().into_iter().flatten() {
         let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let values = crate::validation::str_items(&e["values"]);
         parts.push(match e["operator"].as_str().unwrap_or_default() {
             "In" => format!("{key} in ({})", values.join(",")),
             "NotIn" => format!("{key} notin ({})", values.join(",")),
