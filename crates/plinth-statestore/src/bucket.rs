@@ -313,7 +313,9 @@ fn is_not_implemented(e: &object_store::Error) -> bool {
         return true;
     }
     let m = full_message(e).to_lowercase();
-    m.contains("notimplemented") || m.contains("not implemented") || m.contains("501")
+    m.contains("notimplemented")
+        || m.contains("not implemented")
+        || crate::error::named_http_status(&m) == Some(501)
 }
 
 fn md5_hex(content: &[u8]) -> String {

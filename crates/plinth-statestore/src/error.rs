@@ -218,3 +218,40 @@ mod stable_message_tests {
         assert_eq!(stable_message("nothing volatile"), "nothing volatile");
     }
 }
+
+/// The HTTP status an error's text names where libgit2 or object_store put one
+/// ("unexpected http status code: 404", "Server returned non-2xx status code: 501 Not
+/// Implemented"). Digits elsewhere in the text (a port, a host name, a path) are not a
+/// status; `lower` is the lower-cased text.
+pub(crate) fn named_http_status(lower: &str) -> Option<u16> {
+    let (_, rest) = lower.split_once("status code")?;
+    let digits: String = rest
+        .trim_start_matches([':', ' '])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::named_http_status;
+
+    #[test]
+    fn a_status_is_read_only_where_one_is_named() {
+        let named = [
+            ("unexpected http status code: 404", Some(404)),
+            (
+                "server returned non-2xx status code: 501 not implemented: x",
+                Some(501),
+            ),
+            ("request failed with status code 403", Some(403)),
+            ("failed to resolve address for team-401.invalid", None),
+            ("failed to connect to 127.0.0.1 port 41401", None),
+            ("status code: none", None),
+        ];
+        for (text, want) in named {
+            assert_eq!(named_http_status(text), want, "{text}");
+        }
+    }
+}

@@ -1070,6 +1070,9 @@ impl Worker {
         let l = msg.to_lowercase();
         let target = self.redacted.clone();
         let has = |s: &[&str]| s.iter().any(|p| l.contains(p));
+        // A status is read only where libgit2 names one: digits elsewhere in the text
+        // (a port, a host name, a path) say nothing about the class.
+        let status = crate::error::named_http_status(&l);
         if e.code() == ErrorCode::Certificate
             || e.class() == ErrorClass::Ssl
             || has(&["certificate", "ssl"])
@@ -1091,9 +1094,9 @@ impl Worker {
                 "authentication",
                 "permission denied (publickey",
                 "too many redirects or authentication replays",
-                "401",
                 "username/publickey combination invalid",
             ])
+            || status == Some(401)
         {
             return StoreError::AuthFailed { target, cause: msg };
         }
@@ -1124,13 +1127,14 @@ impl Worker {
         ]) {
             return StoreError::Unreachable { target, cause: msg };
         }
-        if has(&[
-            "access denied",
-            "403",
-            "permission denied",
-            "read-only",
-            "service not enabled",
-        ]) {
+        if status == Some(403)
+            || has(&[
+                "access denied",
+                "permission denied",
+                "read-only",
+                "service not enabled",
+            ])
+        {
             if op == "fetch" && has(&["not exported"]) {
                 return StoreError::RepositoryMissing {
                     url: target,
@@ -1146,9 +1150,9 @@ impl Worker {
                 "does not appear to be a git repository",
                 "repository not found",
                 "not exported",
-                "404",
                 "does not exist",
             ])
+            || status == Some(404)
         {
             return StoreError::RepositoryMissing {
                 url: target,

@@ -423,6 +423,87 @@ async fn unreachable_endpoint_is_reported() {
     );
 }
 
+/// An address nothing answers at is `Unreachable` whatever digits it holds: the class comes
+/// from what failed, never from a number that reads like an HTTP status.
+#[tokio::test]
+async fn an_address_that_reads_like_a_status_is_unreachable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut tried = 0;
+    for port in [41401u16, 40301, 40401, 24010, 34030, 54044] {
+        // Only ports nothing listens on say anything; skip one that is in use.
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            continue;
+        }
+        tried += 1;
+        for scheme in ["http", "git"] {
+            let url = format!("{scheme}://127.0.0.1:{port}/state.git");
+            let mut c = GitConfig::new(url, "main", tmp.path().join(format!("w-{scheme}-{port}")));
+            c.insecure_skip_tls_verify = true;
+            let err = StateStore::open(StoreConfig::Git(c)).await.unwrap_err();
+            assert!(
+                matches!(err, StoreError::Unreachable { .. }),
+                "{scheme} port {port}: {err:?}"
+            );
+        }
+    }
+    assert!(tried > 0, "every candidate port was in use");
+    // A host name with such digits, which cannot resolve (`.invalid` never does).
+    for host in ["team-401.invalid", "git-403.invalid", "404.invalid"] {
+        let url = format!("http://{host}/state.git");
+        let mut c = GitConfig::new(url, "main", tmp.path().join(host));
+        c.insecure_skip_tls_verify = true;
+        let err = StateStore::open(StoreConfig::Git(c)).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Unreachable { .. }),
+            "{host}: {err:?}"
+        );
+    }
+}
+
+/// A server that answers every HTTP request with `status` and no body.
+fn http_answering(status: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = write!(
+                c,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    port
+}
+
+/// An HTTP status libgit2 names is classed by that status.
+#[tokio::test]
+async fn http_statuses_are_classed_by_the_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    type IsClass = fn(&StoreError) -> bool;
+    let cases: [(&'static str, IsClass); 3] = [
+        ("401 Unauthorized", |e| {
+            matches!(e, StoreError::AuthFailed { .. })
+        }),
+        ("403 Forbidden", |e| {
+            matches!(e, StoreError::PermissionDenied { .. })
+        }),
+        ("404 Not Found", |e| {
+            matches!(e, StoreError::RepositoryMissing { .. })
+        }),
+    ];
+    for (status, is_class) in cases {
+        let port = http_answering(status);
+        let url = format!("http://127.0.0.1:{port}/state.git");
+        let mut c = GitConfig::new(url, "main", tmp.path().join(&status[..3]));
+        c.insecure_skip_tls_verify = true;
+        let err = StateStore::open(StoreConfig::Git(c)).await.unwrap_err();
+        assert!(is_class(&err), "{status}: {err:?}");
+    }
+}
+
 #[tokio::test]
 async fn git_daemon_write_validate_and_read_only() {
     let tmp = tempfile::tempdir().unwrap();

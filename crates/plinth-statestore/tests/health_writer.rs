@@ -89,7 +89,7 @@ async fn git_one_commit_per_window_naming_the_records_and_none_when_unchanged() 
     let bare = tmp.path().join("health.git");
     init_bare(&bare, "main").unwrap();
     let mut cfg = GitConfig::new(
-        &format!("file://{}", bare.display()),
+        format!("file://{}", bare.display()),
         "main",
         tmp.path().join("work"),
     );
