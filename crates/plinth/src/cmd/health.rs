@@ -4,22 +4,13 @@
 //! `-o json|csv` exports each request's state changes (`status.healthHistory`) within
 //! `--since` instead: time, Promise, namespace, name, from, to and the deciding record.
 
-use std::path::PathBuf;
-
-use anyhow::Context as _;
 use clap::Args;
 
 /// Arguments of `plinth health`.
 #[derive(Args, Debug)]
 pub struct HealthArgs {
-    /// Only this Promise's requests.
-    pub promise: Option<String>,
-    /// Only this request, as NAMESPACE/NAME (needs PROMISE).
-    pub request: Option<String>,
-    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster, then
-    /// the kubeconfig of `plinth up` in its data dir).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub requests: super::requests::RequestsArgs,
     /// `table` (uptime and timeline), or the state changes as `json` (an array of
     /// objects) or `csv` (time, promise, namespace, name, from, to, record).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
@@ -61,16 +52,10 @@ fn parse_since(s: &str) -> Result<std::time::Duration, String> {
 
 /// Prints the health table.
 pub async fn run(args: HealthArgs) -> anyhow::Result<()> {
-    let request = match args.request.as_deref() {
-        None => None,
-        Some(r) => Some(r.split_once('/').with_context(|| {
-            format!("request {r:?}: expected NAMESPACE/NAME, e.g. default/my-request")
-        })?),
-    };
-    let client = super::operator::platform_client(args.kubeconfig.as_deref()).await?;
-    let rows =
-        plinth_controllers::health::report::collect(&client, args.promise.as_deref(), request)
-            .await?;
+    let request = args.requests.request()?;
+    let client = args.requests.client().await?;
+    let promise = args.requests.promise.as_deref();
+    let rows = plinth_controllers::health::report::collect(&client, promise, request).await?;
     let now = jiff::Timestamp::now();
     if args.output != Output::Table {
         let since = jiff::SignedDuration::try_from(args.since)

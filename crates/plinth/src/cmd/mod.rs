@@ -14,6 +14,7 @@ pub mod operator;
 pub mod pipeline_adapter;
 pub mod quickstart;
 pub mod render;
+pub mod requests;
 pub mod status;
 pub mod test;
 pub mod up;

@@ -4,12 +4,10 @@
 //! `--watch` redraws when the API's watch reports a change; `-o json|yaml` prints the
 //! same tree as data.
 
-use std::io::{IsTerminal as _, Write as _};
-use std::path::PathBuf;
-
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use futures::StreamExt as _;
+use std::io::{IsTerminal as _, Write as _};
 
 use crate::status::{collect, text, tree};
 
@@ -27,14 +25,8 @@ pub enum Output {
 /// Arguments of `plinth status`.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// Only this Promise.
-    pub promise: Option<String>,
-    /// Only this request, as NAMESPACE/NAME (needs PROMISE).
-    pub request: Option<String>,
-    /// Kubeconfig of the platform (default: KUBECONFIG, ~/.kube/config, in-cluster, then
-    /// the kubeconfig of `plinth up` in its data dir).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub requests: super::requests::RequestsArgs,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Tree)]
     pub output: Output,
@@ -45,24 +37,15 @@ pub struct StatusArgs {
 
 /// Prints the tree once, or on every change with `--watch`.
 pub async fn run(args: StatusArgs) -> anyhow::Result<()> {
-    let request = match args.request.as_deref() {
-        None => None,
-        Some(r) => Some(r.split_once('/').with_context(|| {
-            format!("request {r:?}: expected NAMESPACE/NAME, e.g. default/my-request")
-        })?),
-    };
-    let client = super::operator::platform_client(args.kubeconfig.as_deref()).await?;
+    let request = args.requests.request()?;
+    let client = args.requests.client().await?;
+    let promise = args.requests.promise.as_deref();
     let tty = std::io::stdout().is_terminal();
     // Colours only on a terminal, and not when NO_COLOR is set (no-color.org).
     let colour = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let show = |inputs: &tree::Inputs| -> anyhow::Result<String> {
-        let nodes = tree::build(
-            inputs,
-            args.promise.as_deref(),
-            request,
-            jiff::Timestamp::now(),
-        );
-        if let Some(p) = &args.promise {
+        let nodes = tree::build(inputs, promise, request, jiff::Timestamp::now());
+        if let Some(p) = promise {
             if nodes.is_empty() {
                 bail!("Promise {p:?} not found");
             }
