@@ -198,23 +198,27 @@ pub fn job_name(
     pipeline: &str,
     run: &str,
 ) -> String {
-    let mut base = format!("kratix-{promise}");
-    let mut inputs = vec![promise];
-    if let Some(rr) = resource {
-        base.push('-');
-        base.push_str(rr);
-        inputs.push(rr);
-        if let Some(ns) = resource_namespace {
-            base.push('-');
-            base.push_str(ns);
-            inputs.push(ns);
-        }
-    }
-    base.push('-');
-    base.push_str(pipeline);
-    inputs.push(pipeline);
+    let mut inputs = pipeline_parts(promise, resource, resource_namespace, pipeline);
+    let base = format!("kratix-{}", inputs.join("-"));
     inputs.push(run);
     object_name(&base, &inputs, MAX_JOB_NAME_LEN)
+}
+
+/// `<promise>[, <rr>[, <rrns>]], <pipeline>`: what a pipeline's Job and Work names are
+/// built from (a namespace only with a request).
+fn pipeline_parts<'a>(
+    promise: &'a str,
+    resource: Option<&'a str>,
+    resource_namespace: Option<&'a str>,
+    pipeline: &'a str,
+) -> Vec<&'a str> {
+    let mut parts = vec![promise];
+    if let Some(rr) = resource {
+        parts.push(rr);
+        parts.extend(resource_namespace);
+    }
+    parts.push(pipeline);
+    parts
 }
 
 /// Work name of a pipeline (made deterministic): base
@@ -226,22 +230,8 @@ pub fn work_name(
     resource_namespace: Option<&str>,
     pipeline: &str,
 ) -> String {
-    let mut base = promise.to_string();
-    let mut inputs = vec![promise];
-    if let Some(rr) = resource {
-        base.push('-');
-        base.push_str(rr);
-        inputs.push(rr);
-        if let Some(ns) = resource_namespace {
-            base.push('-');
-            base.push_str(ns);
-            inputs.push(ns);
-        }
-    }
-    base.push('-');
-    base.push_str(pipeline);
-    inputs.push(pipeline);
-    object_name(&base, &inputs, MAX_NAME_LEN)
+    let inputs = pipeline_parts(promise, resource, resource_namespace, pipeline);
+    object_name(&inputs.join("-"), &inputs, MAX_NAME_LEN)
 }
 
 /// Static-dependency Work name: base `<promise>-static-deps`.

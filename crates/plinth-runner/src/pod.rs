@@ -518,28 +518,30 @@ struct Objects<'a, A: ClusterAccess> {
 
 impl<'a, A: ClusterAccess> Objects<'a, A> {
     async fn config_map(&mut self, name: &str) -> Result<Option<&ConfigMap>, SetupFailure> {
-        if !self.config_maps.contains_key(name) {
-            let cm = self
-                .access
-                .config_map(&self.ns, name)
-                .await
-                .map_err(|e| setup_failure("CreateContainerConfigError", e.to_string()))?;
-            self.config_maps.insert(name.to_string(), cm);
-        }
-        Ok(self.config_maps[name].as_ref())
+        let (access, ns) = (self.access, &self.ns);
+        read_once(&mut self.config_maps, name, access.config_map(ns, name)).await
     }
 
     async fn secret(&mut self, name: &str) -> Result<Option<&Secret>, SetupFailure> {
-        if !self.secrets.contains_key(name) {
-            let s = self
-                .access
-                .secret(&self.ns, name)
-                .await
-                .map_err(|e| setup_failure("CreateContainerConfigError", e.to_string()))?;
-            self.secrets.insert(name.to_string(), s);
-        }
-        Ok(self.secrets[name].as_ref())
+        let (access, ns) = (self.access, &self.ns);
+        read_once(&mut self.secrets, name, access.secret(ns, name)).await
     }
+}
+
+/// `name` from `seen`, read with `read` the first time it is asked for (a missing object
+/// is remembered as missing too); a failed read is the container's config error.
+async fn read_once<'m, T, E: std::fmt::Display>(
+    seen: &'m mut HashMap<String, Option<T>>,
+    name: &str,
+    read: impl Future<Output = Result<Option<T>, E>>,
+) -> Result<Option<&'m T>, SetupFailure> {
+    if !seen.contains_key(name) {
+        let found = read
+            .await
+            .map_err(|e| setup_failure("CreateContainerConfigError", e.to_string()))?;
+        seen.insert(name.to_string(), found);
+    }
+    Ok(seen[name].as_ref())
 }
 
 /// The value of a downward-API `fieldRef` (`metadata.name`, `metadata.namespace`,
