@@ -25,10 +25,33 @@ use crate::verbs::{self, DeleteOptions};
 pub(crate) fn interesting(e: &Event) -> bool {
     match e.kind {
         EventType::Deleted => true,
-        _ => meta(&e.object)
-            .get("deletionTimestamp")
-            .is_some_and(|d| !d.is_null()),
+        _ => being_deleted(&e.object),
     }
+}
+
+/// Whether `o` carries a `deletionTimestamp`.
+fn being_deleted(o: &Value) -> bool {
+    meta(o)
+        .get("deletionTimestamp")
+        .is_some_and(|d| !d.is_null())
+}
+
+/// Deletes `key` with `propagation`, unless it is gone or already being deleted.
+async fn delete_dependent(
+    app: &App,
+    info: &ResourceInfo,
+    key: &ObjKey,
+    propagation: &str,
+) -> Result<(), ApiError> {
+    match app.store.get(key.clone()).await? {
+        Some(o) if !being_deleted(&o) => {}
+        _ => return Ok(()),
+    }
+    let options = DeleteOptions {
+        propagation: Some(propagation.into()),
+        ..Default::default()
+    };
+    ignore_missing(verbs::delete(app, info, ns_opt(key), &key.name, &options).await)
 }
 
 fn info_of(app: &App, rkey: &str) -> Option<Arc<ResourceInfo>> {
@@ -81,9 +104,7 @@ async fn handle(app: &App, ev: &Event) -> Result<(), ApiError> {
                     name: ev.key.ns.clone(),
                 };
                 if let Some(ns) = app.store.get(ns_key.clone()).await?
-                    && meta(&ns)
-                        .get("deletionTimestamp")
-                        .is_some_and(|d| !d.is_null())
+                    && being_deleted(&ns)
                 {
                     namespace_cleanup(app, &ns_key, &ns).await?;
                 }
@@ -208,28 +229,7 @@ async fn foreground(app: &App, key: &ObjKey, owner: &Value) -> Result<(), ApiErr
         let Some(info) = info_of(app, &dep.rkey) else {
             continue;
         };
-        let Some(d) = app.store.get(dep.clone()).await? else {
-            continue;
-        };
-        if meta(&d)
-            .get("deletionTimestamp")
-            .is_some_and(|x| !x.is_null())
-        {
-            continue;
-        }
-        ignore_missing(
-            verbs::delete(
-                app,
-                &info,
-                ns_opt(&dep),
-                &dep.name,
-                &DeleteOptions {
-                    propagation: Some("Foreground".into()),
-                    ..Default::default()
-                },
-            )
-            .await,
-        )?;
+        delete_dependent(app, &info, &dep, "Foreground").await?;
     }
     Ok(())
 }
@@ -252,10 +252,7 @@ async fn orphan(app: &App, key: &ObjKey, owner: &Value) -> Result<(), ApiError> 
 }
 
 async fn namespace_cleanup(app: &App, ns_key: &ObjKey, ns: &Value) -> Result<(), ApiError> {
-    if meta(ns)
-        .get("deletionTimestamp")
-        .is_none_or(|d| d.is_null())
-    {
+    if !being_deleted(ns) {
         return Ok(());
     }
     let keys = app.store.keys_in_namespace(ns_key.name.clone()).await?;
@@ -274,28 +271,7 @@ async fn namespace_cleanup(app: &App, ns_key: &ObjKey, ns: &Value) -> Result<(),
                 .await;
             continue;
         };
-        let Some(o) = app.store.get(k.clone()).await? else {
-            continue;
-        };
-        if meta(&o)
-            .get("deletionTimestamp")
-            .is_some_and(|x| !x.is_null())
-        {
-            continue;
-        }
-        ignore_missing(
-            verbs::delete(
-                app,
-                &info,
-                Some(&k.ns),
-                &k.name,
-                &DeleteOptions {
-                    propagation: Some("Background".into()),
-                    ..Default::default()
-                },
-            )
-            .await,
-        )?;
+        delete_dependent(app, &info, &k, "Background").await?;
     }
     if remaining == 0
         || app
