@@ -16,13 +16,13 @@ use std::sync::{Arc, Mutex};
 
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
+use object_store::ObjectStore;
 use object_store::path::Path as ObjPath;
-use object_store::{ObjectStore, ObjectStoreExt};
 use sha2::{Digest, Sha256};
 
 use crate::bucket::BucketWriter;
 use crate::git::GitHandle;
-use crate::{BucketConfig, GitConfig, LocalDirConfig, StoreError, layout};
+use crate::{BucketConfig, GitConfig, LocalDirConfig, StoreError};
 
 /// One object found by a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,23 +173,9 @@ impl RecordReader for ObjectReader {
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
-        Box::pin(async move {
-            let full =
-                layout::safe_join_file(&self.prefix, key).map_err(|e| StoreError::PathEscapes {
-                    path: key.to_string(),
-                    cause: e.to_string(),
-                })?;
-            match self.store.get(&ObjPath::from(full.as_str())).await {
-                Ok(r) => Ok(Some(
-                    r.bytes()
-                        .await
-                        .map_err(|e| self.client.error("get", e))?
-                        .to_vec(),
-                )),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(self.client.error("get", e)),
-            }
-        })
+        // The reader's store and prefix are its client's, so a key is read as the writer
+        // reads a file.
+        Box::pin(self.client.read(key))
     }
 }
 
