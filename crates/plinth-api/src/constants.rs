@@ -37,19 +37,6 @@ pub const MIN_RECONCILIATION_INTERVAL_SECS: u64 = 60;
 /// group. (Kubernetes' own `*.k8s.io` / `*.kubernetes.io` groups are reserved as well.)
 pub const RESERVED_API_GROUPS: [&str; 3] = [crate::GROUP, "platform.syntasso.io", "plinth.dev"];
 
-/// What a pipeline's Pod holds besides the user's containers:
-/// used to check user containers at admission as the Pod will be checked.
-pub mod pipeline_pod {
-    /// Containers of the pipeline adapter (reader, work writer, status writer).
-    pub const ADAPTER_CONTAINERS: [&str; 3] = ["reader", "work-writer", "status-writer"];
-    /// Volumes Kratix adds to every pipeline Pod.
-    pub const VOLUMES: [&str; 3] = ["shared-input", "shared-output", "shared-metadata"];
-    /// Volume holding the Promise's scheduling ConfigMap (configure pipelines only).
-    pub const SCHEDULING_VOLUME: &str = "promise-scheduling";
-    /// Mount paths of the `/kratix` contract in every user container.
-    pub const MOUNT_PATHS: [&str; 3] = ["/kratix/input", "/kratix/output", "/kratix/metadata"];
-}
-
 /// Kubernetes' default user-facing ClusterRoles and the labels that aggregate other
 /// ClusterRoles into them (the clusterrole-aggregation controller).
 pub mod rbac {

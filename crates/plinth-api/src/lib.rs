@@ -19,6 +19,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod constants;
+pub mod contract;
 pub mod crds;
 pub mod decode;
 pub mod duration;
@@ -31,6 +32,7 @@ pub mod metrics;
 pub mod names;
 pub mod paths;
 pub mod pipeline;
+pub mod pipeline_pod;
 pub mod request_crd;
 pub mod schedule;
 mod schema;

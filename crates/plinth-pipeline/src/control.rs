@@ -1,7 +1,7 @@
 //! `workflow-control.yaml`: a pipeline asking to suspend or retry its workflow.
 
-use crate::contract::WORKFLOW_CONTROL_FILE;
 use crate::{PipelineError, yaml};
+use plinth_api::contract::WORKFLOW_CONTROL_FILE;
 use plinth_api::duration::parse_go_duration;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -10,14 +10,14 @@
 //! * [`status_writer`]: merges `/kratix/metadata/status.yaml` into the object's status and
 //!   handles suspend/retry requests (`workflow-control.yaml`).
 //!
-//! [`contract`] holds the paths, file names and environment variable names; [`sdk`] is a
+//! [`contract`] (defined in `plinth-api`, where the controllers and the agent build Pods
+//! from it) holds the paths, file names and environment variable names; [`sdk`] is a
 //! small library for pipeline authors writing their containers in Rust. The pure parts
 //! ([`work_creator::build_workload_groups`], [`status_writer::merge_status`]) do no I/O
 //! beyond reading the given directories; the `run_*` functions talk to the control plane
 //! only through a `kube::Client`.
 #![deny(missing_docs)]
 
-pub mod contract;
 pub mod control;
 mod error;
 pub mod health_state_creator;
@@ -31,3 +31,4 @@ mod yaml;
 
 pub use error::PipelineError;
 pub use plinth_api::WorkflowType;
+pub use plinth_api::contract;

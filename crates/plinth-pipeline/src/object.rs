@@ -2,9 +2,9 @@
 //! `KRATIX_OBJECT_*` environment, and access to it through the dynamic API.
 
 use crate::PipelineError;
-use crate::contract::env;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Api, Client};
+use plinth_api::contract::env;
 
 /// Group/version/kind/plural, name and namespace of the pipeline's object.
 #[derive(Clone, Debug, PartialEq, Eq)]

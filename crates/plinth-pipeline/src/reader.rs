@@ -1,10 +1,10 @@
 //! The reader role: writes the pipeline's object to `/kratix/input/object.yaml`.
 
-use crate::contract::OBJECT_FILE;
 use crate::object::ObjectRef;
 use crate::{PipelineError, yaml};
 use kube::Client;
 use plinth_api::constants::{annotations, labels};
+use plinth_api::contract::OBJECT_FILE;
 use serde_json::Value;
 use std::path::PathBuf;
 

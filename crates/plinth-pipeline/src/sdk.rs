@@ -16,10 +16,10 @@
 //! }]).unwrap();
 //! ```
 
-use crate::contract::{self, env};
 use crate::control::WorkflowControl;
 use crate::selectors::{DestinationSelectorEntry, clean_path};
 use crate::{PipelineError, yaml};
+use plinth_api::contract::{self, env};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};

@@ -1,9 +1,9 @@
 //! `destination-selectors.yaml` (written by pipelines) and the promise-scheduling file
 //! (written by Kratix from the Promise's `destinationSelectors`).
 
-use crate::contract::{DESTINATION_SELECTORS_FILE, PROMISE_SCHEDULING_FILE};
 use crate::{PipelineError, yaml};
 use plinth_api::WorkloadGroupScheduling;
+use plinth_api::contract::{DESTINATION_SELECTORS_FILE, PROMISE_SCHEDULING_FILE};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -1,9 +1,5 @@
 //! The work-creator role: pipeline output → Work.
 
-use crate::contract::{
-    PROMISE_SCHEDULING_FILE, WORK_CREATOR_INPUT_SUBDIR, WORK_CREATOR_KRATIX_SYSTEM_SUBDIR,
-    WORK_CREATOR_METADATA_SUBDIR,
-};
 use crate::control::WorkflowControl;
 use crate::selectors::{read_destination_selectors, read_promise_scheduling, squash};
 use crate::{PipelineError, WorkflowType, yaml};
@@ -12,6 +8,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use plinth_api::constants::{self, annotations, labels, selector_source, work_type};
+use plinth_api::contract::{
+    PROMISE_SCHEDULING_FILE, WORK_CREATOR_INPUT_SUBDIR, WORK_CREATOR_KRATIX_SYSTEM_SUBDIR,
+    WORK_CREATOR_METADATA_SUBDIR,
+};
 use plinth_api::{Work, WorkSpec, Workload, WorkloadGroup, WorkloadGroupScheduling, hash, names};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write as _;

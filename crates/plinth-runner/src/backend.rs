@@ -160,7 +160,7 @@ fn host_root_entries() -> &'static [(String, Option<PathBuf>)] {
 /// provide. A `/kratix` left on the host would otherwise shadow a container's own, and
 /// a pipeline would see the host's files in `/kratix` instead of a fresh, writable root.
 fn hidden_root_entry(name: &str) -> bool {
-    let contract_top = plinth_api::constants::pipeline_pod::MOUNT_PATHS
+    let contract_top = plinth_api::pipeline_pod::MOUNT_PATHS
         .iter()
         .filter_map(|p| p.trim_start_matches('/').split('/').next())
         .any(|top| top == name);
@@ -573,9 +573,6 @@ pub enum ContainerPlan {
     },
 }
 
-/// The Kratix pipeline adapter entrypoint inside its image.
-pub const KRATIX_ADAPTER_ENTRYPOINT: &str = "/bin/pipeline-adapter";
-
 /// Decides how `container` runs (pure; `engine` is the detected engine, if any).
 pub fn plan_container(
     config: &RunnerConfig,
@@ -591,7 +588,7 @@ pub fn plan_container(
     }
     let is_adapter_cmd = command
         .first()
-        .map(|c| c == KRATIX_ADAPTER_ENTRYPOINT)
+        .map(|c| c == plinth_api::pipeline_pod::ADAPTER_ENTRYPOINT)
         .unwrap_or(false);
     if is_adapter_cmd || (image_matches(&config.adapter_image, &image) && command.is_empty()) {
         let rest = if is_adapter_cmd {

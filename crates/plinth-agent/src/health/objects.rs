@@ -15,15 +15,9 @@ use std::collections::BTreeMap;
 
 use plinth_api::HealthDefinition;
 use plinth_api::constants::{health as names, labels};
+use plinth_api::contract::{self, env};
+use plinth_api::pipeline_pod::{self, Adapter};
 use serde_json::{Value, json};
-
-/// Paths of the `/kratix` contract the check's containers see.
-mod contract {
-    pub const INPUT_DIR: &str = "/kratix/input";
-    pub const OUTPUT_DIR: &str = "/kratix/output";
-    pub const METADATA_DIR: &str = "/kratix/metadata";
-    pub const ADAPTER_ENTRYPOINT: &str = "/bin/pipeline-adapter";
-}
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 
@@ -179,10 +173,10 @@ fn check_env(hd: &HealthDefinition, pipeline: &str) -> Vec<Value> {
     // A reference without a namespace means the definition's own.
     let request_ns = r.namespace.as_deref().unwrap_or(id.0.as_str());
     [
-        ("KRATIX_PROMISE_NAME", hd.spec.promise_ref.name.as_str()),
-        ("KRATIX_PIPELINE_NAME", pipeline),
-        ("KRATIX_OBJECT_NAME", r.name.as_str()),
-        ("KRATIX_OBJECT_NAMESPACE", request_ns),
+        (env::PROMISE_NAME, hd.spec.promise_ref.name.as_str()),
+        (env::PIPELINE_NAME, pipeline),
+        (env::OBJECT_NAME, r.name.as_str()),
+        (env::OBJECT_NAMESPACE, request_ns),
         (names::DEFINITION_NAME_ENV, id.1.as_str()),
         (names::DEFINITION_NAMESPACE_ENV, id.0.as_str()),
     ]
@@ -201,55 +195,32 @@ fn cronjob(
 ) -> Value {
     let spec = &hd.spec.workflow["spec"];
     let env = check_env(hd, pipeline);
-    let adapter = |cname: &str, args: &[&str], mounts: Value, env: Vec<Value>| {
-        json!({
-            "name": cname,
-            "image": settings.adapter_image,
-            "command": [contract::ADAPTER_ENTRYPOINT],
-            "args": args,
-            "env": env,
-            "volumeMounts": mounts,
-            "imagePullPolicy": "IfNotPresent",
-            "securityContext": plinth_api::security::injected_container(None),
-        })
+    let adapter = Adapter {
+        image: &settings.adapter_image,
+        pull_policy: "IfNotPresent",
+        security_context: plinth_api::security::injected_container(None),
+        resources: None,
     };
     let mut reader_env =
         vec![json!({"name": names::INPUT_ENV, "value": hd.spec.input.clone().unwrap_or_default()})];
     reader_env.extend(env.clone());
-    let mut init = vec![adapter(
+    let mut init = vec![adapter.container(
         "reader",
-        &["reader", "--input-env", names::INPUT_ENV],
-        json!([
-            {"name": "shared-input", "mountPath": contract::INPUT_DIR},
-            {"name": "shared-output", "mountPath": contract::OUTPUT_DIR},
-        ]),
+        ["reader", "--input-env", names::INPUT_ENV],
+        pipeline_pod::reader_mounts(),
         reader_env,
     )];
+    // The user's containers keep what the Promise says; only the contract is added.
     for c in spec["containers"].as_array().into_iter().flatten() {
-        // The user's containers keep what the Promise says; only the contract is added.
-        let mut c = c.clone();
-        let mut mounts = vec![
-            json!({"name": "shared-input", "mountPath": contract::INPUT_DIR, "readOnly": true}),
-            json!({"name": "shared-output", "mountPath": contract::OUTPUT_DIR}),
-            json!({"name": "shared-metadata", "mountPath": contract::METADATA_DIR}),
-        ];
-        mounts.extend(c["volumeMounts"].as_array().cloned().unwrap_or_default());
-        c["volumeMounts"] = Value::Array(mounts);
-        let mut e = env.clone();
-        e.extend(c["env"].as_array().cloned().unwrap_or_default());
-        c["env"] = Value::Array(e);
-        init.push(c);
+        init.push(pipeline_pod::user_container(c, &env));
     }
-    let creator = adapter(
+    let creator = adapter.container(
         "health-state-creator",
-        &["health-state-creator"],
-        json!([{"name": "shared-output", "mountPath": contract::OUTPUT_DIR, "readOnly": true}]),
+        ["health-state-creator"],
+        json!([{"name": pipeline_pod::OUTPUT_VOLUME, "mountPath": contract::OUTPUT_DIR, "readOnly": true}]),
         env,
     );
-    let mut volumes: Vec<Value> = ["shared-input", "shared-output", "shared-metadata"]
-        .iter()
-        .map(|v| json!({"name": v, "emptyDir": {}}))
-        .collect();
+    let mut volumes = pipeline_pod::shared_volumes();
     volumes.extend(spec["volumes"].as_array().cloned().unwrap_or_default());
     let mut pod = json!({
         "serviceAccountName": sa,
@@ -259,11 +230,7 @@ fn cronjob(
         "containers": [creator],
         "volumes": volumes,
     });
-    for key in ["nodeSelector", "tolerations", "imagePullSecrets"] {
-        if let Some(v) = spec.get(key).filter(|v| !v.is_null()) {
-            pod[key] = v.clone();
-        }
-    }
+    pipeline_pod::copy_pod_fields(spec, &mut pod);
     let mut job = json!({
         "backoffLimit": spec["jobOptions"]["backoffLimit"].as_i64().unwrap_or(0),
         "template": {"metadata": {"labels": labels}, "spec": pod},

@@ -232,7 +232,7 @@ fn api_change_causes(old_api: Option<&Value>, api: Option<&Value>) -> Vec<Cause>
 /// A pipeline's containers and volumes checked as Kubernetes will check its Pod, so a
 /// typo (`imag:`) is refused at apply time instead of failing the Job over and over.
 fn pipeline_pod_causes(pipeline: &Value, field: &str, action: &str) -> Vec<Cause> {
-    use plinth_api::constants::pipeline_pod;
+    use plinth_api::pipeline_pod;
     let mut volumes = pipeline_pod::VOLUMES.to_vec();
     if action == "configure" {
         volumes.push(pipeline_pod::SCHEDULING_VOLUME);

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use plinth_api::constants::{annotations, labels};
+use plinth_api::contract::{self, env};
+use plinth_api::pipeline_pod::{self, Adapter};
 
 use super::{Workflow, WorkflowAction, WorkflowType};
 use crate::Error;
@@ -299,25 +301,19 @@ fn job_annotations(
     (job, pod)
 }
 
-/// A pipeline-adapter container running `args`.
-fn adapter(
-    config: &ControllerConfig,
-    name: &str,
-    args: Vec<String>,
-    mounts: Value,
-    env: Vec<Value>,
-) -> Value {
-    json!({
-        "name": name,
-        "image": config.adapter_image,
-        "command": ["/bin/pipeline-adapter"],
-        "args": args,
-        "env": env,
-        "volumeMounts": mounts,
-        "imagePullPolicy": config.default_image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".into()),
-        "securityContext": plinth_api::security::injected_container(config.default_security_context.as_ref()),
-        "resources": default_resources(config),
-    })
+/// How this platform's adapter containers are built.
+fn adapter(config: &ControllerConfig) -> Adapter<'_> {
+    Adapter {
+        image: &config.adapter_image,
+        pull_policy: config
+            .default_image_pull_policy
+            .as_deref()
+            .unwrap_or("IfNotPresent"),
+        security_context: plinth_api::security::injected_container(
+            config.default_security_context.as_ref(),
+        ),
+        resources: Some(default_resources(config)),
+    }
 }
 
 /// The Pod spec: init containers reader → the pipeline's containers → work-writer
@@ -325,29 +321,28 @@ fn adapter(
 fn pod_spec(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig, is_last: bool) -> Value {
     let kratix_env = kratix_env(wf, &p.name);
     let is_configure = wf.action == WorkflowAction::Configure;
-    let mut init = vec![adapter(
-        config,
+    let adapter = adapter(config);
+    let mut init = vec![adapter.container(
         "reader",
-        vec!["reader".into()],
-        json!([
-            {"name": "shared-input", "mountPath": "/kratix/input"},
-            {"name": "shared-output", "mountPath": "/kratix/output"},
-        ]),
+        ["reader"],
+        pipeline_pod::reader_mounts(),
         kratix_env.clone(),
     )];
     for c in p.spec()["containers"].as_array().into_iter().flatten() {
         init.push(user_container(c, &kratix_env, config));
     }
     if is_configure {
-        init.push(work_writer(wf, p, config));
+        init.push(work_writer(wf, p, &adapter));
     }
-    let mut status_env = vec![json!({"name": "IS_LAST_PIPELINE", "value": is_last.to_string()})];
+    let mut status_env = vec![json!({"name": env::IS_LAST_PIPELINE, "value": is_last.to_string()})];
     status_env.extend(kratix_env);
-    let status_writer = adapter(
-        config,
+    let status_writer = adapter.container(
         "status-writer",
-        vec!["update-status".into()],
-        json!([{"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"}]),
+        ["update-status"],
+        json!([pipeline_pod::mount(
+            pipeline_pod::METADATA_VOLUME,
+            contract::WORK_CREATOR_METADATA_DIR
+        )]),
         status_env,
     );
     let mut pod_spec = json!({
@@ -357,28 +352,14 @@ fn pod_spec(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig, is_last: 
         "containers": [status_writer],
         "volumes": volumes(wf, p, is_configure),
     });
-    for key in ["nodeSelector", "tolerations", "imagePullSecrets"] {
-        if let Some(v) = p.spec().get(key).filter(|v| !v.is_null()) {
-            pod_spec[key] = v.clone();
-        }
-    }
+    pipeline_pod::copy_pod_fields(p.spec(), &mut pod_spec);
     pod_spec
 }
 
 /// A pipeline container with the `/kratix` mounts and `KRATIX_*` variables first, and
 /// the configured image pull policy, security context and resources where it has none.
 fn user_container(c: &Value, kratix_env: &[Value], config: &ControllerConfig) -> Value {
-    let mut c = c.clone();
-    let mut mounts = vec![
-        json!({"name": "shared-input", "mountPath": "/kratix/input", "readOnly": true}),
-        json!({"name": "shared-output", "mountPath": "/kratix/output"}),
-        json!({"name": "shared-metadata", "mountPath": "/kratix/metadata"}),
-    ];
-    mounts.extend(c["volumeMounts"].as_array().cloned().unwrap_or_default());
-    c["volumeMounts"] = Value::Array(mounts);
-    let mut env = kratix_env.to_vec();
-    env.extend(c["env"].as_array().cloned().unwrap_or_default());
-    c["env"] = Value::Array(env);
+    let mut c = pipeline_pod::user_container(c, kratix_env);
     if c.get("imagePullPolicy").is_none()
         && let Some(policy) = &config.default_image_pull_policy
     {
@@ -397,11 +378,11 @@ fn user_container(c: &Value, kratix_env: &[Value], config: &ControllerConfig) ->
 
 /// The work-writer: the pipeline output → a Work, scheduled with the Promise's
 /// selectors.
-fn work_writer(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig) -> Value {
+fn work_writer(wf: &Workflow, p: &PipelineDef, adapter: &Adapter) -> Value {
     let mut args = vec![
         "work-creator".to_string(),
         "--input-directory".into(),
-        "/work-creator-files".into(),
+        contract::WORK_CREATOR_ROOT.into(),
         "--promise-name".into(),
         wf.promise_name.clone(),
         "--pipeline-name".into(),
@@ -420,21 +401,29 @@ fn work_writer(wf: &Workflow, p: &PipelineDef, config: &ControllerConfig) -> Val
         }
     }
     let mut env = vec![
-        json!({"name": "KRATIX_TRACE_PARENT", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
-        json!({"name": "KRATIX_TRACE_STATE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
+        json!({"name": env::TRACE_PARENT, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-parent']"}}}),
+        json!({"name": env::TRACE_STATE, "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['kratix.io/trace-state']"}}}),
     ];
     // A dry run's Works are labelled as such (and scheduled only to dry-run Destinations).
     if wf.is_dry_run() {
-        env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
+        env.push(json!({"name": env::DRY_RUN, "value": "true"}));
     }
-    adapter(
-        config,
+    adapter.container(
         "work-writer",
         args,
         json!([
-            {"name": "shared-output", "mountPath": "/work-creator-files/input"},
-            {"name": "shared-metadata", "mountPath": "/work-creator-files/metadata"},
-            {"name": "promise-scheduling", "mountPath": "/work-creator-files/kratix-system"},
+            pipeline_pod::mount(
+                pipeline_pod::OUTPUT_VOLUME,
+                contract::WORK_CREATOR_INPUT_DIR
+            ),
+            pipeline_pod::mount(
+                pipeline_pod::METADATA_VOLUME,
+                contract::WORK_CREATOR_METADATA_DIR
+            ),
+            pipeline_pod::mount(
+                pipeline_pod::SCHEDULING_VOLUME,
+                contract::WORK_CREATOR_KRATIX_SYSTEM_DIR
+            ),
         ]),
         env,
     )
@@ -446,16 +435,17 @@ fn volumes(wf: &Workflow, p: &PipelineDef, is_configure: bool) -> Vec<Value> {
     let mut volumes = Vec::new();
     if is_configure {
         volumes.push(json!({
-            "name": "promise-scheduling",
+            "name": pipeline_pod::SCHEDULING_VOLUME,
             "configMap": {
                 "name": scheduling_configmap_name(&wf.promise_name),
-                "items": [{"key": "destinationSelectors", "path": "promise-scheduling"}],
+                "items": [{
+                    "key": contract::PROMISE_SCHEDULING_CONFIGMAP_KEY,
+                    "path": contract::PROMISE_SCHEDULING_FILE,
+                }],
             }
         }));
     }
-    for v in ["shared-input", "shared-output", "shared-metadata"] {
-        volumes.push(json!({"name": v, "emptyDir": {}}));
-    }
+    volumes.extend(pipeline_pod::shared_volumes());
     volumes.extend(p.spec()["volumes"].as_array().cloned().unwrap_or_default());
     volumes
 }
@@ -464,30 +454,27 @@ fn volumes(wf: &Workflow, p: &PipelineDef, is_configure: bool) -> Vec<Value> {
 fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
     let s = &wf.subject;
     let pairs = [
-        ("KRATIX_WORKFLOW_ACTION", wf.action.as_str().to_string()),
+        (env::WORKFLOW_ACTION, wf.action.as_str().to_string()),
+        (env::WORKFLOW_TYPE, wf.workflow_type.as_str().to_string()),
+        (env::PROMISE_NAME, wf.promise_name.clone()),
+        (env::PIPELINE_NAME, pipeline.to_string()),
+        (env::OBJECT_KIND, s.kind.clone()),
+        (env::OBJECT_GROUP, s.group.clone()),
+        (env::OBJECT_VERSION, s.version.clone()),
+        (env::OBJECT_NAME, s.name.clone()),
         (
-            "KRATIX_WORKFLOW_TYPE",
-            wf.workflow_type.as_str().to_string(),
-        ),
-        ("KRATIX_PROMISE_NAME", wf.promise_name.clone()),
-        ("KRATIX_PIPELINE_NAME", pipeline.to_string()),
-        ("KRATIX_OBJECT_KIND", s.kind.clone()),
-        ("KRATIX_OBJECT_GROUP", s.group.clone()),
-        ("KRATIX_OBJECT_VERSION", s.version.clone()),
-        ("KRATIX_OBJECT_NAME", s.name.clone()),
-        (
-            "KRATIX_OBJECT_NAMESPACE",
+            env::OBJECT_NAMESPACE,
             s.namespace.clone().unwrap_or_default(),
         ),
-        ("KRATIX_CRD_PLURAL", s.plural.clone()),
-        ("KRATIX_CLUSTER_SCOPED", s.namespace.is_none().to_string()),
+        (env::CRD_PLURAL, s.plural.clone()),
+        (env::CLUSTER_SCOPED, s.namespace.is_none().to_string()),
     ];
     let mut env: Vec<Value> = pairs
         .into_iter()
         .map(|(k, v)| json!({"name": k, "value": v}))
         .collect();
     if wf.is_dry_run() {
-        env.push(json!({"name": "KRATIX_DRY_RUN", "value": "true"}));
+        env.push(json!({"name": env::DRY_RUN, "value": "true"}));
     }
     env
 }

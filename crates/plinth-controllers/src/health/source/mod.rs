@@ -177,15 +177,7 @@ async fn reconcile_stream(
         let (secret_ref, secret) = read_secret(&s, &hs).await?;
         let data = secret.as_ref().map(secret_data).unwrap_or_default();
         let (cfg, group) = stream_config(&hs, &secret_ref, &data)?;
-        let fingerprint = format!(
-            "{}/{}",
-            hs.metadata.generation.unwrap_or_default(),
-            secret
-                .as_ref()
-                .and_then(|x| x.metadata.resource_version.clone())
-                .unwrap_or_default()
-        );
-        Ok::<_, NotReady>((cfg, group, fingerprint))
+        Ok::<_, NotReady>((cfg, group, fingerprint(&hs, secret.as_ref())))
     }
     .await;
     let (cfg, group, fingerprint) = match prepared {
@@ -268,14 +260,7 @@ async fn open_reader(
     state: &mut SourceState,
 ) -> Result<Arc<dyn RecordReader>, NotReady> {
     let (secret_ref, secret) = read_secret(s, hs).await?;
-    let fingerprint = format!(
-        "{}/{}",
-        hs.metadata.generation.unwrap_or_default(),
-        secret
-            .as_ref()
-            .and_then(|x| x.metadata.resource_version.clone())
-            .unwrap_or_default()
-    );
+    let fingerprint = fingerprint(hs, secret.as_ref());
     if let Some((fp, r)) = &state.reader
         && *fp == fingerprint
     {
@@ -289,6 +274,17 @@ async fn open_reader(
     state.reader = Some((fingerprint, reader.clone()));
     state.listing_version = None;
     Ok(reader)
+}
+
+/// What a reader or a stream consumer is built from: the source's generation and the
+/// version of its Secret; another fingerprint means it is built again.
+fn fingerprint(hs: &HealthSource, secret: Option<&Secret>) -> String {
+    let secret_version = secret.and_then(|x| x.metadata.resource_version.as_deref());
+    format!(
+        "{}/{}",
+        hs.metadata.generation.unwrap_or_default(),
+        secret_version.unwrap_or_default()
+    )
 }
 
 async fn read_secret(
