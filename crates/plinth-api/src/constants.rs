@@ -35,7 +35,7 @@ pub const MIN_RECONCILIATION_INTERVAL_SECS: u64 = 60;
 /// API groups no CustomResourceDefinition may use besides the ones Plinth generates
 /// itself: Kratix's group, Syntasso's group for Kratix Enterprise kinds, and Plinth's own
 /// group. (Kubernetes' own `*.k8s.io` / `*.kubernetes.io` groups are reserved as well.)
-pub const RESERVED_API_GROUPS: [&str; 3] = [crate::GROUP, "platform.syntasso.io", "plinth.dev"];
+pub const RESERVED_API_GROUPS: [&str; 3] = [crate::GROUP, crate::HEALTH_SOURCE_GROUP, "plinth.dev"];
 
 /// Kubernetes' default user-facing ClusterRoles and the labels that aggregate other
 /// ClusterRoles into them (the clusterrole-aggregation controller).

@@ -135,9 +135,7 @@ pub(crate) async fn prepare(
 
 /// Whether the embedded server admits `info`'s objects by Kratix's rules itself.
 fn kratix_admitted(app: &App, info: &ResourceInfo) -> bool {
-    info.group == crate::admission::KRATIX_GROUP
-        && app.builtin_admission
-        && crate::kratix::admits(info)
+    info.group == plinth_api::GROUP && app.builtin_admission && crate::kratix::admits(info)
 }
 
 /// Kind rules checked after the CRD schema passed (`obj` is final but for what the

@@ -38,7 +38,7 @@ impl Lookup for StoreLookup<'_> {
             .app
             .store
             .list(
-                rkey(admission::KRATIX_GROUP, "destinations"),
+                rkey(plinth_api::GROUP, "destinations"),
                 None,
                 None,
                 0,
@@ -55,7 +55,7 @@ impl Lookup for StoreLookup<'_> {
             _ => "gitstatestores",
         };
         let key = ObjKey {
-            rkey: rkey(admission::KRATIX_GROUP, plural),
+            rkey: rkey(plinth_api::GROUP, plural),
             ns: String::new(),
             name: name.to_string(),
         };

@@ -23,7 +23,7 @@ pub const STANDARD_NAMESPACES: [&str; 4] = [
     "default",
     "kube-system",
     "kube-public",
-    "kratix-platform-system",
+    plinth_api::constants::SYSTEM_NAMESPACE,
 ];
 
 /// Server configuration. Only `data_dir` and `listen` matter for most callers; the rest

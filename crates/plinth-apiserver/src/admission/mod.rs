@@ -36,11 +36,6 @@ const MIN_INTERVAL: Duration = Duration::from_secs(60);
 /// Longest pipeline ID `<promise>-<type>-<action>-<pipeline>` (webhook rule 3).
 const MAX_PIPELINE_ID: usize = 60;
 
-/// The API group of every kind here but HealthSource.
-pub const KRATIX_GROUP: &str = "platform.kratix.io";
-/// HealthSource's API group.
-pub const SYNTASSO_GROUP: &str = "platform.syntasso.io";
-
 /// A kind this module admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmittedKind {
@@ -58,40 +53,52 @@ pub struct AdmittedKind {
 
 /// Every kind admitted here, in the order their webhooks are registered.
 pub const KINDS: [AdmittedKind; 9] = [
-    kind(KRATIX_GROUP, "Promise", "promises", true, false),
-    kind(KRATIX_GROUP, "Destination", "destinations", true, true),
-    kind(KRATIX_GROUP, "GitStateStore", "gitstatestores", true, false),
+    kind(plinth_api::GROUP, "Promise", "promises", true, false),
+    kind(plinth_api::GROUP, "Destination", "destinations", true, true),
     kind(
-        KRATIX_GROUP,
+        plinth_api::GROUP,
+        "GitStateStore",
+        "gitstatestores",
+        true,
+        false,
+    ),
+    kind(
+        plinth_api::GROUP,
         "BucketStateStore",
         "bucketstatestores",
         true,
         false,
     ),
     kind(
-        KRATIX_GROUP,
+        plinth_api::GROUP,
         "PromiseRelease",
         "promisereleases",
         true,
         false,
     ),
     kind(
-        KRATIX_GROUP,
+        plinth_api::GROUP,
         "PromiseRevision",
         "promiserevisions",
         true,
         false,
     ),
     kind(
-        KRATIX_GROUP,
+        plinth_api::GROUP,
         "ResourceBinding",
         "resourcebindings",
         false,
         false,
     ),
-    kind(SYNTASSO_GROUP, "HealthSource", "healthsources", true, false),
     kind(
-        KRATIX_GROUP,
+        plinth_api::HEALTH_SOURCE_GROUP,
+        "HealthSource",
+        "healthsources",
+        true,
+        false,
+    ),
+    kind(
+        plinth_api::GROUP,
         "HealthDefinition",
         "healthdefinitions",
         false,

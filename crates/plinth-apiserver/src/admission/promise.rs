@@ -65,7 +65,7 @@ fn pipeline_list_causes(promise: &str, wtype: &str, action: &str, list: &[Value]
     let mut seen = BTreeSet::new();
     for (i, p) in list.iter().enumerate() {
         let field = format!("spec.workflows.{wtype}.{action}[{i}]");
-        if p["apiVersion"] != "platform.kratix.io/v1alpha1" || p["kind"] != "Pipeline" {
+        if p["apiVersion"] != plinth_api::API_VERSION || p["kind"] != "Pipeline" {
             causes.push(cause(&field, "FieldValueInvalid", format!(
                 "Invalid value: unsupported pipeline {}/{}: must be apiVersion platform.kratix.io/v1alpha1, kind Pipeline",
                 p["apiVersion"].as_str().unwrap_or(""), p["kind"].as_str().unwrap_or("")

@@ -235,22 +235,22 @@ fn access_key_bucket_stores_need_a_secret() {
 
 #[test]
 fn webhook_paths_are_kubebuilder_style() {
-    let promise = AdmittedKind::find(KRATIX_GROUP, "Promise").unwrap();
+    let promise = AdmittedKind::find(plinth_api::GROUP, "Promise").unwrap();
     assert_eq!(
         promise.validate_path(),
         "/validate-platform-kratix-io-v1alpha1-promise"
     );
-    let dest = AdmittedKind::find(KRATIX_GROUP, "Destination").unwrap();
+    let dest = AdmittedKind::find(plinth_api::GROUP, "Destination").unwrap();
     assert_eq!(
         dest.mutate_path(),
         "/mutate-platform-kratix-io-v1alpha1-destination"
     );
-    let hs = AdmittedKind::find(SYNTASSO_GROUP, "HealthSource").unwrap();
+    let hs = AdmittedKind::find(plinth_api::HEALTH_SOURCE_GROUP, "HealthSource").unwrap();
     assert_eq!(
         hs.validate_path(),
         "/validate-platform-syntasso-io-v1alpha1-healthsource"
     );
-    assert!(AdmittedKind::find(KRATIX_GROUP, "Work").is_none());
+    assert!(AdmittedKind::find(plinth_api::GROUP, "Work").is_none());
 }
 
 #[test]

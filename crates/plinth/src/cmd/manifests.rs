@@ -110,7 +110,7 @@ pub fn operator_rules() -> Value {
         "deletecollection",
     ];
     let mut rules = json!([
-        {"apiGroups": ["platform.kratix.io", "platform.syntasso.io"], "resources": ["*"], "verbs": all},
+        {"apiGroups": [plinth_api::GROUP, plinth_api::HEALTH_SOURCE_GROUP], "resources": ["*"], "verbs": all},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": all},
         {"apiGroups": ["batch"], "resources": ["jobs", "jobs/status"], "verbs": all},
         {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch", "delete"]},

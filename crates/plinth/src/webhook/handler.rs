@@ -32,7 +32,7 @@ impl KubeLookup {
     }
 
     fn api(&self, kind: &str, plural: &str) -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk(admission::KRATIX_GROUP, "v1alpha1", kind);
+        let gvk = GroupVersionKind::gvk(plinth_api::GROUP, plinth_api::VERSION, kind);
         Api::all_with(
             self.client.clone(),
             &ApiResource::from_gvk_with_plural(&gvk, plural),
