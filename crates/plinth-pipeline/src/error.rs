@@ -97,6 +97,12 @@ pub enum PipelineError {
     },
 }
 
+impl From<plinth_api::contract::MissingVariable> for PipelineError {
+    fn from(e: plinth_api::contract::MissingVariable) -> Self {
+        PipelineError::Config(e.to_string())
+    }
+}
+
 impl PipelineError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         PipelineError::Io {

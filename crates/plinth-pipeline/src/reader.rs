@@ -1,10 +1,10 @@
 //! The reader role: writes the pipeline's object to `/kratix/input/object.yaml`.
 
-use crate::object::ObjectRef;
 use crate::{PipelineError, yaml};
 use kube::Client;
 use plinth_api::constants::{annotations, labels};
 use plinth_api::contract::OBJECT_FILE;
+use plinth_api::contract::ObjectRef;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -65,7 +65,7 @@ pub fn dry_run_view(ephemeral: &Value, real: Option<&Value>) -> Value {
 /// GETs the object (full, including status) and writes it as YAML to
 /// `<input_dir>/object.yaml` (for dry runs, [`dry_run_view`] of it). Returns the path written.
 pub async fn run_reader(client: Client, args: ReaderArgs) -> Result<PathBuf, PipelineError> {
-    let obj = args.object.get(client.clone()).await?;
+    let obj = crate::object::get(&args.object, client.clone()).await?;
     let mut value = serde_json::to_value(&obj).map_err(|e| PipelineError::Json {
         context: format!("serialising {}", args.object.describe()),
         source: e,

@@ -2,12 +2,12 @@
 //! object's status and records suspend/retry requests.
 
 use crate::control::{ControlRequest, WorkflowControl};
-use crate::object::ObjectRef;
 use crate::{PipelineError, WorkflowType, yaml};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Patch, PatchParams, PostParams};
 use plinth_api::constants::{condition_types, labels, messages, reasons};
+use plinth_api::contract::ObjectRef;
 use plinth_api::contract::{STATUS_FILE, WORKFLOW_CONTROL_FILE};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;

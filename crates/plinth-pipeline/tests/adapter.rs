@@ -8,7 +8,7 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use plinth_api::{Work, WorkSpec};
 use plinth_apiserver::testing::TestServer;
-use plinth_pipeline::object::ObjectRef;
+use plinth_pipeline::contract::ObjectRef;
 use plinth_pipeline::reader::{ReaderArgs, run_reader};
 use plinth_pipeline::status_writer::{StatusWriterArgs, run_status_writer};
 use plinth_pipeline::work_creator::{
@@ -277,7 +277,9 @@ async fn status_writer_merges_completes_and_suspends() {
     run_status_writer(ts.client(), status_args(meta, obj.clone(), true))
         .await
         .unwrap();
-    let rr = obj.get(ts.client()).await.unwrap();
+    let rr = plinth_pipeline::object::get(&obj, ts.client())
+        .await
+        .unwrap();
     let status = &rr.data["status"];
     assert_eq!(status["endpoint"], "db.example.test");
     assert_eq!(status["connections"], 3);
@@ -300,7 +302,9 @@ async fn status_writer_merges_completes_and_suspends() {
     run_status_writer(ts.client(), status_args(meta, obj.clone(), true))
         .await
         .unwrap();
-    let rr = obj.get(ts.client()).await.unwrap();
+    let rr = plinth_pipeline::object::get(&obj, ts.client())
+        .await
+        .unwrap();
     assert_eq!(
         rr.metadata.labels.as_ref().unwrap()["kratix.io/workflow-suspended"],
         "true"
@@ -322,8 +326,7 @@ async fn status_writer_merges_completes_and_suspends() {
     // A `kratix` key from a pipeline is refused and nothing is written.
     std::fs::remove_file(meta.join("workflow-control.yaml")).unwrap();
     write(&meta.join("status.yaml"), "kratix:\n  workflows: {}\n");
-    let before = obj
-        .get(ts.client())
+    let before = plinth_pipeline::object::get(&obj, ts.client())
         .await
         .unwrap()
         .metadata
@@ -333,7 +336,7 @@ async fn status_writer_merges_completes_and_suspends() {
         .unwrap_err();
     assert!(matches!(e, PipelineError::ForbiddenStatus(_)), "{e}");
     assert_eq!(
-        obj.get(ts.client())
+        plinth_pipeline::object::get(&obj, ts.client())
             .await
             .unwrap()
             .metadata
@@ -399,7 +402,11 @@ async fn status_writer_retries_on_conflict_and_keeps_the_concurrent_write() {
         2,
         "one conflicted write, one retry"
     );
-    let status: Value = obj.get(ts.client()).await.unwrap().data["status"].clone();
+    let status: Value = plinth_pipeline::object::get(&obj, ts.client())
+        .await
+        .unwrap()
+        .data["status"]
+        .clone();
     assert_eq!(status["endpoint"], "db.example.test");
     assert_eq!(
         status["fromController"], "yes",

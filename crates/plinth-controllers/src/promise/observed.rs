@@ -13,6 +13,7 @@ use crate::Error;
 use crate::context::Context;
 use crate::support::resources::promise_resource;
 use crate::workflow::{Subject, Workflow};
+use plinth_api::contract::ObjectRef;
 use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The component the Promise controller's Events name.
@@ -86,12 +87,14 @@ impl Observed {
             workflow_type: WorkflowType::Promise,
             action,
             subject: Subject {
-                group: plinth_api::GROUP.into(),
-                version: plinth_api::VERSION.into(),
-                kind: "Promise".into(),
-                plural: "promises".into(),
-                name: self.name.clone(),
-                namespace: None,
+                object: ObjectRef {
+                    group: plinth_api::GROUP.into(),
+                    version: plinth_api::VERSION.into(),
+                    kind: "Promise".into(),
+                    plural: "promises".into(),
+                    name: self.name.clone(),
+                    namespace: None,
+                },
                 uid: self.obj.meta().uid.clone().unwrap_or_default(),
                 spec: self.raw_spec.clone(),
                 annotations: self.obj.annotations().clone(),

@@ -400,8 +400,8 @@ impl RequestCaches {
     pub fn workflow_jobs(&self, wf: &crate::workflow::Workflow) -> Vec<Job> {
         let key = format!(
             "{}/{}",
-            wf.subject.namespace.clone().unwrap_or_default(),
-            wf.subject.name
+            wf.subject.object.namespace.clone().unwrap_or_default(),
+            wf.subject.object.name
         );
         let jobs = self.jobs_by_request.jobs_of(&self.jobs, &key);
         crate::workflow::engine::workflow_jobs(wf, jobs.iter().map(|j| j.as_ref()))

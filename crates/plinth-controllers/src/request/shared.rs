@@ -14,6 +14,7 @@ use super::fanout;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::workflow::{Subject, Workflow};
+use plinth_api::contract::ObjectRef;
 use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The component the request controller's Events name.
@@ -52,12 +53,14 @@ pub(super) fn request_workflow(
         workflow_type: WorkflowType::Resource,
         action,
         subject: Subject {
-            group: rctx.api.group.clone(),
-            version: rctx.api.served_version.clone(),
-            kind: rctx.api.kind.clone(),
-            plural: rctx.api.plural.clone(),
-            name: rr.name_any(),
-            namespace: Some(rr_ns.clone()),
+            object: ObjectRef {
+                group: rctx.api.group.clone(),
+                version: rctx.api.served_version.clone(),
+                kind: rctx.api.kind.clone(),
+                plural: rctx.api.plural.clone(),
+                name: rr.name_any(),
+                namespace: Some(rr_ns.clone()),
+            },
             uid: rr.meta().uid.clone().unwrap_or_default(),
             spec: rr.data.get("spec").cloned().unwrap_or(Value::Null),
             annotations: rr.annotations().clone(),

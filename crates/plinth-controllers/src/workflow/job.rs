@@ -144,11 +144,11 @@ pub fn workflow_selector(wf: &Workflow) -> BTreeMap<String, String> {
     );
     labels.insert(labels::WORKFLOW_ACTION.into(), wf.action.as_str().into());
     if wf.workflow_type == WorkflowType::Resource {
-        labels.insert(labels::RESOURCE_NAME.into(), wf.subject.name.clone());
+        labels.insert(labels::RESOURCE_NAME.into(), wf.subject.object.name.clone());
         if wf.pipeline_namespace_set {
             labels.insert(
                 labels::RESOURCE_NAMESPACE.into(),
-                wf.subject.namespace.clone().unwrap_or_default(),
+                wf.subject.object.namespace.clone().unwrap_or_default(),
             );
         }
     }
@@ -211,12 +211,17 @@ pub fn build_job(
     });
     // Promise Jobs are controlled by the Promise; resource Jobs are owned (not controlled)
     // by the request when they share its namespace.
-    let same_ns = wf.subject.namespace.as_deref().is_none_or(|n| n == ns);
+    let same_ns = wf
+        .subject
+        .object
+        .namespace
+        .as_deref()
+        .is_none_or(|n| n == ns);
     if same_ns {
         job["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": wf.subject.api_version(),
-            "kind": wf.subject.kind,
-            "name": wf.subject.name,
+            "apiVersion": wf.subject.object.api_version(),
+            "kind": wf.subject.object.kind,
+            "name": wf.subject.object.name,
             "uid": wf.subject.uid,
             "controller": wf.workflow_type == WorkflowType::Promise,
             "blockOwnerDeletion": true,
@@ -227,9 +232,10 @@ pub fn build_job(
 
 /// The deterministic Job name of pipeline `p` in run `run`.
 fn job_name(wf: &Workflow, p: &PipelineDef, hash: &str, run: u64) -> String {
-    let resource = (wf.workflow_type == WorkflowType::Resource).then_some(wf.subject.name.as_str());
+    let resource =
+        (wf.workflow_type == WorkflowType::Resource).then_some(wf.subject.object.name.as_str());
     let resource_ns = if wf.pipeline_namespace_set {
-        wf.subject.namespace.as_deref()
+        wf.subject.object.namespace.as_deref()
     } else {
         None
     };
@@ -275,19 +281,19 @@ fn job_annotations(
     let mut job = BTreeMap::from([
         (
             annotations::JOB_RESOURCE_NAMESPACE.to_string(),
-            wf.subject.namespace.clone().unwrap_or_default(),
+            wf.subject.object.namespace.clone().unwrap_or_default(),
         ),
         (
             annotations::JOB_RESOURCE_NAME.to_string(),
-            wf.subject.name.clone(),
+            wf.subject.object.name.clone(),
         ),
         (
             annotations::JOB_RESOURCE_KIND.to_string(),
-            wf.subject.kind.clone(),
+            wf.subject.object.kind.clone(),
         ),
         (
             annotations::JOB_RESOURCE_API_VERSION.to_string(),
-            wf.subject.api_version(),
+            wf.subject.object.api_version(),
         ),
         (ANNOTATION_RUN.to_string(), run.to_string()),
     ]);
@@ -394,10 +400,10 @@ fn work_writer(wf: &Workflow, p: &PipelineDef, adapter: &Adapter) -> Value {
     ];
     if wf.workflow_type == WorkflowType::Resource {
         args.push("--resource-name".into());
-        args.push(wf.subject.name.clone());
+        args.push(wf.subject.object.name.clone());
         if wf.pipeline_namespace_set {
             args.push("--resource-namespace".into());
-            args.push(wf.subject.namespace.clone().unwrap_or_default());
+            args.push(wf.subject.object.namespace.clone().unwrap_or_default());
         }
     }
     let mut env = vec![
@@ -452,25 +458,15 @@ fn volumes(wf: &Workflow, p: &PipelineDef, is_configure: bool) -> Vec<Value> {
 
 /// `KRATIX_*` variables in Kratix's order.
 fn kratix_env(wf: &Workflow, pipeline: &str) -> Vec<Value> {
-    let s = &wf.subject;
     let pairs = [
         (env::WORKFLOW_ACTION, wf.action.as_str().to_string()),
         (env::WORKFLOW_TYPE, wf.workflow_type.as_str().to_string()),
         (env::PROMISE_NAME, wf.promise_name.clone()),
         (env::PIPELINE_NAME, pipeline.to_string()),
-        (env::OBJECT_KIND, s.kind.clone()),
-        (env::OBJECT_GROUP, s.group.clone()),
-        (env::OBJECT_VERSION, s.version.clone()),
-        (env::OBJECT_NAME, s.name.clone()),
-        (
-            env::OBJECT_NAMESPACE,
-            s.namespace.clone().unwrap_or_default(),
-        ),
-        (env::CRD_PLURAL, s.plural.clone()),
-        (env::CLUSTER_SCOPED, s.namespace.is_none().to_string()),
     ];
     let mut env: Vec<Value> = pairs
         .into_iter()
+        .chain(wf.subject.object.variables())
         .map(|(k, v)| json!({"name": k, "value": v}))
         .collect();
     if wf.is_dry_run() {
@@ -540,7 +536,7 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
             }));
         }
         WorkflowType::Resource => {
-            let plural = &wf.subject.plural;
+            let plural = &wf.subject.object.plural;
             let api_rule = json!({"apiGroups": [api_group], "resources": [plural, format!("{plural}/status")], "verbs": ["get", "list", "update", "create", "patch"]});
             out.push(json!({
                 "apiVersion": rbac, "kind": "Role",
@@ -553,7 +549,7 @@ pub fn build_aux_objects(wf: &Workflow, p: &PipelineDef, api_group: &str) -> Vec
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": id},
                 "subjects": subject,
             }));
-            let rr_ns = wf.subject.namespace.clone().unwrap_or_default();
+            let rr_ns = wf.subject.object.namespace.clone().unwrap_or_default();
             if &rr_ns != ns {
                 let name = plinth_api::names::object_name(&format!("{id}-{rr_ns}"), &[], 63);
                 out.push(json!({
@@ -630,6 +626,7 @@ fn user_permission_objects(
 mod tests {
     use super::*;
     use crate::workflow::Subject;
+    use plinth_api::contract::ObjectRef;
 
     fn pipeline(name: &str) -> Value {
         json!({
@@ -653,12 +650,14 @@ mod tests {
             workflow_type: WorkflowType::Resource,
             action,
             subject: Subject {
-                group: "example.org".into(),
-                version: "v1".into(),
-                kind: "Redis".into(),
-                plural: "redis".into(),
-                name: "shop".into(),
-                namespace: Some("team-a".into()),
+                object: ObjectRef {
+                    group: "example.org".into(),
+                    version: "v1".into(),
+                    kind: "Redis".into(),
+                    plural: "redis".into(),
+                    name: "shop".into(),
+                    namespace: Some("team-a".into()),
+                },
                 uid: "uid-1".into(),
                 spec: json!({"size": 1}),
                 annotations: [(annotations::TRACE_PARENT.to_string(), "tp".to_string())].into(),

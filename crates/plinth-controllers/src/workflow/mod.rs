@@ -10,40 +10,20 @@ pub mod job;
 
 use serde_json::Value;
 
+use plinth_api::contract::ObjectRef;
 use plinth_api::{WorkflowAction, WorkflowType};
 
 /// The object a workflow runs for (a Promise or a resource request) and how to reach it.
 #[derive(Clone, Debug)]
 pub struct Subject {
-    /// API group (`platform.kratix.io` for Promises).
-    pub group: String,
-    /// Served version used by the pipeline adapter.
-    pub version: String,
-    /// Kind (`KRATIX_CRD_KIND` is derived from it).
-    pub kind: String,
-    /// Plural resource name (`KRATIX_CRD_PLURAL`).
-    pub plural: String,
-    /// Object name.
-    pub name: String,
-    /// Namespace; `None` for cluster-scoped objects (Promises).
-    pub namespace: Option<String>,
+    /// Its coordinates, as its pipelines' `KRATIX_OBJECT_*` variables name them.
+    pub object: ObjectRef,
     /// Object UID (Jobs' owner references point at it).
     pub uid: String,
     /// The object's `spec` (hash input).
     pub spec: Value,
     /// The object's annotations (trace annotations are copied to Jobs).
     pub annotations: std::collections::BTreeMap<String, String>,
-}
-
-impl Subject {
-    /// `group/version`.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
 }
 
 /// Everything needed to build and drive one object's workflow of one action.

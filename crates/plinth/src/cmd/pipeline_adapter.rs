@@ -10,8 +10,8 @@
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use plinth_pipeline::WorkflowType;
+use plinth_pipeline::contract::ObjectRef;
 use plinth_pipeline::contract::{self, env};
-use plinth_pipeline::object::ObjectRef;
 use plinth_pipeline::reader::{ReaderArgs, run_reader};
 use plinth_pipeline::status_writer::{StatusWriterArgs, run_status_writer};
 use plinth_pipeline::work_creator::{WorkCreatorArgs, WorkOutcome, run_work_creator};
