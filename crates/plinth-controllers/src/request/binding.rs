@@ -666,8 +666,8 @@ async fn version_held(
     binding: &ResourceBinding,
 ) -> Result<bool, Error> {
     let last = rr.data["status"]["resourceBindingVersion"].as_str();
-    let now = Some(binding.spec.version.as_str());
-    if last.is_none_or(str::is_empty) || last == now {
+    let now = binding.spec.version.as_str();
+    if last.is_none_or(str::is_empty) || last == Some(now) {
         return Ok(false);
     }
     // The caches keep bindings with their managed fields cleared (an empty list).
@@ -697,7 +697,7 @@ async fn version_held(
         event_reasons::BINDING_VERSION_HELD,
         format!(
             "spec.version {} was set by {manager}, but the destination agent applies this ResourceBinding from a resource request's output, which declares the version; resource request {}/{} stays at {} until the agent takes the field back",
-            now.unwrap_or_default(),
+            now,
             rr.namespace().unwrap_or_default(),
             rr.name_any(),
             last.unwrap_or_default()

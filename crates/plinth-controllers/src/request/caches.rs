@@ -169,6 +169,8 @@ impl<S> ObjectStream for S where
 
 /// The stores of the bindings (indexed by request in `index`) and revisions labelled
 /// with `selector`, and the streams that feed them.
+// Two (store, stream) pairs; a stream of `impl Trait` cannot be named in a type alias.
+#[allow(clippy::type_complexity)]
 pub fn reflect_versions(
     client: &kube::Client,
     selector: &str,

@@ -320,7 +320,7 @@ async fn run_workflow(
         if let Some(failed) = failed_job(&jobs, sel).await? {
             return Err(anyhow!(
                 "the pipeline Job {failed} failed:\n{}",
-                job_logs(&client, &failed).await
+                job_logs(client, &failed).await
             ));
         }
         Ok(works
