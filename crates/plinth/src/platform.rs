@@ -56,6 +56,29 @@ pub struct PlatformOptions {
     pub builtin_admission: bool,
 }
 
+impl PlatformOptions {
+    /// A private platform in `data_dir`: a free port on 127.0.0.1, controllers and the
+    /// runner in this process, no bootstrap, RBAC alone, built-in admission, a 100 ms Git
+    /// batch window and the runner's default limits. Change fields with struct update
+    /// syntax.
+    pub fn private(data_dir: PathBuf) -> PlatformOptions {
+        PlatformOptions {
+            data_dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bootstrap: false,
+            controllers: true,
+            runner: true,
+            image_map: None,
+            git_batch_window: Duration::from_millis(100),
+            container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
+            container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
+            max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
+            always_allow: false,
+            builtin_admission: true,
+        }
+    }
+}
+
 /// A running platform. Dropping it without [`Platform::shutdown`] aborts the tasks.
 pub struct Platform {
     pub server: ApiServer,

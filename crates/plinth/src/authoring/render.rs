@@ -162,18 +162,9 @@ pub async fn render(input: &RenderInput, progress: &dyn Progress) -> anyhow::Res
         .context("creating a temporary data dir")?;
     progress.step("starting a private platform");
     let platform = Platform::start(PlatformOptions {
-        data_dir: data.path().to_path_buf(),
-        listen: "127.0.0.1:0".parse().expect("address"),
-        bootstrap: false,
-        controllers: true,
-        runner: true,
         image_map: input.image_map.clone(),
         git_batch_window: Duration::from_millis(50),
-        container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
-        container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
-        max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
-        always_allow: false,
-        builtin_admission: true,
+        ..PlatformOptions::private(data.path().to_path_buf())
     })
     .await
     .context("starting the private platform")?;

@@ -67,18 +67,8 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         &format!("starting the platform in {}", data_dir.display()),
     );
     let platform = Platform::start(PlatformOptions {
-        data_dir: data_dir.clone(),
-        listen: "127.0.0.1:0".parse().expect("address"),
         bootstrap: true,
-        controllers: true,
-        runner: true,
-        image_map: None,
-        git_batch_window: Duration::from_millis(100),
-        container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
-        container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
-        max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
-        always_allow: false,
-        builtin_admission: true,
+        ..PlatformOptions::private(data_dir.clone())
     })
     .await
     .context("step 'start the platform' failed")?;

@@ -95,18 +95,11 @@ impl Worker {
         data_dir: PathBuf,
     ) -> anyhow::Result<Worker> {
         let platform = Platform::start(PlatformOptions {
-            data_dir: data_dir.clone(),
             listen: args.listen,
-            bootstrap: false,
             controllers: false,
-            runner: true,
             image_map: args.image_map.clone(),
             git_batch_window: Duration::from_millis(500),
-            container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
-            container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
-            max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
-            always_allow: false,
-            builtin_admission: true,
+            ..PlatformOptions::private(data_dir.clone())
         })
         .await
         .with_context(|| format!("starting worker {} in {}", args.name, data_dir.display()))?;
