@@ -348,40 +348,38 @@ pub(crate) struct GitHandle {
     prefix: String,
 }
 
+/// A digest of the credentials, so that stores sharing a repository and branch share a
+/// worker only when they authenticate alike (it keys the in-memory worker map).
 fn auth_fingerprint(auth: &GitAuth, insecure: bool) -> String {
-    let mut h = sha2::Sha256::new();
-    match auth {
-        GitAuth::None => h.update(b"none"),
-        GitAuth::Basic { username, password } => {
-            h.update(b"basic\0");
-            h.update(username.as_bytes());
-            h.update(b"\0");
-            h.update(password.as_bytes());
-        }
+    let (kind, parts): (&str, Vec<&str>) = match auth {
+        GitAuth::None => ("none", vec![]),
+        GitAuth::Basic { username, password } => ("basic", vec![username, password]),
         GitAuth::Ssh {
             private_key,
             passphrase,
             known_hosts,
-        } => {
-            h.update(b"ssh\0");
-            h.update(private_key.as_bytes());
-            h.update(b"\0");
-            h.update(passphrase.as_deref().unwrap_or("").as_bytes());
-            h.update(b"\0");
-            h.update(known_hosts.as_bytes());
-        }
+        } => (
+            "ssh",
+            vec![
+                private_key,
+                passphrase.as_deref().unwrap_or(""),
+                known_hosts,
+            ],
+        ),
         GitAuth::GithubApp {
             app_id,
             installation_id,
             private_key_pem,
             api_url,
-        } => {
-            h.update(b"githubapp\0");
-            for part in [app_id, installation_id, private_key_pem, api_url] {
-                h.update(part.as_bytes());
-                h.update(b"\0");
-            }
-        }
+        } => (
+            "githubapp",
+            vec![app_id, installation_id, private_key_pem, api_url],
+        ),
+    };
+    let mut h = sha2::Sha256::new();
+    for part in std::iter::once(kind).chain(parts) {
+        h.update(part.as_bytes());
+        h.update(b"\0");
     }
     h.update([insecure as u8]);
     hex::encode(h.finalize())

@@ -143,12 +143,14 @@ pub trait StateStoreObject:
     ) -> Result<StoreConfig, NotReady>;
 }
 
+/// A `secretRef` that names a Secret (one with an empty name names none).
+fn named(secret_ref: Option<&SecretRef>) -> Option<&SecretRef> {
+    secret_ref.filter(|s| s.name.as_deref().is_some_and(|n| !n.is_empty()))
+}
+
 impl StateStoreObject for GitStateStore {
     fn secret_ref(&self) -> Option<&SecretRef> {
-        self.spec
-            .secret_ref
-            .as_ref()
-            .filter(|s| s.name.as_deref().is_some_and(|n| !n.is_empty()))
+        named(self.spec.secret_ref.as_ref())
     }
 
     fn needs_secret(&self) -> bool {
@@ -279,10 +281,7 @@ fn git_auth(
 
 impl StateStoreObject for BucketStateStore {
     fn secret_ref(&self) -> Option<&SecretRef> {
-        self.spec
-            .secret_ref
-            .as_ref()
-            .filter(|s| s.name.as_deref().is_some_and(|n| !n.is_empty()))
+        named(self.spec.secret_ref.as_ref())
     }
 
     fn needs_secret(&self) -> bool {
