@@ -74,34 +74,32 @@ pub async fn store_config(
     };
     let label = format!("{}/{}", store.kind, store.name);
     match store.kind.as_str() {
-        "GitStateStore" => {
-            let api: Api<GitStateStore> = Api::all(platform.clone());
-            let obj = api
-                .get_opt(&store.name)
-                .await
-                .with_context(|| format!("reading {label} on the platform"))?
-                .with_context(|| format!("{label} not found on the platform"))?;
-            build(platform, &obj, &label, &cfg).await
-        }
-        "BucketStateStore" => {
-            let api: Api<BucketStateStore> = Api::all(platform.clone());
-            let obj = api
-                .get_opt(&store.name)
-                .await
-                .with_context(|| format!("reading {label} on the platform"))?
-                .with_context(|| format!("{label} not found on the platform"))?;
-            build(platform, &obj, &label, &cfg).await
-        }
+        "GitStateStore" => build::<GitStateStore>(platform, &store.name, &label, &cfg).await,
+        "BucketStateStore" => build::<BucketStateStore>(platform, &store.name, &label, &cfg).await,
         other => bail!("state store kind {other} is not GitStateStore or BucketStateStore"),
     }
 }
 
-async fn build<S: StateStoreObject>(
+/// Reads the state store `name` of kind `S` and its Secret on the platform, and builds
+/// the writer's configuration from them.
+async fn build<S>(
     platform: &kube::Client,
-    obj: &S,
+    name: &str,
     label: &str,
     cfg: &ControllerConfig,
-) -> anyhow::Result<StoreConfig> {
+) -> anyhow::Result<StoreConfig>
+where
+    S: StateStoreObject
+        + kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let obj: S = Api::all(platform.clone())
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading {label} on the platform"))?
+        .with_context(|| format!("{label} not found on the platform"))?;
     let (secret, data) = match obj.secret_ref() {
         Some(r) => {
             let ns = r
