@@ -743,49 +743,50 @@ fn resource_value(c: &Container, resource: &str) -> String {
     q.map(|q| q.0.clone()).unwrap_or_else(|| "0".into())
 }
 
+/// The security a container runs with: the runner's default, then the Pod's, then the
+/// container's own, each field as the last that sets it says (as the kubelet merges them).
 fn effective_security(config: &RunnerConfig, spec: &PodSpec, c: &Container) -> EffectiveSecurity {
     let mut s = EffectiveSecurity::default();
-    let apply_container =
-        |s: &mut EffectiveSecurity, sc: &k8s_openapi::api::core::v1::SecurityContext| {
-            if sc.run_as_user.is_some() {
-                s.run_as_user = sc.run_as_user;
-            }
-            if sc.run_as_group.is_some() {
-                s.run_as_group = sc.run_as_group;
-            }
-            if let Some(v) = sc.run_as_non_root {
-                s.run_as_non_root = v;
-            }
-            if let Some(v) = sc.read_only_root_filesystem {
-                s.read_only_root = v;
-            }
-            if let Some(v) = sc.allow_privilege_escalation {
-                s.no_new_privileges = !v;
-            }
-            if let Some(caps) = &sc.capabilities
-                && let Some(drop) = &caps.drop
-            {
-                s.drop_all_capabilities = drop.iter().any(|d| d.eq_ignore_ascii_case("ALL"));
-            }
-        };
     if let Some(d) = &config.default_security_context {
-        apply_container(&mut s, d);
+        s.apply_container(d);
     }
     if let Some(p) = &spec.security_context {
-        if p.run_as_user.is_some() {
-            s.run_as_user = p.run_as_user;
-        }
-        if p.run_as_group.is_some() {
-            s.run_as_group = p.run_as_group;
-        }
-        if let Some(v) = p.run_as_non_root {
-            s.run_as_non_root = v;
-        }
+        s.apply_identity(p.run_as_user, p.run_as_group, p.run_as_non_root);
     }
     if let Some(sc) = &c.security_context {
-        apply_container(&mut s, sc);
+        s.apply_container(sc);
     }
     s
+}
+
+impl EffectiveSecurity {
+    /// The fields a Pod's and a container's security context share.
+    fn apply_identity(&mut self, user: Option<i64>, group: Option<i64>, non_root: Option<bool>) {
+        if user.is_some() {
+            self.run_as_user = user;
+        }
+        if group.is_some() {
+            self.run_as_group = group;
+        }
+        if let Some(v) = non_root {
+            self.run_as_non_root = v;
+        }
+    }
+
+    fn apply_container(&mut self, sc: &k8s_openapi::api::core::v1::SecurityContext) {
+        self.apply_identity(sc.run_as_user, sc.run_as_group, sc.run_as_non_root);
+        if let Some(v) = sc.read_only_root_filesystem {
+            self.read_only_root = v;
+        }
+        if let Some(v) = sc.allow_privilege_escalation {
+            self.no_new_privileges = !v;
+        }
+        if let Some(caps) = &sc.capabilities
+            && let Some(drop) = &caps.drop
+        {
+            self.drop_all_capabilities = drop.iter().any(|d| d.eq_ignore_ascii_case("ALL"));
+        }
+    }
 }
 
 /// Files of the in-cluster configuration for one Pod.
