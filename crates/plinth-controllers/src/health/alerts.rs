@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use plinth_api::constants::health as names;
 use plinth_api::metrics::{Metrics, labels};
@@ -458,17 +458,11 @@ async fn request_exists(
     t: &Target,
 ) -> Result<bool, kube::Error> {
     if !apis.contains_key(&t.promise) {
-        let promises: Api<DynamicObject> = Api::all_with(
-            client.clone(),
-            &crate::support::resources::promise_resource(),
-        );
-        let ar = promises.get_opt(&t.promise).await?.and_then(|p| {
-            let gvk = plinth_api::request_crd::request_gvk(&p.data["spec"]["api"]).ok()?;
-            Some(ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
-                &gvk.plural,
-            ))
-        });
+        let promises: Api<plinth_api::Promise> = Api::all(client.clone());
+        let ar = promises
+            .get_opt(&t.promise)
+            .await?
+            .and_then(|p| crate::support::resources::request_resource_of(&p));
         apis.insert(t.promise.clone(), ar);
     }
     let Some(ar) = apis.get(&t.promise).cloned().flatten() else {

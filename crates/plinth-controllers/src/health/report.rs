@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
+use plinth_api::Promise;
 
 use super::history::{HealthHistory, WINDOWS, combined_uptime, timeline, uptime};
 use crate::Error;
@@ -42,39 +43,25 @@ pub async fn collect(
     promise: Option<&str>,
     request: Option<(&str, &str)>,
 ) -> Result<Vec<RequestHealth>, Error> {
-    let promises: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &crate::support::resources::promise_resource(),
-    );
-    let names: Vec<String> = match promise {
-        Some(p) => vec![p.to_string()],
-        None => {
-            let mut n: Vec<String> = promises
-                .list(&ListParams::default())
-                .await?
-                .items
-                .iter()
-                .map(|p| p.name_any())
-                .collect();
-            n.sort();
-            n
+    // One Promise is read by name; all of them are listed once.
+    let promises: Api<Promise> = Api::all(client.clone());
+    let mut found: Vec<Promise> = match promise {
+        Some(p) => {
+            let one = promises.get_opt(p).await?;
+            vec![one.ok_or_else(|| Error::NotFound(format!("Promise {p:?}")))?]
         }
+        None => promises.list(&ListParams::default()).await?.items,
     };
+    found.sort_by_key(|p| p.name_any());
     let mut out = Vec::new();
-    for p in names {
-        let Some(obj) = promises.get_opt(&p).await? else {
-            return Err(Error::NotFound(format!("Promise {p:?}")));
-        };
-        let Ok(gvk) = plinth_api::request_crd::request_gvk(&obj.data["spec"]["api"]) else {
+    for obj in found {
+        let p = obj.name_any();
+        let Some(ar) = crate::support::resources::request_resource_of(&obj) else {
             if promise.is_some() {
                 return Err(Error::NoApi(p.clone()));
             }
             continue;
         };
-        let ar = kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
-            &gvk.plural,
-        );
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let mut items = api.list(&ListParams::default()).await?.items;
         items.sort_by_key(|r| (r.namespace(), r.name_any()));

@@ -1,12 +1,11 @@
 //! The request a HealthRecord reports on, and that request's API resource.
 
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource};
 use plinth_api::HealthRecord;
 
 use crate::Error;
 use crate::context::Context;
-use crate::support::resources::promise_resource;
 
 /// The request a record reports on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -59,15 +58,9 @@ pub async fn request_resource(ctx: &Context, promise: &str) -> Result<Option<Api
     if let Some(api) = ctx.request_controllers.api_of(promise) {
         return Ok(Some(api.resource()));
     }
-    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let promises: Api<plinth_api::Promise> = Api::all(ctx.client.clone());
     let Some(p) = promises.get_opt(promise).await? else {
         return Ok(None);
     };
-    let Ok(gvk) = plinth_api::request_crd::request_gvk(&p.data["spec"]["api"]) else {
-        return Ok(None);
-    };
-    Ok(Some(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
-        &gvk.plural,
-    )))
+    Ok(crate::support::resources::request_resource_of(&p))
 }

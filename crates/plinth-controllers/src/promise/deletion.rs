@@ -13,12 +13,11 @@ use super::api;
 use super::observed::{COMPONENT, Observed};
 use crate::context::Context;
 use crate::support::api_errors::ignore_not_found;
-use crate::support::resources::{revision_resource, work_resource};
 use crate::support::{self, remove_finalizer};
 use crate::workflow::engine::{self, Progress};
 use crate::{Error, request};
-use plinth_api::WorkflowAction;
 use plinth_api::constants::{finalizers, labels};
+use plinth_api::{PromiseRevision, Work, WorkflowAction};
 
 /// The deletion steps, one per finalizer.
 #[derive(Clone, Copy, Debug)]
@@ -173,7 +172,7 @@ async fn delete_requests(ctx: &Context, p: &Observed) -> Result<Outcome, Error> 
 }
 
 async fn delete_revisions(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
-    let revisions: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
+    let revisions: Api<PromiseRevision> = Api::all(ctx.client.clone());
     let lp = ListParams::default().labels(&selector(p));
     for r in revisions.list(&lp).await?.items {
         ignore_not_found(
@@ -236,7 +235,7 @@ async fn delete_dependant_resources(ctx: &Context, p: &Observed) -> Result<Outco
 }
 
 async fn delete_works(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
-    let works: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &work_resource());
+    let works: Api<Work> = Api::all(ctx.client.clone());
     let list = works
         .list(&ListParams::default().labels(&selector(p)))
         .await?
@@ -248,11 +247,8 @@ async fn delete_works(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
         .iter()
         .filter(|w| w.meta().deletion_timestamp.is_none())
     {
-        let scoped: Api<DynamicObject> = Api::namespaced_with(
-            ctx.client.clone(),
-            &w.namespace().unwrap_or_default(),
-            &work_resource(),
-        );
+        let scoped: Api<Work> =
+            Api::namespaced(ctx.client.clone(), &w.namespace().unwrap_or_default());
         ignore_not_found(
             scoped
                 .delete(&w.name_any(), &DeleteParams::background())

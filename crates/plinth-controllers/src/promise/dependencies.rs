@@ -1,7 +1,7 @@
 //! The static-dependency Work: `spec.dependencies` bundled into one Work in the system
 //! namespace, scheduled by the Promise's `destinationSelectors`.
 
-use kube::api::{Api, DeleteParams, DynamicObject};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 use plinth_api::constants::SYSTEM_NAMESPACE;
@@ -10,15 +10,14 @@ use super::observed::Observed;
 use crate::Error;
 use crate::context::Context;
 use crate::support::api_errors::ignore_not_found;
-use crate::support::resources::work_resource;
+use plinth_api::Work;
 use plinth_api::constants::{labels, work_type};
 
 /// Creates or updates the Work while `spec.dependencies` is non-empty, deletes it when
 /// it becomes empty. Errors with [`Error::InvalidPromise`] naming the dependency that
 /// does not serialize.
 pub(super) async fn reconcile(ctx: &Context, p: &Observed) -> Result<(), Error> {
-    let works: Api<DynamicObject> =
-        Api::namespaced_with(ctx.client.clone(), SYSTEM_NAMESPACE, &work_resource());
+    let works: Api<Work> = Api::namespaced(ctx.client.clone(), SYSTEM_NAMESPACE);
     let name = &p.name;
     let work_name = plinth_api::names::static_dependency_work_name(name);
     let deps = p.spec.dependencies.as_deref().unwrap_or_default();

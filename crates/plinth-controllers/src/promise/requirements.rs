@@ -4,17 +4,16 @@
 //! Promise's `status.requiredBy`.
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::observed::{COMPONENT, Observed};
 use crate::Error;
 use crate::context::Context;
-use crate::support::resources::revision_resource;
 use crate::support::{self, set_condition, set_field};
 use crate::workflow::engine;
-use plinth_api::RequiredPromise;
 use plinth_api::constants::{condition_types, labels, messages, reasons, requirement_state};
+use plinth_api::{PromiseRevision, RequiredPromise};
 
 /// Creates or updates the PromiseRevision of the Promise's version (`not-set` without
 /// the version label) and moves the latest label and `status.latest` to it.
@@ -50,14 +49,14 @@ pub(super) async fn ensure_revision(ctx: &Context, p: &Observed) -> Result<(), E
 /// Only the current revision keeps the latest label; `status.latest` says the same
 /// (kubectl's LATEST column), written only when it differs.
 async fn mark_latest_revision(ctx: &Context, promise: &str, current: &str) -> Result<(), Error> {
-    let revisions: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
+    let revisions: Api<PromiseRevision> = Api::all(ctx.client.clone());
     let lp = ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME));
     for r in revisions.list(&lp).await?.items {
         let latest = r.name_any() == current;
         if !latest && r.labels().contains_key(labels::LATEST_REVISION) {
             engine::remove_labels(&revisions, &r, &[labels::LATEST_REVISION]).await?;
         }
-        if r.data["status"]["latest"].as_bool() != Some(latest) {
+        if r.status.as_ref().and_then(|s| s.latest) != Some(latest) {
             support::update_status(&revisions, &r.name_any(), |st, _| {
                 set_field(st, "latest", json!(latest))
             })
@@ -207,14 +206,14 @@ async fn evaluate(ctx: &Context, p: &Observed, req: &RequiredPromise) -> Result<
 
 /// True if Promise `promise` has a PromiseRevision of `version`.
 async fn has_revision(ctx: &Context, promise: &str, version: &str) -> Result<bool, Error> {
-    let revisions: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &revision_resource());
+    let revisions: Api<PromiseRevision> = Api::all(ctx.client.clone());
     let lp = ListParams::default().labels(&format!("{}={promise}", labels::PROMISE_NAME));
     Ok(revisions
         .list(&lp)
         .await?
         .items
         .iter()
-        .any(|r| r.data["spec"]["version"] == version))
+        .any(|r| r.spec.version == version))
 }
 
 /// Records who requires `required` in its `status.requiredBy`, so its own events can

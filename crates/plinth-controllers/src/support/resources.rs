@@ -35,3 +35,14 @@ pub fn binding_resource() -> ApiResource {
 pub fn release_resource() -> ApiResource {
     kratix_resource("PromiseRelease", "promisereleases")
 }
+
+/// The API resource of `promise`'s requests, from its `spec.api`; `None` when it has no
+/// API (or not a valid one).
+pub fn request_resource_of(promise: &plinth_api::Promise) -> Option<ApiResource> {
+    let api = promise.spec.api.as_ref()?;
+    let gvk = plinth_api::request_crd::request_gvk(api).ok()?;
+    Some(ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
+        &gvk.plural,
+    ))
+}

@@ -132,6 +132,7 @@ macro_rules! json_status {
 }
 
 json_status!(
+    plinth_api::PromiseRevision,
     plinth_api::ResourceBinding,
     plinth_api::PromiseRelease,
     plinth_api::DryRun
