@@ -19,8 +19,8 @@ use crate::support::harness::{Harness, Start};
 use crate::support::resources::promise_resource;
 use crate::support::{self, set_condition, set_field};
 use crate::support::{remove_finalizer, set_finalizers};
-use plinth_api::PromiseRelease;
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
+use plinth_api::{Promise, PromiseRelease};
 
 const COMPONENT: &str = plinth_api::constants::events::PROMISE_RELEASE_CONTROLLER;
 
@@ -29,11 +29,10 @@ pub async fn run(ctx: Arc<Context>) {
     let api: Api<PromiseRelease> = Api::all(ctx.client.clone());
     // A Promise the release installed that is deleted or changed by hand wakes it, so it
     // is put back.
-    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let promises: Api<Promise> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
-        .owns_with(
+        .owns(
             promises,
-            promise_resource(),
             watcher::Config::default().labels(labels::PROMISE_RELEASE_NAME),
         )
         .start(Harness::new("promiserelease"), reconcile, ctx)
@@ -51,9 +50,8 @@ async fn reconcile(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<Action,
 /// checks, then the Promise's create or update.
 async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<PromiseRelease> = Api::all(ctx.client.clone());
-    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
     let name = pr.name_any();
-    let owned = promises
+    let owned = Api::<Promise>::all(ctx.client.clone())
         .list(&ListParams::default().labels(&format!("{}={}", labels::PROMISE_RELEASE_NAME, name)))
         .await?
         .items;
@@ -105,7 +103,10 @@ async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<A
             format!("Version labels do not match, found: {version}, expected: {want_version}");
         return fail(reasons::VERSION_NOT_MATCHING, msg).await;
     }
-    let applied = match apply_promise(&promises, &pr, fetched.clone()).await {
+    // The fetched Promise is written as fetched: its spec is not round-tripped through
+    // the typed Promise.
+    let raw: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let applied = match apply_promise(&raw, &pr, fetched.clone()).await {
         // Another release's Promise: said on this release, and left to its owner.
         Err(Error::Invalid { message, .. }) => {
             return fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, message).await;
@@ -153,13 +154,13 @@ async fn delete(
     ctx: &Context,
     api: &Api<PromiseRelease>,
     pr: &PromiseRelease,
-    owned: &[DynamicObject],
+    owned: &[Promise],
 ) -> Result<Action, Error> {
     if owned.is_empty() {
         remove_finalizer(api, pr, finalizers::PROMISE_CLEANUP).await?;
         return Ok(Action::await_change());
     }
-    let promises: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
+    let promises: Api<Promise> = Api::all(ctx.client.clone());
     for p in owned
         .iter()
         .filter(|p| p.meta().deletion_timestamp.is_none())
@@ -192,7 +193,7 @@ async fn apply_promise(
     let mut desired = fetched;
     desired["metadata"]["labels"][labels::PROMISE_RELEASE_NAME] = json!(name);
     desired["metadata"]["ownerReferences"] = json!([{
-        "apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "name": name,
+        "apiVersion": plinth_api::API_VERSION, "kind": "PromiseRelease", "name": name,
         "uid": pr.meta().uid, "controller": true, "blockOwnerDeletion": true,
     }]);
     let Some(mut existing) = promises.get_opt(&promise_name).await? else {
