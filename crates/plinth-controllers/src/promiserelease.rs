@@ -338,7 +338,10 @@ enum FetchError {
     /// The source answered with an error status.
     #[error("GET {url}: HTTP {status}")]
     Status { url: String, status: String },
-    /// The body is not YAML or JSON.
+    /// The answer is larger than [`MAX_PROMISE_BYTES`].
+    #[error("GET {url}: the answer is over {limit} bytes; a Promise is far smaller")]
+    TooLarge { url: String, limit: usize },
+    /// The answer is not YAML or JSON.
     #[error("{url}: not YAML or JSON: {cause}")]
     NotYaml { url: String, cause: String },
     /// The one document is not a Promise.
@@ -373,36 +376,8 @@ async fn fetch(ctx: &Context, pr: &PromiseRelease) -> Result<Value, FetchError> 
             cause: e.to_string(),
         })?
         .get(url);
-    let secret_ref = source.secret_ref.unwrap_or_default();
-    if let Some(secret_name) = secret_ref.name.as_deref().filter(|s| !s.is_empty()) {
-        let ns = secret_ref
-            .namespace
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .unwrap_or("default");
-        let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-        let secret = secrets
-            .get_opt(secret_name)
-            .await
-            .map_err(|e| FetchError::ReadSecret {
-                cause: e.to_string(),
-            })?
-            .ok_or_else(|| FetchError::SecretNotFound {
-                namespace: ns.to_string(),
-                secret: secret_name.to_string(),
-            })?;
-        let header = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get("authorizationHeader"))
-            .ok_or_else(|| FetchError::NoAuthorizationHeader {
-                namespace: ns.to_string(),
-                secret: secret_name.to_string(),
-            })?;
-        req = req.header(
-            "Authorization",
-            String::from_utf8_lossy(&header.0).trim().to_string(),
-        );
+    if let Some(header) = authorization_header(ctx, source.secret_ref.unwrap_or_default()).await? {
+        req = req.header("Authorization", header);
     }
     let failed = |e: reqwest::Error| {
         if e.is_timeout() {
@@ -417,15 +392,70 @@ async fn fetch(ctx: &Context, pr: &PromiseRelease) -> Result<Value, FetchError> 
             }
         }
     };
-    let resp = req.send().await.map_err(&failed)?;
+    let mut resp = req.send().await.map_err(&failed)?;
     if !resp.status().is_success() {
         return Err(FetchError::Status {
             url: url.to_string(),
             status: resp.status().to_string(),
         });
     }
-    let body = resp.text().await.map_err(&failed)?;
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&body).map_err(|e| FetchError::NotYaml {
+    // Bounded too: a source that streams without end must not fill memory.
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(&failed)? {
+        if body.len() + chunk.len() > MAX_PROMISE_BYTES {
+            return Err(FetchError::TooLarge {
+                url: url.to_string(),
+                limit: MAX_PROMISE_BYTES,
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    one_promise(url, &String::from_utf8_lossy(&body))
+}
+
+/// The largest answer a release reads from its source URL (a Promise is stored as one
+/// object, which the API server caps far below this).
+const MAX_PROMISE_BYTES: usize = 16 << 20;
+
+/// The `Authorization` header from `spec.sourceRef.secretRef`'s `authorizationHeader`
+/// key; `None` when the release names no Secret.
+async fn authorization_header(
+    ctx: &Context,
+    secret_ref: plinth_api::SecretRef,
+) -> Result<Option<String>, FetchError> {
+    let Some(secret_name) = secret_ref.name.as_deref().filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let ns = secret_ref
+        .namespace
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default");
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = secrets
+        .get_opt(secret_name)
+        .await
+        .map_err(|e| FetchError::ReadSecret {
+            cause: e.to_string(),
+        })?
+        .ok_or_else(|| FetchError::SecretNotFound {
+            namespace: ns.to_string(),
+            secret: secret_name.to_string(),
+        })?;
+    let header = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("authorizationHeader"))
+        .ok_or_else(|| FetchError::NoAuthorizationHeader {
+            namespace: ns.to_string(),
+            secret: secret_name.to_string(),
+        })?;
+    Ok(Some(String::from_utf8_lossy(&header.0).trim().to_string()))
+}
+
+/// The one Promise document of a fetched `body`.
+fn one_promise(url: &str, body: &str) -> Result<Value, FetchError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(body).map_err(|e| FetchError::NotYaml {
         url: url.to_string(),
         cause: e.to_string(),
     })?;

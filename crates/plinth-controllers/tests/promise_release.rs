@@ -31,6 +31,15 @@ async fn serve() -> String {
         .route(
             "/two.yaml",
             get(|| async { format!("{PROMISE}---\n{PROMISE}") }),
+        )
+        .route(
+            // A YAML comment that never ends.
+            "/endless.yaml",
+            get(|| async {
+                let chunk = axum::body::Bytes::from(vec![b'#'; 64 << 10]);
+                let endless = futures::stream::repeat(Ok::<_, std::convert::Infallible>(chunk));
+                axum::body::Body::from_stream(endless)
+            }),
         );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -213,4 +222,32 @@ async fn a_source_that_never_answers_times_out_and_a_fix_is_picked_up() {
         .await
         .unwrap();
     wait_reason(&releases, "slow", "InstalledSuccessfully").await;
+}
+
+/// A source that streams without end is cut off at the size limit and said so on the
+/// release, instead of filling memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_that_never_stops_sending_is_cut_off() {
+    let env = placement_support::start().await;
+    tokio::spawn(promiserelease::run(env.ctx.clone()));
+    let base = serve().await;
+    let releases: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &plinth_controllers::support::resources::release_resource(),
+    );
+    releases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "platform.kratix.io/v1alpha1", "kind": "PromiseRelease", "metadata": {"name": "endless"},
+                "spec": {"version": "v1.2.0", "sourceRef": {"type": "http", "url": format!("{base}/endless.yaml")}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let failed = wait_reason(&releases, "endless", "FailedToFetchPromise").await;
+    let (_, _, message) = condition(&failed);
+    assert!(
+        message.contains("the answer is over 16777216 bytes"),
+        "{message}"
+    );
 }
