@@ -105,6 +105,11 @@ pub struct RunnerConfig {
     /// Log files kept per container, the current one included, at least 2 (kubelet
     /// `containerLogMaxFiles`, default 5).
     pub container_log_max_files: usize,
+    /// The least time between two status writes of a running Pod: a Pod's first change
+    /// and its last status are
+    /// written at once, changes in between gather into one write per window. Zero
+    /// writes every change.
+    pub status_window: Duration,
 }
 
 /// Jobs that run a Pod at the same time by default. A pipeline Pod spends most of its
@@ -112,12 +117,18 @@ pub struct RunnerConfig {
 /// above the core count of a laptop.
 pub const DEFAULT_MAX_PARALLEL_JOBS: usize = 4;
 
+/// The least time between two status writes of a running Pod, by default: half the
+/// kubelet's once-a-second look at its containers, so a state that lasts a second is
+/// always written, while the quick steps of a pipeline Pod go in one write.
+pub const DEFAULT_STATUS_WINDOW: Duration = Duration::from_millis(500);
+
 impl RunnerConfig {
     /// A configuration with Plinth's defaults: the current executable as `plinth_exe`,
     /// [`DEFAULT_ADAPTER_IMAGE`], no image map, [`DEFAULT_MAX_PARALLEL_JOBS`] parallel Jobs, [`SandboxMode::Auto`],
     /// network shared, [`DEFAULT_STOCK_IMAGES`], engine auto-detected, retry backoff
     /// 10 s doubling to 360 s, tokens of one hour, node name `plinth`, container logs of
-    /// 10 MiB × 5 files.
+    /// 10 MiB × 5 files, Pod status changes written at most once per
+    /// [`DEFAULT_STATUS_WINDOW`].
     pub fn new(
         data_dir: impl Into<PathBuf>,
         api_host: impl Into<String>,
@@ -146,6 +157,7 @@ impl RunnerConfig {
             sandbox_hidden_paths: vec![PathBuf::from("/root"), PathBuf::from("/home")],
             container_log_max_size: crate::logfile::DEFAULT_MAX_SIZE,
             container_log_max_files: crate::logfile::DEFAULT_MAX_FILES,
+            status_window: DEFAULT_STATUS_WINDOW,
         }
     }
 

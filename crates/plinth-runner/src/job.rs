@@ -492,6 +492,15 @@ struct Tally {
 }
 
 impl Tally {
+    /// The tally once one more attempt ended, succeeded or not.
+    fn counting(&self, succeeded: bool) -> Tally {
+        Tally {
+            succeeded: self.succeeded + i32::from(succeeded),
+            failed: self.failed + i32::from(!succeeded),
+            ..*self
+        }
+    }
+
     fn of(job: &Job, counts: &PodCounts) -> Tally {
         let spec = job.spec.clone().unwrap_or_default();
         let status = job.status.clone().unwrap_or_default();
@@ -588,10 +597,7 @@ async fn run_job(ctx: &Ctx, initial: &Job) -> Result<(), RunnerError> {
         let Some(job) = r.current().await? else {
             return Ok(());
         };
-        if job.metadata.uid.as_deref() != Some(r.uid.as_str())
-            || is_finished(&job)
-            || job.metadata.deletion_timestamp.is_some()
-        {
+        if !r.drives(&job) {
             return Ok(());
         }
         let counts = recover_and_count(&r.pods, &job, &r.uid).await?;
@@ -650,6 +656,13 @@ impl<'a> JobRun<'a> {
             pods: Api::namespaced(ctx.client.clone(), &ns),
             ns,
         }
+    }
+
+    /// True while `job` is this run's Job (same uid), unfinished and not being deleted.
+    fn drives(&self, job: &Job) -> bool {
+        job.metadata.uid.as_deref() == Some(self.uid.as_str())
+            && !is_finished(job)
+            && job.metadata.deletion_timestamp.is_none()
     }
 
     /// The Job as stored now, `None` once deleted.
@@ -766,17 +779,38 @@ impl<'a> JobRun<'a> {
         };
         let final_status = run_attempt(self.ctx, &self.pods, &created, deadline).await?;
         drop(permit);
-        let (ds, df) = match final_status.phase.as_deref() {
-            Some("Succeeded") => (1, 0),
-            _ => (0, 1),
+        let after = tally.counting(final_status.phase.as_deref() == Some("Succeeded"));
+        self.count(&job, &after).await
+    }
+
+    /// Records the attempt's count. When that count completes or fails the Job, the
+    /// count and the end go in one status write, as the next pass would have decided.
+    async fn count(&self, job: &Job, after: &Tally) -> Result<Pass, RunnerError> {
+        // Only the ends the count itself decides; a deadline is the next pass's to find.
+        let decision = match decide(job, after, jiff::Timestamp::now()) {
+            Decision::Fail(..) if after.failed <= after.backoff_limit => None,
+            d @ (Decision::Complete | Decision::Fail(..)) => Some(d),
+            _ => None,
         };
-        update_job_status(&self.jobs, &self.name, |s| {
-            s.active = Some(0);
-            s.succeeded = Some(tally.succeeded + ds);
-            s.failed = Some(tally.failed + df);
-        })
-        .await?;
-        Ok(Pass::Again)
+        // Deleted or replaced while its Pod ran: nothing to end.
+        if decision.is_some() && !self.current().await?.is_some_and(|j| self.drives(&j)) {
+            return Ok(Pass::Stop);
+        }
+        match decision {
+            Some(Decision::Complete) => self.complete(job, after).await.map(|_| Pass::Stop),
+            Some(Decision::Fail(reason, message)) => {
+                self.fail(job, after, reason, message).await.map(|_| Pass::Stop)
+            }
+            _ => {
+                update_job_status(&self.jobs, &self.name, |s| {
+                    s.active = Some(0);
+                    s.succeeded = Some(after.succeeded);
+                    s.failed = Some(after.failed);
+                })
+                .await?;
+                Ok(Pass::Again)
+            }
+        }
     }
 
     /// Creates the attempt's Pod; `None` when a Pod of that name exists already (an

@@ -424,9 +424,11 @@ pub(crate) async fn execute(
     Ok(status)
 }
 
-/// Writes each status snapshot sent on `rx` (the latest wins: intermediate states are
-/// skipped when writes are slower) with the Events of its changes; the task returns the
-/// last status written.
+/// Records the Events of each status snapshot sent on `rx` and writes the snapshots:
+/// the first at once, then at most one write per `status_window` carrying the latest
+/// state (states in between are skipped). The task ends when the run does, without writing
+/// what is left (the run's final status is written next), and returns the last status
+/// whose Events it recorded.
 fn spawn_status_writer(
     ctx: &Ctx,
     api: &Api<Pod>,
@@ -435,21 +437,41 @@ fn spawn_status_writer(
     carry: Carry,
     mut rx: watch::Receiver<PodStatus>,
 ) -> AbortOnDrop<PodStatus> {
-    let (api, kubelet) = (api.clone(), ctx.kubelet.clone());
+    let (api, kubelet, window) = (api.clone(), ctx.kubelet.clone(), ctx.config.status_window);
     let (reference, name) = (reference.clone(), name.to_string());
     AbortOnDrop(Some(tokio::spawn(async move {
-        let mut previous = PodStatus::default();
-        while rx.changed().await.is_ok() {
+        let mut seen = PodStatus::default();
+        let observe = async |seen: &mut PodStatus, rx: &mut watch::Receiver<PodStatus>| {
             let st = carry.apply(rx.borrow_and_update().clone());
-            for (t, reason, message) in pod_events(&previous, &st) {
+            for (t, reason, message) in pod_events(seen, &st) {
                 record_pod_event(&kubelet, &reference, t, reason, message).await;
             }
-            if let Err(e) = write_pod_status(&api, &name, &st).await {
+            *seen = st;
+        };
+        let mut written: Option<tokio::time::Instant> = None;
+        while rx.changed().await.is_ok() {
+            observe(&mut seen, &mut rx).await;
+            // The first change is written at once; later ones gather until a window has
+            // passed since the last write.
+            if let Some(at) = written {
+                let gathered = tokio::time::sleep_until(at + window);
+                tokio::pin!(gathered);
+                loop {
+                    tokio::select! {
+                        _ = &mut gathered => break,
+                        changed = rx.changed() => match changed {
+                            Ok(()) => observe(&mut seen, &mut rx).await,
+                            Err(_) => return seen,
+                        },
+                    }
+                }
+            }
+            if let Err(e) = write_pod_status(&api, &name, &seen).await {
                 tracing::warn!(pod = %name, error = %e, "writing pod status");
             }
-            previous = st;
+            written = Some(tokio::time::Instant::now());
         }
-        previous
+        seen
     })))
 }
 

@@ -1174,3 +1174,112 @@ async fn a_grace_period_given_at_deletion_overrides_the_pods() {
     )
     .await;
 }
+
+/// Runs a Job of three quick init containers and one quick container with the given
+/// status window; returns every version of its Pod and its Job the watch saw after
+/// creation, and the Pod's Event reasons (one per occurrence).
+async fn quick_job_versions(
+    p: &mut Platform,
+    ns: &str,
+    window: Duration,
+) -> (Vec<Pod>, Vec<Job>, Vec<String>) {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    if let Some(h) = p.runner.take() {
+        h.abort();
+    }
+    p.config.status_window = window;
+    p.start_runner();
+    p.namespace(ns).await;
+    let pods: Api<Pod> = Api::namespaced(p.client(), ns);
+    let jobs: Api<Job> = Api::namespaced(p.client(), ns);
+    let pods_rv = pods.list(&ListParams::default()).await.unwrap().metadata.resource_version;
+    let jobs_rv = jobs.list(&ListParams::default()).await.unwrap().metadata.resource_version;
+    let mut pod_watch = pods
+        .watch(&WatchParams::default(), &pods_rv.unwrap())
+        .await
+        .unwrap()
+        .boxed();
+    let mut job_watch = jobs
+        .watch(&WatchParams::default(), &jobs_rv.unwrap())
+        .await
+        .unwrap()
+        .boxed();
+    let quick = |n: &str| json!({"name": n, "image": "busybox", "command": ["true"]});
+    let _: Job = p
+        .create(
+            ns,
+            json!({"metadata": {"name": "quick"}, "spec": {"template": {"spec": {"restartPolicy": "Never",
+                "initContainers": [quick("a"), quick("b"), quick("c")], "containers": [quick("main")]}}}}),
+        )
+        .await;
+    p.wait_job(ns, "quick", "Complete").await;
+    // Everything written until the watches have been quiet for a second.
+    async fn drain<K>(
+        watch: &mut futures::stream::BoxStream<'_, kube::Result<WatchEvent<K>>>,
+    ) -> Vec<K> {
+        let mut seen = Vec::new();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_secs(1), watch.next()).await
+        {
+            if let WatchEvent::Added(o) | WatchEvent::Modified(o) = event {
+                seen.push(o);
+            }
+        }
+        seen
+    }
+    let (pod_versions, job_versions) = (drain(&mut pod_watch).await, drain(&mut job_watch).await);
+    let pod = p.pods_of(ns, "quick").await.remove(0);
+    let api: Api<Event> = Api::namespaced(p.client(), ns);
+    let name = pod.metadata.name.unwrap();
+    let reasons = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
+        // An Event repeated with the same message is one Event with a count.
+        .flat_map(|e| std::iter::repeat_n(e.reason.unwrap_or_default(), e.count.unwrap_or(1) as usize))
+        .collect();
+    (pod_versions, job_versions, reasons)
+}
+
+/// A Pod's quick container changes gather into one status write per window, with every
+/// kubelet Event still recorded, and the Job's last count is written with its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_status_changes_are_gathered_and_the_last_count_ends_the_job() {
+    let Some(mut p) = Platform::start("quick_status_changes_are_gathered").await else {
+        return;
+    };
+    let (every, _, _) = quick_job_versions(&mut p, "every-change", Duration::ZERO).await;
+    let (gathered, jobs, reasons) =
+        quick_job_versions(&mut p, "gathered", Duration::from_secs(30)).await;
+    // Created, the first change, the final status; the container states in between are
+    // in one window.
+    assert!(
+        gathered.len() <= 3 && gathered.len() < every.len(),
+        "{} Pod versions gathered against {} written for every change",
+        gathered.len(),
+        every.len()
+    );
+    let last = gathered.last().unwrap().status.clone().unwrap();
+    assert_eq!(last.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(last.init_container_statuses.unwrap().len(), 3);
+    let mut reasons = reasons;
+    reasons.sort();
+    let mut expected = vec!["Scheduled".to_string()];
+    for r in ["Pulled", "Created", "Started"] {
+        expected.extend(std::iter::repeat_n(r.to_string(), 4));
+    }
+    expected.sort();
+    assert_eq!(reasons, expected);
+    // No Job version counts the success without the Complete condition it decides.
+    for job in &jobs {
+        let st = job.status.clone().unwrap_or_default();
+        if st.succeeded == Some(1) {
+            assert_eq!(cond(job, "Complete").status, "True", "{st:?}");
+        }
+    }
+    assert!(jobs.iter().any(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1)));
+}
