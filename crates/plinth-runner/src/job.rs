@@ -798,9 +798,10 @@ impl<'a> JobRun<'a> {
         }
         match decision {
             Some(Decision::Complete) => self.complete(job, after).await.map(|_| Pass::Stop),
-            Some(Decision::Fail(reason, message)) => {
-                self.fail(job, after, reason, message).await.map(|_| Pass::Stop)
-            }
+            Some(Decision::Fail(reason, message)) => self
+                .fail(job, after, reason, message)
+                .await
+                .map(|_| Pass::Stop),
             _ => {
                 update_job_status(&self.jobs, &self.name, |s| {
                     s.active = Some(0);

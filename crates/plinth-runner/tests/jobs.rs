@@ -1193,8 +1193,18 @@ async fn quick_job_versions(
     p.namespace(ns).await;
     let pods: Api<Pod> = Api::namespaced(p.client(), ns);
     let jobs: Api<Job> = Api::namespaced(p.client(), ns);
-    let pods_rv = pods.list(&ListParams::default()).await.unwrap().metadata.resource_version;
-    let jobs_rv = jobs.list(&ListParams::default()).await.unwrap().metadata.resource_version;
+    let pods_rv = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    let jobs_rv = jobs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
     let mut pod_watch = pods
         .watch(&WatchParams::default(), &pods_rv.unwrap())
         .await
@@ -1240,7 +1250,9 @@ async fn quick_job_versions(
         .into_iter()
         .filter(|e| e.involved_object.name.as_deref() == Some(name.as_str()))
         // An Event repeated with the same message is one Event with a count.
-        .flat_map(|e| std::iter::repeat_n(e.reason.unwrap_or_default(), e.count.unwrap_or(1) as usize))
+        .flat_map(|e| {
+            std::iter::repeat_n(e.reason.unwrap_or_default(), e.count.unwrap_or(1) as usize)
+        })
         .collect();
     (pod_versions, job_versions, reasons)
 }
@@ -1281,5 +1293,8 @@ async fn quick_status_changes_are_gathered_and_the_last_count_ends_the_job() {
             assert_eq!(cond(job, "Complete").status, "True", "{st:?}");
         }
     }
-    assert!(jobs.iter().any(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1)));
+    assert!(
+        jobs.iter()
+            .any(|j| j.status.as_ref().and_then(|s| s.succeeded) == Some(1))
+    );
 }

@@ -25,7 +25,7 @@ use crate::context::Context;
 use crate::dynamic::RequestApi;
 use crate::support::harness::{Harness, Start};
 use crate::support::resources::promise_resource;
-use crate::support::set_finalizers;
+use crate::support::status::{PatchTarget, guarded_patch};
 use crate::support::works::classify_works;
 use crate::support::{self, condition_true, set_condition, set_field};
 use crate::workflow::Workflow;
@@ -287,17 +287,17 @@ async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Resul
         mark_paused(&r).await?;
         return Ok(Action::await_change());
     }
-    if label_with_promise(&r).await? {
+    let deleting = rr.meta().deletion_timestamp.is_some();
+    if ensure_metadata(&r, !deleting && promise_ready(&promise)).await? {
         return Ok(Action::await_change());
     }
-    if rr.meta().deletion_timestamp.is_some() {
+    if deleting {
         let promise_spec = promise.data.get("spec").cloned().unwrap_or(Value::Null);
         return delete::delete(&rctx, &r.api, &rr, &promise_spec).await;
     }
     // Resumed (the request's or its Promise's pause lifted): run from the first pipeline.
     if engine::resume_after_pause(&r.api, &rr, &[]).await?
         || hold_for_promise(&r, &promise).await?
-        || ensure_finalizers(&r).await?
         || fanout::promise_catching_up(&promise)
     {
         return Ok(Action::await_change());
@@ -339,27 +339,58 @@ async fn mark_paused(r: &Reconciling<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// Labels the request with its Promise's name; true when it wrote.
-async fn label_with_promise(r: &Reconciling<'_>) -> Result<bool, Error> {
-    if r.rr.labels().get(labels::PROMISE_NAME) == Some(&r.rctx.promise) {
+/// Labels the request with its Promise's name and, when it is to run (`runs`), adds the
+/// request finalizers it lacks, in one write; true when it wrote.
+async fn ensure_metadata(r: &Reconciling<'_>, runs: bool) -> Result<bool, Error> {
+    let promise = r.rctx.promise.as_str();
+    let changes = |current: &DynamicObject| {
+        let mut meta = serde_json::Map::new();
+        if current
+            .labels()
+            .get(labels::PROMISE_NAME)
+            .map(String::as_str)
+            != Some(promise)
+        {
+            meta.insert("labels".into(), json!({ labels::PROMISE_NAME: promise }));
+        }
+        let existing = current.finalizers();
+        if runs && current.meta().deletion_timestamp.is_none() {
+            let missing = FINALIZERS
+                .iter()
+                .filter(|f| !existing.iter().any(|e| e == *f));
+            let wanted: Vec<&str> = existing
+                .iter()
+                .map(String::as_str)
+                .chain(missing.copied())
+                .collect();
+            if wanted.len() > existing.len() {
+                meta.insert("finalizers".into(), json!(wanted));
+            }
+        }
+        (!meta.is_empty()).then(|| json!({ "metadata": meta }))
+    };
+    if changes(r.rr).is_none() {
         return Ok(false);
     }
-    let patch = json!({"metadata": {"labels": {labels::PROMISE_NAME: r.rctx.promise}}});
-    r.api
-        .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
+    guarded_patch(&r.api, &r.name, PatchTarget::Object, changes).await?;
     Ok(true)
+}
+
+/// True when the Promise is Available and its required Promises are installed: its
+/// requests may run.
+fn promise_ready(promise: &DynamicObject) -> bool {
+    let status = promise.data.get("status").unwrap_or(&Value::Null);
+    let requirements_met = status["requiredPromises"]
+        .as_array()
+        .is_none_or(|r| r.iter().all(|x| x["state"] == requirement_state::INSTALLED));
+    requirements_met && plinth_api::constants::promise_status::is_available(status)
 }
 
 /// Holds the request while its Promise is not Available or its requirements are not
 /// installed (`PromiseAvailable=False`), and sets `PromiseAvailable=True` once they
 /// are; true when the reconcile ends here.
 async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Result<bool, Error> {
-    let promise_status = promise.data.get("status").cloned().unwrap_or(Value::Null);
-    let requirements_met = promise_status["requiredPromises"]
-        .as_array()
-        .is_none_or(|r| r.iter().all(|x| x["state"] == requirement_state::INSTALLED));
-    if !requirements_met || !plinth_api::constants::promise_status::is_available(&promise_status) {
+    if !promise_ready(promise) {
         support::update_status(&r.api, &r.name, |s, _| {
             let mut c = set_condition(
                 s,
@@ -392,22 +423,6 @@ async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Resul
         )
     })
     .await?;
-    Ok(true)
-}
-
-/// Adds the request finalizers that are missing; true when it wrote.
-async fn ensure_finalizers(r: &Reconciling<'_>) -> Result<bool, Error> {
-    let current = r.rr.finalizers().to_vec();
-    if FINALIZERS.iter().all(|f| current.iter().any(|c| c == f)) {
-        return Ok(false);
-    }
-    let mut wanted = current.clone();
-    for f in FINALIZERS {
-        if !wanted.iter().any(|c| c == f) {
-            wanted.push(f.to_string());
-        }
-    }
-    set_finalizers(&r.api, r.rr, wanted).await?;
     Ok(true)
 }
 
