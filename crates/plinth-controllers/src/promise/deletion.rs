@@ -10,7 +10,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::api;
-use super::observed::{COMPONENT, Observed};
+use super::observed::Observed;
 use crate::context::Context;
 use crate::support::api_errors::ignore_not_found;
 use crate::support::{self, remove_finalizer};
@@ -115,16 +115,7 @@ fn wait_short(ctx: &Context) -> Outcome {
 async fn run_delete_workflow(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
     let wf = p.workflow(WorkflowAction::Delete);
     let configure = p.workflow(WorkflowAction::Configure);
-    let progress = engine::reconcile_delete(
-        ctx,
-        &wf,
-        &configure,
-        &p.api,
-        &p.obj,
-        plinth_api::GROUP,
-        COMPONENT,
-    )
-    .await?;
+    let progress = engine::reconcile_delete(&p.workflow_parent(ctx, &wf), &configure).await?;
     Ok(match progress {
         Progress::Done => Outcome::Done,
         // A retrying delete pipeline runs again at its nextRetryAt.

@@ -291,8 +291,7 @@ async fn run_configure_workflow(
     if wf.pipelines.is_empty() {
         return Ok(Step::Next(()));
     }
-    let progress =
-        engine::reconcile_configure(ctx, wf, &p.api, &p.obj, plinth_api::GROUP, COMPONENT).await?;
+    let progress = engine::reconcile_configure(&p.workflow_parent(ctx, wf)).await?;
     if progress == Progress::Done {
         return Ok(Step::Next(()));
     }

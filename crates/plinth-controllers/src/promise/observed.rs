@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::Error;
 use crate::context::Context;
 use crate::support::resources::promise_resource;
+use crate::workflow::engine;
 use crate::workflow::{Subject, Workflow};
 use plinth_api::contract::ObjectRef;
 use plinth_api::{WorkflowAction, WorkflowType};
@@ -40,6 +41,22 @@ pub(crate) struct Observed {
 }
 
 impl Observed {
+    /// This Promise as the parent of a step of `wf`.
+    pub(super) fn workflow_parent<'a>(
+        &'a self,
+        ctx: &'a Context,
+        wf: &'a Workflow,
+    ) -> engine::Parent<'a> {
+        engine::Parent {
+            ctx,
+            wf,
+            api: &self.api,
+            obj: &self.obj,
+            api_group: plinth_api::GROUP,
+            component: COMPONENT,
+        }
+    }
+
     /// Reads the typed spec; a spec that does not parse is an [`Error::InvalidPromise`]
     /// naming the cause.
     pub(super) fn new(ctx: &Context, obj: Arc<DynamicObject>) -> Result<Self, Error> {

@@ -10,7 +10,7 @@ use plinth_api::constants::{finalizers, labels};
 use serde_json::Value;
 
 use super::binding;
-use super::shared::{COMPONENT, RequestCtx, request_workflow};
+use super::shared::{RequestCtx, request_workflow};
 use crate::Error;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
@@ -105,16 +105,7 @@ async fn run_delete_workflow(
     wf: &Workflow,
     configure: &Workflow,
 ) -> Result<Action, Error> {
-    let progress = engine::reconcile_delete(
-        &rctx.ctx,
-        wf,
-        configure,
-        api,
-        rr,
-        &rctx.api.group,
-        COMPONENT,
-    )
-    .await?;
+    let progress = engine::reconcile_delete(&rctx.workflow_parent(wf, api, rr), configure).await?;
     match progress {
         Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
         // A retrying delete pipeline runs again at its nextRetryAt.

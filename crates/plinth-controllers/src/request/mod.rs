@@ -446,8 +446,7 @@ async fn run_configure(
     else {
         return Ok(Some(Action::requeue(config.requeue_slow)));
     };
-    let progress =
-        engine::reconcile_configure(ctx, wf, &r.api, r.rr, &rctx.api.group, COMPONENT).await?;
+    let progress = engine::reconcile_configure(&rctx.workflow_parent(wf, &r.api, r.rr)).await?;
     drop(slot);
     rctx.fanout.ran(&me, &progress);
     binding::record_outcome(ctx, binding, bound, &progress).await?;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::DynamicObject;
+use kube::api::{Api, DynamicObject};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -13,6 +13,7 @@ use super::caches::RequestCaches;
 use super::fanout;
 use crate::context::Context;
 use crate::dynamic::RequestApi;
+use crate::workflow::engine;
 use crate::workflow::{Subject, Workflow};
 use plinth_api::contract::ObjectRef;
 use plinth_api::{WorkflowAction, WorkflowType};
@@ -27,6 +28,25 @@ pub(super) struct RequestCtx {
     pub(super) api: RequestApi,
     pub(super) fanout: fanout::FanOut,
     pub(super) caches: RequestCaches,
+}
+
+impl RequestCtx {
+    /// The request `rr` (reached through `api`) as the parent of a step of `wf`.
+    pub(super) fn workflow_parent<'a>(
+        &'a self,
+        wf: &'a Workflow,
+        api: &'a Api<DynamicObject>,
+        rr: &'a DynamicObject,
+    ) -> engine::Parent<'a> {
+        engine::Parent {
+            ctx: &self.ctx,
+            wf,
+            api,
+            obj: rr,
+            api_group: &self.api.group,
+            component: COMPONENT,
+        }
+    }
 }
 
 impl crate::support::harness::Shared for RequestCtx {

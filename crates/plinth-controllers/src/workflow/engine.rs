@@ -150,57 +150,34 @@ fn order_jobs(wf: &Workflow, mut jobs: Vec<Job>) -> Vec<Job> {
     jobs
 }
 
-/// The object a workflow step works on, and how to reach and report on it.
-struct Parent<'a> {
-    ctx: &'a Context,
-    wf: &'a Workflow,
-    api: &'a Api<DynamicObject>,
-    obj: &'a DynamicObject,
-    api_group: &'a str,
-    component: &'a str,
+/// The object a workflow step works on (a Promise or a resource request), its workflow,
+/// and how to reach and report on it: what every step of the engine takes.
+pub struct Parent<'a> {
+    /// The controller's shared context.
+    pub ctx: &'a Context,
+    /// The workflow this step runs.
+    pub wf: &'a Workflow,
+    /// The API of the object's kind.
+    pub api: &'a Api<DynamicObject>,
+    /// The object as last read.
+    pub obj: &'a DynamicObject,
+    /// The API group the workflow's objects belong to.
+    pub api_group: &'a str,
+    /// The component named on the Events the step records.
+    pub component: &'a str,
 }
 
 impl Parent<'_> {
     fn label_is_true(&self, key: &str) -> bool {
         self.obj.labels().get(key).is_some_and(|v| v == "true")
     }
-
-    /// Starts `pipelines[index]` as run number `run`.
-    async fn start(&self, pipelines: &[PipelineDef], index: usize, run: u64) -> Result<(), Error> {
-        start_job(
-            self.ctx,
-            self.wf,
-            self.api,
-            self.obj,
-            pipelines,
-            index,
-            run,
-            self.api_group,
-            self.component,
-        )
-        .await
-    }
 }
 
 /// One step of the configure workflow of `parent` (ReconcileConfigure): wait for a
 /// running Job, handle a suspension, then start the next pipeline (or report the
 /// workflow failed or done).
-pub async fn reconcile_configure(
-    ctx: &Context,
-    wf: &Workflow,
-    parent_api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    api_group: &str,
-    component: &str,
-) -> Result<Progress, Error> {
-    let p = Parent {
-        ctx,
-        wf,
-        api: parent_api,
-        obj: parent,
-        api_group,
-        component,
-    };
+pub async fn reconcile_configure(p: &Parent<'_>) -> Result<Progress, Error> {
+    let (ctx, wf) = (p.ctx, p.wf);
     let pipelines = parse_pipelines(wf)?;
     if pipelines.is_empty() {
         return Ok(Progress::Done);
@@ -208,11 +185,11 @@ pub async fn reconcile_configure(
     let jobs = list_jobs(ctx, wf).await?;
     if let Some(running) = jobs.iter().find(|j| job_state(j) == JobState::Running) {
         if wf.action == WorkflowAction::Configure {
-            report_retry(ctx, parent_api, parent, running).await?;
+            report_retry(ctx, p.api, p.obj, running).await?;
         }
         return Ok(Progress::Running);
     }
-    let restart = match check_suspension(&p, &pipelines).await? {
+    let restart = match check_suspension(p, &pipelines).await? {
         Suspension::Stop(progress) => return Ok(progress),
         Suspension::Restart => true,
         Suspension::None => {
@@ -220,11 +197,11 @@ pub async fn reconcile_configure(
                 || p.label_is_true(labels::RUN_FROM_START)
         }
     };
-    let (index, run) = match next_pipeline(&p, &pipelines, &jobs, restart).await? {
+    let (index, run) = match next_pipeline(p, &pipelines, &jobs, restart).await? {
         Next::Start { index, run } => (index, run),
         Next::Report(progress) => return Ok(progress),
     };
-    p.start(&pipelines, index, run).await?;
+    start_job(p, &pipelines, index, run).await?;
     Ok(Progress::Running)
 }
 
@@ -325,7 +302,7 @@ async fn next_pipeline(
     match job_state(latest) {
         JobState::Failed => {
             let why = super::failure::describe(p.ctx, latest).await;
-            record_failure(p.ctx, p.wf, p.api, p.obj, pipelines, i, p.component, why).await?;
+            record_failure(p, pipelines, i, why).await?;
             prune_jobs(p.ctx, p.wf, jobs).await?;
             Ok(Next::Report(Progress::Failed { pipeline: name }))
         }
@@ -355,23 +332,8 @@ async fn next_pipeline(
 
 /// One step of the delete workflow (ReconcileDelete): only the first delete
 /// pipeline runs, after any running configure Job of the object has finished.
-pub async fn reconcile_delete(
-    ctx: &Context,
-    wf: &Workflow,
-    configure: &Workflow,
-    parent_api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    api_group: &str,
-    component: &str,
-) -> Result<Progress, Error> {
-    let p = Parent {
-        ctx,
-        wf,
-        api: parent_api,
-        obj: parent,
-        api_group,
-        component,
-    };
+pub async fn reconcile_delete(p: &Parent<'_>, configure: &Workflow) -> Result<Progress, Error> {
+    let (ctx, wf) = (p.ctx, p.wf);
     let pipelines = parse_pipelines(wf)?;
     let Some(first) = pipelines.first().cloned() else {
         return Ok(Progress::Done);
@@ -388,12 +350,12 @@ pub async fn reconcile_delete(
     let max_run = jobs.iter().map(run_number).max().unwrap_or(0);
     match latest.map(job_state) {
         Some(JobState::Succeeded) if !manual => {
-            retry_suspended_delete(&p, &pipelines, max_run + 1).await
+            retry_suspended_delete(p, &pipelines, max_run + 1).await
         }
-        Some(JobState::Failed) if !manual => report_delete_failure(&p, &pipelines[0].name).await,
+        Some(JobState::Failed) if !manual => report_delete_failure(p, &pipelines[0].name).await,
         Some(JobState::Running) => Ok(Progress::Running),
         _ => {
-            p.start(&pipelines, 0, max_run + 1).await?;
+            start_job(p, &pipelines, 0, max_run + 1).await?;
             Ok(Progress::Running)
         }
     }
@@ -435,7 +397,7 @@ async fn retry_suspended_delete(
         .await?;
         return Ok(Progress::Suspended { retry_at });
     }
-    p.start(pipelines, 0, run).await?;
+    start_job(p, pipelines, 0, run).await?;
     Ok(Progress::Running)
 }
 
@@ -564,18 +526,21 @@ fn set_pipeline_phases(status: &mut Value, pipelines: &[PipelineDef], index: usi
     support::ensure_object(workflows).insert("pipelines".into(), Value::Array(entries));
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Starts `pipelines[index]` as run number `run`, and reports it on the parent.
 async fn start_job(
-    ctx: &Context,
-    wf: &Workflow,
-    parent_api: &Api<DynamicObject>,
-    parent: &DynamicObject,
+    parent: &Parent<'_>,
     pipelines: &[PipelineDef],
     index: usize,
     run: u64,
-    api_group: &str,
-    component: &str,
 ) -> Result<(), Error> {
+    let Parent {
+        ctx,
+        wf,
+        api: parent_api,
+        obj: parent,
+        api_group,
+        component,
+    } = *parent;
     let config = ctx.config();
     let p = &pipelines[index];
     for obj in job::build_aux_objects(wf, p, api_group) {
@@ -673,17 +638,20 @@ async fn report_retry(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn record_failure(
-    ctx: &Context,
-    wf: &Workflow,
-    parent_api: &Api<DynamicObject>,
-    parent: &DynamicObject,
+    p: &Parent<'_>,
     pipelines: &[PipelineDef],
     index: usize,
-    component: &str,
     why: Option<String>,
 ) -> Result<(), Error> {
+    let Parent {
+        ctx,
+        wf,
+        api: parent_api,
+        obj: parent,
+        component,
+        ..
+    } = *p;
     let name = pipelines[index].name.clone();
     let detail = why.map(|w| format!(": {w}")).unwrap_or_default();
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
