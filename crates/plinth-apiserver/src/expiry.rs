@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::registry::rkey;
-use crate::store::{ObjKey, Store, StoreError, WriteOp};
+use crate::store::{ListRange, ObjKey, Store, StoreError, WriteOp};
 
 /// The fields of a stored Event that expiry reads; the rest of the object is skipped
 /// while parsing, so a pass over every Event allocates only these few strings.
@@ -76,9 +76,7 @@ pub async fn expire_events(
             .is_some_and(|t| t < cutoff)
             .then_some(stamp.metadata))
     };
-    let listed = store
-        .scan(events.clone(), None, None, 0, Vec::new(), expired)
-        .await?;
+    let listed = store.scan(ListRange::all(events.clone()), expired).await?;
     let mut deleted = 0;
     for meta in listed.items {
         let op = WriteOp::Delete {
@@ -173,7 +171,7 @@ mod tests {
             .unwrap();
         assert_eq!(n, 2);
         let left: Vec<String> = store
-            .list(rkey("", "events"), None, None, 0, Box::new(|_| true))
+            .list(ListRange::all(rkey("", "events")), Box::new(|_| true))
             .await
             .unwrap()
             .items
@@ -183,7 +181,7 @@ mod tests {
         assert_eq!(left, ["edge", "micro-new", "new"]);
         assert_eq!(
             store
-                .list(rkey("", "configmaps"), None, None, 0, Box::new(|_| true))
+                .list(ListRange::all(rkey("", "configmaps")), Box::new(|_| true))
                 .await
                 .unwrap()
                 .items

@@ -12,7 +12,7 @@ use crate::app::App;
 use crate::error::ApiError;
 use crate::registry::rkey;
 use crate::resource::ResourceInfo;
-use crate::store::ObjKey;
+use crate::store::{ListRange, ObjKey};
 
 /// Whether `info` is a kind [`admission`] admits.
 pub(crate) fn admits(info: &ResourceInfo) -> bool {
@@ -38,10 +38,7 @@ impl Lookup for StoreLookup<'_> {
             .app
             .store
             .list(
-                rkey(plinth_api::GROUP, "destinations"),
-                None,
-                None,
-                0,
+                ListRange::all(rkey(plinth_api::GROUP, "destinations")),
                 Box::new(|_| true),
             )
             .await

@@ -17,7 +17,7 @@ use rusqlite::params;
 use serde_json::json;
 
 use crate::error::ApiError;
-use crate::store::{EventType, RawListResult, Store, StoreError};
+use crate::store::{EventType, ListRange, RawListResult, Store, StoreError};
 
 /// Why a list at an earlier revision cannot be served.
 #[derive(Debug)]
@@ -46,18 +46,16 @@ enum AtRev {
     Absent,
 }
 
-/// Lists objects of `rkey` (in `ns` if given) as they were at revision `at`, ordered by
-/// (namespace, name), after `after`, at most `limit` (0 = all) that pass `filter`.
+/// Lists the objects in `range` as they were at revision `at`, ordered by (namespace,
+/// name), that pass `filter`. The label index holds only current objects, so
+/// `range.required` is left to `filter` here.
 ///
 /// # Errors
 /// [`SnapshotError::Expired`] when the revision log does not reach back to `at` for some
 /// object in range; [`SnapshotError::Store`] when SQLite fails.
 pub async fn list_at(
     store: &Store,
-    rkey: String,
-    ns: Option<String>,
-    after: Option<(String, String)>,
-    limit: usize,
+    range: ListRange,
     at: u64,
     filter: Box<dyn Fn(&str) -> bool + Send>,
 ) -> Result<RawListResult, SnapshotError> {
@@ -68,7 +66,7 @@ pub async fn list_at(
     store
         .read(move |c| {
             let tx = c.transaction()?;
-            let r = read_at(&tx, &rkey, ns.as_deref(), after, limit, at, &*filter);
+            let r = read_at(&tx, range, at, &*filter);
             drop(tx);
             Ok(r)
         })
@@ -134,13 +132,18 @@ type KeyedRow = ((String, String), String);
 
 fn read_at(
     tx: &rusqlite::Transaction,
-    rkey: &str,
-    ns: Option<&str>,
-    after: Option<(String, String)>,
-    limit: usize,
+    range: ListRange,
     at: u64,
     filter: &dyn Fn(&str) -> bool,
 ) -> Result<RawListResult, SnapshotError> {
+    let ListRange {
+        rkey,
+        ns,
+        after,
+        limit,
+        ..
+    } = range;
+    let (rkey, ns) = (rkey.as_str(), ns.as_deref());
     let after = after.unwrap_or_default();
     let mut changed = changed_since(tx, rkey, at)?;
     changed.retain(|k, _| in_range(ns, &after, k));
@@ -362,26 +365,21 @@ async fn wait_for(store: &Store, rv: u64) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The list step of a list request: reads `rkey` at the revision the options ask for
+/// The list step of a list request: reads `range` at the revision the options ask for
 /// (see [`parse_list_options`]); `fresh_token(ns, name)` makes a continue token over the
 /// current state from the given position, for the 410 answer to an expired token.
-/// `required`: labels the selector requires by equality; a list of the current state
-/// reads only the objects that carry the rarest of them (the label index).
+/// `range.required`: labels the selector requires by equality; a list of the current
+/// state reads only the objects that carry the rarest of them (the label index).
 ///
 /// # Errors
 /// The option errors of [`parse_list_options`], 410 for `Exact` at a compacted revision,
 /// 504 for a revision the store does not reach within 3 s, 500 when storage fails.
-#[allow(clippy::too_many_arguments)]
 pub async fn list_objects(
     store: &Store,
     resource_version: Option<&str>,
     rv_match: Option<&str>,
     token_rv: Option<u64>,
-    rkey: String,
-    ns: Option<String>,
-    after: Option<(String, String)>,
-    limit: usize,
-    required: Vec<(String, String)>,
+    range: ListRange,
     filter: Box<dyn Fn(&str) -> bool + Send>,
     fresh_token: impl FnOnce(&str, &str) -> String,
 ) -> Result<Listed, ApiError> {
@@ -397,13 +395,10 @@ pub async fn list_objects(
         }
     };
     let Some(at) = at else {
-        return Ok(Listed::Items(
-            store
-                .list_raw_labelled(rkey, ns, after, limit, required, filter)
-                .await?,
-        ));
+        return Ok(Listed::Items(store.list_raw(range, filter).await?));
     };
-    match list_at(store, rkey, ns, after.clone(), limit, at, filter).await {
+    let after = range.after.clone();
+    match list_at(store, range, at, filter).await {
         Ok(r) => Ok(Listed::Items(r)),
         Err(SnapshotError::Store(e)) => Err(e.into()),
         Err(SnapshotError::Expired) if token_rv.is_some() => {

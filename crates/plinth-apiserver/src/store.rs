@@ -181,6 +181,66 @@ enum Cmd {
 /// Sink the writer calls with every committed batch of events, in resourceVersion order.
 pub type EventSink = Arc<dyn Fn(&[Event]) + Send + Sync>;
 
+/// Which stored objects one list reads: a resource, optionally one namespace, the page
+/// after a key, and labels every listed object carries.
+///
+/// ```
+/// use plinth_apiserver::store::ListRange;
+///
+/// // The second page of 500 ConfigMaps in `default` labelled `app=web`.
+/// let page = ListRange::all("/configmaps")
+///     .in_namespace(Some("default".into()))
+///     .page(Some(("default".into(), "cm-499".into())), 500)
+///     .labelled(vec![("app".into(), "web".into())]);
+/// assert_eq!(page.limit, 500);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListRange {
+    /// The resource's storage key (`/configmaps`, `/apps/deployments`).
+    pub rkey: String,
+    /// Only this namespace; `None` lists all namespaces.
+    pub ns: Option<String>,
+    /// Start after this (namespace, name); `None` starts at the beginning.
+    pub after: Option<(String, String)>,
+    /// At most this many objects; 0 lists them all.
+    pub limit: usize,
+    /// Labels (key, value) every listed object carries: only the objects carrying the
+    /// rarest of them are read, through the label index. Empty reads every object.
+    pub required: Vec<(String, String)>,
+}
+
+impl ListRange {
+    /// Every object of the resource `rkey`, in all namespaces.
+    pub fn all(rkey: impl Into<String>) -> Self {
+        Self {
+            rkey: rkey.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Only the objects in `ns` (`None`: all namespaces).
+    #[must_use]
+    pub fn in_namespace(mut self, ns: Option<String>) -> Self {
+        self.ns = ns;
+        self
+    }
+
+    /// At most `limit` objects (0: all) after the key `after`.
+    #[must_use]
+    pub fn page(mut self, after: Option<(String, String)>, limit: usize) -> Self {
+        self.after = after;
+        self.limit = limit;
+        self
+    }
+
+    /// Only objects carrying every label in `required`.
+    #[must_use]
+    pub fn labelled(mut self, required: Vec<(String, String)>) -> Self {
+        self.required = required;
+        self
+    }
+}
+
 /// Result of a list: what it returns for each matching object, the snapshot's
 /// resourceVersion, and where to continue.
 #[derive(Debug)]
@@ -366,54 +426,34 @@ impl Store {
         .await
     }
 
-    /// Lists objects of `rkey` (in namespace `ns` if given), ordered by (namespace, name),
-    /// starting after `after`, returning at most `limit` objects that pass `filter`
-    /// (0 = no limit). The snapshot's resourceVersion is returned with them.
+    /// Lists the objects in `range` that pass `filter`, ordered by (namespace, name). The
+    /// snapshot's resourceVersion is returned with them.
     ///
     /// # Errors
     /// The storage could not be read, or a stored object is not valid JSON.
     pub async fn list(
         &self,
-        rkey: String,
-        ns: Option<String>,
-        after: Option<(String, String)>,
-        limit: usize,
+        range: ListRange,
         filter: Box<dyn Fn(&Value) -> bool + Send>,
     ) -> Result<ListResult, StoreError> {
         // Each row is parsed once, and only the matching ones are kept.
         let scan = move |data: &str| parse(data).map(|v| filter(&v).then_some(v));
-        self.scan(rkey, ns, after, limit, Vec::new(), scan).await
+        self.scan(range, scan).await
     }
 
     /// Like [`Store::list`], returning the stored JSON text unparsed (the fast path for
-    /// large lists); `filter` sees the JSON text.
+    /// large lists); `filter` sees the JSON text. With labels in `range.required`, only
+    /// objects carrying the rarest of them are read; `filter` still decides.
+    ///
+    /// # Errors
+    /// The storage could not be read.
     pub async fn list_raw(
         &self,
-        rkey: String,
-        ns: Option<String>,
-        after: Option<(String, String)>,
-        limit: usize,
-        filter: Box<dyn Fn(&str) -> bool + Send>,
-    ) -> Result<RawListResult, StoreError> {
-        self.list_raw_labelled(rkey, ns, after, limit, Vec::new(), filter)
-            .await
-    }
-
-    /// [`Store::list_raw`] for a selector that requires the labels `required` (key,
-    /// value): only objects carrying the rarest of them are read, through the label
-    /// index, instead of every object of the resource. `filter` still decides; an empty
-    /// `required` reads every object.
-    pub async fn list_raw_labelled(
-        &self,
-        rkey: String,
-        ns: Option<String>,
-        after: Option<(String, String)>,
-        limit: usize,
-        required: Vec<(String, String)>,
+        range: ListRange,
         filter: Box<dyn Fn(&str) -> bool + Send>,
     ) -> Result<RawListResult, StoreError> {
         let scan = move |data: &str| Ok(filter(data).then(|| data.to_string()));
-        self.scan(rkey, ns, after, limit, required, scan).await
+        self.scan(range, scan).await
     }
 
     /// The scan behind every list, in one read transaction: each stored object's JSON
@@ -423,19 +463,18 @@ impl Store {
     ///
     /// # Errors
     /// The storage could not be read, or `keep` failed.
-    pub async fn scan<T, F>(
-        &self,
-        rkey: String,
-        ns: Option<String>,
-        after: Option<(String, String)>,
-        limit: usize,
-        required: Vec<(String, String)>,
-        mut keep: F,
-    ) -> Result<Listed<T>, StoreError>
+    pub async fn scan<T, F>(&self, range: ListRange, mut keep: F) -> Result<Listed<T>, StoreError>
     where
         T: Send + 'static,
         F: FnMut(&str) -> Result<Option<T>, StoreError> + Send + 'static,
     {
+        let ListRange {
+            rkey,
+            ns,
+            after,
+            limit,
+            required,
+        } = range;
         self.read(move |c| {
             let tx = c.transaction()?;
             let rv = read_head(&tx)?;
@@ -625,7 +664,7 @@ impl Store {
     /// Every stored object of one resource (all namespaces).
     pub async fn all_of(&self, rkey: String) -> Result<Vec<Value>, StoreError> {
         Ok(self
-            .list(rkey, None, None, 0, Box::new(|_| true))
+            .list(ListRange::all(rkey), Box::new(|_| true))
             .await?
             .items)
     }
@@ -1342,12 +1381,11 @@ mod tests {
         let mut after = None;
         loop {
             let page = store
-                .list_raw_labelled(
-                    "/configmaps".into(),
-                    Some("default".into()),
-                    after,
-                    limit,
-                    required.clone(),
+                .list_raw(
+                    ListRange::all("/configmaps")
+                        .in_namespace(Some("default".into()))
+                        .page(after, limit)
+                        .labelled(required.clone()),
                     Box::new(|_| true),
                 )
                 .await
@@ -1601,7 +1639,7 @@ mod tests {
         };
         assert_eq!(obj_rv(&b), 3);
         let l = store
-            .list("/configmaps".into(), None, None, 0, Box::new(|_| true))
+            .list(ListRange::all("/configmaps"), Box::new(|_| true))
             .await
             .unwrap();
         assert_eq!(l.items.len(), 1);

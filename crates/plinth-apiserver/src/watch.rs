@@ -32,7 +32,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::app::{App, AppRef, Filter, Query, Render, present};
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
-use crate::store::{Event, EventType};
+use crate::store::{Event, EventType, ListRange};
 
 struct Watcher {
     info: Arc<ResourceInfo>,
@@ -238,10 +238,7 @@ pub(crate) async fn watch(
             let res = app
                 .store
                 .list(
-                    key.clone(),
-                    w.ns.clone(),
-                    None,
-                    0,
+                    ListRange::all(key.clone()).in_namespace(w.ns.clone()),
                     Box::new(move |o| filter.matches(o)),
                 )
                 .await?;

@@ -12,7 +12,7 @@ use crate::app::{
 };
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
-use crate::store::WriteOp;
+use crate::store::{ListRange, WriteOp};
 use crate::timestamp::now;
 use crate::webhook::{Attributes, Operation};
 
@@ -294,10 +294,7 @@ pub(crate) async fn delete_collection(
     let res = app
         .store
         .list(
-            storage_rkey(info),
-            ns,
-            None,
-            0,
+            ListRange::all(storage_rkey(info)).in_namespace(ns),
             Box::new(move |o| filter.matches(o)),
         )
         .await?;

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::app::{App, Filter, Query, Render, respond_objects, storage_info, storage_rkey};
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
+use crate::store::ListRange;
 
 /// LIST: the objects the selectors match, one page (`limit`, `continue`) at a time,
 /// rendered as the client asked.
@@ -54,11 +55,10 @@ pub(crate) async fn list(
         q.get("resourceVersion").map(String::as_str),
         q.get("resourceVersionMatch").map(String::as_str),
         token_rv,
-        storage_rkey(info),
-        ns,
-        after,
-        limit,
-        required,
+        ListRange::all(storage_rkey(info))
+            .in_namespace(ns)
+            .page(after, limit)
+            .labelled(required),
         filter_fn,
         |ns, name| encode_continue(0, ns, name),
     )

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::config::Hook;
 use crate::app::App;
 use crate::registry::rkey;
-use crate::store::ObjKey;
+use crate::store::{ListRange, ObjKey};
 
 /// The largest AdmissionReview response read.
 const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
@@ -279,10 +279,8 @@ async fn resolve_service(
     let slices = app
         .store
         .list(
-            rkey("discovery.k8s.io", "endpointslices"),
-            Some(ns.to_string()),
-            None,
-            0,
+            ListRange::all(rkey("discovery.k8s.io", "endpointslices"))
+                .in_namespace(Some(ns.to_string())),
             Box::new({
                 let name = name.to_string();
                 move |o| {
