@@ -236,8 +236,12 @@ async fn scale(
         Method::GET => verbs::scale::get(app, i, &paths, ns, name).await?,
         Method::PUT | Method::PATCH => {
             let bytes = read_body(app, body).await?;
-            let is_patch = *method == Method::PATCH;
-            verbs::scale::write(app, i, &paths, ns, name, cx, &bytes, is_patch).await?
+            let body = if *method == Method::PATCH {
+                verbs::scale::ScaleWrite::Patch(&bytes)
+            } else {
+                verbs::scale::ScaleWrite::Put(&bytes)
+            };
+            verbs::scale::write(app, i, &paths, ns, name, cx, body).await?
         }
         ref m => {
             return Err(ApiError::new(
@@ -312,17 +316,7 @@ async fn update(
     let warnings = verbs::field_validation(&t.info, &cx.q, &obj)?;
     let status_only = t.sub.as_deref() == Some("status");
     let ns = t.ns.as_deref();
-    let updated = verbs::update(
-        app,
-        &t.info,
-        ns,
-        name,
-        obj,
-        status_only,
-        cx.dry_run(),
-        &cx.owner,
-    )
-    .await?;
+    let updated = verbs::update(app, &t.info, ns, name, obj, status_only, cx).await?;
     Ok(with_warnings(
         one(t, cx, updated, StatusCode::OK),
         &warnings,
@@ -349,18 +343,7 @@ async fn patch(
         };
         return Ok(one(t, cx, obj, code));
     }
-    let patched = verbs::patch(
-        app,
-        &t.info,
-        ns,
-        name,
-        &cx.content_type,
-        bytes,
-        status_only,
-        &cx.q,
-        &cx.owner,
-    )
-    .await?;
+    let patched = verbs::patch(app, &t.info, ns, name, bytes, status_only, cx).await?;
     Ok(one(t, cx, patched, StatusCode::OK))
 }
 

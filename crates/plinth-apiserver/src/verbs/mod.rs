@@ -13,7 +13,7 @@ mod update;
 pub(crate) use create::{create, namespace_defaults};
 pub(crate) use delete::{DeleteOptions, delete, delete_collection};
 pub(crate) use read::list;
-pub(crate) use update::{apply_request, modify, modify_as, patch, update};
+pub(crate) use update::{UpdateMode, apply_request, modify, modify_as, patch, update};
 
 use serde_json::{Value, json};
 

@@ -25,8 +25,15 @@ pub(crate) async fn get(
     Ok(to_scale(info, paths, &obj))
 }
 
-/// PUT of a Scale (`body`), or PATCH of the current Scale with `patch` of `content_type`.
-#[allow(clippy::too_many_arguments)]
+/// The body of a write to the `scale` subresource.
+pub(crate) enum ScaleWrite<'a> {
+    /// PUT: a whole Scale.
+    Put(&'a [u8]),
+    /// PATCH: a patch of the current Scale, of the request's content type.
+    Patch(&'a [u8]),
+}
+
+/// PUT of a Scale, or PATCH of the current Scale.
 pub(crate) async fn write(
     app: &App,
     info: &ResourceInfo,
@@ -34,46 +41,42 @@ pub(crate) async fn write(
     ns: Option<&str>,
     name: &str,
     cx: &RequestContext,
-    body: &[u8],
-    is_patch: bool,
+    body: ScaleWrite<'_>,
 ) -> Result<Value, ApiError> {
-    let scale = if is_patch {
-        let kind = crate::patch::PatchKind::from_content_type(&cx.content_type, info)?;
-        let doc: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding patch body: {e}")))?;
-        let current = get(app, info, paths, ns, name).await?;
-        let mut patched = crate::patch::apply(kind, &current, &doc)?;
-        // A patch result carries the stored resourceVersion; only the patch's own is a
-        // precondition.
-        if doc
-            .pointer("/metadata/resourceVersion")
-            .is_none_or(Value::is_null)
-        {
-            meta_mut(&mut patched).remove("resourceVersion");
+    let scale = match body {
+        ScaleWrite::Patch(body) => {
+            let kind = crate::patch::PatchKind::from_content_type(&cx.content_type, info)?;
+            let doc: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding patch body: {e}")))?;
+            let current = get(app, info, paths, ns, name).await?;
+            let mut patched = crate::patch::apply(kind, &current, &doc)?;
+            // A patch result carries the stored resourceVersion; only the patch's own is a
+            // precondition.
+            if doc
+                .pointer("/metadata/resourceVersion")
+                .is_none_or(Value::is_null)
+            {
+                meta_mut(&mut patched).remove("resourceVersion");
+            }
+            patched
         }
-        patched
-    } else {
-        super::decode_body(&cx.content_type, body)?
+        ScaleWrite::Put(body) => super::decode_body(&cx.content_type, body)?,
     };
     let replicas = desired_replicas(info, name, &scale)?;
     let wanted_rv = meta_str(&scale, "resourceVersion").map(String::from);
-    let updated = super::modify_as(
-        app,
-        info,
-        ns,
-        name,
-        cx.dry_run(),
-        wanted_rv.is_some(),
-        &cx.owner,
-        |old| {
-            let mut new = old.clone();
-            set_path(&mut new, &paths.spec_replicas, json!(replicas));
-            if let Some(rv) = &wanted_rv {
-                meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
-            }
-            Ok(new)
-        },
-    )
+    let mode = super::UpdateMode {
+        dry_run: cx.dry_run(),
+        explicit_rv: wanted_rv.is_some(),
+        ..super::UpdateMode::by(&cx.owner)
+    };
+    let updated = super::modify_as(app, info, ns, name, mode, |old| {
+        let mut new = old.clone();
+        set_path(&mut new, &paths.spec_replicas, json!(replicas));
+        if let Some(rv) = &wanted_rv {
+            meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+        }
+        Ok(new)
+    })
     .await?;
     Ok(to_scale(info, paths, &updated))
 }

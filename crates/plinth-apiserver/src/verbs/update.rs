@@ -8,8 +8,8 @@ use super::{
     field_validation, normalize_metadata, record_fields, write,
 };
 use crate::app::{
-    App, Query, cause, dry_run, finalizers, get_object, key_for, meta, meta_mut, meta_str, present,
-    rv_of, storage_info, truthy,
+    App, Query, RequestContext, cause, dry_run, finalizers, get_object, key_for, meta, meta_mut,
+    meta_str, present, rv_of, storage_info, truthy,
 };
 use crate::error::ApiError;
 use crate::resource::ResourceInfo;
@@ -183,23 +183,52 @@ fn keep_system_metadata(info: &ResourceInfo, old: &Value, new: &mut Value) {
     }
 }
 
+/// How one update is made: which part of the object it writes, whether it is stored,
+/// what its resourceVersion means, and whose change it is.
+#[derive(Clone, Copy)]
+pub(crate) struct UpdateMode<'a> {
+    /// Only the status subresource changes.
+    pub status_only: bool,
+    /// Admission runs and the result is returned, but nothing is stored.
+    pub dry_run: bool,
+    /// The proposal's resourceVersion, when it carries one, is a precondition (the client
+    /// sent it); otherwise storage races are retried.
+    pub explicit_rv: bool,
+    /// Whose change it is, for managedFields.
+    pub owner: &'a Owner,
+}
+
+impl<'a> UpdateMode<'a> {
+    /// A change of the whole object by `owner`, stored, without a precondition.
+    pub(crate) fn by(owner: &'a Owner) -> Self {
+        Self {
+            status_only: false,
+            dry_run: false,
+            explicit_rv: false,
+            owner,
+        }
+    }
+}
+
 /// Runs an update: `mutate` turns the stored object into the proposed new one. Retries
 /// on storage conflicts unless the proposal carried its own resourceVersion.
-#[allow(clippy::too_many_arguments)]
 async fn update_with<F>(
     app: &App,
     info: &ResourceInfo,
     ns: Option<&str>,
     name: &str,
-    status_only: bool,
-    dry_run: bool,
-    explicit_rv: bool,
-    owner: &Owner,
+    mode: UpdateMode<'_>,
     mut mutate: F,
 ) -> Result<Value, ApiError>
 where
     F: FnMut(&Value) -> Result<Value, ApiError>,
 {
+    let UpdateMode {
+        status_only,
+        dry_run,
+        explicit_rv,
+        owner,
+    } = mode;
     let key = key_for(info, ns, name);
     let storage = storage_info(app, info);
     for _ in 0..16 {
@@ -270,7 +299,6 @@ fn check_body_name(new: &Value, name: &str) -> Result<(), ApiError> {
 }
 
 /// PUT.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn update(
     app: &App,
     info: &ResourceInfo,
@@ -278,39 +306,31 @@ pub(crate) async fn update(
     name: &str,
     obj: Value,
     status_only: bool,
-    dry_run: bool,
-    owner: &Owner,
+    cx: &RequestContext,
 ) -> Result<Value, ApiError> {
     // kube-apiserver reads a resourceVersion of "0" as none: an unconditional update.
     let explicit = meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty() && rv != "0");
-    update_with(
-        app,
-        info,
-        ns,
-        name,
+    let mode = UpdateMode {
         status_only,
-        dry_run,
-        explicit,
-        owner,
-        |_| Ok(obj.clone()),
-    )
-    .await
+        dry_run: cx.dry_run(),
+        explicit_rv: explicit,
+        owner: &cx.owner,
+    };
+    update_with(app, info, ns, name, mode, |_| Ok(obj.clone())).await
 }
 
-/// PATCH with one of the supported patch types.
-#[allow(clippy::too_many_arguments)]
+/// PATCH with one of the supported patch types (`cx.content_type`).
 pub(crate) async fn patch(
     app: &App,
     info: &ResourceInfo,
     ns: Option<&str>,
     name: &str,
-    content_type: &str,
     bytes: &[u8],
     status_only: bool,
-    q: &Query,
-    owner: &Owner,
+    cx: &RequestContext,
 ) -> Result<Value, ApiError> {
-    let kind = crate::patch::PatchKind::from_content_type(content_type, info)?;
+    let q = &cx.q;
+    let kind = crate::patch::PatchKind::from_content_type(&cx.content_type, info)?;
     let patch_doc: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch body: {e}")))?;
     let strict = q.get("fieldValidation").is_some_and(|v| v == "Strict");
@@ -326,30 +346,26 @@ pub(crate) async fn patch(
             .pointer("/metadata/resourceVersion")
             .is_some_and(|v| !v.is_null()),
     };
-    update_with(
-        app,
-        info,
-        ns,
-        name,
+    let mode = UpdateMode {
         status_only,
-        dry_run(q),
-        explicit,
-        owner,
-        |old| {
-            let mut new = crate::patch::apply(kind, old, &patch_doc)?;
-            patched_metadata_decodes(info, kind, &patch_doc, &new)?;
-            check_patched_identity(old, &new)?;
-            if !crate::patch::names_finalizers(kind, &patch_doc)
-                && let Some(kept) = meta(old).get("finalizers").cloned()
-            {
-                meta_mut(&mut new).insert("finalizers".into(), kept);
-            }
-            if strict {
-                field_validation(info, q, &new)?;
-            }
-            Ok(new)
-        },
-    )
+        dry_run: cx.dry_run(),
+        explicit_rv: explicit,
+        owner: &cx.owner,
+    };
+    update_with(app, info, ns, name, mode, |old| {
+        let mut new = crate::patch::apply(kind, old, &patch_doc)?;
+        patched_metadata_decodes(info, kind, &patch_doc, &new)?;
+        check_patched_identity(old, &new)?;
+        if !crate::patch::names_finalizers(kind, &patch_doc)
+            && let Some(kept) = meta(old).get("finalizers").cloned()
+        {
+            meta_mut(&mut new).insert("finalizers".into(), kept);
+        }
+        if strict {
+            field_validation(info, q, &new)?;
+        }
+        Ok(new)
+    })
     .await
 }
 
@@ -377,7 +393,6 @@ fn patched_metadata_decodes(
 /// absent, else merges the applied configuration under field ownership. Returns the
 /// object and whether it was created. Errors: 400 without `fieldManager`, 409 on
 /// ownership conflicts (unless `force=true`), as for create/update otherwise.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn apply_request(
     app: &App,
     info: &ResourceInfo,
@@ -417,17 +432,13 @@ pub(crate) async fn apply_request(
                 r => return r.map(|v| (v, true)),
             }
         }
-        let updated = update_with(
-            app,
-            info,
-            ns,
-            name,
-            false,
-            dry_run(q),
-            false,
-            &Owner::Apply,
-            |old| Ok(crate::ssa::apply(info, Some(old), &config, manager, force)?.object),
-        )
+        let mode = UpdateMode {
+            dry_run: dry_run(q),
+            ..UpdateMode::by(&Owner::Apply)
+        };
+        let updated = update_with(app, info, ns, name, mode, |old| {
+            Ok(crate::ssa::apply(info, Some(old), &config, manager, force)?.object)
+        })
         .await;
         match updated {
             Err(e) if e.code == 404 => continue,
@@ -489,21 +500,17 @@ fn check_patched_identity(old: &Value, new: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// An update computed from the stored object by `f` (re-run on storage races), recorded
-/// under `owner`; with `explicit_rv` the proposal's resourceVersion is a precondition.
-/// Used by subresources that write one field of their parent (`scale`).
-#[allow(clippy::too_many_arguments)]
+/// An update computed from the stored object by `f` (re-run on storage races), made as
+/// `mode` says. Used by subresources that write one field of their parent (`scale`).
 pub(crate) async fn modify_as(
     app: &App,
     info: &ResourceInfo,
     ns: Option<&str>,
     name: &str,
-    dry_run: bool,
-    explicit_rv: bool,
-    owner: &Owner,
+    mode: UpdateMode<'_>,
     f: impl FnMut(&Value) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
-    update_with(app, info, ns, name, false, dry_run, explicit_rv, owner, f).await
+    update_with(app, info, ns, name, mode, f).await
 }
 
 /// Internal update used by the garbage collector and lifecycle code.
@@ -514,18 +521,7 @@ pub(crate) async fn modify(
     name: &str,
     f: impl FnMut(&Value) -> Result<Value, ApiError>,
 ) -> Result<Value, ApiError> {
-    update_with(
-        app,
-        info,
-        ns,
-        name,
-        false,
-        false,
-        false,
-        &Owner::Internal,
-        f,
-    )
-    .await
+    update_with(app, info, ns, name, UpdateMode::by(&Owner::Internal), f).await
 }
 
 // ---------------------------------------------------------------- delete
