@@ -26,7 +26,10 @@ use object_store::{
 };
 use sha2::Sha256;
 
-use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_ops};
+use crate::{
+    ResolvedOp, StoreError, WriteOp, WriteOutcome, WriteRequest, layout, resolve_dir, resolve_file,
+    resolve_ops,
+};
 
 /// Which object-storage service a [`BucketConfig`] talks to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -614,9 +617,9 @@ impl BucketWriter {
         let mut changed = false;
         // key → md5 of content, or "-" for a deleted key; feeds the version ID.
         let mut covered: BTreeMap<String, String> = BTreeMap::new();
-        for op in ops {
+        for ResolvedOp(op) in ops {
             match op {
-                ResolvedOp::ReplaceDir { dir, files } => {
+                WriteOp::ReplaceDir { dir, files } => {
                     let existing = self.list_meta(&dir).await?;
                     let mut kept = HashSet::new();
                     for (key, content) in &files {
@@ -637,7 +640,7 @@ impl BucketWriter {
                         changed = true;
                     }
                 }
-                ResolvedOp::Put { path, content } => {
+                WriteOp::Put { path, content } => {
                     let loc = ObjPath::from(path.as_str());
                     let existing = self.head(&loc).await?;
                     changed |= self
@@ -645,7 +648,7 @@ impl BucketWriter {
                         .await?;
                     covered.insert(path, md5_hex(&content));
                 }
-                ResolvedOp::Delete { path } => {
+                WriteOp::Delete { path } => {
                     let loc = ObjPath::from(path.as_str());
                     if self.head(&loc).await?.is_some() {
                         self.delete_keys(vec![loc]).await?;
@@ -653,7 +656,7 @@ impl BucketWriter {
                     }
                     covered.insert(path, "-".into());
                 }
-                ResolvedOp::DeleteDir { dir } => {
+                WriteOp::DeleteDir { dir } => {
                     let existing = self.list_meta(&dir).await?;
                     if !existing.is_empty() {
                         for k in existing.keys() {
@@ -679,11 +682,7 @@ impl BucketWriter {
     }
 
     pub(crate) async fn read(&self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let full =
-            layout::safe_join_file(&self.prefix, path).map_err(|e| StoreError::PathEscapes {
-                path: path.to_string(),
-                cause: e.to_string(),
-            })?;
+        let full = resolve_file(&self.prefix, path)?;
         match self.store.get(&ObjPath::from(full.as_str())).await {
             Ok(r) => Ok(Some(
                 r.bytes()
@@ -697,10 +696,7 @@ impl BucketWriter {
     }
 
     pub(crate) async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
-        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
-            path: dir.to_string(),
-            cause: e.to_string(),
-        })?;
+        let full = resolve_dir(&self.prefix, dir)?;
         let mut keys: Vec<String> = self
             .list_meta(&full)
             .await?
@@ -719,10 +715,7 @@ impl BucketWriter {
         since: Option<&str>,
     ) -> Result<crate::Snapshot, StoreError> {
         use sha2::Digest;
-        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
-            path: dir.to_string(),
-            cause: e.to_string(),
-        })?;
+        let full = resolve_dir(&self.prefix, dir)?;
         let mut metas: Vec<(ObjPath, ObjectMeta)> =
             self.list_meta(&full).await?.into_iter().collect();
         metas.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));

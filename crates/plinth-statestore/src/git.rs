@@ -47,7 +47,10 @@ use tokio::sync::oneshot;
 
 use crate::github_app::{AppTokenSource, GITHUB_APP_USERNAME};
 use crate::ssh::{self, KnownHostsDb, PreparedKey, SshTarget};
-use crate::{ResolvedOp, StoreError, WriteOutcome, WriteRequest, layout, resolve_ops};
+use crate::{
+    ResolvedOp, StoreError, WriteOp, WriteOutcome, WriteRequest, layout, resolve_dir, resolve_file,
+    resolve_ops,
+};
 
 /// Default author name for commits (`gitAuthor` default `{name: kratix}`).
 pub const DEFAULT_AUTHOR_NAME: &str = "kratix";
@@ -487,11 +490,7 @@ impl GitHandle {
     }
 
     pub(crate) async fn read(&self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let full =
-            layout::safe_join_file(&self.prefix, path).map_err(|e| StoreError::PathEscapes {
-                path: path.to_string(),
-                cause: e.to_string(),
-            })?;
+        let full = resolve_file(&self.prefix, path)?;
         self.call(|r| Cmd::Read(full, r)).await
     }
 
@@ -502,10 +501,7 @@ impl GitHandle {
         dir: &str,
         since: Option<&str>,
     ) -> Result<Option<GitSnapshot>, StoreError> {
-        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
-            path: dir.to_string(),
-            cause: e.to_string(),
-        })?;
+        let full = resolve_dir(&self.prefix, dir)?;
         let since = since.map(str::to_string);
         let snap = self.call(|r| Cmd::Snapshot(full, since, r)).await?;
         Ok(snap.map(|mut s| {
@@ -547,10 +543,7 @@ impl GitHandle {
     }
 
     pub(crate) async fn list(&self, dir: &str) -> Result<Vec<String>, StoreError> {
-        let full = layout::safe_join(&self.prefix, dir).map_err(|e| StoreError::PathEscapes {
-            path: dir.to_string(),
-            cause: e.to_string(),
-        })?;
+        let full = resolve_dir(&self.prefix, dir)?;
         let paths = self.call(|r| Cmd::List(full, r)).await?;
         Ok(paths
             .into_iter()
@@ -1703,16 +1696,16 @@ fn apply_ops(
     ops: &[ResolvedOp],
 ) -> Result<bool, git2::Error> {
     let mut changed = false;
-    for op in ops {
+    for ResolvedOp(op) in ops {
         match op {
-            ResolvedOp::Put { path, content } => changed |= put(repo, index, path, content)?,
-            ResolvedOp::Delete { path } => {
+            WriteOp::Put { path, content } => changed |= put(repo, index, path, content)?,
+            WriteOp::Delete { path } => {
                 if index.get_path(Path::new(path), 0).is_some() {
                     index.remove(Path::new(path), 0)?;
                     changed = true;
                 }
             }
-            ResolvedOp::DeleteDir { dir } => {
+            WriteOp::DeleteDir { dir } => {
                 let existing = entries_under(index, dir);
                 if !existing.is_empty() {
                     for p in existing.keys() {
@@ -1721,7 +1714,7 @@ fn apply_ops(
                     changed = true;
                 }
             }
-            ResolvedOp::ReplaceDir { dir, files } => {
+            WriteOp::ReplaceDir { dir, files } => {
                 let existing = entries_under(index, dir);
                 let mut wanted = BTreeMap::new();
                 for (p, content) in files {
@@ -1804,29 +1797,33 @@ mod tests {
 
     #[test]
     fn index_ops() {
+        let resolved = |ops: &[WriteOp]| ops.iter().cloned().map(ResolvedOp).collect::<Vec<_>>();
         let dir = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(dir.path()).unwrap();
         let mut index = Index::new().unwrap();
         let ops = vec![
-            ResolvedOp::ReplaceDir {
+            WriteOp::ReplaceDir {
                 dir: "d/x".into(),
                 files: vec![
                     ("d/x/a".into(), b"1".to_vec()),
                     ("d/x/b/c".into(), b"2".to_vec()),
                 ],
             },
-            ResolvedOp::Put {
+            WriteOp::Put {
                 path: "top".into(),
                 content: b"t".to_vec(),
             },
         ];
-        assert!(apply_ops(&repo, &mut index, &ops).unwrap());
-        assert!(!apply_ops(&repo, &mut index, &ops).unwrap(), "idempotent");
-        let replace = vec![ResolvedOp::ReplaceDir {
+        assert!(apply_ops(&repo, &mut index, &resolved(&ops)).unwrap());
+        assert!(
+            !apply_ops(&repo, &mut index, &resolved(&ops)).unwrap(),
+            "idempotent"
+        );
+        let replace = vec![WriteOp::ReplaceDir {
             dir: "d/x".into(),
             files: vec![("d/x/a".into(), b"1".to_vec())],
         }];
-        assert!(apply_ops(&repo, &mut index, &replace).unwrap());
+        assert!(apply_ops(&repo, &mut index, &resolved(&replace)).unwrap());
         assert_eq!(
             entries_under(&index, "d")
                 .keys()
@@ -1835,26 +1832,26 @@ mod tests {
             ["d/x/a"]
         );
         // A file where a directory must go, and vice versa.
-        let conflict = vec![ResolvedOp::Put {
+        let conflict = vec![WriteOp::Put {
             path: "top/inner".into(),
             content: b"i".to_vec(),
         }];
-        assert!(apply_ops(&repo, &mut index, &conflict).unwrap());
+        assert!(apply_ops(&repo, &mut index, &resolved(&conflict)).unwrap());
         assert!(index.get_path(Path::new("top"), 0).is_none());
-        let back = vec![ResolvedOp::Put {
+        let back = vec![WriteOp::Put {
             path: "top".into(),
             content: b"t".to_vec(),
         }];
-        assert!(apply_ops(&repo, &mut index, &back).unwrap());
+        assert!(apply_ops(&repo, &mut index, &resolved(&back)).unwrap());
         assert!(index.get_path(Path::new("top/inner"), 0).is_none());
         index.write_tree_to(&repo).unwrap();
         let del = vec![
-            ResolvedOp::DeleteDir { dir: "d".into() },
-            ResolvedOp::Delete {
+            WriteOp::DeleteDir { dir: "d".into() },
+            WriteOp::Delete {
                 path: "nope".into(),
             },
         ];
-        assert!(apply_ops(&repo, &mut index, &del).unwrap());
-        assert!(!apply_ops(&repo, &mut index, &del).unwrap());
+        assert!(apply_ops(&repo, &mut index, &resolved(&del)).unwrap());
+        assert!(!apply_ops(&repo, &mut index, &resolved(&del)).unwrap());
     }
 }

@@ -168,57 +168,56 @@ pub struct WriteOutcome {
     pub changed: bool,
 }
 
-/// A validated op with repository/bucket-absolute paths (store prefix applied).
+/// A [`WriteOp`] whose paths are repository/bucket-absolute: the store prefix applied and
+/// each path checked. Only [`resolve_ops`] makes them.
 #[derive(Clone, Debug)]
-pub(crate) enum ResolvedOp {
-    ReplaceDir {
-        dir: String,
-        files: Vec<(String, Vec<u8>)>,
-    },
-    Put {
-        path: String,
-        content: Vec<u8>,
-    },
-    Delete {
-        path: String,
-    },
-    DeleteDir {
-        dir: String,
-    },
-}
+pub(crate) struct ResolvedOp(pub(crate) WriteOp);
 
 /// Applies the store prefix to every path of a request and checks each with
 /// [`layout::safe_join`]; the first bad path fails the whole request.
 pub(crate) fn resolve_ops(prefix: &str, ops: &[WriteOp]) -> Result<Vec<ResolvedOp>, StoreError> {
-    let esc = |path: &str, e: PathError| StoreError::PathEscapes {
-        path: path.to_string(),
-        cause: e.to_string(),
-    };
     let mut out = Vec::with_capacity(ops.len());
     for op in ops {
-        out.push(match op {
+        out.push(ResolvedOp(match op {
             WriteOp::ReplaceDir { dir, files } => {
-                let d = layout::safe_join(prefix, dir).map_err(|e| esc(dir, e))?;
+                let d = resolve_dir(prefix, dir)?;
                 let mut fs = Vec::with_capacity(files.len());
                 for (rel, content) in files {
-                    let full = layout::safe_join_file(&d, rel).map_err(|e| esc(rel, e))?;
+                    let full = resolve_file(&d, rel)?;
                     fs.push((full, content.clone()));
                 }
-                ResolvedOp::ReplaceDir { dir: d, files: fs }
+                WriteOp::ReplaceDir { dir: d, files: fs }
             }
-            WriteOp::Put { path, content } => ResolvedOp::Put {
-                path: layout::safe_join_file(prefix, path).map_err(|e| esc(path, e))?,
+            WriteOp::Put { path, content } => WriteOp::Put {
+                path: resolve_file(prefix, path)?,
                 content: content.clone(),
             },
-            WriteOp::Delete { path } => ResolvedOp::Delete {
-                path: layout::safe_join_file(prefix, path).map_err(|e| esc(path, e))?,
+            WriteOp::Delete { path } => WriteOp::Delete {
+                path: resolve_file(prefix, path)?,
             },
-            WriteOp::DeleteDir { dir } => ResolvedOp::DeleteDir {
-                dir: layout::safe_join(prefix, dir).map_err(|e| esc(dir, e))?,
+            WriteOp::DeleteDir { dir } => WriteOp::DeleteDir {
+                dir: resolve_dir(prefix, dir)?,
             },
-        });
+        }));
     }
     Ok(out)
+}
+
+/// The file `path` under the store prefix, checked as [`resolve_ops`] checks a file.
+pub(crate) fn resolve_file(prefix: &str, path: &str) -> Result<String, StoreError> {
+    layout::safe_join_file(prefix, path).map_err(|e| path_escapes(path, e))
+}
+
+/// The directory `dir` under the store prefix, checked as [`resolve_ops`] checks one.
+pub(crate) fn resolve_dir(prefix: &str, dir: &str) -> Result<String, StoreError> {
+    layout::safe_join(prefix, dir).map_err(|e| path_escapes(dir, e))
+}
+
+fn path_escapes(path: &str, e: PathError) -> StoreError {
+    StoreError::PathEscapes {
+        path: path.to_string(),
+        cause: e.to_string(),
+    }
 }
 
 #[derive(Clone)]
@@ -388,8 +387,8 @@ mod tests {
             ),
             Err(StoreError::PathEscapes { .. })
         ));
-        match &r[0] {
-            ResolvedOp::ReplaceDir { dir, files } => {
+        match &r[0].0 {
+            WriteOp::ReplaceDir { dir, files } => {
                 assert_eq!(dir, "platform/dev/resources/x");
                 assert_eq!(files[0].0, "platform/dev/resources/x/a/b.yaml");
             }
