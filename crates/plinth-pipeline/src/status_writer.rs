@@ -98,16 +98,35 @@ pub fn merge_status(
     incoming: &Value,
     ctx: &StatusContext,
 ) -> Result<Value, PipelineError> {
-    let mut status: Map<String, Value> = match existing {
-        Value::Object(m) => m.clone(),
-        Value::Null => Map::new(),
-        other => {
-            return Err(PipelineError::Config(format!(
-                "existing status is not an object: {other}"
-            )));
-        }
-    };
-    let incoming: Map<String, Value> = match incoming {
+    let mut status = existing_map(existing)?;
+    let incoming = incoming_map(incoming)?;
+    let now = rfc3339(ctx.now);
+    merge_incoming(&mut status, incoming, ctx, &now)?;
+    record_control(&mut status, ctx, &now)?;
+    let suspended = ctx.control.is_suspended();
+    if !suspended && ctx.is_last_pipeline {
+        complete_workflow(&mut status, ctx, &now);
+    }
+    if ctx.dry_run {
+        status.insert("message".into(), json!(messages::DRY_RUN_EXECUTED));
+    }
+    Ok(Value::Object(status))
+}
+
+/// The object's current status as a map (`null`: none).
+fn existing_map(existing: &Value) -> Result<Map<String, Value>, PipelineError> {
+    match existing {
+        Value::Object(m) => Ok(m.clone()),
+        Value::Null => Ok(Map::new()),
+        other => Err(PipelineError::Config(format!(
+            "existing status is not an object: {other}"
+        ))),
+    }
+}
+
+/// Step 1: the pipeline's `status.yaml` as a map (empty: none), without `kratix`.
+fn incoming_map(incoming: &Value) -> Result<Map<String, Value>, PipelineError> {
+    let incoming = match incoming {
         Value::Object(m) => m.clone(),
         Value::Null => Map::new(),
         other => {
@@ -126,7 +145,16 @@ pub fn merge_status(
             "the `kratix` key is reserved for Kratix; pipelines cannot write status.kratix".into(),
         ));
     }
-    let now = rfc3339(ctx.now);
+    Ok(incoming)
+}
+
+/// Steps 2 and 3: top-level keys overwrite, `conditions` merge by type.
+fn merge_incoming(
+    status: &mut Map<String, Value>,
+    incoming: Map<String, Value>,
+    ctx: &StatusContext,
+    now: &str,
+) -> Result<(), PipelineError> {
     for (key, value) in incoming {
         if ctx.workflow_type == WorkflowType::Promise && key != "message" {
             tracing::warn!(key = %key, "promise workflows can only set status.message; the Promise status schema drops other keys");
@@ -138,142 +166,165 @@ pub fn merge_status(
         let list = value
             .as_array()
             .ok_or_else(|| PipelineError::ForbiddenStatus("`conditions` must be a list".into()))?;
-        let mut merged: Vec<Value> = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for (i, c) in list.iter().enumerate() {
-            let ty = c
-                .get("type")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .ok_or_else(|| {
-                    PipelineError::ForbiddenStatus(format!("conditions[{i}] has no `type`"))
-                })?;
-            if KRATIX_OWNED_CONDITIONS.contains(&ty) {
-                return Err(PipelineError::ForbiddenStatus(format!(
-                    "conditions[{i}]: condition type {ty:?} is owned by Kratix and cannot be set by a pipeline"
-                )));
-            }
-            let mut c = c.clone();
-            if c.get("lastTransitionTime").is_none_or(Value::is_null) {
-                c["lastTransitionTime"] = json!(now);
-            }
-            // Incoming wins outright for pipeline-owned conditions.
-            if let Some(slot) = merged.iter_mut().find(|e| e["type"] == ty) {
-                *slot = c;
-            } else {
-                merged.push(c);
-            }
-        }
+        let merged = merge_conditions(status, list, now)?;
         status.insert("conditions".into(), Value::Array(merged));
     }
+    Ok(())
+}
 
-    let suspended = ctx.control.is_suspended();
-    {
-        let kratix = object_mut(&mut status, "kratix");
-        let workflows = object_mut(kratix, "workflows");
-        let pipelines = workflows.entry("pipelines").or_insert_with(|| json!([]));
-        if !pipelines.is_array() {
-            *pipelines = json!([]);
-        }
-        let pipelines = pipelines.as_array_mut().expect("array");
-        let idx = match pipelines
-            .iter()
-            .position(|p| p["name"] == ctx.pipeline_name.as_str())
-        {
-            Some(i) => Some(i),
-            None if suspended => {
-                pipelines.push(json!({"name": ctx.pipeline_name}));
-                Some(pipelines.len() - 1)
-            }
-            None => None,
-        };
-        if let Some(i) = idx {
-            let entry = pipelines[i].as_object_mut().ok_or_else(|| {
-                PipelineError::Config(format!(
-                    "status.kratix.workflows.pipelines[{i}] is not an object"
-                ))
+/// The status's conditions with the pipeline's `list` merged in by `type` (incoming wins;
+/// a missing `lastTransitionTime` is `now`); Kratix-owned types are refused.
+fn merge_conditions(
+    status: &Map<String, Value>,
+    list: &[Value],
+    now: &str,
+) -> Result<Vec<Value>, PipelineError> {
+    let mut merged: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, c) in list.iter().enumerate() {
+        let ty = c
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                PipelineError::ForbiddenStatus(format!("conditions[{i}] has no `type`"))
             })?;
-            match &ctx.control {
-                ControlRequest::Continue => {
-                    let was_suspended =
-                        entry.get("phase").and_then(Value::as_str) == Some("Suspended");
-                    entry.remove("message");
-                    entry.remove("nextRetryAt");
-                    entry.remove("attempts");
-                    if was_suspended {
-                        entry.insert("phase".into(), json!("Running"));
-                        entry.insert("lastTransitionTime".into(), json!(now));
-                    }
-                }
-                ControlRequest::Suspend { message } | ControlRequest::Retry { message, .. } => {
-                    if entry.get("phase").and_then(Value::as_str) != Some("Suspended") {
-                        entry.insert("lastTransitionTime".into(), json!(now));
-                    }
-                    entry.insert("phase".into(), json!("Suspended"));
-                    match message.as_ref().filter(|m| !m.is_empty()) {
-                        Some(m) => entry.insert("message".into(), json!(m)),
-                        None => entry.remove("message"),
-                    };
-                    if let ControlRequest::Retry { after, .. } = &ctx.control {
-                        let next = ctx.now.checked_add(*after).map_err(|e| {
-                            PipelineError::metadata(
-                                WORKFLOW_CONTROL_FILE,
-                                format!("retryAfter: {e}"),
-                            )
-                        })?;
-                        let attempts =
-                            entry.get("attempts").and_then(Value::as_i64).unwrap_or(0) + 1;
-                        entry.insert("nextRetryAt".into(), json!(rfc3339(next)));
-                        entry.insert("attempts".into(), json!(attempts));
-                    } else {
-                        entry.remove("nextRetryAt");
-                        entry.remove("attempts");
-                    }
-                }
+        if KRATIX_OWNED_CONDITIONS.contains(&ty) {
+            return Err(PipelineError::ForbiddenStatus(format!(
+                "conditions[{i}]: condition type {ty:?} is owned by Kratix and cannot be set by a pipeline"
+            )));
+        }
+        let mut c = c.clone();
+        if c.get("lastTransitionTime").is_none_or(Value::is_null) {
+            c["lastTransitionTime"] = json!(now);
+        }
+        // Incoming wins outright for pipeline-owned conditions.
+        if let Some(slot) = merged.iter_mut().find(|e| e["type"] == ty) {
+            *slot = c;
+        } else {
+            merged.push(c);
+        }
+    }
+    Ok(merged)
+}
+
+/// Steps 4 and 5: this pipeline's entry in `kratix.workflows.pipelines[]` and
+/// `kratix.workflows.suspendedGeneration`, as the workflow control file asks.
+fn record_control(
+    status: &mut Map<String, Value>,
+    ctx: &StatusContext,
+    now: &str,
+) -> Result<(), PipelineError> {
+    let suspended = ctx.control.is_suspended();
+    let kratix = object_mut(status, "kratix");
+    let workflows = object_mut(kratix, "workflows");
+    let pipelines = workflows.entry("pipelines").or_insert_with(|| json!([]));
+    if !pipelines.is_array() {
+        *pipelines = json!([]);
+    }
+    let pipelines = pipelines.as_array_mut().expect("array");
+    let idx = match pipelines
+        .iter()
+        .position(|p| p["name"] == ctx.pipeline_name.as_str())
+    {
+        Some(i) => Some(i),
+        None if suspended => {
+            pipelines.push(json!({"name": ctx.pipeline_name}));
+            Some(pipelines.len() - 1)
+        }
+        None => None,
+    };
+    if let Some(i) = idx {
+        let entry = pipelines[i].as_object_mut().ok_or_else(|| {
+            PipelineError::Config(format!(
+                "status.kratix.workflows.pipelines[{i}] is not an object"
+            ))
+        })?;
+        record_pipeline_phase(entry, ctx, now)?;
+    }
+    if suspended {
+        match ctx.generation {
+            Some(g) => workflows.insert("suspendedGeneration".into(), json!(g)),
+            None => workflows.remove("suspendedGeneration"),
+        };
+    } else if ctx.is_last_pipeline {
+        workflows.remove("suspendedGeneration");
+    }
+    Ok(())
+}
+
+/// One pipeline's entry: a suspension or retry recorded (phase, message, next retry and
+/// attempts), or any earlier one cleared.
+fn record_pipeline_phase(
+    entry: &mut Map<String, Value>,
+    ctx: &StatusContext,
+    now: &str,
+) -> Result<(), PipelineError> {
+    let was_suspended = entry.get("phase").and_then(Value::as_str) == Some("Suspended");
+    match &ctx.control {
+        ControlRequest::Continue => {
+            entry.remove("message");
+            entry.remove("nextRetryAt");
+            entry.remove("attempts");
+            if was_suspended {
+                entry.insert("phase".into(), json!("Running"));
+                entry.insert("lastTransitionTime".into(), json!(now));
             }
         }
-        if suspended {
-            match ctx.generation {
-                Some(g) => workflows.insert("suspendedGeneration".into(), json!(g)),
-                None => workflows.remove("suspendedGeneration"),
+        ControlRequest::Suspend { message } | ControlRequest::Retry { message, .. } => {
+            if !was_suspended {
+                entry.insert("lastTransitionTime".into(), json!(now));
+            }
+            entry.insert("phase".into(), json!("Suspended"));
+            match message.as_ref().filter(|m| !m.is_empty()) {
+                Some(m) => entry.insert("message".into(), json!(m)),
+                None => entry.remove("message"),
             };
-        } else if ctx.is_last_pipeline {
-            workflows.remove("suspendedGeneration");
+            if let ControlRequest::Retry { after, .. } = &ctx.control {
+                let next = ctx.now.checked_add(*after).map_err(|e| {
+                    PipelineError::metadata(WORKFLOW_CONTROL_FILE, format!("retryAfter: {e}"))
+                })?;
+                let attempts = entry.get("attempts").and_then(Value::as_i64).unwrap_or(0) + 1;
+                entry.insert("nextRetryAt".into(), json!(rfc3339(next)));
+                entry.insert("attempts".into(), json!(attempts));
+            } else {
+                entry.remove("nextRetryAt");
+                entry.remove("attempts");
+            }
         }
     }
+    Ok(())
+}
 
-    if !suspended && ctx.is_last_pipeline {
-        if status.get("message").and_then(Value::as_str) == Some(messages::PENDING) {
-            let done = match ctx.workflow_type {
-                WorkflowType::Resource => messages::RESOURCE_REQUESTED,
-                WorkflowType::Promise => messages::PROMISE_CONFIGURED,
-            };
-            status.insert("message".into(), json!(done));
-        }
-        let mut conditions: Vec<Value> = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        upsert_condition(
-            &mut conditions,
-            json!({
-                "type": condition_types::CONFIGURE_WORKFLOW_COMPLETED,
-                "status": "True",
-                "reason": reasons::PIPELINES_EXECUTED_SUCCESSFULLY,
-                "message": messages::PIPELINES_COMPLETED,
-                "lastTransitionTime": now,
-            }),
-        );
-        status.insert("conditions".into(), Value::Array(conditions));
+/// Step 5, last pipeline: `Pending` becomes the finished message, and
+/// `ConfigureWorkflowCompleted=True` is upserted.
+fn complete_workflow(status: &mut Map<String, Value>, ctx: &StatusContext, now: &str) {
+    if status.get("message").and_then(Value::as_str) == Some(messages::PENDING) {
+        let done = match ctx.workflow_type {
+            WorkflowType::Resource => messages::RESOURCE_REQUESTED,
+            WorkflowType::Promise => messages::PROMISE_CONFIGURED,
+        };
+        status.insert("message".into(), json!(done));
     }
-    if ctx.dry_run {
-        status.insert("message".into(), json!(messages::DRY_RUN_EXECUTED));
-    }
-    Ok(Value::Object(status))
+    let mut conditions: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    upsert_condition(
+        &mut conditions,
+        json!({
+            "type": condition_types::CONFIGURE_WORKFLOW_COMPLETED,
+            "status": "True",
+            "reason": reasons::PIPELINES_EXECUTED_SUCCESSFULLY,
+            "message": messages::PIPELINES_COMPLETED,
+            "lastTransitionTime": now,
+        }),
+    );
+    status.insert("conditions".into(), Value::Array(conditions));
 }
 
 /// Inputs of [`run_status_writer`].
