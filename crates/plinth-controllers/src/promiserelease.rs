@@ -50,26 +50,66 @@ async fn reconcile(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<Action,
 /// checks, then the Promise's create or update.
 async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<Action, Error> {
     let api: Api<PromiseRelease> = Api::all(ctx.client.clone());
-    let name = pr.name_any();
-    let owned = Api::<Promise>::all(ctx.client.clone())
-        .list(&ListParams::default().labels(&format!("{}={}", labels::PROMISE_RELEASE_NAME, name)))
-        .await?
-        .items;
+    let owned = owned_promises(&ctx, &pr.name_any()).await?;
     if pr.meta().deletion_timestamp.is_some() {
         return delete(&ctx, &api, &pr, &owned).await;
     }
     if add_finalizer(&api, &pr).await? {
         return Ok(Action::await_change());
     }
-    let want_version = pr.spec.version.clone().unwrap_or_default();
-    if owned.len() == 1
-        && !want_version.is_empty()
-        && owned[0].labels().get(labels::PROMISE_VERSION) == Some(&want_version)
-    {
-        installed(&api, &name).await?;
+    if is_installed(&pr, &owned) {
+        installed(&api, &pr.name_any()).await?;
         return Ok(Action::await_change());
     }
-    let fail = |reason, message| fail(&ctx, &api, &pr, reason, message);
+    match fetch_checked(&ctx, &api, &pr, &owned).await? {
+        Checked::Install(fetched) => install(&ctx, &api, &pr, fetched).await,
+        Checked::Stop(action) => Ok(action),
+    }
+}
+
+/// The Promises this release installed (labelled with its name).
+async fn owned_promises(ctx: &Context, name: &str) -> Result<Vec<Promise>, Error> {
+    let selector = format!("{}={}", labels::PROMISE_RELEASE_NAME, name);
+    Ok(Api::<Promise>::all(ctx.client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
+}
+
+/// Whether the one Promise this release owns already has the version it asks for.
+fn is_installed(pr: &PromiseRelease, owned: &[Promise]) -> bool {
+    let want_version = pr.spec.version.as_deref().unwrap_or_default();
+    owned.len() == 1
+        && !want_version.is_empty()
+        && owned[0]
+            .labels()
+            .get(labels::PROMISE_VERSION)
+            .map(String::as_str)
+            == Some(want_version)
+}
+
+/// What the checks before an install decided.
+enum Checked {
+    /// Install this fetched Promise.
+    Install(Value),
+    /// Stop with this action: a failure was reported, or the fetched version was written
+    /// to the spec.
+    Stop(Action),
+}
+
+/// The fetch and its checks: one owned Promise at most, a fetched Promise with a version
+/// label, matching `spec.version` (an empty one takes the fetched version).
+async fn fetch_checked(
+    ctx: &Context,
+    api: &Api<PromiseRelease>,
+    pr: &PromiseRelease,
+    owned: &[Promise],
+) -> Result<Checked, Error> {
+    let name = pr.name_any();
+    let want_version = pr.spec.version.clone().unwrap_or_default();
+    let fail = async |reason: &str, message: String| -> Result<Checked, Error> {
+        Ok(Checked::Stop(fail(ctx, api, pr, reason, message).await?))
+    };
     if owned.len() > 1 {
         let msg = format!(
             "more than one Promise carries {}={}",
@@ -78,7 +118,7 @@ async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<A
         );
         return fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, msg).await;
     }
-    let fetched = match fetch(&ctx, &pr).await {
+    let fetched = match fetch(ctx, pr).await {
         Ok(p) => p,
         Err(cause) => {
             let msg = format!("Failed to fetch Promise from URL: {cause}");
@@ -96,17 +136,28 @@ async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<A
         let patch = json!({"spec": {"version": version}});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        return Ok(Action::await_change());
+        return Ok(Checked::Stop(Action::await_change()));
     }
     if version != want_version {
         let msg =
             format!("Version labels do not match, found: {version}, expected: {want_version}");
         return fail(reasons::VERSION_NOT_MATCHING, msg).await;
     }
+    Ok(Checked::Install(fetched))
+}
+
+/// Creates or updates the fetched Promise; a refusal is reported on the release.
+async fn install(
+    ctx: &Context,
+    api: &Api<PromiseRelease>,
+    pr: &PromiseRelease,
+    fetched: Value,
+) -> Result<Action, Error> {
     // The fetched Promise is written as fetched: its spec is not round-tripped through
     // the typed Promise.
     let raw: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &promise_resource());
-    let applied = match apply_promise(&raw, &pr, fetched.clone()).await {
+    let fail = |reason, message| fail(ctx, api, pr, reason, message);
+    let applied = match apply_promise(&raw, pr, fetched).await {
         // Another release's Promise: said on this release, and left to its owner.
         Err(Error::Invalid { message, .. }) => {
             return fail(reasons::FAILED_TO_CREATE_OR_UPDATE_PROMISE, message).await;
@@ -115,13 +166,13 @@ async fn reconcile_steps(pr: Arc<PromiseRelease>, ctx: Arc<Context>) -> Result<A
     };
     match applied {
         Ok(()) => {
-            installed(&api, &name).await?;
+            installed(api, &pr.name_any()).await?;
             Ok(Action::await_change())
         }
         Err(kube::Error::Api(e)) if e.is_invalid() => {
             support::publish(
                 &ctx.recorder(COMPONENT),
-                &support::typed_reference(pr.as_ref()),
+                &support::typed_reference(pr),
                 plinth_api::events::EventType::Warning,
                 plinth_api::constants::events::INVALID_PROMISE,
                 e.message.clone(),
