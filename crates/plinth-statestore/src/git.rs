@@ -636,84 +636,234 @@ fn key_type_of(blob: &[u8]) -> String {
     "unknown".to_string()
 }
 
-impl Worker {
-    fn new(cfg: &GitConfig) -> Result<Worker, StoreError> {
-        global_git_setup();
-        let url = cfg.url.trim().to_string();
-        if url.is_empty() {
-            return Err(StoreError::InvalidConfig {
-                field: "url".into(),
-                cause: "empty".into(),
-            });
-        }
-        let is_ssh = ssh::is_ssh_url(&url);
-        if url.starts_with("http://") && !cfg.insecure_skip_tls_verify {
-            return Err(StoreError::InvalidConfig {
-                field: "url".into(),
-                cause: format!(
-                    "{}: plain http:// sends credentials unencrypted; use https:// or mark the store insecure",
-                    redact_url(&url)
-                ),
-            });
-        }
-        let auth = match &cfg.auth {
-            GitAuth::None => PreparedAuth::None,
-            GitAuth::Basic { username, password } => {
-                if is_ssh {
-                    return Err(StoreError::InvalidConfig {
-                        field: "url".into(),
-                        cause: "basicAuth needs an https:// URL, not an SSH URL".into(),
-                    });
+// What libgit2 and the servers behind it say, lower-cased, by class of failure; checked
+// in the order `Worker::classify` lists them.
+
+/// The server refused the credentials.
+const AUTH_REFUSED: &[&str] = &[
+    "authentication",
+    "permission denied (publickey",
+    "too many redirects or authentication replays",
+    "username/publickey combination invalid",
+];
+
+/// The branch is not on the remote.
+const REF_MISSING: &[&str] = &[
+    "couldn't find remote ref",
+    "remote ref does not exist",
+    "not our ref",
+];
+
+/// The server could not be reached.
+const UNREACHABLE: &[&str] = &[
+    "failed to connect",
+    "connection refused",
+    "could not resolve",
+    "failed to resolve",
+    "timed out",
+    "timeout",
+    "no route to host",
+    "network is unreachable",
+    "failed to start ssh session",
+    "connection reset",
+];
+
+/// The credentials are good but may not do this.
+const DENIED: &[&str] = &[
+    "access denied",
+    "permission denied",
+    "read-only",
+    "service not enabled",
+];
+
+/// There is no repository at the URL.
+const REPOSITORY_MISSING: &[&str] = &[
+    "could not find repository",
+    "not a git repository",
+    "does not appear to be a git repository",
+    "repository not found",
+    "not exported",
+    "does not exist",
+];
+
+/// Which credentials libgit2 was already given in one operation: asked again, the server
+/// refused them.
+#[derive(Default)]
+struct Asked {
+    key: bool,
+    pass: bool,
+}
+
+impl PreparedAuth {
+    /// The answer to libgit2's ask for credentials (`allowed`: what the server accepts), or
+    /// why there is none to give (the server refused them, or accepts nothing we have).
+    fn credential(
+        &self,
+        allowed: CredentialType,
+        asked: &mut Asked,
+    ) -> Result<Result<Cred, git2::Error>, String> {
+        match self {
+            PreparedAuth::Ssh { target: t, key, .. } => {
+                if allowed.contains(CredentialType::USERNAME) {
+                    return Ok(Cred::username(&t.user));
                 }
-                PreparedAuth::Basic {
-                    username: username.clone(),
-                    password: password.clone(),
+                if allowed.contains(CredentialType::SSH_MEMORY)
+                    || allowed.contains(CredentialType::SSH_KEY)
+                {
+                    if asked.key {
+                        return Err(format!(
+                            "the server rejected sshPrivateKey for user {:?}",
+                            t.user
+                        ));
+                    }
+                    asked.key = true;
+                    return Ok(Cred::ssh_key_from_memory(
+                        &t.user,
+                        key.public_openssh.as_deref(),
+                        &key.private_pem,
+                        key.passphrase.as_deref(),
+                    ));
                 }
+                Err(format!(
+                    "the server offers no public-key authentication ({allowed:?})"
+                ))
             }
-            GitAuth::Ssh {
-                private_key,
-                passphrase,
-                known_hosts,
-            } => {
-                if !is_ssh {
-                    return Err(StoreError::InvalidConfig {
-                        field: "url".into(),
-                        cause: format!(
-                            "{}: ssh auth needs an SSH URL (ssh://user@host[:port]/path or user@host:path)",
-                            redact_url(&url)
-                        ),
-                    });
+            PreparedAuth::Basic { username, password } => {
+                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+                    if asked.pass {
+                        return Err(format!(
+                            "the server rejected username {username:?} and password"
+                        ));
+                    }
+                    asked.pass = true;
+                    return Ok(Cred::userpass_plaintext(username, password));
                 }
-                PreparedAuth::Ssh {
-                    target: ssh::parse_ssh_url(&url)?,
-                    key: ssh::prepare_key(private_key, passphrase.as_deref())?,
-                    known_hosts: KnownHostsDb::parse(known_hosts)?,
-                }
+                Err(format!(
+                    "the server does not accept username/password ({allowed:?})"
+                ))
             }
-            GitAuth::GithubApp {
+            PreparedAuth::GithubApp(app) => {
+                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+                    && let Some(token) = app.current()
+                {
+                    if asked.pass {
+                        return Err("the server rejected the GitHub App installation token".into());
+                    }
+                    asked.pass = true;
+                    return Ok(Cred::userpass_plaintext(GITHUB_APP_USERNAME, token));
+                }
+                Err(format!(
+                    "the server does not accept an installation token ({allowed:?})"
+                ))
+            }
+            PreparedAuth::None => {
+                Err("the server asked for credentials but the state store has none".into())
+            }
+        }
+    }
+}
+
+/// Checks the host key an SSH server presented against the store's knownHosts.
+fn check_host_key(
+    known_hosts: &KnownHostsDb,
+    target: &SshTarget,
+    hk: &git2::cert::CertHostkey<'_>,
+) -> Result<(), StoreError> {
+    let Some(raw) = hk.hostkey() else {
+        return Err(StoreError::InvalidKnownHosts {
+            cause: "the SSH library did not expose the server's host key".into(),
+        });
+    };
+    known_hosts.check(target, raw, &key_type_of(raw))
+}
+
+/// The store's URL, trimmed: not empty, and not plain `http://` unless the store is
+/// marked insecure (credentials would travel unencrypted).
+fn checked_url(cfg: &GitConfig) -> Result<String, StoreError> {
+    let url = cfg.url.trim().to_string();
+    if url.is_empty() {
+        return Err(StoreError::InvalidConfig {
+            field: "url".into(),
+            cause: "empty".into(),
+        });
+    }
+    if url.starts_with("http://") && !cfg.insecure_skip_tls_verify {
+        return Err(StoreError::InvalidConfig {
+            field: "url".into(),
+            cause: format!(
+                "{}: plain http:// sends credentials unencrypted; use https:// or mark the store insecure",
+                redact_url(&url)
+            ),
+        });
+    }
+    Ok(url)
+}
+
+/// The store's credentials made ready for use, checked against the kind of URL they go with.
+fn prepared_auth(cfg: &GitConfig, url: &str, is_ssh: bool) -> Result<PreparedAuth, StoreError> {
+    Ok(match &cfg.auth {
+        GitAuth::None => PreparedAuth::None,
+        GitAuth::Basic { username, password } => {
+            if is_ssh {
+                return Err(StoreError::InvalidConfig {
+                    field: "url".into(),
+                    cause: "basicAuth needs an https:// URL, not an SSH URL".into(),
+                });
+            }
+            PreparedAuth::Basic {
+                username: username.clone(),
+                password: password.clone(),
+            }
+        }
+        GitAuth::Ssh {
+            private_key,
+            passphrase,
+            known_hosts,
+        } => {
+            if !is_ssh {
+                return Err(StoreError::InvalidConfig {
+                    field: "url".into(),
+                    cause: format!(
+                        "{}: ssh auth needs an SSH URL (ssh://user@host[:port]/path or user@host:path)",
+                        redact_url(url)
+                    ),
+                });
+            }
+            PreparedAuth::Ssh {
+                target: ssh::parse_ssh_url(url)?,
+                key: ssh::prepare_key(private_key, passphrase.as_deref())?,
+                known_hosts: KnownHostsDb::parse(known_hosts)?,
+            }
+        }
+        GitAuth::GithubApp {
+            app_id,
+            installation_id,
+            private_key_pem,
+            api_url,
+        } => {
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(StoreError::InvalidConfig {
+                    field: "url".into(),
+                    cause: format!("{}: githubApp auth needs an https:// URL", redact_url(url)),
+                });
+            }
+            PreparedAuth::GithubApp(Box::new(AppTokenSource::new(
                 app_id,
                 installation_id,
                 private_key_pem,
                 api_url,
-            } => {
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
-                    return Err(StoreError::InvalidConfig {
-                        field: "url".into(),
-                        cause: format!(
-                            "{}: githubApp auth needs an https:// URL",
-                            redact_url(&url)
-                        ),
-                    });
-                }
-                PreparedAuth::GithubApp(Box::new(AppTokenSource::new(
-                    app_id,
-                    installation_id,
-                    private_key_pem,
-                    api_url,
-                    cfg.insecure_skip_tls_verify,
-                )?))
-            }
-        };
+                cfg.insecure_skip_tls_verify,
+            )?))
+        }
+    })
+}
+
+impl Worker {
+    fn new(cfg: &GitConfig) -> Result<Worker, StoreError> {
+        global_git_setup();
+        let url = checked_url(cfg)?;
+        let is_ssh = ssh::is_ssh_url(&url);
+        let auth = prepared_auth(cfg, &url, is_ssh)?;
         if is_ssh && !matches!(auth, PreparedAuth::Ssh { .. }) {
             return Err(StoreError::InvalidConfig {
                 field: "authMethod".into(),
@@ -932,116 +1082,49 @@ impl Worker {
     /// the precise reason when a callback refuses something.
     fn callbacks<'a>(&'a self, failure: Rc<RefCell<Option<StoreError>>>) -> RemoteCallbacks<'a> {
         let mut cb = RemoteCallbacks::new();
-        let mut asked_key = false;
-        let mut asked_pass = false;
+        let mut asked = Asked::default();
         let f_cred = failure.clone();
         let target = self.redacted.clone();
         let auth = &self.auth;
         cb.credentials(move |_url, _user_from_url, allowed| {
-            let refuse = |cause: String| {
-                *f_cred.borrow_mut() = Some(StoreError::AuthFailed {
-                    target: target.clone(),
-                    cause: cause.clone(),
-                });
-                Err(git2::Error::from_str(&cause))
-            };
-            match auth {
-                PreparedAuth::Ssh { target: t, key, .. } => {
-                    if allowed.contains(CredentialType::USERNAME) {
-                        return Cred::username(&t.user);
-                    }
-                    if allowed.contains(CredentialType::SSH_MEMORY)
-                        || allowed.contains(CredentialType::SSH_KEY)
-                    {
-                        if asked_key {
-                            return refuse(format!(
-                                "the server rejected sshPrivateKey for user {:?}",
-                                t.user
-                            ));
-                        }
-                        asked_key = true;
-                        return Cred::ssh_key_from_memory(
-                            &t.user,
-                            key.public_openssh.as_deref(),
-                            &key.private_pem,
-                            key.passphrase.as_deref(),
-                        );
-                    }
-                    refuse(format!(
-                        "the server offers no public-key authentication ({allowed:?})"
-                    ))
-                }
-                PreparedAuth::Basic { username, password } => {
-                    if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
-                        if asked_pass {
-                            return refuse(format!(
-                                "the server rejected username {username:?} and password"
-                            ));
-                        }
-                        asked_pass = true;
-                        return Cred::userpass_plaintext(username, password);
-                    }
-                    refuse(format!(
-                        "the server does not accept username/password ({allowed:?})"
-                    ))
-                }
-                PreparedAuth::GithubApp(app) => {
-                    if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
-                        && let Some(token) = app.current()
-                    {
-                        if asked_pass {
-                            return refuse(
-                                "the server rejected the GitHub App installation token".into(),
-                            );
-                        }
-                        asked_pass = true;
-                        return Cred::userpass_plaintext(GITHUB_APP_USERNAME, token);
-                    }
-                    refuse(format!(
-                        "the server does not accept an installation token ({allowed:?})"
-                    ))
-                }
-                PreparedAuth::None => {
-                    refuse("the server asked for credentials but the state store has none".into())
+            match auth.credential(allowed, &mut asked) {
+                Ok(cred) => cred,
+                Err(cause) => {
+                    *f_cred.borrow_mut() = Some(StoreError::AuthFailed {
+                        target: target.clone(),
+                        cause: cause.clone(),
+                    });
+                    Err(git2::Error::from_str(&cause))
                 }
             }
         });
         let f_cert = failure;
         let insecure = self.insecure;
-        let redacted = self.redacted.clone();
         cb.certificate_check(move |cert, _host| {
-            if let Some(hk) = cert.as_hostkey() {
-                let PreparedAuth::Ssh {
-                    target,
-                    known_hosts,
-                    ..
-                } = auth
-                else {
-                    return Err(git2::Error::from_str(
-                        "SSH host key presented without knownHosts",
-                    ));
-                };
-                let Some(raw) = hk.hostkey() else {
-                    let e = StoreError::InvalidKnownHosts {
-                        cause: "the SSH library did not expose the server's host key".into(),
-                    };
+            let Some(hk) = cert.as_hostkey() else {
+                return Ok(if insecure {
+                    CertificateCheckStatus::CertificateOk
+                } else {
+                    CertificateCheckStatus::CertificatePassthrough
+                });
+            };
+            let PreparedAuth::Ssh {
+                target,
+                known_hosts,
+                ..
+            } = auth
+            else {
+                return Err(git2::Error::from_str(
+                    "SSH host key presented without knownHosts",
+                ));
+            };
+            match check_host_key(known_hosts, target, hk) {
+                Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+                Err(e) => {
                     let msg = e.to_string();
                     *f_cert.borrow_mut() = Some(e);
-                    return Err(git2::Error::from_str(&msg));
-                };
-                match known_hosts.check(target, raw, &key_type_of(raw)) {
-                    Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
-                    Err(e) => {
-                        let msg = e.to_string();
-                        *f_cert.borrow_mut() = Some(e);
-                        Err(git2::Error::from_str(&msg))
-                    }
+                    Err(git2::Error::from_str(&msg))
                 }
-            } else if insecure {
-                Ok(CertificateCheckStatus::CertificateOk)
-            } else {
-                let _ = &redacted;
-                Ok(CertificateCheckStatus::CertificatePassthrough)
             }
         });
         cb
@@ -1080,22 +1163,10 @@ impl Worker {
             // before connecting).
             return StoreError::WrongPassphrase;
         }
-        if e.code() == ErrorCode::Auth
-            || has(&[
-                "authentication",
-                "permission denied (publickey",
-                "too many redirects or authentication replays",
-                "username/publickey combination invalid",
-            ])
-            || status == Some(401)
-        {
+        if e.code() == ErrorCode::Auth || has(AUTH_REFUSED) || status == Some(401) {
             return StoreError::AuthFailed { target, cause: msg };
         }
-        if has(&[
-            "couldn't find remote ref",
-            "remote ref does not exist",
-            "not our ref",
-        ]) {
+        if has(REF_MISSING) {
             return self.branch_missing();
         }
         if has(&["failed to resolve path"]) {
@@ -1104,28 +1175,10 @@ impl Worker {
                 cause: msg,
             };
         }
-        if has(&[
-            "failed to connect",
-            "connection refused",
-            "could not resolve",
-            "failed to resolve",
-            "timed out",
-            "timeout",
-            "no route to host",
-            "network is unreachable",
-            "failed to start ssh session",
-            "connection reset",
-        ]) {
+        if has(UNREACHABLE) {
             return StoreError::Unreachable { target, cause: msg };
         }
-        if status == Some(403)
-            || has(&[
-                "access denied",
-                "permission denied",
-                "read-only",
-                "service not enabled",
-            ])
-        {
+        if status == Some(403) || has(DENIED) {
             if op == "fetch" && has(&["not exported"]) {
                 return StoreError::RepositoryMissing {
                     url: target,
@@ -1134,17 +1187,7 @@ impl Worker {
             }
             return StoreError::PermissionDenied { target, cause: msg };
         }
-        if e.code() == ErrorCode::NotFound
-            || has(&[
-                "could not find repository",
-                "not a git repository",
-                "does not appear to be a git repository",
-                "repository not found",
-                "not exported",
-                "does not exist",
-            ])
-            || status == Some(404)
-        {
+        if e.code() == ErrorCode::NotFound || has(REPOSITORY_MISSING) || status == Some(404) {
             return StoreError::RepositoryMissing {
                 url: target,
                 cause: msg,

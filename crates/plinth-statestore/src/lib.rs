@@ -169,7 +169,7 @@ pub struct WriteOutcome {
 }
 
 /// A [`WriteOp`] whose paths are repository/bucket-absolute: the store prefix applied and
-/// each path checked. Only [`resolve_ops`] makes them.
+/// each path checked. The writers take only these, made by [`resolve_ops`].
 #[derive(Clone, Debug)]
 pub(crate) struct ResolvedOp(pub(crate) WriteOp);
 
