@@ -126,6 +126,11 @@ pub trait ContainerBackend: Send + Sync {
     fn stop_command(&self, _c: &PreparedContainer, _grace: std::time::Duration) -> Option<Command> {
         None
     }
+    /// The in-process runner of an adapter container ([`crate::inprocess`]); `None` for
+    /// backends that spawn a process.
+    fn in_process(&self) -> Option<&crate::inprocess::InProcess> {
+        None
+    }
 }
 
 fn base_command(program: impl AsRef<std::ffi::OsStr>, c: &PreparedContainer) -> Command {
@@ -532,6 +537,10 @@ pub fn write_containers_conf(data_dir: &Path) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The `plinth` subcommand that runs an adapter role: an adapter container's program is
+/// `plinth pipeline-adapter <role> <flags>`.
+pub const ADAPTER_SUBCOMMAND: &str = "pipeline-adapter";
+
 /// What kind of local program stands in for the image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LocalKind {
@@ -598,7 +607,7 @@ pub fn plan_container(
         };
         let mut argv = vec![
             config.plinth_exe.to_string_lossy().into_owned(),
-            "pipeline-adapter".to_string(),
+            ADAPTER_SUBCOMMAND.to_string(),
         ];
         argv.extend(rest.iter().cloned());
         argv.extend(args.iter().cloned());

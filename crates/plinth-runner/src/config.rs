@@ -110,6 +110,9 @@ pub struct RunnerConfig {
     /// written at once, changes in between gather into one write per window. Zero
     /// writes every change.
     pub status_window: Duration,
+    /// Runs Plinth's adapter containers inside the runner's process instead of a sandbox
+    /// each ([`crate::inprocess`]); `None` runs them like any other container.
+    pub adapter_program: Option<std::sync::Arc<dyn crate::inprocess::AdapterProgram>>,
 }
 
 /// Jobs that run a Pod at the same time by default. A pipeline Pod spends most of its
@@ -128,7 +131,8 @@ impl RunnerConfig {
     /// network shared, [`DEFAULT_STOCK_IMAGES`], engine auto-detected, retry backoff
     /// 10 s doubling to 360 s, tokens of one hour, node name `plinth`, container logs of
     /// 10 MiB × 5 files, Pod status changes written at most once per
-    /// [`DEFAULT_STATUS_WINDOW`].
+    /// [`DEFAULT_STATUS_WINDOW`], adapter containers run like any other (no
+    /// [`RunnerConfig::adapter_program`]).
     pub fn new(
         data_dir: impl Into<PathBuf>,
         api_host: impl Into<String>,
@@ -158,6 +162,7 @@ impl RunnerConfig {
             container_log_max_size: crate::logfile::DEFAULT_MAX_SIZE,
             container_log_max_files: crate::logfile::DEFAULT_MAX_FILES,
             status_window: DEFAULT_STATUS_WINDOW,
+            adapter_program: None,
         }
     }
 

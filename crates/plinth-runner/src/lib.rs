@@ -8,7 +8,8 @@
 //! How a container runs is decided from its image, in this order ([`backend::plan_container`]):
 //! 1. an entry of the image map ([`image::ImageMap`]) — a local command in place of the image;
 //! 2. Plinth's pipeline adapter image, or the Kratix adapter entrypoint `/bin/pipeline-adapter`
-//!    — runs `plinth pipeline-adapter <args>`;
+//!    — runs `plinth pipeline-adapter <args>`, or, given an adapter program, inside the
+//!    runner's process ([`inprocess`]);
 //! 3. a stock userland image (`busybox`, `alpine`, ...) — the container's command over a
 //!    read-only view of the host in a bubblewrap sandbox;
 //! 4. podman or docker, when installed — the real image;
@@ -17,7 +18,8 @@
 //!    gives the same reason with its error.
 //!
 //! Each container's `containerID` names the backend that ran it (`sandbox://`, `host://`,
-//! `podman://`) and its `imageID` what stood in for the image (`image-map:<entry>=<cmd>`,
+//! `podman://`, `plinth://` for an adapter the runner runs itself) and its `imageID` what
+//! stood in for the image (`image-map:<entry>=<cmd>`,
 //! `host-userland:<image>`, `plinth:pipeline-adapter`, `<engine>:<image>`). Standalone
 //! Pods run too, and deleted Pods are stopped ([`pods`]); Job and Pod Events are written
 //! through [`plinth_api::events`]; logs are capped and rotated ([`logfile`]).
@@ -38,6 +40,7 @@ mod ctx;
 pub mod error;
 pub mod expand;
 pub mod image;
+pub mod inprocess;
 pub mod job;
 pub mod logfile;
 pub mod pod;

@@ -28,6 +28,7 @@ use crate::config::RunnerConfig;
 use crate::error::RunnerError;
 use crate::expand::expand_with;
 use crate::image::ImageMap;
+use crate::inprocess::{AdapterCall, AdapterOutput, InProcess};
 
 /// Options of one Pod run.
 #[derive(Debug, Default)]
@@ -1379,7 +1380,7 @@ async fn run_inits(
             return terminated(tracker);
         }
         tracker.set_state(true, &p.name, running_state());
-        let exit = run_process(backend.as_ref(), p, run.io(&p.name)).await;
+        let exit = run_container(backend.as_ref(), p, run.io(&p.name), true).await;
         tracker.set_state(true, &p.name, exit.state());
         if run.stopped() {
             return terminated(tracker);
@@ -1414,9 +1415,13 @@ async fn run_mains(run: &Attempt<'_>, mains: &[Prepared], tracker: &mut Tracker)
     tracker.set_condition("ContainersReady", true);
     tracker.set_condition("Ready", true);
     tracker.publish();
+    let alone = mains.len() == 1;
     let runs = mains.iter().map(|(_, p, backend)| {
         let io = run.io(&p.name);
-        async move { (p.name.clone(), run_process(backend.as_ref(), p, io).await) }
+        async move {
+            let exit = run_container(backend.as_ref(), p, io, alone).await;
+            (p.name.clone(), exit)
+        }
     });
     let exits = futures::future::join_all(runs).await;
     let mut ok = true;
@@ -1516,7 +1521,22 @@ async fn prepare_container<A: ClusterAccess>(
         pod_dir: pod_dir.to_path_buf(),
     };
     let stands_in = stand_in(&plan, &runtimes.map, &prepared.image);
+    let is_adapter = matches!(
+        plan,
+        ContainerPlan::Local {
+            kind: crate::backend::LocalKind::Adapter,
+            ..
+        }
+    );
     let backend = choose_backend(plan, config, runtimes, sandboxed)?;
+    let backend = match (is_adapter, &config.adapter_program, identity) {
+        (true, Some(program), Some(id)) => Box::new(InProcess {
+            program: program.clone(),
+            kubeconfig: id.kubeconfig.clone(),
+            sandbox: backend,
+        }),
+        _ => backend,
+    };
     let id = container_id(backend.as_ref(), runtimes, &prepared);
     Ok((prepared, backend, (id, stands_in)))
 }
@@ -1836,6 +1856,98 @@ async fn ensure_image(
             REASON_ERR_IMAGE_PULL,
             format!("Failed to pull image {image:?}: cannot run {engine}: {e}; {hint}"),
         )),
+    }
+}
+
+/// Runs one container: an adapter in-process when it may ([`crate::inprocess`]), else
+/// its process. `alone` says no other container of the Pod runs meanwhile.
+async fn run_container(
+    backend: &dyn ContainerBackend,
+    p: &PreparedContainer,
+    io: ProcessIo,
+    alone: bool,
+) -> Exit {
+    let Some(inproc) = backend.in_process() else {
+        return run_process(backend, p, io).await;
+    };
+    match inproc.sandbox_reason(p, alone) {
+        None => run_in_process(inproc, p, io).await,
+        Some(why) => {
+            tracing::info!(pod = %format!("{}/{}", p.namespace, p.pod), container = %p.name,
+                "adapter container runs in the sandbox: {why}");
+            run_process(inproc.sandbox.as_ref(), p, io).await
+        }
+    }
+}
+
+/// Runs an adapter container as a task of this process, with its output in its log; the
+/// deadline or a stop request ends the task as they end a process.
+async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo) -> Exit {
+    let started = now();
+    let ended = |code: i32, signal: Option<i32>, reason: &str, message: Option<String>| Exit {
+        code,
+        signal,
+        reason: reason.to_string(),
+        message,
+        started: started.clone(),
+        finished: now(),
+    };
+    let root = match HostProcess::build_root(p) {
+        Ok(r) => r,
+        Err(e) => {
+            let cause = BackendError::PrepareMounts {
+                pod_dir: p.pod_dir.display().to_string(),
+                cause: e.to_string(),
+            };
+            return ended(128, None, "StartError", Some(cause.to_string()));
+        }
+    };
+    let log = match crate::logfile::RotatingLog::create(&io.log, io.log_max_size, io.log_max_files)
+    {
+        Ok(l) => l,
+        Err(e) => {
+            let cause = PodError::LogFile {
+                path: io.log.display().to_string(),
+                cause: e.to_string(),
+            };
+            return ended(128, None, "StartError", Some(cause.to_string()));
+        }
+    };
+    let args = p
+        .argv
+        .iter()
+        .skip_while(|a| a.as_str() != crate::backend::ADAPTER_SUBCOMMAND)
+        .skip(1)
+        .cloned()
+        .collect();
+    let call = AdapterCall {
+        args,
+        env: p.env.clone(),
+        root,
+        kubeconfig: inproc.kubeconfig.clone(),
+        output: AdapterOutput::new(log),
+    };
+    let mut task = tokio::spawn(inproc.program.run(call));
+    let sleep = async {
+        match io.deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        res = &mut task => match res {
+            Ok(0) => ended(0, None, "Completed", None),
+            Ok(code) => ended(code, None, "Error", None),
+            Err(e) => ended(1, None, "Error", Some(format!("the adapter {:?} stopped: {e}", p.name))),
+        },
+        _ = sleep => {
+            task.abort();
+            ended(137, Some(9), "DeadlineExceeded", Some("killed: the active deadline was exceeded".into()))
+        }
+        _ = stop_requested(io.stop.clone()) => {
+            task.abort();
+            ended(143, None, "Error", Some("stopped: the Pod was deleted".into()))
+        }
     }
 }
 

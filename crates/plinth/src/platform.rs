@@ -48,6 +48,9 @@ pub struct PlatformOptions {
     pub container_log_max_files: usize,
     /// Pipeline Jobs the runner runs at the same time.
     pub max_parallel_jobs: usize,
+    /// Run Plinth's own adapter containers (reader, work-writer, status-writer) inside
+    /// the runner's process rather than a sandbox each (`plinth_runner::inprocess`).
+    pub adapters_in_process: bool,
     /// kube-apiserver's `--authorization-mode=RBAC,AlwaysAllow` (see
     /// `plinth_apiserver::ServerConfig::always_allow`); false: RBAC alone.
     pub always_allow: bool,
@@ -58,8 +61,8 @@ pub struct PlatformOptions {
 
 impl PlatformOptions {
     /// A private platform in `data_dir`: a free port on 127.0.0.1, controllers and the
-    /// runner in this process, no bootstrap, RBAC alone, built-in admission, a 100 ms Git
-    /// batch window and the runner's default limits. Change fields with struct update
+    /// runner in this process (adapter containers in-process), no bootstrap, RBAC alone,
+    /// built-in admission, a 100 ms Git batch window and the runner's default limits. Change fields with struct update
     /// syntax.
     pub fn private(data_dir: PathBuf) -> PlatformOptions {
         PlatformOptions {
@@ -73,6 +76,7 @@ impl PlatformOptions {
             container_log_max_size: plinth_runner::logfile::DEFAULT_MAX_SIZE,
             container_log_max_files: plinth_runner::logfile::DEFAULT_MAX_FILES,
             max_parallel_jobs: plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS,
+            adapters_in_process: true,
             always_allow: false,
             builtin_admission: true,
         }
@@ -352,6 +356,11 @@ fn start_runner(
     rc.container_log_max_size = opts.container_log_max_size;
     rc.container_log_max_files = opts.container_log_max_files;
     rc.max_parallel_jobs = opts.max_parallel_jobs;
+    if opts.adapters_in_process {
+        rc.adapter_program = Some(std::sync::Arc::new(
+            crate::cmd::pipeline_adapter::InProcessAdapter,
+        ));
+    }
     let runner_client = client.clone();
     tasks.push(tokio::spawn(async move {
         if let Err(e) = plinth_runner::run(runner_client, rc).await {

@@ -5,7 +5,8 @@
 //! `kubectl get jobs,pods`; an image with no engine and no image map fails the same way,
 //! with the runner's message on the Job. Editing a request while a pipeline runs lets
 //! it finish, then restarts once; pipeline-written status keys survive a
-//! manual reconciliation.
+//! manual reconciliation. Plinth's own adapter containers run inside the runner and
+//! still log and report as containers.
 
 mod support;
 
@@ -122,6 +123,22 @@ async fn failing_containers_and_unrunnable_images() {
     );
     let logs = p.kubectl(&["logs", &pod, "-n", "default", "-c", "main"]);
     assert!(logs.contains("boom-output"), "{logs}");
+    // Plinth's reader ran inside the runner (no sandbox of its own), and its log reads as
+    // a reader process's: the container path it wrote, through `kubectl logs -c reader`.
+    let reader = pods["items"][0]["status"]["initContainerStatuses"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "reader"))
+        .unwrap_or_else(|| panic!("a reader status: {}", pods["items"][0]["status"]));
+    assert_eq!(
+        reader["containerID"],
+        format!("plinth://default/{pod}/reader"),
+        "{reader}"
+    );
+    let logs = p.kubectl(&["logs", &pod, "-n", "default", "-c", "reader"]);
+    assert!(
+        logs.contains("wrote /kratix/input/object.yaml") && !logs.contains("/pods/"),
+        "{logs}"
+    );
     let table = p.kubectl(&[
         "get",
         "jobs,pods",

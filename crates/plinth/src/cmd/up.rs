@@ -79,6 +79,13 @@ pub struct UpArgs {
     #[arg(long, default_value_t = plinth_runner::config::DEFAULT_MAX_PARALLEL_JOBS, value_parser = parse_parallel_jobs)]
     pub max_parallel_jobs: usize,
 
+    /// Run Plinth's own adapter containers (reader, work-writer, status-writer,
+    /// health-state-creator) in a sandbox each, as the user's containers run, instead of
+    /// inside this process. Their identity, files, logs and status are the same either
+    /// way; in-process they cost no sandbox.
+    #[arg(long)]
+    pub sandbox_adapters: bool,
+
     /// Serve `/metrics` (Prometheus text format, no authentication) on this plain HTTP
     /// address, e.g. `127.0.0.1:9090`. Off when not given.
     #[arg(long, value_name = "ADDR")]
@@ -152,6 +159,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             container_log_max_size: args.container_log_max_size,
             container_log_max_files: usize::from(args.container_log_max_files),
             max_parallel_jobs: args.max_parallel_jobs,
+            adapters_in_process: !args.sandbox_adapters,
             always_allow: args.authorization_mode == "RBAC,AlwaysAllow",
             builtin_admission: !args.no_builtin_admission,
         },

@@ -15,7 +15,10 @@ use plinth_pipeline::contract::{self, env};
 use plinth_pipeline::reader::{ReaderArgs, run_reader};
 use plinth_pipeline::status_writer::{StatusWriterArgs, run_status_writer};
 use plinth_pipeline::work_creator::{WorkCreatorArgs, WorkOutcome, run_work_creator};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+mod in_process;
+pub use in_process::InProcessAdapter;
 
 /// Arguments of `plinth pipeline-adapter`.
 #[derive(Args)]
@@ -37,6 +40,33 @@ pub enum AdapterRole {
     StatusWriter(StatusWriterCli),
     /// Turn <output-dir>/health-status.yaml into a HealthRecord (health checks).
     HealthStateCreator(HealthStateCreatorCli),
+}
+
+impl AdapterRole {
+    /// Every path flag through `f`: container paths become host paths when the runner
+    /// runs the role in its own process.
+    pub fn map_paths(&mut self, f: impl Fn(&Path) -> PathBuf) {
+        match self {
+            AdapterRole::Reader(r) => {
+                r.input_dir = f(&r.input_dir);
+                r.output_dir = f(&r.output_dir);
+            }
+            AdapterRole::WorkCreator(w) => {
+                w.input_directory = f(&w.input_directory);
+                let overrides = [
+                    &mut w.output_dir,
+                    &mut w.metadata_dir,
+                    &mut w.promise_scheduling,
+                ];
+                for p in overrides.into_iter().flatten() {
+                    let mapped = f(p);
+                    *p = mapped;
+                }
+            }
+            AdapterRole::StatusWriter(s) => s.metadata_dir = f(&s.metadata_dir),
+            AdapterRole::HealthStateCreator(h) => h.output_dir = f(&h.output_dir),
+        }
+    }
 }
 
 /// Flags of `health-state-creator`; each also comes from the environment variable named,
@@ -127,8 +157,18 @@ pub struct StatusWriterCli {
     pub max_conflict_retries: u32,
 }
 
-/// Environment lookup (the process environment in production, a map in tests).
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// Environment lookup (the process environment, a container's environment when the
+/// runner runs the role in its own process, a map in tests).
+pub type EnvLookup<'a> = &'a (dyn Fn(&str) -> Option<String> + Sync);
+
+/// Where a role prints what it did (stderr of the process, or the container's log).
+pub type Output<'a> = &'a mut (dyn std::io::Write + Send);
+
+/// One line of what the role did, in one write; a log that cannot be written loses the
+/// line, not the run.
+fn say(out: Output<'_>, line: std::fmt::Arguments<'_>) {
+    let _ = out.write_all(format!("{line}\n").as_bytes());
+}
 
 fn env_flag(env: EnvLookup, name: &str) -> bool {
     env(name).is_some_and(|v| v.eq_ignore_ascii_case("true"))
@@ -145,32 +185,39 @@ pub async fn run(args: PipelineAdapterArgs) -> anyhow::Result<()> {
         .await
         .context("connecting to the Kubernetes API (KUBECONFIG or in-cluster configuration)")?;
     let process_env = |k: &str| std::env::var(k).ok();
-    run_role(args.role, client, &process_env).await
+    run_role(args.role, client, &process_env, &mut std::io::stderr()).await
 }
 
 /// Runs one adapter role with `client`, reading `KRATIX_*`, `IS_LAST_PIPELINE` and trace
 /// variables through `env`.
+/// What the role did goes to `out`.
 pub async fn run_role(
     role: AdapterRole,
     client: kube::Client,
     env: EnvLookup<'_>,
+    out: Output<'_>,
 ) -> anyhow::Result<()> {
     match role {
-        AdapterRole::Reader(r) => reader(r, client, env).await,
-        AdapterRole::WorkCreator(w) => work_creator(w, client, env).await,
+        AdapterRole::Reader(r) => reader(r, client, env, out).await,
+        AdapterRole::WorkCreator(w) => work_creator(w, client, env, out).await,
         AdapterRole::StatusWriter(s) => status_writer(s, client, env).await,
-        AdapterRole::HealthStateCreator(h) => health_state_creator(h, client).await,
+        AdapterRole::HealthStateCreator(h) => health_state_creator(h, client, out).await,
     }
 }
 
 /// The reader: the object from the environment variable `--input-env` names, else the
 /// Promise or request the `KRATIX_*` variables name, written to the input directory.
-async fn reader(r: ReaderCli, client: kube::Client, env: EnvLookup<'_>) -> anyhow::Result<()> {
+async fn reader(
+    r: ReaderCli,
+    client: kube::Client,
+    env: EnvLookup<'_>,
+    out: Output<'_>,
+) -> anyhow::Result<()> {
     if let Some(var) = r.input_env {
         let text = env(&var).unwrap_or_default();
         let path = plinth_pipeline::reader::write_input(&r.input_dir, &r.output_dir, &text)
             .with_context(|| format!("writing the input from environment variable {var}"))?;
-        eprintln!("wrote {}", path.display());
+        say(out, format_args!("wrote {}", path.display()));
         return Ok(());
     }
     let object = ObjectRef::from_env_with(env)?;
@@ -184,7 +231,7 @@ async fn reader(r: ReaderCli, client: kube::Client, env: EnvLookup<'_>) -> anyho
         },
     )
     .await?;
-    eprintln!("wrote {}", path.display());
+    say(out, format_args!("wrote {}", path.display()));
     Ok(())
 }
 
@@ -193,6 +240,7 @@ async fn work_creator(
     w: WorkCreatorCli,
     client: kube::Client,
     env: EnvLookup<'_>,
+    out: Output<'_>,
 ) -> anyhow::Result<()> {
     let mut a = WorkCreatorArgs::from_input_directory(
         &w.input_directory,
@@ -217,9 +265,12 @@ async fn work_creator(
     a.trace_state = env_nonempty(env, env::TRACE_STATE);
     a.max_work_bytes = w.max_work_bytes;
     match run_work_creator(client, a).await? {
-        WorkOutcome::Skipped => eprintln!("workflow suspended or retrying: no Work written"),
-        WorkOutcome::Created { name } => eprintln!("created Work {name}"),
-        WorkOutcome::Updated { name } => eprintln!("updated Work {name}"),
+        WorkOutcome::Skipped => say(
+            out,
+            format_args!("workflow suspended or retrying: no Work written"),
+        ),
+        WorkOutcome::Created { name } => say(out, format_args!("created Work {name}")),
+        WorkOutcome::Updated { name } => say(out, format_args!("updated Work {name}")),
     }
     Ok(())
 }
@@ -258,6 +309,7 @@ async fn status_writer(
 async fn health_state_creator(
     h: HealthStateCreatorCli,
     client: kube::Client,
+    out: Output<'_>,
 ) -> anyhow::Result<()> {
     use plinth_pipeline::health_state_creator::*;
     let name = run_health_state_creator(
@@ -274,7 +326,7 @@ async fn health_state_creator(
         },
     )
     .await?;
-    eprintln!("applied HealthRecord {name}");
+    say(out, format_args!("applied HealthRecord {name}"));
     Ok(())
 }
 
@@ -477,7 +529,7 @@ mod tests {
             &p("wc/input"),
         ])
         .unwrap();
-        run_role(reader.role, client.clone(), &lookup)
+        run_role(reader.role, client.clone(), &lookup, &mut std::io::sink())
             .await
             .unwrap();
         let object: serde_json::Value =
@@ -511,7 +563,9 @@ mod tests {
             "shop",
         ])
         .unwrap();
-        run_role(wc.role, client.clone(), &lookup).await.unwrap();
+        run_role(wc.role, client.clone(), &lookup, &mut std::io::sink())
+            .await
+            .unwrap();
         let works: Api<plinth_api::Work> = Api::namespaced(client.clone(), "default");
         let list = works.list(&Default::default()).await.unwrap();
         assert_eq!(list.items.len(), 1);
@@ -526,7 +580,9 @@ mod tests {
 
         let sw = Cli::try_parse_from(["a", "update-status", "--metadata-dir", &p("wc/metadata")])
             .unwrap();
-        run_role(sw.role, client.clone(), &lookup).await.unwrap();
+        run_role(sw.role, client.clone(), &lookup, &mut std::io::sink())
+            .await
+            .unwrap();
         let shop = apps.get("shop").await.unwrap();
         assert_eq!(shop.data["status"]["url"], "https://shop.example.test");
         assert_eq!(shop.data["status"]["message"], "Resource requested");
@@ -535,7 +591,7 @@ mod tests {
         let no_env = |_: &str| None;
         let sw = Cli::try_parse_from(["a", "status-writer", "--metadata-dir", &p("wc/metadata")])
             .unwrap();
-        let e = run_role(sw.role, client, &no_env)
+        let e = run_role(sw.role, client, &no_env, &mut std::io::sink())
             .await
             .unwrap_err()
             .to_string();

@@ -1,0 +1,223 @@
+//! Adapter roles that `plinth up`'s Job runner runs in its own process
+//! ([`plinth_runner::inprocess`]): the command line, environment, files, identity and
+//! output of the `plinth pipeline-adapter` process the container would have started.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use clap::{CommandFactory, FromArgMatches, Parser};
+use futures::future::BoxFuture;
+use plinth_runner::inprocess::{AdapterCall, AdapterProgram};
+use tracing::instrument::WithSubscriber;
+
+use super::{AdapterRole, EnvLookup, run_role};
+
+/// The adapter program `plinth up` gives its Job runner.
+#[derive(Debug, Default)]
+pub struct InProcessAdapter;
+
+impl AdapterProgram for InProcessAdapter {
+    fn run(&self, call: AdapterCall) -> BoxFuture<'static, i32> {
+        Box::pin(run(call))
+    }
+}
+
+/// `plinth pipeline-adapter`'s command line, without the program name.
+#[derive(Parser)]
+#[command(name = "pipeline-adapter", no_binary_name = true)]
+struct AdapterCli {
+    #[command(subcommand)]
+    role: AdapterRole,
+}
+
+/// Runs one adapter container: its exit code, its output and errors in its log (an
+/// error as the process prints it, exit code 1; a bad command line as clap prints it,
+/// exit code 2).
+async fn run(mut call: AdapterCall) -> i32 {
+    let env = |k: &str| call.var(k);
+    let mut role = match parse_role(&call.args, &env) {
+        Ok(role) => role,
+        Err(e) => {
+            let _ = write!(call.output, "{}", e.render());
+            return e.exit_code();
+        }
+    };
+    role.map_paths(|p| call.host_path(p));
+    let mut output = InContainerPaths {
+        out: call.output.clone(),
+        root: call.root.to_string_lossy().into_owned(),
+    };
+    let log = output.clone();
+    // What the role logs goes to the container's log, as the process's stderr would.
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || log.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let mut out = output.clone();
+    let done = async {
+        let client = client_from(&call.kubeconfig).await?;
+        run_role(role, client, &env, &mut out).await
+    }
+    .with_subscriber(subscriber)
+    .await;
+    match done {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = output.write_all(format!("{}\n", crate::error_chain(&e)).as_bytes());
+            1
+        }
+    }
+}
+
+/// The container's log with paths as the container sees them: the container's root on
+/// the host is cut from what is written, so a line reads `/kratix/input/object.yaml`, as
+/// the process's did. Every line reaches it in one write.
+#[derive(Clone)]
+struct InContainerPaths {
+    out: plinth_runner::inprocess::AdapterOutput,
+    root: String,
+}
+
+impl Write for InContainerPaths {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        if text.contains(&self.root) {
+            let cut = text
+                .replace(&format!("{}/", self.root), "/")
+                .replace(&self.root, "/");
+            self.out.write_all(cut.as_bytes())?;
+        } else {
+            self.out.write_all(buf)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// A client with the Pod's ServiceAccount identity, from its kubeconfig.
+async fn client_from(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let read = || format!("reading the Pod's kubeconfig {}", kubeconfig.display());
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).with_context(read)?;
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(file, &options)
+        .await
+        .with_context(read)?;
+    kube::Client::try_from(config).context("building a client from the Pod's kubeconfig")
+}
+
+/// The role `args` name. A flag the process would take from an environment variable
+/// (`--input-dir` from `INPUT_DIR`, ...) takes it from the container's environment here:
+/// clap reads such variables from the process, which is the runner's.
+fn parse_role(args: &[String], env: EnvLookup<'_>) -> Result<AdapterRole, clap::Error> {
+    let described = AdapterCli::command();
+    let mut from_env = Vec::new();
+    if let Some(role) = args.first().and_then(|r| described.find_subcommand(r)) {
+        for a in role.get_arguments() {
+            let (Some(var), Some(long)) = (a.get_env().and_then(|v| v.to_str()), a.get_long())
+            else {
+                continue;
+            };
+            let flag = format!("--{long}");
+            let given = args
+                .iter()
+                .any(|x| *x == flag || x.starts_with(&format!("{flag}=")));
+            if let (false, Some(value)) = (given, env(var).filter(|v| !v.is_empty())) {
+                from_env.push(format!("{flag}={value}"));
+            }
+        }
+    }
+    let mut argv = args.to_vec();
+    let at = argv.len().min(1);
+    argv.splice(at..at, from_env);
+    let matches = AdapterCli::command()
+        .mut_subcommands(|role| role.mut_args(|a| a.env(None)))
+        .try_get_matches_from(argv)?;
+    Ok(AdapterCli::from_arg_matches(&matches)?.role)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_take_their_variables_from_the_container_not_the_process() {
+        let env = HashMap::from([
+            ("KRATIX_HEALTH_DEFINITION_NAME", "web-health"),
+            ("KRATIX_HEALTH_DEFINITION_NAMESPACE", "apps"),
+            ("KRATIX_PROMISE_NAME", "web"),
+            ("KRATIX_OBJECT_NAME", "one"),
+            ("KRATIX_OBJECT_NAMESPACE", "default"),
+            ("OUTPUT_DIR", "/from/env"),
+        ]);
+        let lookup = |k: &str| env.get(k).map(|v| v.to_string());
+        let role = parse_role(&args(&["health-state-creator"]), &lookup).unwrap();
+        let AdapterRole::HealthStateCreator(h) = role else {
+            panic!("health-state-creator expected")
+        };
+        assert_eq!(h.definition, "web-health");
+        assert_eq!(h.output_dir, PathBuf::from("/from/env"));
+        // The command line wins over the environment, as with clap's own lookup.
+        let role = parse_role(
+            &args(&["health-state-creator", "--output-dir=/flag"]),
+            &lookup,
+        )
+        .unwrap();
+        let AdapterRole::HealthStateCreator(h) = role else {
+            panic!("health-state-creator expected")
+        };
+        assert_eq!(h.output_dir, PathBuf::from("/flag"));
+        // Nothing from the environment: the flag's default, and a missing required flag
+        // is clap's usage error.
+        let none = |_: &str| None;
+        let AdapterRole::Reader(r) = parse_role(&args(&["reader"]), &none).unwrap() else {
+            panic!("reader expected")
+        };
+        assert_eq!(
+            r.input_dir,
+            PathBuf::from(plinth_pipeline::contract::INPUT_DIR)
+        );
+        let Err(e) = parse_role(&args(&["health-state-creator"]), &none) else {
+            panic!("a missing --definition is an error")
+        };
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("--definition"), "{e}");
+    }
+
+    #[test]
+    fn the_alias_and_the_kratix_work_creator_flags_parse() {
+        let none = |_: &str| None;
+        let role = parse_role(&args(&["update-status", "--metadata-dir", "/m"]), &none).unwrap();
+        assert!(matches!(role, AdapterRole::StatusWriter(s) if s.metadata_dir == Path::new("/m")));
+        let mut role = parse_role(
+            &args(&[
+                "work-creator",
+                "--input-directory",
+                "/work-creator-files",
+                "--promise-name",
+                "redis",
+                "--pipeline-name",
+                "instance-configure",
+                "--workflow-type",
+                "resource",
+            ]),
+            &none,
+        )
+        .unwrap();
+        role.map_paths(|p| Path::new("/root").join(p.strip_prefix("/").unwrap()));
+        let AdapterRole::WorkCreator(w) = role else {
+            panic!("work-creator expected")
+        };
+        assert_eq!(w.input_directory, PathBuf::from("/root/work-creator-files"));
+    }
+}
