@@ -18,9 +18,10 @@
 //! The container runs in the sandbox after all (the backend [`InProcess`] wraps) when
 //! running it in-process would see more than the sandbox would: when another container of
 //! the Pod runs beside it, when its environment names a kubeconfig other than the Pod's,
-//! or when a volume holds a link to a file outside the Pod (an earlier container may leave
+//! when a volume holds a link to a file outside the Pod (an earlier container may leave
 //! one; the sandbox resolves it in its own view of the host, the runner's process would
-//! resolve it in the runner's).
+//! resolve it in the runner's), or when a volume holds a FIFO or a device (opening one
+//! can block, and a blocked task would hold one of the runner's threads).
 //!
 //! ```
 //! use plinth_runner::inprocess::{AdapterCall, AdapterProgram};
@@ -191,6 +192,9 @@ fn link_out_of(path: &Path, pod_dir: &Path, budget: &mut usize) -> Option<String
                     ));
                 }
             }
+        } else if !meta.is_file() && !meta.is_dir() {
+            // A FIFO or a device would block the runner's thread, not a process of its own.
+            return Some(format!("{} is not a regular file", p.display()));
         } else if meta.is_dir() {
             let entries = match std::fs::read_dir(&p) {
                 Ok(e) => e,
@@ -310,6 +314,17 @@ mod tests {
         std::fs::remove_file(vol.join("sub/out")).unwrap();
         std::os::unix::fs::symlink(dir.path().join("not-yet"), vol.join("dangling")).unwrap();
         assert!(b.sandbox_reason(&c, true).unwrap().contains("dangling"));
+        std::fs::remove_file(vol.join("dangling")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(vol.join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let why = b.sandbox_reason(&c, true).unwrap();
+        assert!(
+            why.contains("pipe") && why.contains("not a regular file"),
+            "{why}"
+        );
     }
 
     #[derive(Debug)]

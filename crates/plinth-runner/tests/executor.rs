@@ -235,15 +235,11 @@ async fn image_map_entry_runs_a_local_command() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     let scripts = dir.path().join("scripts");
-    std::fs::create_dir_all(&scripts).unwrap();
     let script = scripts.join("configure.sh");
-    std::fs::write(
+    write_script(
         &script,
         "#!/bin/sh\necho \"configure $* level=$LOG_LEVEL in $(pwd)\"\ncat /kratix/input/object.yaml > /kratix/output/out.yaml\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let map = dir.path().join("images.yaml");
     std::fs::write(
         &map,
@@ -482,14 +478,10 @@ async fn adapter_image_and_kratix_entrypoint_run_plinth_pipeline_adapter() {
     let mut cfg = config(dir.path());
     // A stand-in for the plinth executable that shows how it was called.
     let exe = dir.path().join("bin/plinth");
-    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    std::fs::write(
+    write_script(
         &exe,
         "#!/bin/sh\necho \"$(id -u) $*\"\necho ok > /kratix/output/by-adapter\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     cfg.plinth_exe = exe;
     // Kratix's containers run with this security context.
     let kratix_sc = json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": true,

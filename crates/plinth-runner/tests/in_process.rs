@@ -62,10 +62,7 @@ fn config(dir: &std::path::Path) -> RunnerConfig {
     c.adapter_program = Some(Arc::new(Roles));
     // The sandboxed stand-in for `plinth pipeline-adapter`, to tell the two ways apart.
     let exe = dir.join("bin/plinth");
-    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    std::fs::write(&exe, "#!/bin/sh\necho \"sandboxed $*\"\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_script(&exe, "#!/bin/sh\necho \"sandboxed $*\"\n");
     c.plinth_exe = exe;
     c
 }

@@ -54,8 +54,7 @@ async fn kratix_shaped_promise_pipeline_runs_end_to_end() {
     // Stand-in for `plinth pipeline-adapter`: the reader writes object.yaml, the
     // work-writer shows what the pipeline produced, the status-writer reports its env.
     let exe = dir.path().join("bin/plinth");
-    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    std::fs::write(
+    write_script(
         &exe,
         r#"#!/bin/sh
 shift
@@ -65,10 +64,7 @@ case "$1" in
   update-status) echo "status-writer IS_LAST_PIPELINE=$IS_LAST_PIPELINE" ;;
 esac
 "#,
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     cfg.plinth_exe = exe;
 
     let kratix_env = json!([

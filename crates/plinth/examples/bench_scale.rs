@@ -9,8 +9,10 @@
 //! cargo run --release -p plinth --example bench_scale -- --requests 1000 [--pipelines 1] [--kill 5] [--seed 1]
 //! ```
 //!
-//! Prints, for one run: the sandbox floor measured first in the same process (a four-
-//! container Pod through the runner, times N × K Pods over the cores), the time to apply
+//! Prints, for one run: the sandbox floor measured first in the same process (a Pod of
+//! the containers that run in a sandbox — the user's alone, or all four with
+//! `BENCH_UP_ARGS=--sandbox-adapters` — through the runner, times N × K Pods over the
+//! cores), the time to apply
 //! the N requests through the API (32 concurrent creates), the time until all are
 //! Reconciled (followed with one watch of the requests, as an observer should: polling
 //! with a list of all N would add the benchmark's own N² work to the server's) and requests/s, Git commits, API writes per request (the store's revision
@@ -129,10 +131,11 @@ impl ClusterAccess for NoApi {
     }
 }
 
-/// Mean time of a four-container Pod (three init containers and one container, as a
-/// pipeline Pod has: reader, user container, work-writer, status-writer) through the
-/// runner's bubblewrap sandbox, over `runs` runs after 3 warm-up runs.
-async fn sandbox_pod_floor(runs: u32) -> anyhow::Result<Duration> {
+/// Mean time of a Pod of sandboxed `true` containers through the runner's bubblewrap
+/// sandbox, over `runs` runs after 3 warm-up runs: the four a pipeline Pod has (reader,
+/// user container, work-writer, status-writer) `with_adapters`, else the user's alone
+/// (what is left in a sandbox when Plinth's adapters run in the runner's process).
+async fn sandbox_pod_floor(runs: u32, with_adapters: bool) -> anyhow::Result<Duration> {
     let dir = tempfile::tempdir()?;
     let mut cfg = RunnerConfig::new(dir.path().join("data"), "127.0.0.1", 6443, "");
     cfg.sandbox = SandboxMode::Bwrap;
@@ -146,8 +149,8 @@ async fn sandbox_pod_floor(runs: u32) -> anyhow::Result<Duration> {
         "metadata": {"name": "floor", "namespace": "bench"},
         "spec": {
             "volumes": [{"name": "in", "emptyDir": {}}, {"name": "out", "emptyDir": {}}, {"name": "md", "emptyDir": {}}],
-            "initContainers": [c("reader"), c("user"), c("work-writer")],
-            "containers": [c("status-writer")]
+            "initContainers": if with_adapters { vec![c("reader"), c("user"), c("work-writer")] } else { vec![] },
+            "containers": [if with_adapters { c("status-writer") } else { c("user") }]
         }
     }))?;
     let mut total = Duration::ZERO;
@@ -450,11 +453,28 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("load average at start: {}", loadavg());
 
-    let pod = sandbox_pod_floor(20).await?;
+    // Plinth's three adapter containers run in `plinth up`'s process unless
+    // `--sandbox-adapters` is among the extra flags; the floor counts the sandboxes left.
+    let sandboxed_adapters = std::env::var("BENCH_UP_ARGS")
+        .is_ok_and(|a| a.split_whitespace().any(|f| f == "--sandbox-adapters"));
+    let all_four = sandbox_pod_floor(20, true).await?;
+    let user_only = sandbox_pod_floor(20, false).await?;
+    let pod = if sandboxed_adapters {
+        all_four
+    } else {
+        user_only
+    };
     let floor = pod * (n * a.pipelines) as u32 / cores as u32;
     println!(
-        "sandbox floor: {:.1} ms per 4-container Pod -> {:.1} s for {} Pods on {cores} cores",
-        pod.as_secs_f64() * 1e3,
+        "sandbox floor: {:.1} ms per Pod of 4 sandboxed containers, {:.1} ms with the user's alone; \
+         adapters {} -> {:.1} s for {} Pods on {cores} cores",
+        all_four.as_secs_f64() * 1e3,
+        user_only.as_secs_f64() * 1e3,
+        if sandboxed_adapters {
+            "sandboxed"
+        } else {
+            "in-process"
+        },
         floor.as_secs_f64(),
         n * a.pipelines
     );

@@ -62,6 +62,15 @@ pub fn have_bwrap(test: &str) -> bool {
     }
 }
 
+/// Writes an executable script at `path` (its directory created), e.g. a stand-in for the
+/// `plinth` executable or an image-map command.
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 pub fn pod(v: serde_json::Value) -> Pod {
     serde_json::from_value(v).unwrap()
 }

@@ -195,29 +195,16 @@ mod tests {
     }
 
     #[test]
-    fn the_alias_and_the_kratix_work_creator_flags_parse() {
+    fn the_alias_parses_and_paths_map_under_the_root() {
         let none = |_: &str| None;
         let role = parse_role(&args(&["update-status", "--metadata-dir", "/m"]), &none).unwrap();
         assert!(matches!(role, AdapterRole::StatusWriter(s) if s.metadata_dir == Path::new("/m")));
-        let mut role = parse_role(
-            &args(&[
-                "work-creator",
-                "--input-directory",
-                "/work-creator-files",
-                "--promise-name",
-                "redis",
-                "--pipeline-name",
-                "instance-configure",
-                "--workflow-type",
-                "resource",
-            ]),
-            &none,
-        )
-        .unwrap();
+        let wc = "work-creator --input-directory /wc --promise-name p --pipeline-name x --workflow-type promise";
+        let mut role = parse_role(&args(&wc.split(' ').collect::<Vec<_>>()), &none).unwrap();
         role.map_paths(|p| Path::new("/root").join(p.strip_prefix("/").unwrap()));
         let AdapterRole::WorkCreator(w) = role else {
             panic!("work-creator expected")
         };
-        assert_eq!(w.input_directory, PathBuf::from("/root/work-creator-files"));
+        assert_eq!(w.input_directory, PathBuf::from("/root/wc"));
     }
 }
