@@ -368,8 +368,7 @@ impl HostProcess {
         }
         std::fs::create_dir_all(&root)?;
         for m in &c.mounts {
-            let rel = m.container_path.trim_start_matches('/');
-            let link = root.join(rel);
+            let link = under_root(&root, Path::new(&m.container_path));
             if let Some(parent) = link.parent() {
                 std::fs::create_dir_all(parent)?;
             }
@@ -377,6 +376,27 @@ impl HostProcess {
         }
         Ok(root)
     }
+}
+
+/// Container path `path` as a host path under `root`, taken lexically: `..` never climbs
+/// above `root` (a mount path `/../../x` links `<root>/x`, not a host file).
+pub fn under_root(root: &Path, path: &Path) -> PathBuf {
+    let mut out = root.to_path_buf();
+    let mut depth = 0usize;
+    for part in path.components() {
+        match part {
+            std::path::Component::Normal(p) => {
+                out.push(p);
+                depth += 1;
+            }
+            std::path::Component::ParentDir if depth > 0 => {
+                out.pop();
+                depth -= 1;
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 impl ContainerBackend for HostProcess {

@@ -5,23 +5,27 @@
 //! process for each costs more than the work they do, so when the runner is given an
 //! [`AdapterProgram`] (as `plinth up` gives it), an adapter container runs inside the
 //! runner's process instead, and looks the same from outside:
-//! * **identity**: the program gets the Pod's ServiceAccount kubeconfig and nothing else,
-//!   so it is allowed exactly what the pipeline's RBAC allows;
+//! * **identity**: the program gets the Pod's ServiceAccount kubeconfig (as the runner
+//!   wrote it, from memory, never re-read from a file a container could reach), so it is
+//!   allowed exactly what the pipeline's RBAC allows;
 //! * **files**: container paths are taken under the container's root
 //!   (`<pod dir>/root/<container>`), whose mount points link to the Pod's volumes, as for
-//!   a host process ([`crate::backend::HostProcess`]);
+//!   a host process ([`crate::backend::HostProcess`]), relative ones from its working
+//!   directory;
 //! * **logs**: the program writes to the container's log file, so `kubectl logs -c reader`
 //!   reads what a process would have printed;
 //! * **status**: the exit code, the deadline and a stop request end the container as they
 //!   end a process; the Pod, the Job and their Events are written as for any container.
 //!
-//! The container runs in the sandbox after all (the backend [`InProcess`] wraps) when
-//! running it in-process would see more than the sandbox would: when another container of
-//! the Pod runs beside it, when its environment names a kubeconfig other than the Pod's,
-//! when a volume holds a link to a file outside the Pod (an earlier container may leave
-//! one; the sandbox resolves it in its own view of the host, the runner's process would
-//! resolve it in the runner's), or when a volume holds a FIFO or a device (opening one
-//! can block, and a blocked task would hold one of the runner's threads).
+//! The runner's process sees the whole host, the sandbox only its own view of it, so the
+//! container runs in the sandbox after all (the backend [`InProcess`] wraps) whenever a
+//! path could lead the program anywhere but the Pod's volumes, or its files could hold up
+//! the runner: when another container of the Pod runs beside it; when its environment
+//! names a kubeconfig other than the Pod's; when its mount points nest or one is `/`;
+//! when any volume of the Pod holds a symbolic link (an earlier container may leave one,
+//! and only the sandbox resolves it in a view without the runner's files), a FIFO or a
+//! device (opening one can block a thread of the runner); or when the volumes hold more
+//! than [`MAX_VOLUME_BYTES`] (the roles read their files whole).
 //!
 //! ```
 //! use plinth_runner::inprocess::{AdapterCall, AdapterProgram};
@@ -49,7 +53,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use tokio::process::Command;
 
-use crate::backend::{BackendError, ContainerBackend, PreparedContainer};
+use crate::backend::{BackendError, ContainerBackend, PreparedContainer, under_root};
 use crate::logfile::RotatingLog;
 
 /// Runs adapter roles inside the runner's process.
@@ -68,33 +72,22 @@ pub struct AdapterCall {
     pub env: Vec<(String, String)>,
     /// The container's file system: container path `/a/b` is `<root>/a/b`.
     pub root: PathBuf,
-    /// The Pod's ServiceAccount kubeconfig (a host path).
-    pub kubeconfig: PathBuf,
+    /// The container's working directory (`/` when it names none).
+    pub working_dir: String,
+    /// Host directory and container path of each mount (to show paths as the container
+    /// sees them).
+    pub mounts: Vec<(PathBuf, String)>,
+    /// The Pod's ServiceAccount kubeconfig (YAML).
+    pub kubeconfig: String,
     /// The container's log.
     pub output: AdapterOutput,
 }
 
 impl AdapterCall {
     /// The host path of container path `path`: lexically under [`AdapterCall::root`]
-    /// (`..` never climbs above it; a relative path is taken from `/`, the working
-    /// directory adapters start in).
+    /// (`..` never climbs above it), a relative path taken from the working directory.
     pub fn host_path(&self, path: &Path) -> PathBuf {
-        let mut out = self.root.clone();
-        let mut depth = 0usize;
-        for part in path.components() {
-            match part {
-                std::path::Component::Normal(p) => {
-                    out.push(p);
-                    depth += 1;
-                }
-                std::path::Component::ParentDir if depth > 0 => {
-                    out.pop();
-                    depth -= 1;
-                }
-                _ => {}
-            }
-        }
-        out
+        under_root(&self.root, &Path::new(&self.working_dir).join(path))
     }
 
     /// The value of environment variable `name`, as the container sees it.
@@ -135,15 +128,24 @@ impl Write for AdapterOutput {
 pub struct InProcess {
     /// The program that runs adapter roles.
     pub program: Arc<dyn AdapterProgram>,
-    /// The Pod's ServiceAccount kubeconfig.
-    pub kubeconfig: PathBuf,
+    /// Where the Pod's ServiceAccount kubeconfig is, for containers (`KUBECONFIG`).
+    pub kubeconfig_path: PathBuf,
+    /// The Pod's ServiceAccount kubeconfig, as the runner wrote it.
+    pub kubeconfig: String,
     /// The backend the container runs in when it cannot run in-process.
     pub sandbox: Box<dyn ContainerBackend>,
+    /// The `containerID` of the container when it runs in `sandbox`.
+    pub sandbox_id: String,
 }
 
-/// The most entries of a container's volumes looked at for links out of the Pod; a
-/// container whose volumes hold more runs in the sandbox.
+/// The most entries of a Pod's volumes looked at; a Pod whose volumes hold more runs its
+/// adapters in the sandbox.
 pub const MAX_SCANNED_ENTRIES: usize = 10_000;
+
+/// The most bytes a Pod's volumes may hold for its adapters to run in-process: ten times
+/// the largest Work etcd stores, far above what a pipeline writes, and a bound on what a
+/// role reading its files whole can take from the runner's memory.
+pub const MAX_VOLUME_BYTES: u64 = 16 * 1024 * 1024;
 
 impl InProcess {
     /// Why container `c` must run in the sandbox after all, if it must; `alone` says no
@@ -153,57 +155,92 @@ impl InProcess {
             return Some("it runs beside other containers of the Pod".into());
         }
         let kubeconfig = c.env.iter().rev().find(|(k, _)| k == "KUBECONFIG");
-        if kubeconfig.is_none_or(|(_, v)| Path::new(v) != self.kubeconfig) {
+        if kubeconfig.is_none_or(|(_, v)| Path::new(v) != self.kubeconfig_path) {
             return Some("its KUBECONFIG is not the Pod's ServiceAccount kubeconfig".into());
         }
-        let pod_dir = match c.pod_dir.canonicalize() {
-            Ok(p) => p,
-            Err(e) => return Some(format!("the Pod's directory cannot be resolved: {e}")),
-        };
-        let mut budget = MAX_SCANNED_ENTRIES;
-        c.mounts
-            .iter()
-            .find_map(|m| link_out_of(&m.host_path, &pod_dir, &mut budget))
+        if let Some(why) = nested_mount(c) {
+            return Some(why);
+        }
+        let volumes = c.pod_dir.join("volumes");
+        if !volumes.exists() {
+            return None;
+        }
+        let mut scan = Scan::default();
+        scan.walk(&volumes)
     }
 }
 
-/// The first entry under `path` (itself included) that resolves outside `pod_dir`, or
-/// cannot be resolved, described; also when more than `budget` entries are left to look at.
-fn link_out_of(path: &Path, pod_dir: &Path, budget: &mut usize) -> Option<String> {
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        if *budget == 0 {
-            return Some(format!(
-                "its volumes hold more than {MAX_SCANNED_ENTRIES} files to check"
-            ));
+/// A mount point that is `/` or lies inside another's, described.
+fn nested_mount(c: &PreparedContainer) -> Option<String> {
+    let points: Vec<PathBuf> = c
+        .mounts
+        .iter()
+        .map(|m| under_root(Path::new("/"), Path::new(&m.container_path)))
+        .collect();
+    for (i, a) in points.iter().enumerate() {
+        if a == Path::new("/") {
+            return Some("a volume is mounted at /".into());
         }
-        *budget -= 1;
-        let meta = match std::fs::symlink_metadata(&p) {
-            Ok(m) => m,
-            Err(e) => return Some(format!("{} cannot be read: {e}", p.display())),
-        };
-        if meta.file_type().is_symlink() {
-            match p.canonicalize() {
-                Ok(target) if target.starts_with(pod_dir) => {}
-                _ => {
-                    return Some(format!(
-                        "{} is a link to a file outside the Pod",
-                        p.display()
-                    ));
-                }
-            }
-        } else if !meta.is_file() && !meta.is_dir() {
-            // A FIFO or a device would block the runner's thread, not a process of its own.
-            return Some(format!("{} is not a regular file", p.display()));
-        } else if meta.is_dir() {
-            let entries = match std::fs::read_dir(&p) {
-                Ok(e) => e,
-                Err(e) => return Some(format!("{} cannot be read: {e}", p.display())),
-            };
-            stack.extend(entries.flatten().map(|e| e.path()));
+        if let Some(b) = points
+            .iter()
+            .enumerate()
+            .find(|(j, b)| *j != i && b.starts_with(a))
+        {
+            return Some(format!(
+                "mount point {} lies inside mount point {}",
+                b.1.display(),
+                a.display()
+            ));
         }
     }
     None
+}
+
+/// What a walk of a Pod's volumes has counted so far.
+#[derive(Default)]
+struct Scan {
+    entries: usize,
+    bytes: u64,
+}
+
+impl Scan {
+    /// The first thing under `root` that keeps an adapter out of the runner's process,
+    /// described (see the module documentation).
+    fn walk(&mut self, root: &Path) -> Option<String> {
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(p) = stack.pop() {
+            self.entries += 1;
+            if self.entries > MAX_SCANNED_ENTRIES {
+                return Some(format!(
+                    "the Pod's volumes hold more than {MAX_SCANNED_ENTRIES} files"
+                ));
+            }
+            let meta = match std::fs::symlink_metadata(&p) {
+                Ok(m) => m,
+                Err(e) => return Some(format!("{} cannot be read: {e}", p.display())),
+            };
+            let kind = meta.file_type();
+            if kind.is_symlink() {
+                return Some(format!("{} is a symbolic link", p.display()));
+            }
+            if kind.is_dir() {
+                match std::fs::read_dir(&p) {
+                    Ok(entries) => stack.extend(entries.flatten().map(|e| e.path())),
+                    Err(e) => return Some(format!("{} cannot be read: {e}", p.display())),
+                }
+            } else if kind.is_file() {
+                self.bytes += meta.len();
+                if self.bytes > MAX_VOLUME_BYTES {
+                    return Some(format!(
+                        "the Pod's volumes hold more than {MAX_VOLUME_BYTES} bytes"
+                    ));
+                }
+            } else {
+                return Some(format!("{} is not a regular file", p.display()));
+            }
+        }
+        None
+    }
 }
 
 impl ContainerBackend for InProcess {
@@ -229,21 +266,23 @@ mod tests {
     use super::*;
     use crate::backend::{EffectiveSecurity, HostProcess, Mount};
 
-    fn call(root: &Path) -> AdapterCall {
+    fn call(root: &Path, working_dir: &str) -> AdapterCall {
         let dir = tempfile::tempdir().unwrap();
         let log = RotatingLog::create(&dir.path().join("c.log"), 1024, 2).unwrap();
         AdapterCall {
             args: vec![],
             env: vec![("A".into(), "1".into()), ("A".into(), "2".into())],
             root: root.to_path_buf(),
-            kubeconfig: PathBuf::from("/k"),
+            working_dir: working_dir.into(),
+            mounts: vec![],
+            kubeconfig: String::new(),
             output: AdapterOutput::new(log),
         }
     }
 
     #[test]
     fn container_paths_stay_under_the_root() {
-        let c = call(Path::new("/r"));
+        let c = call(Path::new("/r"), "/");
         assert_eq!(
             c.host_path(Path::new("/kratix/input")),
             PathBuf::from("/r/kratix/input")
@@ -253,6 +292,12 @@ mod tests {
             PathBuf::from("/r/etc/passwd")
         );
         assert_eq!(c.host_path(Path::new("out/./x")), PathBuf::from("/r/out/x"));
+        let in_kratix = call(Path::new("/r"), "/kratix");
+        assert_eq!(
+            in_kratix.host_path(Path::new("input")),
+            PathBuf::from("/r/kratix/input"),
+            "a relative path is taken from the working directory"
+        );
         assert_eq!(c.var("A").as_deref(), Some("2"), "the last definition wins");
     }
 
@@ -274,49 +319,61 @@ mod tests {
         }
     }
 
+    fn mount(host: &Path, at: &str) -> Mount {
+        Mount {
+            host_path: host.to_path_buf(),
+            container_path: at.into(),
+            read_only: false,
+        }
+    }
+
     #[test]
-    fn runs_in_the_sandbox_when_it_would_see_more_than_the_sandbox() {
+    fn runs_in_the_sandbox_when_a_path_could_lead_out_of_the_pods_volumes() {
         let dir = tempfile::tempdir().unwrap();
         let pod_dir = dir.path().join("pod");
         let vol = pod_dir.join("volumes/out");
+        let other = pod_dir.join("volumes/other");
         std::fs::create_dir_all(vol.join("sub")).unwrap();
-        std::fs::write(pod_dir.join("kubeconfig"), "{}").unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(vol.join("sub/file.yaml"), "a: 1\n").unwrap();
         let kc = pod_dir.join("kubeconfig");
         let b = InProcess {
             program: Arc::new(Nothing),
-            kubeconfig: kc.clone(),
+            kubeconfig_path: kc.clone(),
+            kubeconfig: String::new(),
             sandbox: Box::new(HostProcess),
+            sandbox_id: "host://ns/p/reader".into(),
         };
-        let mount = vec![Mount {
-            host_path: vol.clone(),
-            container_path: "/kratix/output".into(),
-            read_only: false,
-        }];
+        let mounts = vec![mount(&vol, "/kratix/output")];
         let kc_s = kc.to_string_lossy().into_owned();
-        let c = prepared(&pod_dir, mount.clone(), &kc_s);
+        let c = prepared(&pod_dir, mounts.clone(), &kc_s);
         assert_eq!(b.sandbox_reason(&c, true), None);
         assert!(b.sandbox_reason(&c, false).unwrap().contains("beside"));
-        let other = prepared(&pod_dir, mount.clone(), "/elsewhere");
+        let elsewhere = prepared(&pod_dir, mounts.clone(), "/elsewhere");
         assert!(
-            b.sandbox_reason(&other, true)
+            b.sandbox_reason(&elsewhere, true)
                 .unwrap()
                 .contains("KUBECONFIG")
         );
-        // A link inside the Pod is fine; one out of it, or a dangling one, is not.
-        std::os::unix::fs::symlink(pod_dir.join("kubeconfig"), vol.join("sub/in")).unwrap();
-        assert_eq!(b.sandbox_reason(&c, true), None);
-        std::os::unix::fs::symlink(dir.path(), vol.join("sub/out")).unwrap();
+        for points in [vec!["/a", "/a/b"], vec!["/x/../"]] {
+            let ms = points.iter().map(|at| mount(&vol, at)).collect();
+            let why = b
+                .sandbox_reason(&prepared(&pod_dir, ms, &kc_s), true)
+                .unwrap();
+            assert!(why.contains("mount"), "{points:?}: {why}");
+        }
+        // Any link, even one into the Pod and in a volume this container does not mount
+        // (it could be reached through a second link), and any FIFO.
+        let link = other.join("to-kubeconfig");
+        std::os::unix::fs::symlink("../../kubeconfig", &link).unwrap();
         let why = b.sandbox_reason(&c, true).unwrap();
         assert!(
-            why.contains("sub/out") && why.contains("outside the Pod"),
+            why.contains("to-kubeconfig") && why.contains("symbolic link"),
             "{why}"
         );
-        std::fs::remove_file(vol.join("sub/out")).unwrap();
-        std::os::unix::fs::symlink(dir.path().join("not-yet"), vol.join("dangling")).unwrap();
-        assert!(b.sandbox_reason(&c, true).unwrap().contains("dangling"));
-        std::fs::remove_file(vol.join("dangling")).unwrap();
+        std::fs::remove_file(&link).unwrap();
         let made = std::process::Command::new("mkfifo")
-            .arg(vol.join("pipe"))
+            .arg(vol.join("sub/pipe"))
             .status()
             .unwrap();
         assert!(made.success());
@@ -325,6 +382,12 @@ mod tests {
             why.contains("pipe") && why.contains("not a regular file"),
             "{why}"
         );
+        std::fs::remove_file(vol.join("sub/pipe")).unwrap();
+        // Large files (sparse, so nothing is written) count by their length.
+        let big = std::fs::File::create(other.join("big")).unwrap();
+        big.set_len(MAX_VOLUME_BYTES + 1).unwrap();
+        let why = b.sandbox_reason(&c, true).unwrap();
+        assert!(why.contains("bytes"), "{why}");
     }
 
     #[derive(Debug)]

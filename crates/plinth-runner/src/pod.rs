@@ -138,6 +138,15 @@ impl Tracker {
         }
     }
 
+    /// A container's end: its terminated state, and where it ran when that was not
+    /// where it was prepared to run.
+    fn record_exit(&mut self, init: bool, name: &str, exit: &Exit) {
+        self.set_state(init, name, exit.state());
+        if let (Some(id), Some(c)) = (&exit.container_id, self.entry(init, name)) {
+            c.container_id = Some(id.clone());
+        }
+    }
+
     fn set_condition(&mut self, type_: &str, value: bool) {
         let t = now();
         let conds = self.status.conditions.get_or_insert_with(Vec::new);
@@ -184,6 +193,9 @@ struct Exit {
     message: Option<String>,
     started: Time,
     finished: Time,
+    /// The `containerID` when it is not the one set at preparation (an adapter that ran
+    /// in the sandbox after all).
+    container_id: Option<String>,
 }
 
 impl Exit {
@@ -794,6 +806,8 @@ impl EffectiveSecurity {
 struct Identity {
     sa_dir: PathBuf,
     kubeconfig: PathBuf,
+    /// What `kubeconfig` holds, for adapters run in-process.
+    kubeconfig_yaml: String,
 }
 
 fn kubeconfig_yaml(config: &RunnerConfig, ns: &str, sa: &str, token: &str) -> String {
@@ -842,16 +856,12 @@ async fn prepare_identity<A: ClusterAccess>(
     write_file(&sa_dir, "token", token.as_bytes(), 0o644).map_err(fail)?;
     write_file(&sa_dir, "ca.crt", config.ca_pem.as_bytes(), 0o644).map_err(fail)?;
     write_file(&sa_dir, "namespace", ns.as_bytes(), 0o644).map_err(fail)?;
-    write_file(
-        pod_dir,
-        "kubeconfig",
-        kubeconfig_yaml(config, ns, &sa, &token).as_bytes(),
-        0o644,
-    )
-    .map_err(fail)?;
+    let kubeconfig = kubeconfig_yaml(config, ns, &sa, &token);
+    write_file(pod_dir, "kubeconfig", kubeconfig.as_bytes(), 0o644).map_err(fail)?;
     Ok(Some(Identity {
         sa_dir,
         kubeconfig: pod_dir.join("kubeconfig"),
+        kubeconfig_yaml: kubeconfig,
     }))
 }
 
@@ -1381,7 +1391,7 @@ async fn run_inits(
         }
         tracker.set_state(true, &p.name, running_state());
         let exit = run_container(backend.as_ref(), p, run.io(&p.name), true).await;
-        tracker.set_state(true, &p.name, exit.state());
+        tracker.record_exit(true, &p.name, &exit);
         if run.stopped() {
             return terminated(tracker);
         }
@@ -1428,7 +1438,7 @@ async fn run_mains(run: &Attempt<'_>, mains: &[Prepared], tracker: &mut Tracker)
     let mut deadline_hit = false;
     let mut message = None;
     for (cname, exit) in &exits {
-        tracker.set_state(false, cname, exit.state());
+        tracker.record_exit(false, cname, exit);
         deadline_hit |= exit.reason == "DeadlineExceeded";
         if exit.code != 0 {
             ok = false;
@@ -1529,15 +1539,21 @@ async fn prepare_container<A: ClusterAccess>(
         }
     );
     let backend = choose_backend(plan, config, runtimes, sandboxed)?;
-    let backend = match (is_adapter, &config.adapter_program, identity) {
-        (true, Some(program), Some(id)) => Box::new(InProcess {
-            program: program.clone(),
-            kubeconfig: id.kubeconfig.clone(),
-            sandbox: backend,
-        }),
-        _ => backend,
-    };
     let id = container_id(backend.as_ref(), runtimes, &prepared);
+    let (backend, id) = match (is_adapter, &config.adapter_program, identity) {
+        (true, Some(program), Some(identity)) => {
+            let in_process = InProcess {
+                program: program.clone(),
+                kubeconfig_path: identity.kubeconfig.clone(),
+                kubeconfig: identity.kubeconfig_yaml.clone(),
+                sandbox: backend,
+                sandbox_id: id,
+            };
+            let id = container_id(&in_process, runtimes, &prepared);
+            (Box::new(in_process) as Box<dyn ContainerBackend>, id)
+        }
+        _ => (backend, id),
+    };
     Ok((prepared, backend, (id, stands_in)))
 }
 
@@ -1875,7 +1891,9 @@ async fn run_container(
         Some(why) => {
             tracing::info!(pod = %format!("{}/{}", p.namespace, p.pod), container = %p.name,
                 "adapter container runs in the sandbox: {why}");
-            run_process(inproc.sandbox.as_ref(), p, io).await
+            let mut exit = run_process(inproc.sandbox.as_ref(), p, io).await;
+            exit.container_id = Some(inproc.sandbox_id.clone());
+            exit
         }
     }
 }
@@ -1891,6 +1909,7 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
         message,
         started: started.clone(),
         finished: now(),
+        container_id: None,
     };
     let root = match HostProcess::build_root(p) {
         Ok(r) => r,
@@ -1924,6 +1943,12 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
         args,
         env: p.env.clone(),
         root,
+        working_dir: p.working_dir.clone().unwrap_or_else(|| "/".into()),
+        mounts: p
+            .mounts
+            .iter()
+            .map(|m| (m.host_path.clone(), m.container_path.clone()))
+            .collect(),
         kubeconfig: inproc.kubeconfig.clone(),
         output: AdapterOutput::new(log),
     };
@@ -1938,7 +1963,8 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
         res = &mut task => match res {
             Ok(0) => ended(0, None, "Completed", None),
             Ok(code) => ended(code, None, "Error", None),
-            Err(e) => ended(1, None, "Error", Some(format!("the adapter {:?} stopped: {e}", p.name))),
+            // A panicking process exits 101.
+            Err(e) => ended(101, None, "Error", Some(format!("the adapter {:?} stopped: {e}", p.name))),
         },
         _ = sleep => {
             task.abort();
@@ -1962,6 +1988,7 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
         message: Some(message),
         started: started.clone(),
         finished: now(),
+        container_id: None,
     };
     let (mut child, copier) = match spawn_logged(backend, p, &io) {
         Ok(spawned) => spawned,
@@ -1990,6 +2017,7 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
                     message: None,
                     started,
                     finished: now(),
+                    container_id: None,
                 }
             }
             Err(e) => fail("Error", format!("waiting for container {:?}: {e}", p.name)),
@@ -2006,6 +2034,7 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
                 message: Some("killed: the active deadline was exceeded".into()),
                 started,
                 finished: now(),
+                container_id: None,
             }
         }
         grace = stop_requested(io.stop.clone()) => {
@@ -2017,6 +2046,7 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
                 message: Some("stopped: the Pod was deleted".into()),
                 started,
                 finished: now(),
+                container_id: None,
             }
         }
     };

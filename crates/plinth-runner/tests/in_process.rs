@@ -22,14 +22,15 @@ struct Roles;
 impl AdapterProgram for Roles {
     fn run(&self, mut call: AdapterCall) -> BoxFuture<'static, i32> {
         Box::pin(async move {
-            let own =
-                call.var("KUBECONFIG").as_deref() == Some(&*call.kubeconfig.to_string_lossy());
-            let token = std::fs::read_to_string(&call.kubeconfig).unwrap_or_default();
+            // The kubeconfig the runner wrote for the Pod, handed over in memory.
+            let own = call.var("KUBECONFIG").is_some_and(|path| {
+                std::fs::read_to_string(path).is_ok_and(|text| text == call.kubeconfig)
+            });
             let _ = writeln!(
                 call.output,
                 "in-process {} own-kubeconfig={own} token={}",
                 call.args.join(" "),
-                token.contains("tok:team-a:pipeline")
+                call.kubeconfig.contains("tok:team-a:pipeline")
             );
             match call.args.first().map(String::as_str) {
                 Some("reader") => {
@@ -232,7 +233,7 @@ async fn a_link_out_of_the_pod_sends_the_adapter_to_the_sandbox() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());
     // A user container leaves a link to the host's root (and one to a file that does not
-    // exist yet) for the work-writer that follows it.
+    // exist yet) for the work-writer that follows it; any link at all would do.
     let p = pipeline_pod(
         "linked",
         vec![
@@ -251,6 +252,10 @@ async fn a_link_out_of_the_pod_sends_the_adapter_to_the_sandbox() {
     assert_eq!(
         read(&cfg.log_path("team-a", "linked", "work-writer")),
         "sandboxed pipeline-adapter work-creator\n"
+    );
+    assert!(
+        id_of(&st, true, "work-writer").starts_with("sandbox://"),
+        "the status says where it ran"
     );
 }
 

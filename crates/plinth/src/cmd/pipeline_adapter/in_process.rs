@@ -44,10 +44,7 @@ async fn run(mut call: AdapterCall) -> i32 {
         }
     };
     role.map_paths(|p| call.host_path(p));
-    let mut output = InContainerPaths {
-        out: call.output.clone(),
-        root: call.root.to_string_lossy().into_owned(),
-    };
+    let mut output = InContainerPaths::new(&call);
     let log = output.clone();
     // What the role logs goes to the container's log, as the process's stderr would.
     let subscriber = tracing_subscriber::fmt()
@@ -71,22 +68,41 @@ async fn run(mut call: AdapterCall) -> i32 {
     }
 }
 
-/// The container's log with paths as the container sees them: the container's root on
-/// the host is cut from what is written, so a line reads `/kratix/input/object.yaml`, as
-/// the process's did. Every line reaches it in one write.
+/// The container's log with paths as the container sees them: a mount's host directory
+/// reads as its mount point and the container's root as `/`, so a line reads
+/// `/kratix/input/object.yaml`, as the process's did. Every line reaches it in one write.
 #[derive(Clone)]
 struct InContainerPaths {
     out: plinth_runner::inprocess::AdapterOutput,
-    root: String,
+    /// Host prefix → container prefix, longest host prefix first.
+    prefixes: Vec<(String, String)>,
+}
+
+impl InContainerPaths {
+    fn new(call: &AdapterCall) -> Self {
+        let with_slash = |p: &Path| format!("{}/", p.to_string_lossy().trim_end_matches('/'));
+        let mut prefixes: Vec<(String, String)> = call
+            .mounts
+            .iter()
+            .map(|(host, at)| (with_slash(host), with_slash(Path::new(at))))
+            .collect();
+        prefixes.push((with_slash(&call.root), "/".into()));
+        prefixes.sort_by_key(|(host, _)| std::cmp::Reverse(host.len()));
+        InContainerPaths {
+            out: call.output.clone(),
+            prefixes,
+        }
+    }
 }
 
 impl Write for InContainerPaths {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
-        if text.contains(&self.root) {
-            let cut = text
-                .replace(&format!("{}/", self.root), "/")
-                .replace(&self.root, "/");
+        if self.prefixes.iter().any(|(host, _)| text.contains(host)) {
+            let mut cut = text.into_owned();
+            for (host, at) in &self.prefixes {
+                cut = cut.replace(host, at);
+            }
             self.out.write_all(cut.as_bytes())?;
         } else {
             self.out.write_all(buf)?;
@@ -100,13 +116,13 @@ impl Write for InContainerPaths {
 }
 
 /// A client with the Pod's ServiceAccount identity, from its kubeconfig.
-async fn client_from(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let read = || format!("reading the Pod's kubeconfig {}", kubeconfig.display());
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).with_context(read)?;
+async fn client_from(kubeconfig: &str) -> anyhow::Result<kube::Client> {
+    let context = "reading the Pod's ServiceAccount kubeconfig";
+    let file = kube::config::Kubeconfig::from_yaml(kubeconfig).context(context)?;
     let options = kube::config::KubeConfigOptions::default();
     let config = kube::Config::from_custom_kubeconfig(file, &options)
         .await
-        .with_context(read)?;
+        .context(context)?;
     kube::Client::try_from(config).context("building a client from the Pod's kubeconfig")
 }
 
@@ -126,7 +142,7 @@ fn parse_role(args: &[String], env: EnvLookup<'_>) -> Result<AdapterRole, clap::
             let given = args
                 .iter()
                 .any(|x| *x == flag || x.starts_with(&format!("{flag}=")));
-            if let (false, Some(value)) = (given, env(var).filter(|v| !v.is_empty())) {
+            if let (false, Some(value)) = (given, env(var)) {
                 from_env.push(format!("{flag}={value}"));
             }
         }
