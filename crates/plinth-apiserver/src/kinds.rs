@@ -54,7 +54,8 @@ pub(crate) async fn prepare(
         && let Some(pod) = obj.pointer(ptr)
     {
         let field = ptr.trim_start_matches('/').replace('/', ".");
-        let causes = crate::validation::container_name_causes(pod, &field);
+        let mut causes = crate::validation::container_name_causes(pod, &field);
+        causes.extend(crate::validation::volume_name_causes(pod, &field));
         if !causes.is_empty() {
             return Err(ApiError::invalid(
                 info,

@@ -308,6 +308,34 @@ pub fn container_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
     out
 }
 
+/// Volume names of a Pod spec at `field`, as kube-apiserver validates them: each volume
+/// has a name (`Required value`), a DNS-1123 label (so it is a safe directory name on the
+/// node), unique in the list (`Duplicate value`).
+pub fn volume_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let volumes = pod_spec.get("volumes").and_then(Value::as_array);
+    for (i, v) in volumes.into_iter().flatten().enumerate() {
+        let at = format!("{field}.volumes[{i}].name");
+        match v
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            None => out.push(required(&at, "")),
+            Some(name) => {
+                for e in dns1123_label_errors(name) {
+                    out.push(invalid(&at, name, &e));
+                }
+                if !seen.insert(name.to_string()) {
+                    out.push(duplicate(&at, name));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `Unsupported value: "<value>": supported values: "a", "b"` under `field`.
 pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
     let list: Vec<String> = supported.iter().map(|s| quote(s)).collect();

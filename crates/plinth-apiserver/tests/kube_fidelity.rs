@@ -67,7 +67,7 @@ async fn discovery_lists_kube_apiservers_storage_version_hashes() {
 }
 
 #[tokio::test]
-async fn container_names_are_validated_in_every_pod_spec() {
+async fn container_and_volume_names_are_validated_in_every_pod_spec() {
     let ts = TestServer::start().await.unwrap();
     let cases = [
         (
@@ -84,6 +84,17 @@ async fn container_names_are_validated_in_every_pod_spec() {
             "/apis/batch/v1/namespaces/default/cronjobs",
             r#"{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"c"},"spec":{"schedule":"@daily","jobTemplate":{"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"Bad_Name","image":"i"}]}}}}}}"#,
             "spec.jobTemplate.spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
+        ),
+        // A volume name becomes a directory on the node: `..` is refused, as everywhere.
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"i"}],"volumes":[{"name":"../../../../home/u/.ssh","emptyDir":{}}]}}}}"#,
+            "spec.template.spec.volumes[0].name: Invalid value: \"../../../../home/u/.ssh\"",
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}],"volumes":[{"name":"v","emptyDir":{}},{"name":"v","emptyDir":{}}]}}"#,
+            "spec.volumes[1].name: Duplicate value: \"v\"",
         ),
     ];
     for (path, body, want) in cases {

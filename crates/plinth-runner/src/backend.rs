@@ -378,6 +378,36 @@ impl HostProcess {
     }
 }
 
+/// Why a mount of `c` must not be bound, if one must not: its source was a directory or
+/// file of its volume when the Pod was prepared, and an earlier container has since made
+/// a link of it (or of a directory on its way) to somewhere outside that volume. Binding
+/// resolves links on the host, so the link would give the container what it points at.
+pub fn mount_source_link(c: &PreparedContainer) -> Option<String> {
+    for m in &c.mounts {
+        let Ok(rel) = m.host_path.strip_prefix(&c.pod_dir) else {
+            continue;
+        };
+        // `volumes/<name>` (or `serviceaccount`): the directory the source must stay in.
+        let depth = match rel.components().next() {
+            Some(std::path::Component::Normal(first)) if first == "volumes" => 2,
+            _ => 1,
+        };
+        let volume: PathBuf = c
+            .pod_dir
+            .join(rel.components().take(depth).collect::<PathBuf>());
+        let (Ok(inside), Ok(source)) = (volume.canonicalize(), m.host_path.canonicalize()) else {
+            continue;
+        };
+        if !source.starts_with(&inside) {
+            return Some(format!(
+                "the source of mount {} leaves its volume through a symbolic link",
+                m.container_path
+            ));
+        }
+    }
+    None
+}
+
 /// Container path `path` as a host path under `root`, taken lexically: `..` never climbs
 /// above `root` (a mount path `/../../x` links `<root>/x`, not a host file).
 pub fn under_root(root: &Path, path: &Path) -> PathBuf {

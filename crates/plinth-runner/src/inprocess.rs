@@ -147,12 +147,36 @@ pub const MAX_SCANNED_ENTRIES: usize = 10_000;
 /// role reading its files whole can take from the runner's memory.
 pub const MAX_VOLUME_BYTES: u64 = 16 * 1024 * 1024;
 
+/// What else may write a Pod's volumes while one of its containers runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Company {
+    /// Nothing: init containers run one at a time, and a lone container has the Pod.
+    Alone,
+    /// The Pod's other containers, running beside this one.
+    OtherContainers,
+    /// An earlier run of a Pod of the same name, whose directory this run found in place
+    /// (its containers may still be stopping).
+    EarlierRun,
+}
+
+/// How many adapters run in-process at once; more wait for a turn. Standalone Pods are
+/// not bounded by the runner's parallel-Job limit, so this bounds what adapters take from
+/// the runner's memory and threads.
+pub const MAX_AT_ONCE: usize = 4;
+
 impl InProcess {
-    /// Why container `c` must run in the sandbox after all, if it must; `alone` says no
-    /// other container of the Pod runs while it does.
-    pub fn sandbox_reason(&self, c: &PreparedContainer, alone: bool) -> Option<String> {
-        if !alone {
-            return Some("it runs beside other containers of the Pod".into());
+    /// Why container `c` must run in the sandbox after all, if it must.
+    pub fn sandbox_reason(&self, c: &PreparedContainer, company: Company) -> Option<String> {
+        match company {
+            Company::Alone => {}
+            Company::OtherContainers => {
+                return Some("it runs beside other containers of the Pod".into());
+            }
+            Company::EarlierRun => {
+                return Some(
+                    "an earlier run of a Pod of the same name left its directory in place".into(),
+                );
+            }
         }
         let kubeconfig = c.env.iter().rev().find(|(k, _)| k == "KUBECONFIG");
         if kubeconfig.is_none_or(|(_, v)| Path::new(v) != self.kubeconfig_path) {
@@ -162,6 +186,17 @@ impl InProcess {
             return Some(why);
         }
         let volumes = c.pod_dir.join("volumes");
+        let identity = c.pod_dir.join("serviceaccount");
+        if let Some(m) = c
+            .mounts
+            .iter()
+            .find(|m| !m.host_path.starts_with(&volumes) && m.host_path != identity)
+        {
+            return Some(format!(
+                "{} is mounted from outside the Pod's volumes",
+                m.container_path
+            ));
+        }
         if !volumes.exists() {
             return None;
         }
@@ -224,9 +259,18 @@ impl Scan {
                 return Some(format!("{} is a symbolic link", p.display()));
             }
             if kind.is_dir() {
-                match std::fs::read_dir(&p) {
-                    Ok(entries) => stack.extend(entries.flatten().map(|e| e.path())),
+                let entries = match std::fs::read_dir(&p) {
+                    Ok(entries) => entries,
                     Err(e) => return Some(format!("{} cannot be read: {e}", p.display())),
+                };
+                // Counted while listed: a directory of a million names is not held.
+                for entry in entries.flatten() {
+                    if self.entries + stack.len() > MAX_SCANNED_ENTRIES {
+                        return Some(format!(
+                            "the Pod's volumes hold more than {MAX_SCANNED_ENTRIES} files"
+                        ));
+                    }
+                    stack.push(entry.path());
                 }
             } else if kind.is_file() {
                 self.bytes += meta.len();
@@ -347,18 +391,21 @@ mod tests {
         let mounts = vec![mount(&vol, "/kratix/output")];
         let kc_s = kc.to_string_lossy().into_owned();
         let c = prepared(&pod_dir, mounts.clone(), &kc_s);
-        assert_eq!(b.sandbox_reason(&c, true), None);
-        assert!(b.sandbox_reason(&c, false).unwrap().contains("beside"));
+        assert_eq!(b.sandbox_reason(&c, Company::Alone), None);
+        let beside = b.sandbox_reason(&c, Company::OtherContainers).unwrap();
+        assert!(beside.contains("beside"), "{beside}");
+        let earlier = b.sandbox_reason(&c, Company::EarlierRun).unwrap();
+        assert!(earlier.contains("earlier run"), "{earlier}");
         let elsewhere = prepared(&pod_dir, mounts.clone(), "/elsewhere");
-        assert!(
-            b.sandbox_reason(&elsewhere, true)
-                .unwrap()
-                .contains("KUBECONFIG")
-        );
+        let why = b.sandbox_reason(&elsewhere, Company::Alone).unwrap();
+        assert!(why.contains("KUBECONFIG"), "{why}");
+        let outside = prepared(&pod_dir, vec![mount(dir.path(), "/x")], &kc_s);
+        let why = b.sandbox_reason(&outside, Company::Alone).unwrap();
+        assert!(why.contains("outside the Pod's volumes"), "{why}");
         for points in [vec!["/a", "/a/b"], vec!["/x/../"]] {
             let ms = points.iter().map(|at| mount(&vol, at)).collect();
             let why = b
-                .sandbox_reason(&prepared(&pod_dir, ms, &kc_s), true)
+                .sandbox_reason(&prepared(&pod_dir, ms, &kc_s), Company::Alone)
                 .unwrap();
             assert!(why.contains("mount"), "{points:?}: {why}");
         }
@@ -366,7 +413,7 @@ mod tests {
         // (it could be reached through a second link), and any FIFO.
         let link = other.join("to-kubeconfig");
         std::os::unix::fs::symlink("../../kubeconfig", &link).unwrap();
-        let why = b.sandbox_reason(&c, true).unwrap();
+        let why = b.sandbox_reason(&c, Company::Alone).unwrap();
         assert!(
             why.contains("to-kubeconfig") && why.contains("symbolic link"),
             "{why}"
@@ -377,7 +424,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(made.success());
-        let why = b.sandbox_reason(&c, true).unwrap();
+        let why = b.sandbox_reason(&c, Company::Alone).unwrap();
         assert!(
             why.contains("pipe") && why.contains("not a regular file"),
             "{why}"
@@ -386,7 +433,7 @@ mod tests {
         // Large files (sparse, so nothing is written) count by their length.
         let big = std::fs::File::create(other.join("big")).unwrap();
         big.set_len(MAX_VOLUME_BYTES + 1).unwrap();
-        let why = b.sandbox_reason(&c, true).unwrap();
+        let why = b.sandbox_reason(&c, Company::Alone).unwrap();
         assert!(why.contains("bytes"), "{why}");
     }
 

@@ -28,7 +28,7 @@ use crate::config::RunnerConfig;
 use crate::error::RunnerError;
 use crate::expand::expand_with;
 use crate::image::ImageMap;
-use crate::inprocess::{AdapterCall, AdapterOutput, InProcess};
+use crate::inprocess::{AdapterCall, AdapterOutput, Company, InProcess};
 
 /// Options of one Pod run.
 #[derive(Debug, Default)]
@@ -877,8 +877,15 @@ async fn prepare_volumes<A: ClusterAccess>(
     let spec = pod.spec.as_ref().expect("checked");
     let mut out = HashMap::new();
     for v in spec.volumes.iter().flatten() {
-        let dir = config.volume_dir(ns, pod_name, &v.name);
         let what = format!("volume {:?}", v.name);
+        // The name is a directory under the Pod's: only a DNS-1123 label, as the API
+        // server admits, can never point elsewhere.
+        if !plinth_api::names::is_dns1123_label(&v.name, 63) {
+            return Err(mount_failure(format!(
+                "{what}: a volume name must be a lowercase RFC 1123 label"
+            )));
+        }
+        let dir = config.volume_dir(ns, pod_name, &v.name);
         std::fs::create_dir_all(&dir).map_err(|e| {
             setup_failure(
                 "FailedMount",
@@ -1196,6 +1203,11 @@ pub async fn run_pod_once<A: ClusterAccess>(
     };
     let runtimes = Runtimes::detect(config)?;
     let pod_dir = config.pod_dir(&ns, &name);
+    let company = if pod_dir.exists() {
+        Company::EarlierRun
+    } else {
+        Company::Alone
+    };
     let log_dir = config
         .log_path(&ns, &name, "x")
         .parent()
@@ -1217,6 +1229,7 @@ pub async fn run_pod_once<A: ClusterAccess>(
         &pod_dir,
         &runtimes,
         &mut tracker,
+        company,
         opts.deadline,
         opts.stop,
     )
@@ -1238,6 +1251,7 @@ async fn run_pod_inner<A: ClusterAccess>(
     pod_dir: &Path,
     runtimes: &Runtimes,
     tracker: &mut Tracker,
+    company: Company,
     deadline: Option<Instant>,
     stop: Option<watch::Receiver<Option<Duration>>>,
 ) -> Result<PodStatus, RunnerError> {
@@ -1263,6 +1277,7 @@ async fn run_pod_inner<A: ClusterAccess>(
         config,
         ns,
         name,
+        company,
         deadline,
         stop,
     };
@@ -1352,6 +1367,8 @@ struct Attempt<'a> {
     config: &'a RunnerConfig,
     ns: &'a str,
     name: &'a str,
+    /// What else may write the Pod's volumes, besides the containers this run starts.
+    company: Company,
     deadline: Option<Instant>,
     stop: Option<watch::Receiver<Option<Duration>>>,
 }
@@ -1390,7 +1407,7 @@ async fn run_inits(
             return terminated(tracker);
         }
         tracker.set_state(true, &p.name, running_state());
-        let exit = run_container(backend.as_ref(), p, run.io(&p.name), true).await;
+        let exit = run_container(backend.as_ref(), p, run.io(&p.name), run.company).await;
         tracker.record_exit(true, &p.name, &exit);
         if run.stopped() {
             return terminated(tracker);
@@ -1425,11 +1442,14 @@ async fn run_mains(run: &Attempt<'_>, mains: &[Prepared], tracker: &mut Tracker)
     tracker.set_condition("ContainersReady", true);
     tracker.set_condition("Ready", true);
     tracker.publish();
-    let alone = mains.len() == 1;
+    let company = match mains.len() {
+        1 => run.company,
+        _ => Company::OtherContainers,
+    };
     let runs = mains.iter().map(|(_, p, backend)| {
         let io = run.io(&p.name);
         async move {
-            let exit = run_container(backend.as_ref(), p, io, alone).await;
+            let exit = run_container(backend.as_ref(), p, io, company).await;
             (p.name.clone(), exit)
         }
     });
@@ -1876,17 +1896,30 @@ async fn ensure_image(
 }
 
 /// Runs one container: an adapter in-process when it may ([`crate::inprocess`]), else
-/// its process. `alone` says no other container of the Pod runs meanwhile.
+/// its process. `company` says what else may write the Pod's volumes meanwhile. A mount
+/// whose source an earlier container turned into a link out of its volume is refused.
 async fn run_container(
     backend: &dyn ContainerBackend,
     p: &PreparedContainer,
     io: ProcessIo,
-    alone: bool,
+    company: Company,
 ) -> Exit {
+    if let Some(why) = crate::backend::mount_source_link(p) {
+        let started = now();
+        return Exit {
+            code: 128,
+            signal: None,
+            reason: "StartError".into(),
+            message: Some(why),
+            started: started.clone(),
+            finished: started,
+            container_id: None,
+        };
+    }
     let Some(inproc) = backend.in_process() else {
         return run_process(backend, p, io).await;
     };
-    match inproc.sandbox_reason(p, alone) {
+    match inproc.sandbox_reason(p, company) {
         None => run_in_process(inproc, p, io).await,
         Some(why) => {
             tracing::info!(pod = %format!("{}/{}", p.namespace, p.pod), container = %p.name,
@@ -1952,6 +1985,7 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
         kubeconfig: inproc.kubeconfig.clone(),
         output: AdapterOutput::new(log),
     };
+    let _turn = IN_PROCESS_TURNS.acquire().await;
     let mut task = tokio::spawn(inproc.program.run(call));
     let sleep = async {
         match io.deadline {
@@ -1967,14 +2001,25 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
             Err(e) => ended(101, None, "Error", Some(format!("the adapter {:?} stopped: {e}", p.name))),
         },
         _ = sleep => {
-            task.abort();
+            stop_task(task).await;
             ended(137, Some(9), "DeadlineExceeded", Some("killed: the active deadline was exceeded".into()))
         }
         _ = stop_requested(io.stop.clone()) => {
-            task.abort();
+            stop_task(task).await;
             ended(143, None, "Error", Some("stopped: the Pod was deleted".into()))
         }
     }
+}
+
+/// Turns for adapters in-process ([`crate::inprocess::MAX_AT_ONCE`]).
+static IN_PROCESS_TURNS: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(crate::inprocess::MAX_AT_ONCE);
+
+/// Aborts an in-process adapter and waits until it has ended, so nothing it does
+/// outlives its container (an abort takes effect at the task's next await).
+async fn stop_task(task: tokio::task::JoinHandle<i32>) {
+    task.abort();
+    let _ = task.await;
 }
 
 /// Spawns the container's process with output to a capped, rotating log, waits for it,

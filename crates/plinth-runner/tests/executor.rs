@@ -589,3 +589,56 @@ async fn sandbox_hides_the_data_dir_and_home_directories() {
     assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{log}");
     assert_eq!(log, "0\nno-token\nkubeconfig-visible\n");
 }
+
+/// A subPath whose directory an earlier container replaced with a link out of its volume
+/// is not bound (binding resolves links on the host); a volume name that is not a DNS
+/// label never becomes a directory.
+#[tokio::test]
+async fn mount_sources_stay_inside_their_volume() {
+    if !have_bwrap("mount_sources_stay_inside_their_volume") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let p = pod(json!({
+        "metadata": {"name": "subpath", "namespace": "team-a"},
+        "spec": {
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "initContainers": [{"name": "swap", "image": "busybox",
+                "command": ["sh", "-c", "rm -rf /v/sub && ln -s / /v/sub"],
+                "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+            "containers": [{"name": "reader", "image": "busybox", "command": ["ls", "/data"],
+                "volumeMounts": [{"name": "v", "mountPath": "/data", "subPath": "sub"}]}]
+        }
+    }));
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Failed"), "{st:?}");
+    let reader = container(&st, false, "reader");
+    let term = reader.state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(term.reason.as_deref(), Some("StartError"));
+    assert!(
+        term.message.as_deref().unwrap_or("").contains("/data"),
+        "{term:?}"
+    );
+
+    let bad = pod(json!({
+        "metadata": {"name": "badname", "namespace": "team-a"},
+        "spec": {
+            "volumes": [{"name": "../../escape", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]
+        }
+    }));
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &bad, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Failed"), "{st:?}");
+    assert!(
+        st.message.as_deref().unwrap_or("").contains("RFC 1123"),
+        "{:?}",
+        st.message
+    );
+    assert!(!cfg.data_dir.join("pods/escape").exists());
+    assert!(!cfg.data_dir.join("escape").exists());
+}

@@ -282,3 +282,27 @@ async fn without_an_adapter_program_adapters_run_in_the_sandbox() {
     );
     assert!(id_of(&st, true, "reader").starts_with("sandbox://"));
 }
+
+#[tokio::test]
+async fn a_directory_left_by_an_earlier_run_sends_adapters_to_the_sandbox() {
+    if !have_bwrap("a_directory_left_by_an_earlier_run_sends_adapters_to_the_sandbox") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    // An earlier Pod of this name may still be stopping and writing its volumes.
+    std::fs::create_dir_all(cfg.pod_dir("team-a", "again")).unwrap();
+    let p = pipeline_pod(
+        "again",
+        vec![adapter("reader", "reader")],
+        vec![user("user", "true")],
+    );
+    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{st:?}");
+    assert_eq!(
+        read(&cfg.log_path("team-a", "again", "reader")),
+        "sandboxed pipeline-adapter reader\n"
+    );
+}
