@@ -280,60 +280,52 @@ pub struct PodFrame<'a> {
 /// validates them: every container, init container and ephemeral container has a name
 /// (`Required value`), a DNS-1123 label, unique across the three lists (`Duplicate value`).
 pub fn container_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
+    let mut names = NameCauses::default();
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        let Some(items) = pod_spec.get(list).and_then(Value::as_array) else {
-            continue;
-        };
-        for (i, c) in items.iter().enumerate() {
-            let at = format!("{field}.{list}[{i}].name");
-            match c
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-            {
-                None => out.push(required(&at, "")),
-                Some(name) => {
-                    for e in dns1123_label_errors(name) {
-                        out.push(invalid(&at, name, &e));
-                    }
-                    if !seen.insert(name.to_string()) {
-                        out.push(duplicate(&at, name));
-                    }
-                }
-            }
-        }
+        names.check(pod_spec, field, list);
     }
-    out
+    names.causes
 }
 
 /// Volume names of a Pod spec at `field`, as kube-apiserver validates them: each volume
 /// has a name (`Required value`), a DNS-1123 label (so it is a safe directory name on the
 /// node), unique in the list (`Duplicate value`).
 pub fn volume_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
-    let mut out = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    let volumes = pod_spec.get("volumes").and_then(Value::as_array);
-    for (i, v) in volumes.into_iter().flatten().enumerate() {
-        let at = format!("{field}.volumes[{i}].name");
-        match v
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-        {
-            None => out.push(required(&at, "")),
-            Some(name) => {
-                for e in dns1123_label_errors(name) {
-                    out.push(invalid(&at, name, &e));
-                }
-                if !seen.insert(name.to_string()) {
-                    out.push(duplicate(&at, name));
+    let mut names = NameCauses::default();
+    names.check(pod_spec, field, "volumes");
+    names.causes
+}
+
+/// The names seen so far in a Pod spec's named lists, and what is wrong with them.
+#[derive(Default)]
+struct NameCauses {
+    seen: std::collections::BTreeSet<String>,
+    causes: Vec<Cause>,
+}
+
+impl NameCauses {
+    /// Each item of `pod_spec.<list>` has a `name` that is a DNS-1123 label not seen before.
+    fn check(&mut self, pod_spec: &Value, field: &str, list: &str) {
+        let items = pod_spec.get(list).and_then(Value::as_array);
+        for (i, item) in items.into_iter().flatten().enumerate() {
+            let at = format!("{field}.{list}[{i}].name");
+            match item
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+            {
+                None => self.causes.push(required(&at, "")),
+                Some(name) => {
+                    for e in dns1123_label_errors(name) {
+                        self.causes.push(invalid(&at, name, &e));
+                    }
+                    if !self.seen.insert(name.to_string()) {
+                        self.causes.push(duplicate(&at, name));
+                    }
                 }
             }
         }
     }
-    out
 }
 
 /// `Unsupported value: "<value>": supported values: "a", "b"` under `field`.

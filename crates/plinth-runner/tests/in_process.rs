@@ -105,6 +105,16 @@ fn pipeline_pod(
     }))
 }
 
+/// Runs `p` once with the fake API.
+async fn run(
+    cfg: &RunnerConfig,
+    p: &k8s_openapi::api::core::v1::Pod,
+) -> k8s_openapi::api::core::v1::PodStatus {
+    run_pod_once(&access(), cfg, p, RunOptions::default())
+        .await
+        .unwrap()
+}
+
 fn id_of(st: &k8s_openapi::api::core::v1::PodStatus, init: bool, name: &str) -> String {
     container(st, init, name)
         .container_id
@@ -124,9 +134,7 @@ async fn an_adapter_runs_in_process_with_the_pods_files_identity_and_log() {
         vec![adapter("reader", "reader")],
         vec![user("user", "cat /kratix/input/object.yaml")],
     );
-    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
-        .await
-        .unwrap();
+    let st = run(&cfg, &p).await;
     let log = |c: &str| read(&cfg.log_path("team-a", "configure", c));
     assert_eq!(
         st.phase.as_deref(),
@@ -163,9 +171,7 @@ async fn a_failing_adapter_fails_the_pod_with_its_exit_code() {
         vec![adapter("reader", "fail")],
         vec![user("user", "true")],
     );
-    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
-        .await
-        .unwrap();
+    let st = run(&cfg, &p).await;
     assert_eq!(st.phase.as_deref(), Some("Failed"));
     assert_eq!(exit_code(container(&st, true, "reader")), 3);
     assert!(
@@ -215,9 +221,7 @@ async fn an_adapter_beside_another_container_runs_in_the_sandbox() {
             user("user", "sleep 0.2"),
         ],
     );
-    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
-        .await
-        .unwrap();
+    let st = run(&cfg, &p).await;
     assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{st:?}");
     assert_eq!(
         read(&cfg.log_path("team-a", "beside", "status-writer")),
@@ -245,9 +249,7 @@ async fn a_link_out_of_the_pod_sends_the_adapter_to_the_sandbox() {
         ],
         vec![user("after", "true")],
     );
-    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
-        .await
-        .unwrap();
+    let st = run(&cfg, &p).await;
     assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{st:?}");
     assert_eq!(
         read(&cfg.log_path("team-a", "linked", "work-writer")),
@@ -272,9 +274,7 @@ async fn without_an_adapter_program_adapters_run_in_the_sandbox() {
         vec![adapter("reader", "reader")],
         vec![user("user", "true")],
     );
-    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
-        .await
-        .unwrap();
+    let st = run(&cfg, &p).await;
     assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{st:?}");
     assert_eq!(
         read(&cfg.log_path("team-a", "plain", "reader")),
@@ -297,9 +297,7 @@ async fn a_directory_left_by_an_earlier_run_sends_adapters_to_the_sandbox() {
         vec![adapter("reader", "reader")],
         vec![user("user", "true")],
     );
-    let st = run_pod_once(&access(), &cfg, &p, RunOptions::default())
-        .await
-        .unwrap();
+    let st = run(&cfg, &p).await;
     assert_eq!(st.phase.as_deref(), Some("Succeeded"), "{st:?}");
     assert_eq!(
         read(&cfg.log_path("team-a", "again", "reader")),
