@@ -38,37 +38,64 @@ pub(crate) async fn prepare(
     obj: &mut Value,
     old: Option<&Value>,
 ) -> Result<(), ApiError> {
-    if let Err(e) = crate::registry::decode_builtin(info, obj) {
-        let msg = e.to_string();
-        let field = msg.split(':').next().unwrap_or_default().to_string();
-        return Err(invalid(
-            info,
-            obj,
-            &field,
-            "FieldValueTypeInvalid",
-            format!("Invalid value: {msg}"),
-        ));
-    }
+    decode_as_typed(info, obj)?;
     crate::defaults::apply(info, obj);
-    if let Some(ptr) = crate::defaults::pod_spec_pointer(info)
-        && let Some(pod) = obj.pointer(ptr)
-    {
-        let field = ptr.trim_start_matches('/').replace('/', ".");
-        let mut causes = crate::validation::container_name_causes(pod, &field);
-        causes.extend(crate::validation::volume_name_causes(pod, &field));
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(
-                info,
-                meta_str(obj, "name").unwrap_or_default(),
-                causes,
-            ));
-        }
+    refuse(info, obj, pod_spec_name_causes(info, obj))?;
+    refuse(info, obj, crate::rbac_validation::causes(info, obj, old))?;
+    kind_rules(app, info, obj, old)
+}
+
+/// A built-in kind's object must decode as its Kubernetes type: a wrong field type is
+/// refused as kube-apiserver's decoder would, naming the field.
+fn decode_as_typed(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let Err(e) = crate::registry::decode_builtin(info, obj) else {
+        return Ok(());
+    };
+    let msg = e.to_string();
+    let field = msg.split(':').next().unwrap_or_default().to_string();
+    Err(invalid(
+        info,
+        obj,
+        &field,
+        "FieldValueTypeInvalid",
+        format!("Invalid value: {msg}"),
+    ))
+}
+
+/// Container and volume name problems of the object's Pod spec (a Pod's own, or a
+/// workload's template), with fields under the spec's path.
+fn pod_spec_name_causes(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
+    let Some(ptr) = crate::defaults::pod_spec_pointer(info) else {
+        return Vec::new();
+    };
+    let Some(pod) = obj.pointer(ptr) else {
+        return Vec::new();
+    };
+    let field = ptr.trim_start_matches('/').replace('/', ".");
+    let mut causes = crate::validation::container_name_causes(pod, &field);
+    causes.extend(crate::validation::volume_name_causes(pod, &field));
+    causes
+}
+
+/// Refuses the object with kube-apiserver's 422 when there is any cause.
+fn refuse(info: &ResourceInfo, obj: &Value, causes: Vec<Cause>) -> Result<(), ApiError> {
+    if causes.is_empty() {
+        return Ok(());
     }
-    let rbac_causes = crate::rbac_validation::causes(info, obj, old);
-    if !rbac_causes.is_empty() {
-        let name = meta_str(obj, "name").unwrap_or_default().to_string();
-        return Err(ApiError::invalid(info, &name, rbac_causes));
-    }
+    Err(ApiError::invalid(
+        info,
+        meta_str(obj, "name").unwrap_or_default(),
+        causes,
+    ))
+}
+
+/// The rules of one kind: its defaults, status on create and its own validation.
+fn kind_rules(
+    app: &App,
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     if is(info, "", "namespaces") {
         if obj.pointer("/spec/finalizers").is_none() {
             obj["spec"] = json!({"finalizers": ["kubernetes"]});
@@ -78,14 +105,7 @@ pub(crate) async fn prepare(
         }
         label_namespace_name(obj);
     } else if crate::webhook::is_configuration(info) {
-        let causes = crate::webhook::configuration_causes(info, obj);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(
-                info,
-                meta_str(obj, "name").unwrap_or_default(),
-                causes,
-            ));
-        }
+        refuse(info, obj, crate::webhook::configuration_causes(info, obj))?;
     } else if is(info, "", "secrets") {
         secret_string_data(info, obj)?;
     } else if is(info, "", "pods") {
@@ -100,28 +120,14 @@ pub(crate) async fn prepare(
         if let Some(old) = old {
             crate::csr::keep_spec(obj, old);
         }
-        let causes = crate::csr::causes(obj);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(
-                info,
-                meta_str(obj, "name").unwrap_or_default(),
-                causes,
-            ));
-        }
+        refuse(info, obj, crate::csr::causes(obj))?;
     } else if crate::hpa::is_hpa(info) {
         if info.version == "v1" {
             crate::hpa::default_v1(obj);
         } else {
             crate::hpa::default_v2(obj);
         }
-        let causes = crate::hpa::causes(obj);
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(
-                info,
-                meta_str(obj, "name").unwrap_or_default(),
-                causes,
-            ));
-        }
+        refuse(info, obj, crate::hpa::causes(obj))?;
     } else if is(info, "", "events") || is(info, "events.k8s.io", "events") {
         event_timestamps(info, obj);
     } else if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {

@@ -601,26 +601,28 @@ impl Store {
 
     /// Keys of objects that name `owner_uid` in their `metadata.ownerReferences`.
     pub async fn dependents(&self, owner_uid: String) -> Result<Vec<ObjKey>, StoreError> {
-        self.read(move |c| {
-            let mut stmt =
-                c.prepare_cached("SELECT rkey, ns, name FROM owner_refs WHERE owner_uid=?1")?;
-            let rows = stmt.query_map(params![owner_uid], |r| {
-                Ok(ObjKey {
-                    rkey: r.get(0)?,
-                    ns: r.get(1)?,
-                    name: r.get(2)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
+        self.keys_where(
+            "SELECT rkey, ns, name FROM owner_refs WHERE owner_uid=?1",
+            owner_uid,
+        )
         .await
     }
 
     /// Keys of every object in namespace `ns`.
     pub async fn keys_in_namespace(&self, ns: String) -> Result<Vec<ObjKey>, StoreError> {
+        self.keys_where("SELECT rkey, ns, name FROM objects WHERE ns=?1", ns)
+            .await
+    }
+
+    /// The keys a query of `(rkey, ns, name)` rows with one parameter returns.
+    async fn keys_where(
+        &self,
+        sql: &'static str,
+        param: String,
+    ) -> Result<Vec<ObjKey>, StoreError> {
         self.read(move |c| {
-            let mut stmt = c.prepare_cached("SELECT rkey, ns, name FROM objects WHERE ns=?1")?;
-            let rows = stmt.query_map(params![ns], |r| {
+            let mut stmt = c.prepare_cached(sql)?;
+            let rows = stmt.query_map(params![param], |r| {
                 Ok(ObjKey {
                     rkey: r.get(0)?,
                     ns: r.get(1)?,

@@ -405,28 +405,55 @@ async fn run_http_backend(
     slot: OwnedSemaphorePermit,
     max_request_bytes: u64,
 ) -> Response {
-    let (Some(parent), Some(dir)) = (repo.parent(), repo.file_name()) else {
+    let (parts, body) = req.into_parts();
+    let content_length = match body_length(&parts.headers, max_request_bytes) {
+        Ok(n) => n,
+        Err(refused) => return refused,
+    };
+    let Some(cmd) = http_backend_command(repo, &parts, content_length, max_request_bytes) else {
         return plain(StatusCode::NOT_FOUND, "repository path has no parent");
     };
-    let (parts, body) = req.into_parts();
+    let mut child = match spawn_git(cmd) {
+        Ok(c) => c,
+        Err(refused) => return refused,
+    };
+    let stdout = child.stdout.take().expect("piped");
+    feed_and_reap(repo, child, body, max_request_bytes);
+    cgi_response(BufReader::new(stdout), slot).await
+}
+
+/// The request's `Content-Length`, if sent; a malformed one or one over the limit is
+/// answered at once.
+fn body_length(headers: &HeaderMap, max_request_bytes: u64) -> Result<Option<u64>, Response> {
+    let Some(v) = headers.get(header::CONTENT_LENGTH) else {
+        return Ok(None);
+    };
+    let Some(n) = v.to_str().ok().and_then(|v| v.parse::<u64>().ok()) else {
+        return Err(plain(StatusCode::BAD_REQUEST, "invalid Content-Length"));
+    };
+    if n > max_request_bytes {
+        return Err(plain(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a Git request body may have at most {max_request_bytes} bytes"),
+        ));
+    }
+    Ok(Some(n))
+}
+
+/// `git http-backend` as a CGI program for this request: read only (upload-pack), with no
+/// system or user configuration, and only the request's own headers passed on.
+fn http_backend_command(
+    repo: &Path,
+    parts: &axum::http::request::Parts,
+    content_length: Option<u64>,
+    max_request_bytes: u64,
+) -> Option<tokio::process::Command> {
+    let (parent, dir) = (repo.parent()?, repo.file_name()?);
     let rest = if parts.uri.path().ends_with("/info/refs") {
         "info/refs"
     } else {
         "git-upload-pack"
     };
-    let content_length = match parts.headers.get(header::CONTENT_LENGTH) {
-        None => None,
-        Some(v) => match v.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
-            Some(n) => Some(n),
-            None => return plain(StatusCode::BAD_REQUEST, "invalid Content-Length"),
-        },
-    };
-    if content_length.is_some_and(|n| n > max_request_bytes) {
-        return plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("a Git request body may have at most {max_request_bytes} bytes"),
-        );
-    }
     let header = |name: &str| {
         parts
             .headers
@@ -474,21 +501,34 @@ async fn run_http_backend(
             cmd.env(var, v);
         }
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return plain(
+    Some(cmd)
+}
+
+/// Starts git; when it cannot start, the answer says why.
+fn spawn_git(mut cmd: tokio::process::Command) -> Result<tokio::process::Child, Response> {
+    cmd.spawn().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the git CLI is not installed on the platform's machine; install git to serve state stores over HTTPS",
-            );
-        }
-        Err(e) => {
-            return plain(
+            )
+        } else {
+            plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("starting git http-backend: {e}"),
-            );
+            )
         }
-    };
+    })
+}
+
+/// Streams the request body into git (cut at the limit) and waits for git to end, logging
+/// how it failed; both in the background while the answer streams back.
+fn feed_and_reap(
+    repo: &Path,
+    mut child: tokio::process::Child,
+    body: Body,
+    max_request_bytes: u64,
+) {
     let mut stdin = child.stdin.take().expect("piped");
     let repo_name = repo.display().to_string();
     tokio::spawn(async move {
@@ -498,7 +538,6 @@ async fn run_http_backend(
             tracing::debug!(repository = %repo_name, "a Git request body over {limit} bytes was cut");
         }
     });
-    let stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let repo_name = repo.display().to_string();
     tokio::spawn(async move {
@@ -512,7 +551,6 @@ async fn run_http_backend(
             Err(e) => tracing::warn!(repository = %repo_name, "git http-backend: {e}"),
         }
     });
-    cgi_response(BufReader::new(stdout), slot).await
 }
 
 /// Turns a CGI program's output (headers, a blank line, the body) into a response whose

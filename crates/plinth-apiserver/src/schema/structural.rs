@@ -36,39 +36,65 @@ use crate::table::jsonpath;
 /// # Errors
 /// Every violation as a [`Cause`] with a Kubernetes field path.
 pub fn check_crd(crd: &Value) -> Result<(), Vec<Cause>> {
+    let Some(spec) = crd.get("spec").filter(|s| s.is_object()) else {
+        return Err(vec![required("spec", "")]);
+    };
     let mut errs = Vec::new();
-    let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
-    if !spec.is_object() {
-        errs.push(required("spec", ""));
-        return Err(errs);
-    }
-    let name = crd
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
     let group = spec.get("group").and_then(Value::as_str).unwrap_or("");
-    let names = spec.get("names").cloned().unwrap_or(Value::Null);
+    let names = spec.get("names").unwrap_or(&Value::Null);
     let plural = names.get("plural").and_then(Value::as_str).unwrap_or("");
     let kind = names.get("kind").and_then(Value::as_str).unwrap_or("");
-    let singular = names
-        .get("singular")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| kind.to_lowercase());
-    let list_kind = names
-        .get("listKind")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| {
+    check_object_name(crd, plural, group, &mut errs);
+    check_group(group, &mut errs);
+    check_names(
+        names,
+        plural,
+        &defaulted_name(names, "singular", || kind.to_lowercase()),
+        kind,
+        &defaulted_name(names, "listKind", || {
             if kind.is_empty() {
                 String::new()
             } else {
                 format!("{kind}List")
             }
-        });
+        }),
+        &mut errs,
+    );
+    check_scope(spec, &mut errs);
+    if let Some(p) = spec.get("preserveUnknownFields")
+        && p.as_bool() == Some(true)
+    {
+        errs.push(invalid(
+            "spec.preserveUnknownFields",
+            p,
+            "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+        ));
+    }
+    if let Some(conv) = spec.get("conversion").filter(|c| !c.is_null()) {
+        check_conversion(conv, &mut errs);
+    }
+    match spec.get("versions").and_then(Value::as_array) {
+        Some(vs) if !vs.is_empty() => check_versions(vs, &mut errs),
+        _ => errs.push(required("spec.versions", "must have at least one version")),
+    }
+    if errs.is_empty() { Ok(()) } else { Err(errs) }
+}
 
+/// `spec.names.<key>` when set and not empty, else the default Kubernetes gives it.
+fn defaulted_name(names: &Value, key: &str, default: impl FnOnce() -> String) -> String {
+    names
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map_or_else(default, str::to_string)
+}
+
+/// A CRD's name must be `<plural>.<group>`.
+fn check_object_name(crd: &Value, plural: &str, group: &str, errs: &mut Vec<Cause>) {
+    let name = crd
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if name.is_empty() {
         errs.push(required(
             "metadata.name",
@@ -81,8 +107,10 @@ pub fn check_crd(crd: &Value) -> Result<(), Vec<Cause>> {
             "must be spec.names.plural+\".\"+spec.group",
         ));
     }
+}
 
-    // Group: a DNS-1123 subdomain with at least one dot.
+/// The group: a DNS-1123 subdomain with at least one dot.
+fn check_group(group: &str, errs: &mut Vec<Cause>) {
     if group.is_empty() {
         errs.push(required("spec.group", ""));
     } else if !is_dns1123_subdomain(group) {
@@ -98,9 +126,9 @@ pub fn check_crd(crd: &Value) -> Result<(), Vec<Cause>> {
             "should be a domain with at least one dot",
         ));
     }
+}
 
-    check_names(&names, plural, &singular, kind, &list_kind, &mut errs);
-
+fn check_scope(spec: &Value, errs: &mut Vec<Cause>) {
     match spec.get("scope").and_then(Value::as_str) {
         Some("Namespaced") | Some("Cluster") => {}
         Some(other) => errs.push(not_supported(
@@ -110,31 +138,6 @@ pub fn check_crd(crd: &Value) -> Result<(), Vec<Cause>> {
         )),
         None => errs.push(required("spec.scope", "")),
     }
-
-    if let Some(p) = spec.get("preserveUnknownFields")
-        && p.as_bool() == Some(true)
-    {
-        errs.push(invalid(
-            "spec.preserveUnknownFields",
-            p,
-            "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
-        ));
-    }
-
-    if let Some(conv) = spec.get("conversion").filter(|c| !c.is_null()) {
-        check_conversion(conv, &mut errs);
-    }
-
-    let versions = spec.get("versions").and_then(Value::as_array);
-    match versions {
-        None => errs.push(required("spec.versions", "must have at least one version")),
-        Some(vs) if vs.is_empty() => {
-            errs.push(required("spec.versions", "must have at least one version"))
-        }
-        Some(vs) => check_versions(vs, &mut errs),
-    }
-
-    if errs.is_empty() { Ok(()) } else { Err(errs) }
 }
 
 fn check_names(
@@ -481,6 +484,16 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
         errs.push(invalid(path, s, "must be an object"));
         return;
     };
+    check_keywords(obj, path, errs);
+    check_type(s, path, typed_required, errs);
+    check_embedded_resource(s, path, errs);
+    check_children(s, path, errs);
+    check_list_type(obj, path, errs);
+    check_junctors(s, path, errs);
+}
+
+/// Keywords a structural schema may not use, and extension values it may not give.
+fn check_keywords(obj: &serde_json::Map<String, Value>, path: &str, errs: &mut Vec<Cause>) {
     for forbidden_key in [
         "$ref",
         "$schema",
@@ -512,8 +525,13 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
             "must be true or undefined",
         ));
     }
-    let ty = obj.get("type").and_then(Value::as_str);
-    if let Some(t) = obj.get("type") {
+}
+
+/// `type` is one of the six JSON types, empty for an int-or-string, and required on a
+/// specified field unless the node preserves unknown fields.
+fn check_type(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>) {
+    let ty = s.get("type").and_then(Value::as_str);
+    if let Some(t) = s.get("type") {
         const TYPES: [&str; 6] = ["array", "boolean", "integer", "number", "object", "string"];
         match t.as_str() {
             Some(ts) if TYPES.contains(&ts) => {}
@@ -538,27 +556,37 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
             "must not be empty for specified object fields",
         ));
     }
-    if obj
-        .get("x-kubernetes-embedded-resource")
+}
+
+/// An embedded resource is an object with properties, or one that preserves unknown fields.
+fn check_embedded_resource(s: &Value, path: &str, errs: &mut Vec<Cause>) {
+    if s.get("x-kubernetes-embedded-resource")
         .and_then(Value::as_bool)
-        == Some(true)
+        != Some(true)
     {
-        if ty != Some("object") {
-            errs.push(invalid(
-                &format!("{path}.type"),
-                &Value::from(ty.unwrap_or_default()),
-                "must be object if x-kubernetes-embedded-resource is true",
-            ));
-        }
-        if obj.get("properties").is_none() && !preserves(s) {
-            errs.push(required(
-                &format!("{path}.properties"),
-                "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
-            ));
-        }
+        return;
     }
-    let has_props = obj.get("properties").is_some_and(|p| p.is_object());
-    match obj.get("additionalProperties") {
+    let ty = s.get("type").and_then(Value::as_str);
+    if ty != Some("object") {
+        errs.push(invalid(
+            &format!("{path}.type"),
+            &Value::from(ty.unwrap_or_default()),
+            "must be object if x-kubernetes-embedded-resource is true",
+        ));
+    }
+    if s.get("properties").is_none() && !preserves(s) {
+        errs.push(required(
+            &format!("{path}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
+    }
+}
+
+/// The nested schemas (`additionalProperties`, `properties`, `items`), checked in turn.
+fn check_children(s: &Value, path: &str, errs: &mut Vec<Cause>) {
+    let ty = s.get("type").and_then(Value::as_str);
+    let has_props = s.get("properties").is_some_and(|p| p.is_object());
+    match s.get("additionalProperties") {
         Some(Value::Bool(false)) => errs.push(forbidden(
             &format!("{path}.additionalProperties"),
             "must not be false",
@@ -572,7 +600,7 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
         }
         _ => {}
     }
-    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+    if let Some(props) = s.get("properties").and_then(Value::as_object) {
         if ty.is_some() && ty != Some("object") {
             errs.push(invalid(
                 &format!("{path}.type"),
@@ -584,7 +612,7 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
             check_node(child, &format!("{path}.properties[{k}]"), true, errs);
         }
     }
-    match obj.get("items") {
+    match s.get("items") {
         Some(items) if items.is_object() => check_node(items, &format!("{path}.items"), true, errs),
         Some(items) if items.is_array() => errs.push(forbidden(
             &format!("{path}.items"),
@@ -596,9 +624,12 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
             }
         }
     }
-    check_list_type(obj, path, errs);
+}
+
+/// `allOf`/`anyOf`/`oneOf`/`not` branches hold value validations only.
+fn check_junctors(s: &Value, path: &str, errs: &mut Vec<Cause>) {
     for junctor in ["allOf", "anyOf", "oneOf"] {
-        if let Some(branches) = obj.get(junctor).and_then(Value::as_array) {
+        if let Some(branches) = s.get(junctor).and_then(Value::as_array) {
             for (i, b) in branches.iter().enumerate() {
                 check_value_validation(
                     b,
@@ -609,7 +640,7 @@ fn check_node(s: &Value, path: &str, typed_required: bool, errs: &mut Vec<Cause>
             }
         }
     }
-    if let Some(n) = obj.get("not") {
+    if let Some(n) = s.get("not") {
         check_value_validation(n, &format!("{path}.not"), false, errs);
     }
 }
