@@ -320,8 +320,16 @@ fn prepare(opts: &PlatformOptions) -> anyhow::Result<std::fs::File> {
             opts.data_dir.display()
         );
     }
-    std::fs::create_dir_all(&opts.data_dir)
-        .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
+    // The data dir holds the admin kubeconfig, the CA key and every Secret: a new one is
+    // for its owner alone. One that exists keeps the permissions its owner gave it.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&opts.data_dir)
+            .with_context(|| format!("creating data dir {}", opts.data_dir.display()))?;
+    }
     lock_data_dir(&opts.data_dir)
 }
 
@@ -488,7 +496,24 @@ pub fn default_data_dir() -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::DataDirBefore;
+    use super::{DataDirBefore, PlatformOptions, prepare};
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_new_data_dir_is_for_its_owner_alone_and_an_existing_one_keeps_its_mode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let new = tmp.path().join("a/b/data");
+        let lock = prepare(&PlatformOptions::private(new.clone())).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&new), 0o700, "{}", new.display());
+        drop(lock);
+
+        let existing = tmp.path().join("shared");
+        std::fs::create_dir(&existing).unwrap();
+        std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let _lock = prepare(&PlatformOptions::private(existing.clone())).unwrap();
+        assert_eq!(mode(&existing), 0o750);
+    }
 
     fn fill(dir: &std::path::Path) {
         std::fs::create_dir_all(dir.join("tls")).unwrap();
