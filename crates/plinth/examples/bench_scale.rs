@@ -18,7 +18,8 @@
 //! with a list of all N would add the benchmark's own N² work to the server's) and requests/s, Git commits, API writes per request (the store's revision
 //! counter), peak RSS of the `plinth up` process (`VmHWM`), the data directory's size after
 //! a graceful stop and a compaction to the last 1,000 revisions (what the server keeps) with its parts, a real `kubectl apply -f`
-//! of the N requests (an annotation added, so every object is patched) in ms per object,
+//! of the N requests (an annotation added, so every object is patched) in ms per object and
+//! the peak RSS including it,
 //! and the load average before and after. `--kill K` kills `plinth up` with SIGKILL at K
 //! seeded random moments during the run and restarts it on the same data dir.
 
@@ -656,6 +657,16 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "  server side per object (get + patch): {:.2} ms",
         server_s * 1e3 / n as f64
+    );
+    // VmHWM is the process's high-water mark, so this covers the run and the apply.
+    println!(
+        "peak RSS of plinth up including the kubectl apply (VmHWM{}): {:.1} MiB",
+        if restarts > 0 {
+            ", since the last restart"
+        } else {
+            ""
+        },
+        peak_rss_kib(up.child.id()).unwrap_or(0).max(peak_kib) as f64 / 1024.0
     );
     println!("load average at end: {}", loadavg());
 
