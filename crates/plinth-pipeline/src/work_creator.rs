@@ -321,9 +321,34 @@ pub struct WorkCreatorArgs {
     pub max_work_bytes: usize,
 }
 
+/// Where the work-creator finds its inputs under its input directory, as Kratix mounts
+/// them (`input/`, `metadata/`, `kratix-system/promise-scheduling`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputLayout {
+    /// The pipeline's output (`/kratix/output` of the other containers).
+    pub output_dir: PathBuf,
+    /// The pipeline's metadata directory.
+    pub metadata_dir: PathBuf,
+    /// The Promise's scheduling, written by the platform.
+    pub promise_scheduling: PathBuf,
+}
+
+impl InputLayout {
+    /// The layout under `input_directory`.
+    pub fn under(input_directory: &Path) -> InputLayout {
+        InputLayout {
+            output_dir: input_directory.join(WORK_CREATOR_INPUT_SUBDIR),
+            metadata_dir: input_directory.join(WORK_CREATOR_METADATA_SUBDIR),
+            promise_scheduling: input_directory
+                .join(WORK_CREATOR_KRATIX_SYSTEM_SUBDIR)
+                .join(PROMISE_SCHEDULING_FILE),
+        }
+    }
+}
+
 impl WorkCreatorArgs {
     /// Arguments with the directories laid out under `input_directory` as Kratix mounts them
-    /// (`input/`, `metadata/`, `kratix-system/promise-scheduling`).
+    /// ([`InputLayout`]).
     pub fn from_input_directory(
         input_directory: &Path,
         promise_name: impl Into<String>,
@@ -331,14 +356,11 @@ impl WorkCreatorArgs {
         namespace: impl Into<String>,
         workflow_type: WorkflowType,
     ) -> WorkCreatorArgs {
+        let layout = InputLayout::under(input_directory);
         WorkCreatorArgs {
-            output_dir: input_directory.join(WORK_CREATOR_INPUT_SUBDIR),
-            metadata_dir: input_directory.join(WORK_CREATOR_METADATA_SUBDIR),
-            promise_scheduling: Some(
-                input_directory
-                    .join(WORK_CREATOR_KRATIX_SYSTEM_SUBDIR)
-                    .join(PROMISE_SCHEDULING_FILE),
-            ),
+            output_dir: layout.output_dir,
+            metadata_dir: layout.metadata_dir,
+            promise_scheduling: Some(layout.promise_scheduling),
             promise_name: promise_name.into(),
             pipeline_name: pipeline_name.into(),
             namespace: namespace.into(),

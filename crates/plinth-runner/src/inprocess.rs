@@ -8,10 +8,10 @@
 //! * **identity**: the program gets the Pod's ServiceAccount kubeconfig (as the runner
 //!   wrote it, from memory, never re-read from a file a container could reach), so it is
 //!   allowed exactly what the pipeline's RBAC allows;
-//! * **files**: container paths are taken under the container's root
-//!   (`<pod dir>/root/<container>`), whose mount points link to the Pod's volumes, as for
-//!   a host process ([`crate::backend::HostProcess`]), relative ones from its working
-//!   directory;
+//! * **files**: container paths resolve through the container's mounts to the Pod's
+//!   volumes, as in the sandbox, and what no mount holds lies under the container's root
+//!   (`<pod dir>/root/<container>`); relative paths start from its working directory; a write the sandbox would refuse (a read-only mount, a read-only root) the
+//!   program refuses too ([`AdapterCall::is_read_only`]);
 //! * **logs**: the program writes to the container's log file, so `kubectl logs -c reader`
 //!   reads what a process would have printed;
 //! * **status**: the exit code, the deadline and a stop request end the container as they
@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 use tokio::process::Command;
 
-use crate::backend::{BackendError, ContainerBackend, PreparedContainer, under_root};
+use crate::backend::{BackendError, ContainerBackend, Mount, PreparedContainer, under_root};
 use crate::logfile::RotatingLog;
 
 /// Runs adapter roles inside the runner's process.
@@ -70,13 +70,16 @@ pub struct AdapterCall {
     pub args: Vec<String>,
     /// The container's whole environment (what a process would have been given).
     pub env: Vec<(String, String)>,
-    /// The container's file system: container path `/a/b` is `<root>/a/b`.
+    /// Where the container's own files are (what no mount holds): container path `/a/b`
+    /// outside every mount is `<root>/a/b`. Created only when the program writes there.
     pub root: PathBuf,
     /// The container's working directory (`/` when it names none).
     pub working_dir: String,
-    /// Host directory and container path of each mount (to show paths as the container
-    /// sees them).
-    pub mounts: Vec<(PathBuf, String)>,
+    /// The container's mounts (to show paths as the container sees them, and to refuse
+    /// writes where the sandbox would).
+    pub mounts: Vec<Mount>,
+    /// The container's root file system is read-only (`readOnlyRootFilesystem`).
+    pub read_only_root: bool,
     /// The Pod's ServiceAccount kubeconfig (YAML).
     pub kubeconfig: String,
     /// The container's log.
@@ -84,10 +87,55 @@ pub struct AdapterCall {
 }
 
 impl AdapterCall {
-    /// The host path of container path `path`: lexically under [`AdapterCall::root`]
-    /// (`..` never climbs above it), a relative path taken from the working directory.
+    /// The host path of container path `path`, resolved through the mount table as the
+    /// sandbox would: in the deepest mount that holds it, else under
+    /// [`AdapterCall::root`]. The path is taken lexically (`..` never climbs above `/`), a
+    /// relative one from the working directory.
     pub fn host_path(&self, path: &Path) -> PathBuf {
-        under_root(&self.root, &Path::new(&self.working_dir).join(path))
+        let at = self.container_path(path);
+        match self.mount_of(&at) {
+            Some((m, rest)) if rest.as_os_str().is_empty() => m.host_path.clone(),
+            Some((m, rest)) => m.host_path.join(rest),
+            None => under_root(&self.root, &at),
+        }
+    }
+
+    /// `path` as an absolute, normalised container path.
+    fn container_path(&self, path: &Path) -> PathBuf {
+        under_root(Path::new("/"), &Path::new(&self.working_dir).join(path))
+    }
+
+    /// The deepest mount holding container path `at` (absolute, normalised), with the
+    /// rest of the path inside it.
+    fn mount_of<'a>(&self, at: &'a Path) -> Option<(&Mount, &'a Path)> {
+        self.mounts
+            .iter()
+            .filter_map(|m| {
+                let point = under_root(Path::new("/"), Path::new(&m.container_path));
+                let rest = at.strip_prefix(&point).ok()?;
+                Some((m, rest, point.components().count()))
+            })
+            .max_by_key(|(_, _, depth)| *depth)
+            .map(|(m, rest, _)| (m, rest))
+    }
+
+    /// Whether the container may not write at container path `path`, as a sandbox would
+    /// refuse it: the path lies in a read-only mount, or in no mount of a read-only root.
+    ///
+    /// ```
+    /// # use plinth_runner::inprocess::AdapterCall;
+    /// # fn check(call: &AdapterCall) {
+    /// if call.is_read_only(std::path::Path::new("/kratix/output")) {
+    ///     // the role would fail with "Read-only file system"
+    /// }
+    /// # }
+    /// ```
+    pub fn is_read_only(&self, path: &Path) -> bool {
+        let at = self.container_path(path);
+        match self.mount_of(&at) {
+            Some((m, _)) => m.read_only,
+            None => self.read_only_root,
+        }
     }
 
     /// The value of environment variable `name`, as the container sees it.
@@ -308,7 +356,7 @@ impl ContainerBackend for InProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{EffectiveSecurity, HostProcess, Mount};
+    use crate::backend::{EffectiveSecurity, HostProcess};
 
     fn call(root: &Path, working_dir: &str) -> AdapterCall {
         let dir = tempfile::tempdir().unwrap();
@@ -319,9 +367,71 @@ mod tests {
             root: root.to_path_buf(),
             working_dir: working_dir.into(),
             mounts: vec![],
+            read_only_root: false,
             kubeconfig: String::new(),
             output: AdapterOutput::new(log),
         }
+    }
+
+    #[test]
+    fn writes_are_refused_where_the_sandbox_would_refuse_them() {
+        let mount = |at: &str, read_only| Mount {
+            host_path: PathBuf::from("/h").join(at.trim_start_matches('/')),
+            container_path: at.into(),
+            read_only,
+        };
+        let mut c = call(Path::new("/r"), "/kratix");
+        c.mounts = vec![
+            mount("/kratix/output", true),
+            mount("/kratix/output/rw", false),
+        ];
+        assert!(c.is_read_only(Path::new("/kratix/output")));
+        assert!(
+            c.is_read_only(Path::new("output/x")),
+            "relative to the working directory"
+        );
+        assert!(c.is_read_only(Path::new("/kratix/input/../output")));
+        assert!(
+            !c.is_read_only(Path::new("/kratix/output/rw/x")),
+            "the deeper mount decides"
+        );
+        assert!(
+            !c.is_read_only(Path::new("/kratix/outputs")),
+            "a sibling is not inside"
+        );
+        assert!(!c.is_read_only(Path::new("/tmp")), "a writable root");
+        c.read_only_root = true;
+        assert!(c.is_read_only(Path::new("/tmp")));
+        assert!(!c.is_read_only(Path::new("/kratix/output/rw")));
+    }
+
+    #[test]
+    fn container_paths_resolve_through_the_mounts() {
+        let mount = |at: &str, host: &str| Mount {
+            host_path: PathBuf::from(host),
+            container_path: at.into(),
+            read_only: false,
+        };
+        let mut c = call(Path::new("/r"), "/kratix");
+        c.mounts = vec![
+            mount("/kratix/input", "/v/in"),
+            mount("/kratix/input/deep/", "/v/deep"),
+            mount("/etc/obj.yaml", "/v/cm/obj.yaml"),
+        ];
+        let host = |p: &str| c.host_path(Path::new(p));
+        assert_eq!(host("/kratix/input"), PathBuf::from("/v/in"));
+        assert_eq!(
+            host("input/object.yaml"),
+            PathBuf::from("/v/in/object.yaml")
+        );
+        assert_eq!(host("/kratix/input/deep/x"), PathBuf::from("/v/deep/x"));
+        assert_eq!(host("/etc/obj.yaml"), PathBuf::from("/v/cm/obj.yaml"));
+        assert_eq!(host("/kratix/inputs"), PathBuf::from("/r/kratix/inputs"));
+        assert_eq!(
+            host("/kratix/input/../../../etc/passwd"),
+            PathBuf::from("/r/etc/passwd"),
+            "`..` leaves the mount lexically and never climbs above the root"
+        );
     }
 
     #[test]

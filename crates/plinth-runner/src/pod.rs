@@ -199,6 +199,47 @@ struct Exit {
 }
 
 impl Exit {
+    /// A container that started at `started` and ended now.
+    fn ended(started: Time, code: i32, reason: &str, message: Option<String>) -> Exit {
+        Exit {
+            code,
+            signal: None,
+            reason: reason.to_string(),
+            message,
+            started,
+            finished: now(),
+            container_id: None,
+        }
+    }
+
+    /// A container that could not start (exit code 128, as the kubelet reports it).
+    fn start_error(started: Time, message: String) -> Exit {
+        Exit::ended(started, 128, "StartError", Some(message))
+    }
+
+    /// A container killed at the active deadline.
+    fn deadline_exceeded(started: Time) -> Exit {
+        Exit {
+            signal: Some(9),
+            ..Exit::ended(
+                started,
+                137,
+                "DeadlineExceeded",
+                Some("killed: the active deadline was exceeded".into()),
+            )
+        }
+    }
+
+    /// A container stopped because its Pod was deleted.
+    fn stopped(started: Time, code: i32) -> Exit {
+        Exit::ended(
+            started,
+            code,
+            "Error",
+            Some("stopped: the Pod was deleted".into()),
+        )
+    }
+
     fn state(&self) -> ContainerState {
         ContainerState {
             terminated: Some(ContainerStateTerminated {
@@ -1770,6 +1811,14 @@ impl ProcessIo {
             stop,
         }
     }
+
+    /// Resolves at the deadline (never when there is none).
+    async fn deadline_reached(&self) {
+        match self.deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// Resolves when `stop` asks to stop, with the grace period (never when `stop` is None).
@@ -1905,16 +1954,7 @@ async fn run_container(
     company: Company,
 ) -> Exit {
     if let Some(why) = crate::backend::mount_source_link(p) {
-        let started = now();
-        return Exit {
-            code: 128,
-            signal: None,
-            reason: "StartError".into(),
-            message: Some(why),
-            started: started.clone(),
-            finished: started,
-            container_id: None,
-        };
+        return Exit::start_error(now(), why);
     }
     let Some(inproc) = backend.in_process() else {
         return run_process(backend, p, io).await;
@@ -1935,25 +1975,9 @@ async fn run_container(
 /// deadline or a stop request ends the task as they end a process.
 async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo) -> Exit {
     let started = now();
-    let ended = |code: i32, signal: Option<i32>, reason: &str, message: Option<String>| Exit {
-        code,
-        signal,
-        reason: reason.to_string(),
-        message,
-        started: started.clone(),
-        finished: now(),
-        container_id: None,
-    };
-    let root = match HostProcess::build_root(p) {
-        Ok(r) => r,
-        Err(e) => {
-            let cause = BackendError::PrepareMounts {
-                pod_dir: p.pod_dir.display().to_string(),
-                cause: e.to_string(),
-            };
-            return ended(128, None, "StartError", Some(cause.to_string()));
-        }
-    };
+    // Paths resolve through the mount table (`AdapterCall::host_path`): no link tree is
+    // built, which spares the file system a dozen inodes per container.
+    let root = p.pod_dir.join("root").join(&p.name);
     let log = match crate::logfile::RotatingLog::create(&io.log, io.log_max_size, io.log_max_files)
     {
         Ok(l) => l,
@@ -1962,7 +1986,7 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
                 path: io.log.display().to_string(),
                 cause: e.to_string(),
             };
-            return ended(128, None, "StartError", Some(cause.to_string()));
+            return Exit::start_error(started, cause.to_string());
         }
     };
     let args = p
@@ -1977,36 +2001,27 @@ async fn run_in_process(inproc: &InProcess, p: &PreparedContainer, io: ProcessIo
         env: p.env.clone(),
         root,
         working_dir: p.working_dir.clone().unwrap_or_else(|| "/".into()),
-        mounts: p
-            .mounts
-            .iter()
-            .map(|m| (m.host_path.clone(), m.container_path.clone()))
-            .collect(),
+        mounts: p.mounts.clone(),
+        read_only_root: p.security.read_only_root,
         kubeconfig: inproc.kubeconfig.clone(),
         output: AdapterOutput::new(log),
     };
     let _turn = IN_PROCESS_TURNS.acquire().await;
     let mut task = tokio::spawn(inproc.program.run(call));
-    let sleep = async {
-        match io.deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         res = &mut task => match res {
-            Ok(0) => ended(0, None, "Completed", None),
-            Ok(code) => ended(code, None, "Error", None),
+            Ok(0) => Exit::ended(started, 0, "Completed", None),
+            Ok(code) => Exit::ended(started, code, "Error", None),
             // A panicking process exits 101.
-            Err(e) => ended(101, None, "Error", Some(format!("the adapter {:?} stopped: {e}", p.name))),
+            Err(e) => Exit::ended(started, 101, "Error", Some(format!("the adapter {:?} stopped: {e}", p.name))),
         },
-        _ = sleep => {
+        _ = io.deadline_reached() => {
             stop_task(task).await;
-            ended(137, Some(9), "DeadlineExceeded", Some("killed: the active deadline was exceeded".into()))
+            Exit::deadline_exceeded(started)
         }
         _ = stop_requested(io.stop.clone()) => {
             stop_task(task).await;
-            ended(143, None, "Error", Some("stopped: the Pod was deleted".into()))
+            Exit::stopped(started, 143)
         }
     }
 }
@@ -2026,26 +2041,11 @@ async fn stop_task(task: tokio::task::JoinHandle<i32>) {
 /// the deadline or a stop request (the Pod was deleted: TERM, grace period, KILL).
 async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: ProcessIo) -> Exit {
     let started = now();
-    let fail = |reason: &str, message: String| Exit {
-        code: 128,
-        signal: None,
-        reason: reason.to_string(),
-        message: Some(message),
-        started: started.clone(),
-        finished: now(),
-        container_id: None,
-    };
     let (mut child, copier) = match spawn_logged(backend, p, &io) {
         Ok(spawned) => spawned,
-        Err(e) => return fail("StartError", e.to_string()),
+        Err(e) => return Exit::start_error(started, e.to_string()),
     };
     let pid = child.id();
-    let sleep = async {
-        match io.deadline {
-            Some(d) => tokio::time::sleep_until(d).await,
-            None => std::future::pending().await,
-        }
-    };
     let exit = tokio::select! {
         res = child.wait() => match res {
             Ok(status) => {
@@ -2055,44 +2055,24 @@ async fn run_process(backend: &dyn ContainerBackend, p: &PreparedContainer, io: 
                     (None, Some(s)) => (128 + s, Some(s)),
                     _ => (1, None),
                 };
-                Exit {
-                    code,
-                    signal,
-                    reason: if code == 0 { "Completed" } else { "Error" }.to_string(),
-                    message: None,
-                    started,
-                    finished: now(),
-                    container_id: None,
-                }
+                let reason = if code == 0 { "Completed" } else { "Error" };
+                Exit { signal, ..Exit::ended(started, code, reason, None) }
             }
-            Err(e) => fail("Error", format!("waiting for container {:?}: {e}", p.name)),
+            Err(e) => Exit::ended(started, 128, "Error", Some(format!("waiting for container {:?}: {e}", p.name))),
         },
-        _ = sleep => {
+        _ = io.deadline_reached() => {
+            // An engine's container is not a child of the spawned client: it is stopped
+            // through the engine, with no grace period.
+            ask_backend_to_stop(backend, p, Duration::ZERO).await;
             if let Some(pid) = pid {
                 crate::procs::kill_tree(pid);
             }
             let _ = child.kill().await;
-            Exit {
-                code: 137,
-                signal: Some(9),
-                reason: "DeadlineExceeded".to_string(),
-                message: Some("killed: the active deadline was exceeded".into()),
-                started,
-                finished: now(),
-                container_id: None,
-            }
+            Exit::deadline_exceeded(started)
         }
         grace = stop_requested(io.stop.clone()) => {
             let code = stop_process(backend, p, &mut child, pid, grace).await;
-            Exit {
-                code,
-                signal: None,
-                reason: "Error".to_string(),
-                message: Some("stopped: the Pod was deleted".into()),
-                started,
-                finished: now(),
-                container_id: None,
-            }
+            Exit::stopped(started, code)
         }
     };
     // Output written by the process before it ended is in the log before its status says
@@ -2201,14 +2181,7 @@ async fn stop_process(
     pid: Option<u32>,
     grace: Duration,
 ) -> i32 {
-    if let Some(mut stop) = backend.stop_command(p, grace) {
-        let _ = stop
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .await;
-    }
+    ask_backend_to_stop(backend, p, grace).await;
     let status = terminate_within(child, pid, grace).await;
     if let Some(pid) = pid {
         // Whatever is left of the tree, and the process group, now.
@@ -2226,6 +2199,22 @@ async fn stop_process(
         Some((Some(c), _)) => c,
         Some((None, Some(sig))) => 128 + sig,
         _ => 137,
+    }
+}
+
+/// Runs the backend's stop command, if it has one (an engine), and waits for it.
+async fn ask_backend_to_stop(
+    backend: &dyn ContainerBackend,
+    p: &PreparedContainer,
+    grace: Duration,
+) {
+    if let Some(mut stop) = backend.stop_command(p, grace) {
+        let _ = stop
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await;
     }
 }
 

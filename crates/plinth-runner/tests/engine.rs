@@ -29,7 +29,7 @@ fn local_image(dir: &std::path::Path, conf: &std::path::Path) -> Option<()> {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
     std::fs::copy(busybox, root.join("bin/busybox")).unwrap();
-    for c in ["sh", "cat", "echo", "id", "ls", "true"] {
+    for c in ["sh", "cat", "echo", "id", "ls", "true", "sleep"] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(c)).unwrap();
     }
     std::fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").unwrap();
@@ -131,5 +131,63 @@ async fn podman_runs_an_image_with_volumes_env_and_identity() {
     assert!(
         message.contains("map the image to a local command"),
         "{message}"
+    );
+}
+
+/// At the active deadline the engine's container is stopped through the engine: killing
+/// the `podman run` client alone would leave it running.
+#[tokio::test]
+async fn podman_stops_the_container_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = RunnerConfig::new(dir.path().join("data"), "127.0.0.1", 6443, "ca");
+    cfg.engine = EngineMode::Auto;
+    cfg.sandbox = SandboxMode::Bwrap;
+    let conf = plinth_runner::backend::write_containers_conf(&cfg.data_dir).unwrap();
+    if local_image(dir.path(), &conf).is_none() {
+        return;
+    }
+    let p = pod(json!({
+        "metadata": {"name": "engine-slow", "namespace": "team-a"},
+        "spec": {"automountServiceAccountToken": false,
+                 "containers": [{"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["sleep", "120"]}]}
+    }));
+    let opts = RunOptions {
+        deadline: Some(tokio::time::Instant::now() + std::time::Duration::from_secs(3)),
+        ..Default::default()
+    };
+    let st = run_pod_once(&FakeAccess::default(), &cfg, &p, opts)
+        .await
+        .unwrap();
+    let terminated = container(&st, false, "c")
+        .state
+        .as_ref()
+        .and_then(|s| s.terminated.clone())
+        .unwrap_or_else(|| panic!("container not terminated: {st:?}"));
+    assert_eq!(
+        terminated.reason.as_deref(),
+        Some("DeadlineExceeded"),
+        "{st:?}"
+    );
+    let running = Command::new("podman")
+        .env("CONTAINERS_CONF", &conf)
+        .args([
+            "ps",
+            "--filter",
+            "name=plinth-team-a-engine-slow-c",
+            "--format",
+            "{{.Names}}",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        running.status.success(),
+        "{}",
+        String::from_utf8_lossy(&running.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&running.stdout).trim(),
+        "",
+        "the container outlived its deadline"
     );
 }

@@ -11,7 +11,7 @@ use futures::future::BoxFuture;
 use plinth_runner::inprocess::{AdapterCall, AdapterProgram};
 use tracing::instrument::WithSubscriber;
 
-use super::{AdapterRole, EnvLookup, run_role};
+use super::{AdapterRole, EnvLookup, Written, run_role};
 
 /// The adapter program `plinth up` gives its Job runner.
 #[derive(Debug, Default)]
@@ -43,6 +43,10 @@ async fn run(mut call: AdapterCall) -> i32 {
             return e.exit_code();
         }
     };
+    if let Some(refused) = refused_write(&role, &call) {
+        let _ = writeln!(call.output, "{refused}");
+        return 1;
+    }
     role.map_paths(|p| call.host_path(p));
     let mut output = InContainerPaths::new(&call);
     let log = output.clone();
@@ -68,6 +72,23 @@ async fn run(mut call: AdapterCall) -> i32 {
     }
 }
 
+/// The first write of `role` the container's file system would refuse (a read-only
+/// mount or root), as the error the process would meet: the sandbox refuses it, so
+/// running in-process must too.
+fn refused_write(role: &AdapterRole, call: &AdapterCall) -> Option<String> {
+    role.writes().into_iter().find_map(|w| {
+        let path = match w {
+            // An existing directory is not created again, so nothing is written.
+            Written::Dir(d) if call.host_path(&d).is_dir() => return None,
+            Written::Dir(p) | Written::File(p) => p,
+        };
+        call.is_read_only(&path).then(|| {
+            let e = std::io::Error::from_raw_os_error(libc::EROFS);
+            format!("{}: {e}", path.display())
+        })
+    })
+}
+
 /// The container's log with paths as the container sees them: a mount's host directory
 /// reads as its mount point and the container's root as `/`, so a line reads
 /// `/kratix/input/object.yaml`, as the process's did. Every line reaches it in one write.
@@ -84,7 +105,10 @@ impl InContainerPaths {
         let mut prefixes: Vec<(String, String)> = call
             .mounts
             .iter()
-            .map(|(host, at)| (with_slash(host), with_slash(Path::new(at))))
+            .map(|m| {
+                let at = with_slash(Path::new(&m.container_path));
+                (with_slash(&m.host_path), at)
+            })
             .collect();
         prefixes.push((with_slash(&call.root), "/".into()));
         prefixes.sort_by_key(|(host, _)| std::cmp::Reverse(host.len()));
@@ -211,6 +235,50 @@ mod tests {
     }
 
     #[test]
+    fn the_reader_may_not_write_where_a_read_only_mount_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        // The output volume's directory exists; the mount resolves to it.
+        std::fs::create_dir_all(tmp.path().join("kratix/output")).unwrap();
+        let log =
+            plinth_runner::logfile::RotatingLog::create(&tmp.path().join("log"), 4096, 1).unwrap();
+        let mount = |at: &str, read_only| plinth_runner::backend::Mount {
+            host_path: tmp.path().join(at.trim_start_matches('/')),
+            container_path: at.into(),
+            read_only,
+        };
+        let mut call = AdapterCall {
+            args: vec![],
+            env: vec![],
+            root: root.clone(),
+            working_dir: "/".into(),
+            mounts: vec![mount("/kratix/input", false), mount("/kratix/output", true)],
+            read_only_root: true,
+            kubeconfig: String::new(),
+            output: plinth_runner::inprocess::AdapterOutput::new(log),
+        };
+        let none = |_: &str| None;
+        let reader = parse_role(&args(&["reader"]), &none).unwrap();
+        // The read-only output directory exists already, so the reader writes nothing there.
+        assert_eq!(refused_write(&reader, &call), None);
+        call.mounts[0].read_only = true;
+        let refused = refused_write(&reader, &call).expect("a read-only input directory");
+        assert!(
+            refused.starts_with("/kratix/input: Read-only file system"),
+            "{refused}"
+        );
+        let elsewhere = parse_role(&args(&["reader", "--input-dir", "/tmp/in"]), &none).unwrap();
+        let refused = refused_write(&elsewhere, &call).expect("a read-only root");
+        assert!(refused.starts_with("/tmp/in: "), "{refused}");
+        let writer = parse_role(&args(&["update-status"]), &none).unwrap();
+        assert_eq!(
+            refused_write(&writer, &call),
+            None,
+            "writes through the API only"
+        );
+    }
+
+    #[test]
     fn the_alias_parses_and_paths_map_under_the_root() {
         let none = |_: &str| None;
         let role = parse_role(&args(&["update-status", "--metadata-dir", "/m"]), &none).unwrap();
@@ -222,5 +290,8 @@ mod tests {
             panic!("work-creator expected")
         };
         assert_eq!(w.input_directory, PathBuf::from("/root/wc"));
+        // The directories under it are mapped each on its own (each may be a mount).
+        assert_eq!(w.output_dir, Some(PathBuf::from("/root/wc/input")));
+        assert_eq!(w.metadata_dir, Some(PathBuf::from("/root/wc/metadata")));
     }
 }

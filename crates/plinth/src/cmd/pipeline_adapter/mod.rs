@@ -14,7 +14,7 @@ use plinth_pipeline::contract::ObjectRef;
 use plinth_pipeline::contract::{self, env};
 use plinth_pipeline::reader::{ReaderArgs, run_reader};
 use plinth_pipeline::status_writer::{StatusWriterArgs, run_status_writer};
-use plinth_pipeline::work_creator::{WorkCreatorArgs, WorkOutcome, run_work_creator};
+use plinth_pipeline::work_creator::{InputLayout, WorkCreatorArgs, WorkOutcome, run_work_creator};
 use std::path::{Path, PathBuf};
 
 mod in_process;
@@ -42,7 +42,29 @@ pub enum AdapterRole {
     HealthStateCreator(HealthStateCreatorCli),
 }
 
+/// A place an adapter role writes, as a container path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// A directory the role creates when it is missing.
+    Dir(PathBuf),
+    /// A file the role writes.
+    File(PathBuf),
+}
+
 impl AdapterRole {
+    /// What the role writes to files, in the order it writes (only the reader writes
+    /// files; the others write through the API).
+    pub fn writes(&self) -> Vec<Written> {
+        match self {
+            AdapterRole::Reader(r) => vec![
+                Written::Dir(r.input_dir.clone()),
+                Written::Dir(r.output_dir.clone()),
+                Written::File(r.input_dir.join(contract::OBJECT_FILE)),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
     /// Every path flag through `f`: container paths become host paths when the runner
     /// runs the role in its own process.
     pub fn map_paths(&mut self, f: impl Fn(&Path) -> PathBuf) {
@@ -52,6 +74,13 @@ impl AdapterRole {
                 r.output_dir = f(&r.output_dir);
             }
             AdapterRole::WorkCreator(w) => {
+                // Each directory is mapped on its own: they are mounts of their own, not
+                // directories of the input directory.
+                let layout = InputLayout::under(&w.input_directory);
+                w.output_dir.get_or_insert(layout.output_dir);
+                w.metadata_dir.get_or_insert(layout.metadata_dir);
+                w.promise_scheduling
+                    .get_or_insert(layout.promise_scheduling);
                 w.input_directory = f(&w.input_directory);
                 let overrides = [
                     &mut w.output_dir,
