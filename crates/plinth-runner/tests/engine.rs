@@ -61,16 +61,23 @@ fn local_image(dir: &std::path::Path, conf: &std::path::Path) -> Option<()> {
     Some(())
 }
 
-#[tokio::test]
-async fn podman_runs_an_image_with_volumes_env_and_identity() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = RunnerConfig::new(dir.path().join("data"), "127.0.0.1", 6443, "ca");
+/// A runner that runs images through podman, with its `containers.conf`, and
+/// [`IMAGE`] imported; `None` when podman or busybox is missing.
+fn engine_runner(dir: &std::path::Path) -> Option<(RunnerConfig, std::path::PathBuf)> {
+    let mut cfg = RunnerConfig::new(dir.join("data"), "127.0.0.1", 6443, "ca");
     cfg.engine = EngineMode::Auto;
     cfg.sandbox = SandboxMode::Bwrap;
     let conf = plinth_runner::backend::write_containers_conf(&cfg.data_dir).unwrap();
-    if local_image(dir.path(), &conf).is_none() {
+    local_image(dir, &conf)?;
+    Some((cfg, conf))
+}
+
+#[tokio::test]
+async fn podman_runs_an_image_with_volumes_env_and_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((cfg, _)) = engine_runner(dir.path()) else {
         return;
-    }
+    };
     let access = FakeAccess {
         token: "tok".into(),
         ..Default::default()
@@ -139,13 +146,9 @@ async fn podman_runs_an_image_with_volumes_env_and_identity() {
 #[tokio::test]
 async fn podman_stops_the_container_at_the_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = RunnerConfig::new(dir.path().join("data"), "127.0.0.1", 6443, "ca");
-    cfg.engine = EngineMode::Auto;
-    cfg.sandbox = SandboxMode::Bwrap;
-    let conf = plinth_runner::backend::write_containers_conf(&cfg.data_dir).unwrap();
-    if local_image(dir.path(), &conf).is_none() {
+    let Some((cfg, conf)) = engine_runner(dir.path()) else {
         return;
-    }
+    };
     let p = pod(json!({
         "metadata": {"name": "engine-slow", "namespace": "team-a"},
         "spec": {"automountServiceAccountToken": false,
