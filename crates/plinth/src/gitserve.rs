@@ -408,34 +408,66 @@ async fn run_http_backend(
     let (parts, body) = req.into_parts();
     let content_length = match body_length(&parts.headers, max_request_bytes) {
         Ok(n) => n,
-        Err(refused) => return refused,
+        Err(refused) => return refused.response(),
     };
     let Some(cmd) = http_backend_command(repo, &parts, content_length, max_request_bytes) else {
-        return plain(StatusCode::NOT_FOUND, "repository path has no parent");
+        return Refused::NoParent.response();
     };
     let mut child = match spawn_git(cmd) {
         Ok(c) => c,
-        Err(refused) => return refused,
+        Err(refused) => return refused.response(),
     };
     let stdout = child.stdout.take().expect("piped");
     feed_and_reap(repo, child, body, max_request_bytes);
     cgi_response(BufReader::new(stdout), slot).await
 }
 
-/// The request's `Content-Length`, if sent; a malformed one or one over the limit is
-/// answered at once.
-fn body_length(headers: &HeaderMap, max_request_bytes: u64) -> Result<Option<u64>, Response> {
+/// Why a Git request is answered before git has run.
+#[derive(Debug)]
+enum Refused {
+    /// The `Content-Length` header is not a number.
+    BadLength,
+    /// The body is longer than the limit.
+    TooLarge(u64),
+    /// The repository's path has no parent directory to serve it from.
+    NoParent,
+    /// git is not installed.
+    NoGit,
+    /// git could not be started.
+    Spawn(std::io::Error),
+}
+
+impl Refused {
+    fn response(self) -> Response {
+        match self {
+            Refused::BadLength => plain(StatusCode::BAD_REQUEST, "invalid Content-Length"),
+            Refused::TooLarge(max) => plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a Git request body may have at most {max} bytes"),
+            ),
+            Refused::NoParent => plain(StatusCode::NOT_FOUND, "repository path has no parent"),
+            Refused::NoGit => plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the git CLI is not installed on the platform's machine; install git to serve state stores over HTTPS",
+            ),
+            Refused::Spawn(e) => plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("starting git http-backend: {e}"),
+            ),
+        }
+    }
+}
+
+/// The request's `Content-Length`, if sent.
+fn body_length(headers: &HeaderMap, max_request_bytes: u64) -> Result<Option<u64>, Refused> {
     let Some(v) = headers.get(header::CONTENT_LENGTH) else {
         return Ok(None);
     };
     let Some(n) = v.to_str().ok().and_then(|v| v.parse::<u64>().ok()) else {
-        return Err(plain(StatusCode::BAD_REQUEST, "invalid Content-Length"));
+        return Err(Refused::BadLength);
     };
     if n > max_request_bytes {
-        return Err(plain(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("a Git request body may have at most {max_request_bytes} bytes"),
-        ));
+        return Err(Refused::TooLarge(max_request_bytes));
     }
     Ok(Some(n))
 }
@@ -504,19 +536,13 @@ fn http_backend_command(
     Some(cmd)
 }
 
-/// Starts git; when it cannot start, the answer says why.
-fn spawn_git(mut cmd: tokio::process::Command) -> Result<tokio::process::Child, Response> {
+/// Starts git.
+fn spawn_git(mut cmd: tokio::process::Command) -> Result<tokio::process::Child, Refused> {
     cmd.spawn().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the git CLI is not installed on the platform's machine; install git to serve state stores over HTTPS",
-            )
+            Refused::NoGit
         } else {
-            plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("starting git http-backend: {e}"),
-            )
+            Refused::Spawn(e)
         }
     })
 }
