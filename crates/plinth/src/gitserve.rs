@@ -13,7 +13,9 @@
 //!
 //! Request bodies are streamed into git as they arrive (never held whole), up to
 //! [`GitLimits::max_request_bytes`] (413 beyond, as git's own
-//! `GIT_HTTP_MAX_REQUEST_BUFFER`). At most [`GitLimits::max_concurrent`] requests are
+//! `GIT_HTTP_MAX_REQUEST_BUFFER`). A body sent without a length (chunked, as git sends
+//! one larger than its `http.postBuffer`) is read first, up to that limit, because git
+//! answers `200` before it reads its input: only so can an oversized one still get 413. At most [`GitLimits::max_concurrent`] requests are
 //! served at once (each runs a git process); a request that finds no free slot within
 //! [`GitLimits::queue_wait`] is answered 503 with `Retry-After`.
 //!
@@ -36,6 +38,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -376,7 +379,6 @@ async fn pipe_body<W>(body: Body, to: &mut W, limit: u64) -> Result<u64, PipeErr
 where
     W: tokio::io::AsyncWrite + Unpin,
 {
-    use futures::StreamExt;
     let mut stream = body.into_data_stream();
     let mut sent = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -406,8 +408,8 @@ async fn run_http_backend(
     max_request_bytes: u64,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    let content_length = match body_length(&parts.headers, max_request_bytes) {
-        Ok(n) => n,
+    let (content_length, body) = match sized_body(&parts.headers, body, max_request_bytes).await {
+        Ok(sized) => sized,
         Err(refused) => return refused.response(),
     };
     let Some(cmd) = http_backend_command(repo, &parts, content_length, max_request_bytes) else {
@@ -429,6 +431,8 @@ enum Refused {
     BadLength,
     /// The body is longer than the limit.
     TooLarge(u64),
+    /// The body could not be read.
+    Body(String),
     /// The repository's path has no parent directory to serve it from.
     NoParent,
     /// git is not installed.
@@ -445,6 +449,10 @@ impl Refused {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("a Git request body may have at most {max} bytes"),
             ),
+            Refused::Body(e) => plain(
+                StatusCode::BAD_REQUEST,
+                format!("reading the request body: {e}"),
+            ),
             Refused::NoParent => plain(StatusCode::NOT_FOUND, "repository path has no parent"),
             Refused::NoGit => plain(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -456,6 +464,28 @@ impl Refused {
             ),
         }
     }
+}
+
+/// The body with its length: as sent when the request states it, else read whole (at
+/// most `max_request_bytes`).
+async fn sized_body(
+    headers: &HeaderMap,
+    body: Body,
+    max_request_bytes: u64,
+) -> Result<(u64, Body), Refused> {
+    if let Some(n) = body_length(headers, max_request_bytes)? {
+        return Ok((n, body));
+    }
+    let mut stream = body.into_data_stream();
+    let mut whole = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Refused::Body(e.to_string()))?;
+        if (whole.len() + chunk.len()) as u64 > max_request_bytes {
+            return Err(Refused::TooLarge(max_request_bytes));
+        }
+        whole.extend_from_slice(&chunk);
+    }
+    Ok((whole.len() as u64, Body::from(whole)))
 }
 
 /// The request's `Content-Length`, if sent.
@@ -477,7 +507,7 @@ fn body_length(headers: &HeaderMap, max_request_bytes: u64) -> Result<Option<u64
 fn http_backend_command(
     repo: &Path,
     parts: &axum::http::request::Parts,
-    content_length: Option<u64>,
+    content_length: u64,
     max_request_bytes: u64,
 ) -> Option<tokio::process::Command> {
     let (parent, dir) = (repo.parent()?, repo.file_name()?);
@@ -519,10 +549,7 @@ fn http_backend_command(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // Without a length (a chunked request) git reads the body to its end.
-    if let Some(n) = content_length {
-        cmd.env("CONTENT_LENGTH", n.to_string());
-    }
+    cmd.env("CONTENT_LENGTH", content_length.to_string());
     // Passed on only when sent: gzip-compressed negotiation, protocol v2.
     for (h, var) in [
         ("content-encoding", "HTTP_CONTENT_ENCODING"),
@@ -682,6 +709,27 @@ mod tests {
         let mut rest = Vec::new();
         git.read_to_end(&mut rest).await.unwrap();
         assert_eq!(rest, b"0000");
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_over_the_limit_is_refused_with_413_before_git_answers() {
+        let (tx, body) = channel_body();
+        let req = Request::post("/git/local/git-upload-pack")
+            .body(body)
+            .unwrap();
+        let slots = Arc::new(Semaphore::new(1));
+        let slot = slots.clone().acquire_owned().await.unwrap();
+        let send = tokio::spawn(async move {
+            for _ in 0..3 {
+                if tx.send(Ok(Bytes::from(vec![b'x'; 60]))).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let resp = run_http_backend(Path::new("/nowhere/repo.git"), req, slot, 100).await;
+        send.await.unwrap();
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(body_text(resp).await.contains("at most 100 bytes"));
     }
 
     #[tokio::test]

@@ -67,7 +67,7 @@ enum Command {
     Status(cmd::status::StatusArgs),
     /// Print the manifests a real cluster needs (CRDs, RBAC, the operator Deployment).
     Manifests(cmd::manifests::ManifestsArgs),
-    /// The containers Plinth injects into every pipeline Job (reader, work-creator, status-writer).
+    /// The containers Plinth injects into every pipeline Job (reader, work-writer, status-writer).
     #[command(name = "pipeline-adapter")]
     PipelineAdapter(cmd::pipeline_adapter::PipelineAdapterArgs),
     /// Apply one Destination's directory of a state store to a cluster (server-side apply,
