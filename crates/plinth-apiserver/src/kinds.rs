@@ -1,6 +1,7 @@
 //! Kind-specific create/update rules of the built-in kinds (what Kubernetes' registry
-//! strategies do): the published defaults (`defaults`), container names of every Pod
-//! spec, Namespace phase and finalizers, Secret `stringData`, Pod initial
+//! strategies do): the published defaults (`defaults`), container and volume names and
+//! mount sub-paths of every Pod spec, Namespace phase and finalizers, Secret `stringData`,
+//! Pod initial
 //! status, Job selector and Pod template labels, Event timestamps and count, webhook
 //! configurations (`webhook::configuration_causes`), Kratix's defaulting (before the schema)
 //! and validation (after it, in [`validate`]), and
@@ -40,7 +41,7 @@ pub(crate) async fn prepare(
 ) -> Result<(), ApiError> {
     decode_as_typed(info, obj)?;
     crate::defaults::apply(info, obj);
-    refuse(info, obj, pod_spec_name_causes(info, obj))?;
+    refuse(info, obj, pod_spec_causes(info, obj))?;
     refuse(info, obj, crate::rbac_validation::causes(info, obj, old))?;
     kind_rules(app, info, obj, old)
 }
@@ -62,9 +63,9 @@ fn decode_as_typed(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     ))
 }
 
-/// Container and volume name problems of the object's Pod spec (a Pod's own, or a
-/// workload's template), with fields under the spec's path.
-fn pod_spec_name_causes(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
+/// Container and volume name and mount sub-path problems of the object's Pod spec (a
+/// Pod's own, or a workload's template), with fields under the spec's path.
+fn pod_spec_causes(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
     let Some(ptr) = crate::defaults::pod_spec_pointer(info) else {
         return Vec::new();
     };
@@ -74,6 +75,7 @@ fn pod_spec_name_causes(info: &ResourceInfo, obj: &Value) -> Vec<Cause> {
     let field = ptr.trim_start_matches('/').replace('/', ".");
     let mut causes = crate::validation::container_name_causes(pod, &field);
     causes.extend(crate::validation::volume_name_causes(pod, &field));
+    causes.extend(crate::validation::sub_path_causes(pod, &field));
     causes
 }
 

@@ -296,6 +296,32 @@ pub fn volume_name_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
     names.causes
 }
 
+/// Sub-paths of every container's volume mounts in a Pod spec at `field`, as
+/// kube-apiserver validates them: relative (`must be a relative path`) and never climbing
+/// out of the volume (`must not contain '..'`).
+pub fn sub_path_causes(pod_spec: &Value, field: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let containers = pod_spec.get(list).and_then(Value::as_array);
+        for (i, c) in containers.into_iter().flatten().enumerate() {
+            let mounts = c.get("volumeMounts").and_then(Value::as_array);
+            for (j, m) in mounts.into_iter().flatten().enumerate() {
+                let Some(sub) = m.get("subPath").and_then(Value::as_str) else {
+                    continue;
+                };
+                let at = format!("{field}.{list}[{i}].volumeMounts[{j}].subPath");
+                if sub.starts_with('/') {
+                    causes.push(invalid(&at, sub, "must be a relative path"));
+                }
+                if sub.split('/').any(|part| part == "..") {
+                    causes.push(invalid(&at, sub, "must not contain '..'"));
+                }
+            }
+        }
+    }
+    causes
+}
+
 /// The names seen so far in a Pod spec's named lists, and what is wrong with them.
 #[derive(Default)]
 struct NameCauses {

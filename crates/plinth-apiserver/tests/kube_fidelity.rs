@@ -67,7 +67,7 @@ async fn discovery_lists_kube_apiservers_storage_version_hashes() {
 }
 
 #[tokio::test]
-async fn container_and_volume_names_are_validated_in_every_pod_spec() {
+async fn container_and_volume_names_and_sub_paths_are_validated_in_every_pod_spec() {
     let ts = TestServer::start().await.unwrap();
     let cases = [
         (
@@ -95,6 +95,17 @@ async fn container_and_volume_names_are_validated_in_every_pod_spec() {
             "/api/v1/namespaces/default/pods",
             r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}],"volumes":[{"name":"v","emptyDir":{}},{"name":"v","emptyDir":{}}]}}"#,
             "spec.volumes[1].name: Duplicate value: \"v\"",
+        ),
+        // A sub-path stays inside its volume.
+        (
+            "/api/v1/namespaces/default/pods",
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i","volumeMounts":[{"name":"v","mountPath":"/m","subPath":"a/../../etc"}]}],"volumes":[{"name":"v","emptyDir":{}}]}}"#,
+            "spec.containers[0].volumeMounts[0].subPath: Invalid value: \"a/../../etc\": must not contain '..'",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            r#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"template":{"spec":{"restartPolicy":"Never","initContainers":[{"name":"c","image":"i","volumeMounts":[{"name":"v","mountPath":"/m","subPath":"/etc"}]}],"containers":[{"name":"d","image":"i"}],"volumes":[{"name":"v","emptyDir":{}}]}}}}"#,
+            "spec.template.spec.initContainers[0].volumeMounts[0].subPath: Invalid value: \"/etc\": must be a relative path",
         ),
     ];
     for (path, body, want) in cases {
