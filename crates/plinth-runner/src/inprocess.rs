@@ -10,8 +10,9 @@
 //!   allowed exactly what the pipeline's RBAC allows;
 //! * **files**: container paths resolve through the container's mounts to the Pod's
 //!   volumes, as in the sandbox, and what no mount holds lies under the container's root
-//!   (`<pod dir>/root/<container>`); relative paths start from its working directory; a write the sandbox would refuse (a read-only mount, a read-only root) the
-//!   program refuses too ([`AdapterCall::is_read_only`]);
+//!   (`<pod dir>/root/<container>`); relative paths start from its working directory;
+//!   a write the sandbox would refuse (a read-only mount, a read-only root) the program
+//!   refuses too ([`AdapterCall::is_read_only`]);
 //! * **logs**: the program writes to the container's log file, so `kubectl logs -c reader`
 //!   reads what a process would have printed;
 //! * **status**: the exit code, the deadline and a stop request end the container as they
