@@ -3,7 +3,7 @@
 //! touches fields it does not declare (another manager's data key, an annotation); once
 //! `replicas` leaves the output it gives the field up; idle passes write nothing.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -3,7 +3,7 @@
 //! on a change elsewhere in the directory nor after a restart; a change of its spec runs
 //! it exactly once more, replacing a Job that is still there.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;

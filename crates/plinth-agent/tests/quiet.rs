@@ -3,7 +3,7 @@
 //! pass does not wait on what the target refused: a CRD the API server would not store
 //! is reported, not waited for until it is Established.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

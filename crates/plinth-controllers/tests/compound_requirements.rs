@@ -5,7 +5,7 @@
 //! the requirement is met again; a request held by an Unavailable Promise without a
 //! resource workflow is Reconciled once the Promise recovers.
 
-mod placement_support;
+use crate::placement_support;
 
 use std::time::Duration;
 

@@ -3,9 +3,8 @@
 //! Secret, never the token); once the Secret holds the new token the next write lands
 //! with it, and the old token is not sent again.
 
-#[path = "../../plinth-statestore/tests/support/mod.rs"]
-mod git_servers;
-mod placement_support;
+use crate::placement_support;
+use crate::statestore_support as git_servers;
 
 use std::collections::BTreeMap;
 use std::process::Command;

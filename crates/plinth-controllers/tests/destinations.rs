@@ -2,7 +2,7 @@
 //! server and a `file://` Git state store, using the Destinations of Kratix's
 //! system-test corpus.
 
-mod placement_support;
+use crate::placement_support;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;

@@ -4,7 +4,7 @@
 //! counts how many requests have run with its latest revision. Jobs are finished by the
 //! test itself, one at a time, standing in for the runner.
 
-mod placement_support;
+use crate::placement_support;
 
 use std::time::Duration;
 

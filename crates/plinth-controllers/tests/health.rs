@@ -3,7 +3,7 @@
 //! read-only key) and a local Git repository, the history on a manual clock, and the
 //! `plinth health` report.
 
-mod health_support;
+use crate::health_support;
 
 use health_support::*;
 use kube::ResourceExt;

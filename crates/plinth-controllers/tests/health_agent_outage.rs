@@ -7,7 +7,7 @@
 //! record. Resumed, the agent hands over what its check wrote meanwhile and the request is
 //! healthy again, by itself.
 
-mod health_support;
+use crate::health_support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! alerts without the request labels, or naming a request that does not exist, change
 //! nothing; and a request's per-request health series goes with the request.
 
-mod health_support;
+use crate::health_support;
 
 use health_support::*;
 use kube::ResourceExt;

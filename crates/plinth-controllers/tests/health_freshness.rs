@@ -4,7 +4,7 @@
 //! further writes while it stays so; a fresh record brings it back. A `@daily` check is
 //! not stale after minutes, and a record without the stamps never goes stale.
 
-mod health_support;
+use crate::health_support;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! records with megabytes of details leave the request's status bounded, with the worst
 //! state.
 
-mod health_support;
+use crate::health_support;
 
 use std::path::PathBuf;
 

@@ -5,7 +5,7 @@
 //! next good one applies; a tombstone removes the record; a record a dead replica left
 //! pending is claimed (`XAUTOCLAIM`) and applied.
 
-mod health_support;
+use crate::health_support;
 
 use std::sync::Arc;
 use std::time::Duration;

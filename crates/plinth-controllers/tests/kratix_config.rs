@@ -1,7 +1,7 @@
 //! The `kratix` ConfigMap against the embedded API server: what the controllers could
 //! not use is said on the ConfigMap as a Warning Event, never only in the log.
 
-mod placement_support;
+use crate::placement_support;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};

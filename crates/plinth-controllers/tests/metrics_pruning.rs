@@ -3,7 +3,7 @@
 //! store's, a Promise's when they are deleted. Creating and deleting requests leaves
 //! `/metrics` as it was.
 
-mod placement_support;
+use crate::placement_support;
 
 use kube::api::{Api, DeleteParams};
 use placement_support::*;

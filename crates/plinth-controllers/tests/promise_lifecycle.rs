@@ -3,7 +3,7 @@
 //! so these tests pin down the controllers' decisions; the runner's own tests and the
 //! end-to-end tests run real pipelines.
 
-mod placement_support;
+use crate::placement_support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! PromiseRelease against a local HTTP server serving Promises, one of
 //! them behind an Authorization header.
 
-mod placement_support;
+use crate::placement_support;
 
 use std::time::Duration;
 

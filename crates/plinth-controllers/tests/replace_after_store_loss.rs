@@ -4,7 +4,7 @@
 //! matching Destination; deleting the placement of a store that no longer exists does
 //! the same instead of waiting forever.
 
-mod placement_support;
+use crate::placement_support;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! finished by the test itself, standing in for the runner; each version's pipeline runs
 //! a different command, so a Job shows which revision it was built from.
 
-mod placement_support;
+use crate::placement_support;
 
 use std::time::Duration;
 

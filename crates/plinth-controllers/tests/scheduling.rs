@@ -1,7 +1,7 @@
 //! Scheduler + WorkPlacement integration tests against the embedded API server and a
 //! `file://` Git state store.
 
-mod placement_support;
+use crate::placement_support;
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};

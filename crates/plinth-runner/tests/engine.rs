@@ -1,7 +1,7 @@
 //! The container-engine backend with podman: a local image named
 //! like a registry image, run with `--pull=never`, volumes, env and the identity files.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,6 +1,6 @@
 //! Executor tests: Pods built by hand, run with fixed objects instead of an API server.
 
-mod common;
+use crate::common;
 
 use common::*;
 use plinth_runner::{EngineMode, RunOptions, RunnerConfig, SandboxMode, run_pod_once};

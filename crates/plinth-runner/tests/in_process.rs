@@ -1,7 +1,7 @@
 //! Adapter containers run inside the runner's process: the same files, identity, logs and
 //! status as a sandboxed process, and the sandbox whenever in-process would see more.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The Job runner against the embedded API server (HTTPS, so in-pod kubectl works).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! container taken from a corpus Promise, run through the executor: reader → user container
 //! → work-writer as init containers, status-writer as the container, `/kratix` volumes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use plinth_runner::{EngineMode, RunOptions, RunnerConfig, SandboxMode, run_pod_once};

@@ -1,6 +1,6 @@
 //! Bucket writer against moto's S3 server (and a local directory).
 
-mod support;
+use crate::support;
 
 use std::convert::Infallible;
 use std::sync::Arc;

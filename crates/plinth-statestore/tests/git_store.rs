@@ -1,7 +1,7 @@
 //! Git writer against real servers: a bare repository over `file://`, `git daemon`, and
 //! OpenSSH with git-shell. Results are checked with the `git` CLI.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

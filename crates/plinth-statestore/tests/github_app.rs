@@ -3,7 +3,7 @@
 //! the App's public key, and git-http-backend behind lighttpd that accepts only
 //! `x-access-token:<the token just issued>`.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! `plinth agent` on real processes: `plinth up` as the target API, a bare Git repository
 //! (file://) as the state store, the `git` CLI making commits, and kubectl checking.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -4,7 +4,7 @@
 //! `plinth up` with kubectl; and `plinth test` on marketplace Promises whose pipeline
 //! images are mapped to scripts.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

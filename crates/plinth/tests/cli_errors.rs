@@ -2,7 +2,7 @@
 //! an API error reads as the server's message, never as the client's `Status` struct,
 //! and nothing else (a log line from stopping the private platform) follows it.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

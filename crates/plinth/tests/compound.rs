@@ -5,7 +5,7 @@
 //! created and run; deleting the parent's request prunes them, and their files go.
 //! Also: the bootstrapped Destination `platform` takes only Works that select it.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::*;

@@ -7,7 +7,7 @@
 //! that arrives after the platform created its own replaces it; two made by others stay
 //! an error.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::*;

@@ -3,7 +3,7 @@
 //! pruned Job go with it, and so do their log directories under `<data-dir>/pod-logs`.
 //! Asserted on counts, never on timings.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

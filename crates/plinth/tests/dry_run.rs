@@ -4,7 +4,7 @@
 //! request's name), lists its output files in the DryRun's status and schedules nothing:
 //! the state store holds only the real request's output, unchanged.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};

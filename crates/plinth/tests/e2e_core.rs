@@ -10,7 +10,7 @@
 //! `destination-selectors.yaml` and `status.yaml` `stage: one`, and
 //! `resource-configure-1.sh` fails unless it sees pipeline 0's status in its input.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 

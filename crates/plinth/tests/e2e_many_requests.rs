@@ -3,7 +3,7 @@
 //! fails, and the Git writer batches the writes into far fewer commits than there are
 //! WorkPlacements.
 
-mod support;
+use crate::support;
 
 use support::*;
 

@@ -8,7 +8,7 @@
 //! (`internal/configure-pipeline/resources/dependencies`), on the resource workflow it
 //! renders `redis-instance.yaml` for the request.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 

@@ -2,7 +2,7 @@
 //! `DestinationNotReady` warning from the moments before its state store's writer exists,
 //! and the log prints no `Some(..)` debug wrappers around field values.
 
-mod support;
+use crate::support;
 
 use support::*;
 

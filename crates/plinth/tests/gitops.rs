@@ -2,7 +2,7 @@
 //! read-only over git's smart HTTP protocol (tested with the `git` CLI and curl), and
 //! `plinth manifests flux|argocd DESTINATION` naming a URL, token, CA and paths that work.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! HealthRecords applied with kubectl, then the table for every Promise, for one Promise
 //! and for one request (with its transitions), and clear errors for bad arguments.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Output};
 

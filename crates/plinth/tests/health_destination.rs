@@ -7,7 +7,7 @@
 //! HealthSource applies it, and the request's healthStatus follows: healthy, then
 //! unhealthy once the ConfigMap says so, with both transitions in its history.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

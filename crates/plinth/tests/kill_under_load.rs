@@ -6,7 +6,7 @@
 //!
 //! `PLINTH_KILL_SEED` picks another seed (the moments are printed).
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

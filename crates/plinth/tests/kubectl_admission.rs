@@ -3,9 +3,8 @@
 //! Pod's, marker Promises, CRDs that would replace served APIs, object metadata, patches
 //! that touch an object's identity.
 
-#[path = "support/bad_promises.rs"]
-mod bad_promises;
-mod support;
+use crate::bad_promises;
+use crate::support;
 
 use bad_promises::{BAD_PIPELINE, BAD_PIPELINE_CAUSES, STRING_COMMAND, STRING_COMMAND_CAUSE};
 use support::Plinth;

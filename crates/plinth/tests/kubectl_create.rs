@@ -2,7 +2,7 @@
 //! serves: kubectl's typed clients send these bodies as protobuf, which the server
 //! decodes into the same objects a JSON body gives.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::Plinth;

@@ -3,7 +3,7 @@
 //! Pod from `kubectl run` runs, and a failing pipeline says why in its request's
 //! condition.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

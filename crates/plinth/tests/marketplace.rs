@@ -2,7 +2,7 @@
 //! client-side validation), its API CRD becomes Established, its example request is
 //! accepted, and a request that violates the schema is rejected naming the field.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! written to the Git state store; and that the request's and its Promise's series go
 //! when they are deleted.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 

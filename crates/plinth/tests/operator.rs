@@ -3,7 +3,7 @@
 //! a real API server. This proves the controllers need nothing embedded. Two replicas
 //! share a Lease; only the holder reconciles, and the other takes over when it dies.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;

@@ -5,7 +5,7 @@
 //! no more commits than needed. Then the new leader is stopped with SIGTERM: it releases
 //! the Lease and a third replica takes over without waiting for expiry.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -4,9 +4,8 @@
 //! through the API and called over TLS, the bad input embedded mode refuses is refused
 //! with the same messages; defaulting comes back as the webhook's patch.
 
-#[path = "support/bad_promises.rs"]
-mod bad_promises;
-mod support;
+use crate::bad_promises;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

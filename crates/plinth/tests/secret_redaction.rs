@@ -4,9 +4,8 @@
 //! value. Also `plinth diff`'s exit status, as `kubectl diff`'s: 0 without changes, 1
 //! with changes, 2 on an error.
 
-mod support;
-#[path = "support/view.rs"]
-mod view;
+use crate::support;
+use crate::view;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -3,9 +3,8 @@
 //! `local` with its file count and commit), the same tree as JSON and YAML, `--watch`
 //! following a new request, and clear errors.
 
-mod support;
-#[path = "support/view.rs"]
-mod view;
+use crate::support;
+use crate::view;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};

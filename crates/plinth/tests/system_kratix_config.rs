@@ -8,7 +8,7 @@
 //! *after* `plinth up` started and the first request shows it took effect without a
 //! restart. The pipelines use the stock `busybox` image (host userland in the sandbox).
 
-mod support;
+use crate::support;
 
 use kube::api::ListParams;
 use serde_json::Value;

@@ -12,7 +12,7 @@
 //! manual reconciliation keeps the RBAC objects (creationTimestamps unchanged); deleting
 //! the request keeps the resource RBAC; deleting the Promise removes all of it.
 
-mod support;
+use crate::support;
 
 use kube::api::DeleteParams;
 use serde_json::Value;

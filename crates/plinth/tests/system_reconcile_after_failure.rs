@@ -6,7 +6,7 @@
 //! gate with in-pod `kubectl` as its ServiceAccount (stock image
 //! `ghcr.io/syntasso/kratix-pipeline-utility`).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

@@ -6,7 +6,7 @@
 //! `ghcr.io/syntasso/kratix-pipeline-utility` is a stock userland image (host tools,
 //! incl. kubectl, in the sandbox).
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use serde_json::Value;

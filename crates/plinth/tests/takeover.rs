@@ -13,7 +13,7 @@
 //! Kratix's finalizers are still in place. Changing the request's spec then runs its
 //! workflow, which shows the operator was watching all along.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

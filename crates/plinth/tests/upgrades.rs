@@ -4,7 +4,7 @@
 //! a failing version keeps the outputs and the binding on the last good version, with a
 //! failed-upgrade condition naming the failed version; the platform then settles silent.
 
-mod support;
+use crate::support;
 
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};

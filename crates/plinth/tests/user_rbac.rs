@@ -2,7 +2,7 @@
 //! per-Promise ClusterRoles that aggregate into them, and `kubectl auth whoami` — driven
 //! with the real kubectl as a user who is not an administrator.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{GADGET_PROMISE, Plinth};

@@ -5,9 +5,8 @@
 //! bearer token or a session the view answers 401; the login link works once; the
 //! events stream reports a change when a request appears.
 
-mod support;
-#[path = "support/view.rs"]
-mod view;
+use crate::support;
+use crate::view;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! the request updates them; deleting it prunes exactly them while a hand-made object in
 //! the same namespace survives.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 

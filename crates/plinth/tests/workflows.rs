@@ -8,7 +8,7 @@
 //! manual reconciliation. Plinth's own adapter containers run inside the runner and
 //! still log and report as containers.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::*;
