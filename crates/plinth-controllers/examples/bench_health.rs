@@ -156,6 +156,7 @@ async fn main() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("moto_server (scripts/install-test-deps.sh)");
+    plinth_statestore::install_tls_provider();
     let http = reqwest::Client::new();
     while http
         .put(format!("http://127.0.0.1:{port}/health"))

@@ -209,6 +209,7 @@ async fn bucket(
     })
     .await;
     children.push(c);
+    plinth_statestore::install_tls_provider();
     reqwest::Client::new()
         .put(format!("http://127.0.0.1:{port}/health"))
         .send()

@@ -419,6 +419,7 @@ async fn fetch(ctx: &Context, pr: &PromiseRelease) -> Result<Value, FetchError> 
     // Bounded: a source that accepts the connection and never answers must not hold
     // this release's reconcile (a later Secret or spec change is only seen once it returns).
     let timeout = ctx.config().network_timeout;
+    plinth_statestore::install_tls_provider();
     let mut req = reqwest::Client::builder()
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .timeout(timeout)

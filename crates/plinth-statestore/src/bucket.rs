@@ -365,6 +365,7 @@ impl BucketWriter {
         }
         let endpoint_url = endpoint_url(&cfg)?;
         let (connect, overall) = crate::network_timeouts();
+        crate::install_tls_provider();
         let client = ClientOptions::new()
             .with_allow_http(cfg.insecure)
             .with_connect_timeout(connect)

@@ -10,13 +10,19 @@
 //! Kratix fixes the API base to `https://api.github.com`; Plinth takes it from the
 //! Secret key `apiURL` when present (GitHub Enterprise Server: `https://<host>/api/v3`).
 //!
+//! The JWT is signed with ring, the crypto library the TLS stack already carries, so the
+//! build needs no second one.
+//!
 //! Everything here runs on a Git writer's worker thread: the HTTP call is made on a small
 //! current-thread runtime owned by that thread. Neither the key nor a token is ever logged or
 //! put into an error message.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
+use rustls_pemfile::Item;
 use serde::Serialize;
 
 use crate::StoreError;
@@ -34,6 +40,25 @@ pub const TOKEN_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 const JWT_BACKDATE_SECS: u64 = 60;
 /// JWT lifetime after "now"; GitHub accepts at most 10 minutes.
 const JWT_LIFETIME_SECS: u64 = 9 * 60;
+
+/// The JOSE header of every App JWT.
+const JWT_HEADER: &str = r#"{"alg":"RS256","typ":"JWT"}"#;
+
+/// The App's RSA private key from its PEM: PKCS#1 (`RSA PRIVATE KEY`, what GitHub hands
+/// out) or PKCS#8 (`PRIVATE KEY`).
+fn rsa_key(pem: &str) -> Result<RsaKeyPair, StoreError> {
+    let invalid = |cause: String| StoreError::InvalidGithubAppKey { cause };
+    let item = rustls_pemfile::read_one_from_slice(pem.trim().as_bytes())
+        .map_err(|e| invalid(format!("{e:?}")))?
+        .map(|(item, _)| item);
+    let key = match item {
+        Some(Item::Pkcs1Key(k)) => RsaKeyPair::from_der(k.secret_pkcs1_der()),
+        Some(Item::Pkcs8Key(k)) => RsaKeyPair::from_pkcs8(k.secret_pkcs8_der()),
+        Some(_) => return Err(invalid("the PEM block is not an RSA private key".into())),
+        None => return Err(invalid("no PEM block found".into())),
+    };
+    key.map_err(|e| invalid(format!("the RSA key is rejected: {e}")))
+}
 
 #[derive(Serialize)]
 struct Claims<'a> {
@@ -53,7 +78,7 @@ struct CachedToken {
 pub(crate) struct AppTokenSource {
     app_id: String,
     installation_id: String,
-    key: EncodingKey,
+    key: RsaKeyPair,
     api_url: String,
     insecure: bool,
     cached: Option<CachedToken>,
@@ -102,11 +127,7 @@ impl AppTokenSource {
                 ),
             });
         }
-        let key = EncodingKey::from_rsa_pem(private_key_pem.trim().as_bytes()).map_err(|e| {
-            StoreError::InvalidGithubAppKey {
-                cause: e.to_string(),
-            }
-        })?;
+        let key = rsa_key(private_key_pem)?;
         let source = AppTokenSource {
             app_id: app_id.to_string(),
             installation_id: installation_id.to_string(),
@@ -116,7 +137,7 @@ impl AppTokenSource {
             cached: None,
             http: None,
         };
-        // Parsing the PEM only decodes base64; signing proves the key is a usable RSA key.
+        // Signing once proves the key can sign before any network is used.
         source.jwt()?;
         Ok(source)
     }
@@ -132,11 +153,24 @@ impl AppTokenSource {
             exp: now + JWT_LIFETIME_SECS,
             iss: &self.app_id,
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key).map_err(|e| {
-            StoreError::InvalidGithubAppKey {
-                cause: e.to_string(),
-            }
-        })
+        let claims = serde_json::to_vec(&claims).expect("the claims serialize");
+        let signed = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(JWT_HEADER),
+            URL_SAFE_NO_PAD.encode(claims)
+        );
+        let mut signature = vec![0; self.key.public().modulus_len()];
+        self.key
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &ring::rand::SystemRandom::new(),
+                signed.as_bytes(),
+                &mut signature,
+            )
+            .map_err(|_| StoreError::InvalidGithubAppKey {
+                cause: "the key cannot make an RS256 signature".into(),
+            })?;
+        Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
     }
 
     /// The cached installation token, if any (may be close to expiry; call [`Self::token`]
@@ -196,6 +230,7 @@ impl AppTokenSource {
                 .enable_all()
                 .build()
                 .map_err(|e| unreachable(format!("cannot start HTTP client: {e}")))?;
+            crate::install_tls_provider();
             let client = reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(Duration::from_secs(30))
@@ -326,6 +361,54 @@ fn token_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A private key made by the `openssl` CLI: `args` after `openssl`, key written to stdout.
+    fn openssl_key(args: &[&str]) -> String {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn pkcs1_and_pkcs8_rsa_keys_sign_and_other_keys_are_refused() {
+        let pkcs1 = openssl_key(&["genrsa", "-traditional", "2048"]);
+        assert!(pkcs1.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        let pkcs8 = openssl_key(&[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ]);
+        assert!(pkcs8.starts_with("-----BEGIN PRIVATE KEY-----"));
+        for pem in [&pkcs1, &pkcs8] {
+            let source = AppTokenSource::new("123", "456", pem, "", false).unwrap();
+            let jwt = source.jwt().unwrap();
+            let parts: Vec<_> = jwt.split('.').collect();
+            assert_eq!(parts.len(), 3, "{jwt}");
+            let claims: serde_json::Value =
+                serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+            assert_eq!(claims["iss"], "123");
+            assert_eq!(
+                claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+                JWT_BACKDATE_SECS + JWT_LIFETIME_SECS
+            );
+            // A 2048-bit key signs 256 bytes.
+            assert_eq!(URL_SAFE_NO_PAD.decode(parts[2]).unwrap().len(), 256);
+        }
+        let ec = openssl_key(&["ecparam", "-name", "prime256v1", "-genkey", "-noout"]);
+        let err = AppTokenSource::new("123", "456", &ec, "", false)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("not an RSA private key"), "{err}");
+    }
 
     #[test]
     fn settings_are_checked_before_any_network() {

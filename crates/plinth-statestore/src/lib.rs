@@ -80,6 +80,24 @@ pub fn network_timeouts() -> (std::time::Duration, std::time::Duration) {
     )
 }
 
+/// Makes ring rustls' process-wide crypto provider, unless one is installed already.
+///
+/// Every HTTPS client in Plinth (bucket stores, GitHub App tokens, webhook calls,
+/// PromiseRelease fetches) is built on the provider installed for the process, and fails
+/// to build without one; ring is the only provider compiled in. Cheap and idempotent:
+/// called where each client is built.
+///
+/// ```
+/// plinth_statestore::install_tls_provider();
+/// assert!(rustls::crypto::CryptoProvider::get_default().is_some());
+/// ```
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may install one first; either is ring.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 pub use bucket::{BucketAuth, BucketConfig, BucketProvider, LocalDirConfig};
 pub use error::{StoreError, stable_message};
 pub use git::{GitAuth, GitConfig, redact_url};

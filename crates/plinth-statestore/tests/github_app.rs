@@ -1,6 +1,6 @@
 //! GitHub App authentication for the Git writer (`authMethod: githubApp`):
 //! a local fake of GitHub's installation-token endpoint that verifies the App JWT with
-//! the App's public key, and git-http-backend behind lighttpd that accepts only
+//! the App's public key (by the `openssl` CLI, not by the code that signed it), and git-http-backend behind lighttpd that accepts only
 //! `x-access-token:<the token just issued>`.
 
 use crate::support;
@@ -15,7 +15,8 @@ use axum::Json;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use plinth_statestore::git::init_bare;
 use plinth_statestore::{
     GitAuth, GitConfig, StateStore, StoreConfig, StoreError, WriteOp, WriteRequest,
@@ -61,7 +62,8 @@ fn rsa_key(dir: &Path, name: &str) -> (String, String) {
 }
 
 struct FakeState {
-    public_key: DecodingKey,
+    /// The App's public key (PEM), for `openssl dgst -verify`.
+    public_key: tempfile::NamedTempFile,
     /// Seconds until an issued token expires.
     token_lifetime: AtomicU64,
     issued: AtomicUsize,
@@ -94,6 +96,40 @@ fn token_name(n: usize) -> String {
     format!("ghs_plinthTestInstallationToken{n:04}")
 }
 
+/// The claims of an RS256 JWT whose header says RS256 and whose signature `openssl dgst`
+/// verifies with the public key; `None` for anything else.
+fn verified_claims(jwt: &str, public_key: &Path) -> Option<Value> {
+    let mut parts = jwt.split('.');
+    let (header, claims, signature) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let decode = |p: &str| URL_SAFE_NO_PAD.decode(p).ok();
+    let header: Value = serde_json::from_slice(&decode(header)?).ok()?;
+    if header["alg"] != "RS256" {
+        return None;
+    }
+    let sig = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(sig.path(), decode(signature)?).unwrap();
+    let mut openssl = Command::new("openssl")
+        .args(["dgst", "-sha256", "-verify"])
+        .arg(public_key)
+        .arg("-signature")
+        .arg(sig.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("openssl runs");
+    use std::io::Write as _;
+    let signed = &jwt[..jwt.rfind('.')?];
+    openssl.stdin.take()?.write_all(signed.as_bytes()).ok()?;
+    if !openssl.wait().ok()?.success() {
+        return None;
+    }
+    serde_json::from_slice(&decode(claims)?).ok()
+}
+
 async fn access_tokens(
     State(st): State<Arc<FakeState>>,
     UrlPath(installation): UrlPath<String>,
@@ -118,16 +154,15 @@ async fn access_tokens(
     else {
         return unauthorized("A JSON web token could not be decoded");
     };
-    let mut validation = Validation::new(Algorithm::RS256);
-    validation.set_issuer(&[APP_ID]);
-    validation.set_required_spec_claims(&["exp", "iat", "iss"]);
-    let claims = match jsonwebtoken::decode::<Value>(jwt, &st.public_key, &validation) {
-        Ok(d) => d.claims,
-        Err(_) => return unauthorized("A JSON web token could not be decoded"),
+    let Some(claims) = verified_claims(jwt, st.public_key.path()) else {
+        return unauthorized("A JSON web token could not be decoded");
     };
+    if claims["iss"] != APP_ID || claims["iat"].as_i64().is_none() {
+        return unauthorized("A JSON web token could not be decoded");
+    }
     let (iat, exp) = (
         claims["iat"].as_i64().unwrap(),
-        claims["exp"].as_i64().unwrap(),
+        claims["exp"].as_i64().unwrap_or(i64::MAX),
     );
     let now = jiff::Timestamp::now().as_second();
     // GitHub: `iat` in the past, `exp` at most 10 minutes after it.
@@ -158,7 +193,11 @@ async fn access_tokens(
 
 async fn fake_github(public_pem: &str, users_file: Option<PathBuf>) -> FakeGithub {
     let state = Arc::new(FakeState {
-        public_key: DecodingKey::from_rsa_pem(public_pem.as_bytes()).unwrap(),
+        public_key: {
+            let f = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(f.path(), public_pem).unwrap();
+            f
+        },
         token_lifetime: AtomicU64::new(3600),
         issued: AtomicUsize::new(0),
         users_file,
@@ -270,7 +309,7 @@ async fn write_succeeds_through_the_installation_token_which_is_cached() {
     assert_eq!(claims["iss"], APP_ID);
     let (iat, exp) = (
         claims["iat"].as_i64().unwrap(),
-        claims["exp"].as_i64().unwrap(),
+        claims["exp"].as_i64().unwrap_or(i64::MAX),
     );
     assert_eq!(exp - iat, 600);
     let now = jiff::Timestamp::now().as_second();

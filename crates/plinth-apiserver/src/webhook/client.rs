@@ -153,8 +153,12 @@ async fn read_limited(mut resp: reqwest::Response) -> Result<Vec<u8>, ReadError>
 
 /// The HTTPS client of one webhook: only the caBundle's certificates are trusted.
 fn build_client(hook: &Hook, target: &Target) -> Result<reqwest::Client, CallError> {
+    // The process-wide provider: ring, the only one compiled in.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     let mut b = reqwest::Client::builder()
-        .use_rustls_tls()
+        .tls_backend_rustls()
         .https_only(true)
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
@@ -174,10 +178,7 @@ fn build_client(hook: &Hook, target: &Target) -> Result<reqwest::Client, CallErr
                 "caBundle holds no PEM certificate".into(),
             ));
         }
-        b = b.tls_built_in_root_certs(false);
-        for c in certs {
-            b = b.add_root_certificate(c);
-        }
+        b = b.tls_certs_only(certs);
     }
     if let Some((host, addr)) = &target.host_addr {
         b = b.resolve(host, *addr);

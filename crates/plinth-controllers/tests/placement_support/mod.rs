@@ -502,6 +502,7 @@ impl Moto {
 
     /// Creates a bucket.
     pub async fn create_bucket(&self, bucket: &str) {
+        plinth_statestore::install_tls_provider();
         let r = reqwest::Client::new()
             .put(self.url(bucket))
             .send()
