@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use plinth_runner::backend::{
-    BwrapSandbox, ContainerBackend, EffectiveSecurity, Mount, PreparedContainer,
+    BwrapSandbox, ContainerBackend, EffectiveSecurity, PreparedContainer,
 };
 use plinth_runner::config::find_on_path;
+use plinth_runner::mount::Mount;
 use plinth_runner::{
     ClusterAccess, EngineMode, RunOptions, RunnerConfig, RunnerError, SandboxMode, run_pod_once,
 };

@@ -16,20 +16,10 @@ use tokio::process::Command;
 
 use crate::config::{EngineMode, RunnerConfig, SandboxMode, find_on_path};
 use crate::image::{ImageMap, image_matches, map_path_hint};
+use crate::mount::{Mount, under_root};
 
 /// Where the in-cluster ServiceAccount files appear inside containers.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-
-/// A volume (or part of one) made visible at a path inside the container.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    /// Directory or file on the host.
-    pub host_path: PathBuf,
-    /// Absolute path inside the container.
-    pub container_path: String,
-    /// Mounted read-only.
-    pub read_only: bool,
-}
 
 /// Effective security settings of a container (container > pod > runner default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,7 +102,7 @@ pub enum BackendError {
 }
 
 /// Turns a prepared container into a command to spawn.
-pub trait ContainerBackend: Send + Sync {
+pub trait ContainerBackend: Send + Sync + std::any::Any {
     /// Short name for messages (`bwrap`, `host`, `podman`).
     fn name(&self) -> &str;
     /// The command to spawn.
@@ -124,11 +114,6 @@ pub trait ContainerBackend: Send + Sync {
     /// whose containers are not children of the spawned process); `None` when signalling
     /// the spawned process tree is enough.
     fn stop_command(&self, _c: &PreparedContainer, _grace: std::time::Duration) -> Option<Command> {
-        None
-    }
-    /// The in-process runner of an adapter container ([`crate::inprocess`]); `None` for
-    /// backends that spawn a process.
-    fn in_process(&self) -> Option<&crate::inprocess::InProcess> {
         None
     }
 }
@@ -406,27 +391,6 @@ pub fn mount_source_link(c: &PreparedContainer) -> Option<String> {
         }
     }
     None
-}
-
-/// Container path `path` as a host path under `root`, taken lexically: `..` never climbs
-/// above `root` (a mount path `/../../x` links `<root>/x`, not a host file).
-pub fn under_root(root: &Path, path: &Path) -> PathBuf {
-    let mut out = root.to_path_buf();
-    let mut depth = 0usize;
-    for part in path.components() {
-        match part {
-            std::path::Component::Normal(p) => {
-                out.push(p);
-                depth += 1;
-            }
-            std::path::Component::ParentDir if depth > 0 => {
-                out.pop();
-                depth -= 1;
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 impl ContainerBackend for HostProcess {

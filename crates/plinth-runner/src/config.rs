@@ -111,8 +111,8 @@ pub struct RunnerConfig {
     /// writes every change.
     pub status_window: Duration,
     /// Runs Plinth's adapter containers inside the runner's process instead of a sandbox
-    /// each ([`crate::inprocess`]); `None` runs them like any other container.
-    pub adapter_program: Option<std::sync::Arc<dyn crate::inprocess::AdapterProgram>>,
+    /// each ([`crate::inprocess`], [`crate::adapter`]); `None` runs them like any other container.
+    pub adapter_program: Option<std::sync::Arc<dyn crate::adapter::AdapterProgram>>,
 }
 
 /// Jobs that run a Pod at the same time by default. A pipeline Pod spends most of its

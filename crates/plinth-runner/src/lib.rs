@@ -33,6 +33,7 @@
 #![deny(missing_docs)]
 
 pub mod access;
+pub mod adapter;
 pub mod backend;
 pub mod config;
 pub mod cronjob;
@@ -43,6 +44,7 @@ pub mod image;
 pub mod inprocess;
 pub mod job;
 pub mod logfile;
+pub mod mount;
 pub mod pod;
 pub mod pod_status;
 pub mod pods;

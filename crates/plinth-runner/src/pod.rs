@@ -19,16 +19,18 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::access::ClusterAccess;
+use crate::adapter::{AdapterCall, AdapterOutput};
 use crate::backend::{
     BackendError, BwrapSandbox, ContainerBackend, ContainerPlan, EffectiveSecurity, EngineBackend,
-    HostProcess, Mount, PreparedContainer, SERVICE_ACCOUNT_DIR, detect_engine, detect_sandbox,
+    HostProcess, PreparedContainer, SERVICE_ACCOUNT_DIR, detect_engine, detect_sandbox,
     plan_container, write_containers_conf,
 };
 use crate::config::RunnerConfig;
 use crate::error::RunnerError;
 use crate::expand::expand_with;
 use crate::image::ImageMap;
-use crate::inprocess::{AdapterCall, AdapterOutput, Company, InProcess};
+use crate::inprocess::{Company, InProcess};
+use crate::mount::Mount;
 
 /// Options of one Pod run.
 #[derive(Debug, Default)]
@@ -1956,7 +1958,8 @@ async fn run_container(
     if let Some(why) = crate::backend::mount_source_link(p) {
         return Exit::start_error(now(), why);
     }
-    let Some(inproc) = backend.in_process() else {
+    let any: &dyn std::any::Any = backend;
+    let Some(inproc) = any.downcast_ref::<InProcess>() else {
         return run_process(backend, p, io).await;
     };
     match inproc.sandbox_reason(p, company) {

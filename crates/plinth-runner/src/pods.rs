@@ -528,7 +528,7 @@ async fn record_pod_event(
 
 /// The kubelet Events for the change from `prev` to `next` (per container, in order):
 /// `Pulled`, `Created`, `Started` when a container started; a warning `Failed` when it
-/// could not (an image reason gets "Failed to pull image" and "Error: <reason>").
+/// could not (an image reason gets "Failed to pull image" and `Error: <reason>`).
 pub fn pod_events(prev: &PodStatus, next: &PodStatus) -> Vec<(EventType, &'static str, String)> {
     let mut out = Vec::new();
     let lists = |st: &PodStatus| -> Vec<ContainerStatus> {

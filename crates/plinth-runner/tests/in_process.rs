@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::BoxFuture;
-use plinth_runner::inprocess::{AdapterCall, AdapterProgram};
+use plinth_runner::adapter::{AdapterCall, AdapterProgram};
 use plinth_runner::{EngineMode, RunOptions, RunnerConfig, SandboxMode, run_pod_once};
 use serde_json::json;
 

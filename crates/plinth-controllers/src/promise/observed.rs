@@ -20,6 +20,11 @@ use plinth_api::{WorkflowAction, WorkflowType};
 /// The component the Promise controller's Events name.
 pub(super) const COMPONENT: &str = plinth_api::constants::events::PROMISE_CONTROLLER;
 
+/// The `promises` API, read as stored rather than as [`plinth_api::Promise`]: the spec as
+/// stored is the workflows' input and what the hash labels of Jobs run by earlier
+/// releases were taken over (a typed round trip writes defaults in, which would change
+/// them), and a spec the typed struct refuses must still reach [`Observed::new`], to be
+/// reported on the Promise rather than fail the whole watch.
 pub(super) fn promise_api(ctx: &Context) -> Api<DynamicObject> {
     Api::all_with(ctx.client.clone(), &promise_resource())
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use futures::future::BoxFuture;
-use plinth_runner::inprocess::{AdapterCall, AdapterProgram};
+use plinth_runner::adapter::{AdapterCall, AdapterProgram};
 use tracing::instrument::WithSubscriber;
 
 use super::{AdapterRole, EnvLookup, Written, run_role};
@@ -94,7 +94,7 @@ fn refused_write(role: &AdapterRole, call: &AdapterCall) -> Option<String> {
 /// `/kratix/input/object.yaml`, as the process's did. Every line reaches it in one write.
 #[derive(Clone)]
 struct InContainerPaths {
-    out: plinth_runner::inprocess::AdapterOutput,
+    out: plinth_runner::adapter::AdapterOutput,
     /// Host prefix → container prefix, longest host prefix first.
     prefixes: Vec<(String, String)>,
 }
@@ -242,7 +242,7 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("kratix/output")).unwrap();
         let log =
             plinth_runner::logfile::RotatingLog::create(&tmp.path().join("log"), 4096, 1).unwrap();
-        let mount = |at: &str, read_only| plinth_runner::backend::Mount {
+        let mount = |at: &str, read_only| plinth_runner::mount::Mount {
             host_path: tmp.path().join(at.trim_start_matches('/')),
             container_path: at.into(),
             read_only,
@@ -255,7 +255,7 @@ mod tests {
             mounts: vec![mount("/kratix/input", false), mount("/kratix/output", true)],
             read_only_root: true,
             kubeconfig: String::new(),
-            output: plinth_runner::inprocess::AdapterOutput::new(log),
+            output: plinth_runner::adapter::AdapterOutput::new(log),
         };
         let none = |_: &str| None;
         let reader = parse_role(&args(&["reader"]), &none).unwrap();
