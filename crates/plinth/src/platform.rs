@@ -366,7 +366,7 @@ fn start_runner(
     rc.max_parallel_jobs = opts.max_parallel_jobs;
     if opts.adapters_in_process {
         rc.adapter_program = Some(std::sync::Arc::new(
-            crate::cmd::pipeline_adapter::InProcessAdapter,
+            crate::cmd::pipeline_adapter::in_process::InProcessAdapter,
         ));
     }
     let runner_client = client.clone();

@@ -17,8 +17,7 @@ use plinth_pipeline::status_writer::{StatusWriterArgs, run_status_writer};
 use plinth_pipeline::work_creator::{InputLayout, WorkCreatorArgs, WorkOutcome, run_work_creator};
 use std::path::{Path, PathBuf};
 
-mod in_process;
-pub use in_process::InProcessAdapter;
+pub mod in_process;
 
 /// Arguments of `plinth pipeline-adapter`.
 #[derive(Args)]
