@@ -32,7 +32,6 @@ pub mod freshness;
 pub mod history;
 pub mod index;
 pub mod record;
-pub mod report;
 pub mod source;
 pub mod target;
 pub mod validate;

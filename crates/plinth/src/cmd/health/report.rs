@@ -10,8 +10,10 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use plinth_api::Promise;
 
-use super::history::{HealthHistory, WINDOWS, combined_uptime, timeline, uptime};
-use crate::Error;
+use plinth_controllers::Error;
+use plinth_controllers::health::history::{
+    HealthHistory, WINDOWS, combined_uptime, timeline, uptime,
+};
 
 /// Width of the text timeline, in cells.
 pub const TIMELINE_WIDTH: usize = 24;
@@ -56,7 +58,7 @@ pub async fn collect(
     let mut out = Vec::new();
     for obj in found {
         let p = obj.name_any();
-        let Some(ar) = crate::support::resources::request_resource_of(&obj) else {
+        let Some(ar) = plinth_controllers::support::resources::request_resource_of(&obj) else {
             if promise.is_some() {
                 return Err(Error::NoApi(p.clone()));
             }
@@ -290,7 +292,7 @@ fn align(table: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::history::Transition;
+    use plinth_controllers::health::history::Transition;
 
     fn row(name: &str, transitions: &[(&str, &str, &str)]) -> RequestHealth {
         RequestHealth {

@@ -6,6 +6,8 @@
 
 use clap::Args;
 
+mod report;
+
 /// Arguments of `plinth health`.
 #[derive(Args, Debug)]
 pub struct HealthArgs {
@@ -55,20 +57,17 @@ pub async fn run(args: HealthArgs) -> anyhow::Result<()> {
     let request = args.requests.request()?;
     let client = args.requests.client().await?;
     let promise = args.requests.promise.as_deref();
-    let rows = plinth_controllers::health::report::collect(&client, promise, request).await?;
+    let rows = report::collect(&client, promise, request).await?;
     let now = jiff::Timestamp::now();
     if args.output != Output::Table {
         let since = jiff::SignedDuration::try_from(args.since)
             .ok()
             .and_then(|d| now.checked_sub(d).ok())
             .unwrap_or(jiff::Timestamp::MIN);
-        let changes = plinth_controllers::health::report::changes(&rows, since);
+        let changes = report::changes(&rows, since);
         match args.output {
             Output::Json => println!("{}", serde_json::to_string_pretty(&changes)?),
-            _ => print!(
-                "{}",
-                plinth_controllers::health::report::changes_csv(&changes)
-            ),
+            _ => print!("{}", report::changes_csv(&changes)),
         }
         return Ok(());
     }
@@ -76,7 +75,7 @@ pub async fn run(args: HealthArgs) -> anyhow::Result<()> {
         println!("No resource requests.");
         return Ok(());
     }
-    let out = plinth_controllers::health::report::render(&rows, now, request.is_some());
+    let out = report::render(&rows, now, request.is_some());
     print!("{out}");
     Ok(())
 }
