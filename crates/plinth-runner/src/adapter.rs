@@ -98,7 +98,7 @@ impl AdapterCall {
     /// refuse it: the path lies in a read-only mount, or in no mount of a read-only root.
     ///
     /// ```
-    /// # use plinth_runner::inprocess::AdapterCall;
+    /// # use plinth_runner::adapter::AdapterCall;
     /// # fn check(call: &AdapterCall) {
     /// if call.is_read_only(std::path::Path::new("/kratix/output")) {
     ///     // the role would fail with "Read-only file system"
