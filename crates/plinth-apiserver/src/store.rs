@@ -525,14 +525,17 @@ impl Store {
         self.read(|c| read_compacted(c)).await
     }
 
-    /// Events of resource `rkey` with resourceVersion in `(after, upto]`, in order, and
-    /// the compaction point at the time of the read. If `after` is below the compaction
-    /// point the caller must answer 410 Expired.
+    /// The first `limit` events of resource `rkey` with resourceVersion in `(after, upto]`,
+    /// in order, and the compaction point at the time of the read. If `after` is below the
+    /// compaction point the caller must answer 410 Expired. Each event is parsed, so a
+    /// caller replaying a long stretch of the log reads it a page at a time: a minute of
+    /// Pod changes at once is hundreds of megabytes of parsed objects.
     pub async fn events_since(
         &self,
         rkey: String,
         after: u64,
         upto: u64,
+        limit: usize,
     ) -> Result<(Vec<Event>, u64), StoreError> {
         self.read(move |c| {
             let tx = c.transaction()?;
@@ -540,9 +543,10 @@ impl Store {
             let mut out = Vec::new();
             if after >= compacted {
                 let mut stmt = tx.prepare_cached(
-                    "SELECT id, ns, name, type, data FROM events WHERE rkey=?1 AND id>?2 AND id<=?3 ORDER BY id",
+                    "SELECT id, ns, name, type, data FROM events WHERE rkey=?1 AND id>?2 AND id<=?3 ORDER BY id LIMIT ?4",
                 )?;
-                let mut rows = stmt.query(params![rkey, after as i64, upto as i64])?;
+                let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+                let mut rows = stmt.query(params![rkey, after as i64, upto as i64, limit])?;
                 while let Some(row) = rows.next()? {
                     let id: i64 = row.get(0)?;
                     let data: String = row.get(4)?;
@@ -1622,7 +1626,7 @@ mod tests {
             .unwrap();
         assert_eq!(store.compact(2).await.unwrap(), 2);
         let (evs, compacted) = store
-            .events_since("/configmaps".into(), 0, 10)
+            .events_since("/configmaps".into(), 0, 10, 100)
             .await
             .unwrap();
         assert!(evs.is_empty());

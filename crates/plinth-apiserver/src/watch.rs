@@ -247,7 +247,7 @@ pub(crate) async fn watch(
         (_, Some(rv)) => {
             let (events, compacted) = app
                 .store
-                .events_since(key.clone(), rv, i64::MAX as u64)
+                .events_since(key.clone(), rv, i64::MAX as u64, REPLAY_PAGE)
                 .await?;
             if rv < compacted {
                 Initial::Expired(rv, compacted)
@@ -320,10 +320,14 @@ async fn run(
         }
         Initial::Events(events, rv) => {
             w.last_rv = rv;
+            let more = events.len() == REPLAY_PAGE;
             for e in &events {
                 if !w.send_event(e).await {
                     return;
                 }
+            }
+            if more && !replay(&app, &mut w, i64::MAX as u64).await {
+                return;
             }
         }
     }
@@ -395,31 +399,53 @@ async fn catch_up(app: &App, w: &mut Watcher) -> bool {
     if !w.filter.is_empty() {
         return false;
     }
+    tracing::debug!(
+        resource = %w.info.plural,
+        from = w.last_rv,
+        "watcher fell behind the broadcast; resuming from the revision log"
+    );
+    replay(app, w, app.hub.published()).await
+}
+
+/// Events read from the revision log at a time when a watch replays it (a watch from a
+/// resourceVersion, or a watcher that fell behind). Each is a parsed object, so this
+/// bounds what one replay holds, however long the stretch of log: when every controller's
+/// watch is renewed at once, each reads the changes since its last bookmark.
+const REPLAY_PAGE: usize = 64;
+
+/// Sends the watcher the events of its resource after the last it was sent, up to `upto`,
+/// from the revision log, [`REPLAY_PAGE`] at a time. Returns `false` when the stream must
+/// end: the client went away, or the log was compacted past the watcher (it gets the
+/// in-stream 410 `Expired`).
+async fn replay(app: &App, w: &mut Watcher, upto: u64) -> bool {
     let key = crate::app::storage_rkey(&w.info);
-    let upto = app.hub.published();
-    match app.store.events_since(key, w.last_rv, upto).await {
-        Ok((events, compacted)) if w.last_rv >= compacted => {
-            tracing::debug!(
-                resource = %w.info.plural,
-                from = w.last_rv,
-                events = events.len(),
-                "watcher fell behind the broadcast; resuming from the revision log"
-            );
-            for e in &events {
-                if !w.send_event(e).await {
-                    return false;
+    loop {
+        let from = w.last_rv;
+        match app
+            .store
+            .events_since(key.clone(), from, upto, REPLAY_PAGE)
+            .await
+        {
+            Ok((events, compacted)) if from >= compacted => {
+                let more = events.len() == REPLAY_PAGE;
+                for e in &events {
+                    if !w.send_event(e).await {
+                        return false;
+                    }
+                }
+                if !more {
+                    return true;
                 }
             }
-            true
-        }
-        Ok((_, compacted)) => {
-            let line = w.line("ERROR", expired(w.last_rv, compacted));
-            let _ = w.out.send(Ok(line)).await;
-            false
-        }
-        Err(e) => {
-            tracing::warn!(resource = %w.info.plural, "watch catch-up failed: {e}");
-            false
+            Ok((_, compacted)) => {
+                let line = w.line("ERROR", expired(from, compacted));
+                let _ = w.out.send(Ok(line)).await;
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(resource = %w.info.plural, "watch replay failed: {e}");
+                return false;
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! A watcher that falls behind the bounded broadcast (here 4 events) during a burst of
 //! writes resumes from the revision log: it sees every event once, in order, and its
 //! stream stays open. A filtered watcher is cut off instead, and its client re-lists.
+//! A watch opened from an old resourceVersion replays the log after it (in pages, more
+//! than one here) the same way.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -117,4 +119,55 @@ async fn a_filtered_watcher_behind_the_buffer_is_cut_off() {
         "a filtered watcher that lagged keeps streaming"
     );
     assert!(events.len() < BURST, "{} events", events.len());
+}
+
+#[tokio::test]
+async fn a_watch_from_an_old_revision_replays_every_change_after_it_once() {
+    let ts = TestServer::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    burst(&api, 0, BURST).await;
+    // Opened after the burst: everything it sees first comes from the revision log.
+    for query in [
+        format!("resourceVersion={rv}"),
+        format!("resourceVersion={rv}&labelSelector=app%3Dx"),
+    ] {
+        let mut body = open_watch(&ts.client(), &query).await;
+        let mut events = Vec::new();
+        assert!(
+            read_events(&mut body, BURST, &mut events).await,
+            "{query}: stream ended"
+        );
+        let names: Vec<&str> = events
+            .iter()
+            .map(|e| {
+                assert_eq!(e["type"], "ADDED", "{query}: {e}");
+                e["object"]["metadata"]["name"].as_str().unwrap()
+            })
+            .collect();
+        let expected: Vec<String> = (0..BURST).map(|i| format!("cm-{i:04}")).collect();
+        assert_eq!(names, expected, "{query}: every event once, in order");
+    }
+    // Both streams were dropped; a new one from the last revision is live.
+    let last = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut body = open_watch(&ts.client(), &format!("resourceVersion={last}")).await;
+    burst(&api, BURST, 1).await;
+    let mut more = Vec::new();
+    assert!(read_events(&mut body, 1, &mut more).await, "stream ended");
+    assert_eq!(
+        more[0]["object"]["metadata"]["name"],
+        format!("cm-{BURST:04}")
+    );
 }
