@@ -299,6 +299,24 @@ fn reconciled(o: &DynamicObject) -> bool {
         .any(|c| c["type"] == "Reconciled" && c["status"] == "True")
 }
 
+/// How many objects `api` lists, in pages of 500 as `kubectl get` reads them, so the
+/// count does not make the server answer 10,000 objects in one piece.
+async fn count_paged(api: &Api<DynamicObject>) -> anyhow::Result<usize> {
+    let (mut n, mut token) = (0, None::<String>);
+    loop {
+        let mut lp = ListParams::default().limit(500);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list_metadata(&lp).await?;
+        n += page.items.len();
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok(n);
+        }
+    }
+}
+
 /// The store's revision counter (the resourceVersion of a list).
 async fn revision(client: &kube::Client) -> anyhow::Result<u64> {
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -610,17 +628,14 @@ async fn main() -> anyhow::Result<()> {
             String::new()
         }
     );
-    let placements = api(
+    let placements = count_paged(&api(
         &up.client,
         "platform.kratix.io",
         "WorkPlacement",
         "workplacements",
         None,
-    )
-    .list_metadata(&ListParams::default())
-    .await?
-    .items
-    .len();
+    ))
+    .await?;
     println!("commits: {commits_run} for {placements} WorkPlacements");
     println!(
         "API writes: {writes} ({:.1} per request; the watch probe's {probe_writes} ConfigMap writes not counted)",
