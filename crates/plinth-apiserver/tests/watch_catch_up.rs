@@ -63,46 +63,57 @@ async fn burst(api: &Api<ConfigMap>, from: usize, n: usize) {
     }
 }
 
+/// The store's revision now (the resourceVersion of a list).
+async fn revision(api: &Api<ConfigMap>) -> String {
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+}
+
+/// Reads the burst's `BURST` events from `body`: each once, in order, all `ADDED`.
+async fn expect_the_burst(body: &mut WatchBody, what: &str) {
+    let mut events = Vec::new();
+    assert!(
+        read_events(body, BURST, &mut events).await,
+        "{what}: stream ended"
+    );
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| {
+            assert_eq!(e["type"], "ADDED", "{what}: {e}");
+            e["object"]["metadata"]["name"].as_str().unwrap()
+        })
+        .collect();
+    let expected: Vec<String> = (0..BURST).map(|i| format!("cm-{i:04}")).collect();
+    assert_eq!(names, expected, "{what}: every event once, in order");
+}
+
+/// One more create arrives on `body`: the stream is live.
+async fn expect_live(api: &Api<ConfigMap>, body: &mut WatchBody) {
+    burst(api, BURST, 1).await;
+    let mut more = Vec::new();
+    assert!(read_events(body, 1, &mut more).await, "stream ended");
+    assert_eq!(
+        more[0]["object"]["metadata"]["name"],
+        format!("cm-{BURST:04}")
+    );
+}
+
 #[tokio::test]
 async fn a_watcher_behind_the_buffer_resumes_from_the_log_and_misses_nothing() {
     let ts = TestServer::start_with(|c| c.watch_buffer = 4)
         .await
         .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = revision(&api).await;
     // Nobody reads this stream during the burst, so its watcher falls far behind.
     let mut body = open_watch(&ts.client(), &format!("resourceVersion={rv}")).await;
     burst(&api, 0, BURST).await;
-
-    let mut events = Vec::new();
-    assert!(
-        read_events(&mut body, BURST, &mut events).await,
-        "stream ended"
-    );
-    let names: Vec<&str> = events
-        .iter()
-        .map(|e| {
-            assert_eq!(e["type"], "ADDED", "{e}");
-            e["object"]["metadata"]["name"].as_str().unwrap()
-        })
-        .collect();
-    let expected: Vec<String> = (0..BURST).map(|i| format!("cm-{i:04}")).collect();
-    assert_eq!(names, expected, "every event once, in order");
-
-    // The stream is still live.
-    burst(&api, BURST, 1).await;
-    let mut more = Vec::new();
-    assert!(read_events(&mut body, 1, &mut more).await, "stream ended");
-    assert_eq!(
-        more[0]["object"]["metadata"]["name"],
-        format!("cm-{BURST:04}")
-    );
+    expect_the_burst(&mut body, "behind the buffer").await;
+    expect_live(&api, &mut body).await;
 }
 
 #[tokio::test]
@@ -125,13 +136,7 @@ async fn a_filtered_watcher_behind_the_buffer_is_cut_off() {
 async fn a_watch_from_an_old_revision_replays_every_change_after_it_once() {
     let ts = TestServer::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(ts.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = revision(&api).await;
     burst(&api, 0, BURST).await;
     // Opened after the burst: everything it sees first comes from the revision log.
     for query in [
@@ -139,35 +144,10 @@ async fn a_watch_from_an_old_revision_replays_every_change_after_it_once() {
         format!("resourceVersion={rv}&labelSelector=app%3Dx"),
     ] {
         let mut body = open_watch(&ts.client(), &query).await;
-        let mut events = Vec::new();
-        assert!(
-            read_events(&mut body, BURST, &mut events).await,
-            "{query}: stream ended"
-        );
-        let names: Vec<&str> = events
-            .iter()
-            .map(|e| {
-                assert_eq!(e["type"], "ADDED", "{query}: {e}");
-                e["object"]["metadata"]["name"].as_str().unwrap()
-            })
-            .collect();
-        let expected: Vec<String> = (0..BURST).map(|i| format!("cm-{i:04}")).collect();
-        assert_eq!(names, expected, "{query}: every event once, in order");
+        expect_the_burst(&mut body, &query).await;
     }
     // Both streams were dropped; a new one from the last revision is live.
-    let last = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let last = revision(&api).await;
     let mut body = open_watch(&ts.client(), &format!("resourceVersion={last}")).await;
-    burst(&api, BURST, 1).await;
-    let mut more = Vec::new();
-    assert!(read_events(&mut body, 1, &mut more).await, "stream ended");
-    assert_eq!(
-        more[0]["object"]["metadata"]["name"],
-        format!("cm-{BURST:04}")
-    );
+    expect_live(&api, &mut body).await;
 }
