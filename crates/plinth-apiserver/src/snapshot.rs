@@ -267,8 +267,11 @@ pub fn parse_list_options(
     }
     let parsed = match rv {
         None => None,
-        Some(v) => Some(v.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("invalid resourceVersion {v:?}: must be an integer"))
+        Some(v) => Some(crate::store::parse_revision(v).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "invalid resourceVersion {v:?}: {}",
+                crate::store::INVALID_REVISION
+            ))
         })?),
     };
     match (rv_match, parsed) {

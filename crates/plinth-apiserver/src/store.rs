@@ -56,6 +56,17 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// A resourceVersion a client sent, as the store's revision: a non-negative integer the
+/// revision log can hold (its ids are SQLite integers, so at most `i64::MAX`). `None` for
+/// anything else; callers answer 400 with [`INVALID_REVISION`].
+pub fn parse_revision(s: &str) -> Option<u64> {
+    s.parse::<u64>().ok().filter(|v| i64::try_from(*v).is_ok())
+}
+
+/// Why [`parse_revision`] refused a value, for the 400 answer.
+pub const INVALID_REVISION: &str =
+    "must be a non-negative integer no larger than 9223372036854775807";
+
 /// Identifies one stored object: resource key (`group/plural`, `/plural` for core),
 /// namespace (empty for cluster-scoped) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

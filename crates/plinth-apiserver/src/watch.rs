@@ -211,8 +211,11 @@ pub(crate) async fn watch(
     let filter = Filter::for_resource(&info, q)?;
     let from: Option<u64> = match q.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => None,
-        Some(s) => Some(s.parse().map_err(|_| {
-            ApiError::bad_request(format!("invalid resourceVersion {s:?}: must be an integer"))
+        Some(s) => Some(crate::store::parse_revision(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "invalid resourceVersion {s:?}: {}",
+                crate::store::INVALID_REVISION
+            ))
         })?),
     };
     let timeout = watch_timeout(q)?;

@@ -151,3 +151,25 @@ async fn a_watch_from_an_old_revision_replays_every_change_after_it_once() {
     let mut body = open_watch(&ts.client(), &format!("resourceVersion={last}")).await;
     expect_live(&api, &mut body).await;
 }
+
+#[tokio::test]
+async fn a_watch_from_a_revision_the_log_cannot_hold_is_refused() {
+    let ts = TestServer::start().await.unwrap();
+    for rv in ["-1", "9223372036854775808", "18446744073709551615", "abc"] {
+        let path = format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}");
+        let req = http::Request::get(path)
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let resp = ts.client().send(req).await.unwrap();
+        assert_eq!(resp.status().as_u16(), 400, "resourceVersion={rv}");
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains("must be a non-negative integer no larger than 9223372036854775807"),
+            "resourceVersion={rv}: {text}"
+        );
+    }
+}

@@ -55,9 +55,10 @@ impl DeleteOptions {
                 .pointer("/preconditions/resourceVersion")
                 .and_then(|p| p.as_str())
             {
-                o.precondition_rv = Some(rv.parse().map_err(|_| {
+                o.precondition_rv = Some(crate::store::parse_revision(rv).ok_or_else(|| {
                     ApiError::bad_request(format!(
-                        "invalid DeleteOptions preconditions.resourceVersion {rv:?}: must be an integer"
+                        "invalid DeleteOptions preconditions.resourceVersion {rv:?}: {}",
+                        crate::store::INVALID_REVISION
                     ))
                 })?);
             }
