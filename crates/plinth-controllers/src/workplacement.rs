@@ -52,8 +52,8 @@ use crate::Error;
 use crate::context::Context;
 use crate::statestore::registry::store_generation;
 use crate::support::{
-    condition_is_false, describe, edit_finalizers, get_condition, patch_status, publish,
-    set_condition, typed_reference,
+    condition_is_false, describe, edit_finalizers, get_condition, patch_status, patch_status_from,
+    publish, set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs};
 use plinth_api::events::{EventRecorder, EventType};
@@ -391,6 +391,9 @@ struct Reconciling<'a> {
     api: Api<WorkPlacement>,
     /// The key of [`WpState::written`].
     key: ObjectKey,
+    /// The placement as this reconcile's last write returned it: the next write starts
+    /// from it rather than from a read (`support::status`).
+    latest: Mutex<Option<WorkPlacement>>,
 }
 
 impl<'a> Reconciling<'a> {
@@ -402,6 +405,20 @@ impl<'a> Reconciling<'a> {
             what: describe(wp),
             api: Api::namespaced(state.ctx.client.clone(), &ns),
             key: (ns, wp.name_any()),
+            latest: Mutex::new(None),
+        }
+    }
+
+    /// The freshest copy of the placement this reconcile has.
+    fn known(&self) -> WorkPlacement {
+        let latest = self.latest.lock().expect("poisoned");
+        latest.clone().unwrap_or_else(|| self.wp.clone())
+    }
+
+    /// Keeps what a write returned for the next one.
+    fn remember(&self, written: Option<WorkPlacement>) {
+        if written.is_some() {
+            *self.latest.lock().expect("poisoned") = written;
         }
     }
 
@@ -433,7 +450,7 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
     let Some(dest) = dest else {
         // Destination gone: mark, release.
         if !deleting {
-            write_conditions(&p.api, &wp, Some(&dest_name), |_, _| false).await?;
+            write_conditions(&p, Some(&dest_name), |_, _| false).await?;
         }
         return p.release(&state).await;
     };
@@ -469,7 +486,7 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
     ensure_finalizers(&p, dest.spec.filepath_mode()).await?;
     // `ScheduleSucceeded` (the scheduler's) may have changed what `Ready` says.
     if ready_differs(&conditions_of(&wp), None, wp.meta().generation) {
-        write_conditions(&p.api, &wp, None, |_, _| false).await?;
+        write_conditions(&p, None, |_, _| false).await?;
     }
     if let Some(action) = already_written(&state, &p) {
         return Ok(action);
@@ -477,7 +494,7 @@ async fn reconcile_steps(wp: Arc<WorkPlacement>, state: Arc<WpState>) -> Result<
     let target = match resolve_target(&dest, &wp) {
         Ok(t) => t,
         Err(t) => {
-            report_terminal(&state, &p.api, &wp, &t).await?;
+            report_terminal(&state, &p, &t).await?;
             return Ok(Action::await_change());
         }
     };
@@ -505,7 +522,7 @@ async fn write(
                     dest.name_any()
                 ),
             };
-            report_terminal(state, &p.api, wp, &t).await?;
+            report_terminal(state, p, &t).await?;
             Ok(Action::await_change())
         }
         Err(e @ (StoreError::AuthFailed { .. } | StoreError::GithubAppAuthFailed { .. })) => {
@@ -581,7 +598,7 @@ async fn report_store_not_ready(
     }) {
         return Ok(());
     }
-    write_conditions(&p.api, wp, None, |conds, g| {
+    write_conditions(p, None, |conds, g| {
         set_condition(
             conds,
             condition_types::WRITE_SUCCEEDED,
@@ -727,9 +744,10 @@ async fn ensure_finalizers(p: &Reconciling<'_>, mode: FilepathMode) -> Result<()
     {
         return Ok(());
     }
-    edit_finalizers(&p.api, &p.name, &wanted, &[])
+    let written = edit_finalizers(&p.api, &p.name, &wanted, &[])
         .await
         .map_err(|e| Error::kube("adding finalizers to", &p.what, e))?;
+    p.remember(written);
     Ok(())
 }
 
@@ -803,7 +821,7 @@ async fn write_success_status(
     outcome: &plinth_statestore::WriteOutcome,
 ) -> Result<bool, Error> {
     let mut status_changed = false;
-    patch_status(&p.api, &p.name, |cur: &WorkPlacement| {
+    let written = patch_status_from(&p.api, &p.known(), |cur: &WorkPlacement| {
         let mut conds = conditions_of(cur);
         let g = cur.meta().generation;
         let mut ch = set_condition(
@@ -837,6 +855,7 @@ async fn write_success_status(
     })
     .await
     .map_err(|e| Error::kube("writing status of", &p.what, e))?;
+    p.remember(written);
     Ok(status_changed)
 }
 
@@ -856,7 +875,7 @@ async fn report_write_failure(
         msg.to_string(),
     )
     .await;
-    write_conditions(&p.api, p.wp, None, |conds, g| {
+    write_conditions(p, None, |conds, g| {
         set_condition(
             conds,
             condition_types::WRITE_SUCCEEDED,
@@ -934,13 +953,12 @@ fn ready_differs(conds: &[Condition], missing: Option<&str>, generation: Option<
 /// Applies `own` (this controller's conditions) to the stored placement, re-derives
 /// `Ready`, and writes the conditions only if anything changed. Returns whether it wrote.
 async fn write_conditions(
-    api: &Api<WorkPlacement>,
-    wp: &WorkPlacement,
+    p: &Reconciling<'_>,
     missing: Option<&str>,
     own: impl Fn(&mut Vec<Condition>, Option<i64>) -> bool,
 ) -> Result<bool, Error> {
     let mut changed = false;
-    patch_status(api, &wp.name_any(), |cur: &WorkPlacement| {
+    let written = patch_status_from(&p.api, &p.known(), |cur: &WorkPlacement| {
         let mut conds = conditions_of(cur);
         let g = cur.meta().generation;
         let ch = own(&mut conds, g) | set_ready(&mut conds, missing, g);
@@ -948,17 +966,13 @@ async fn write_conditions(
         ch.then(|| json!({"conditions": conds}))
     })
     .await
-    .map_err(|e| Error::kube("writing status of", describe(wp), e))?;
+    .map_err(|e| Error::kube("writing status of", &p.what, e))?;
+    p.remember(written);
     Ok(changed)
 }
 
-async fn report_terminal(
-    state: &WpState,
-    api: &Api<WorkPlacement>,
-    wp: &WorkPlacement,
-    t: &Terminal,
-) -> Result<(), Error> {
-    let changed = write_conditions(api, wp, None, |conds, g| {
+async fn report_terminal(state: &WpState, p: &Reconciling<'_>, t: &Terminal) -> Result<(), Error> {
+    let changed = write_conditions(p, None, |conds, g| {
         set_condition(
             conds,
             condition_types::WRITE_SUCCEEDED,
@@ -972,7 +986,7 @@ async fn report_terminal(
     if changed {
         publish(
             &state.recorder,
-            &typed_reference(wp),
+            &typed_reference(p.wp),
             EventType::Warning,
             plinth_api::constants::events::FAILED_WRITE_TO_DESTINATION,
             t.message.clone(),

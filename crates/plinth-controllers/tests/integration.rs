@@ -26,3 +26,4 @@ mod promise_release;
 mod replace_after_store_loss;
 mod resource_bindings;
 mod scheduling;
+mod status_writes;

@@ -325,7 +325,7 @@ async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Resul
 
 /// A paused request (or Promise) reports `Reconciled=Unknown/PausedReconciliation`.
 async fn mark_paused(r: &Reconciling<'_>) -> Result<(), Error> {
-    support::update_status(&r.api, &r.name, |s, _| {
+    support::update_status_from(&r.api, r.rr, |s, _| {
         set_condition(
             s,
             condition_types::RECONCILED,
@@ -372,7 +372,7 @@ async fn ensure_metadata(r: &Reconciling<'_>, runs: bool) -> Result<bool, Error>
     if changes(r.rr).is_none() {
         return Ok(false);
     }
-    guarded_patch(&r.api, &r.name, PatchTarget::Object, changes).await?;
+    guarded_patch(&r.api, &r.name, PatchTarget::Object, Some(r.rr), changes).await?;
     Ok(true)
 }
 
@@ -391,7 +391,7 @@ fn promise_ready(promise: &DynamicObject) -> bool {
 /// are; true when the reconcile ends here.
 async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Result<bool, Error> {
     if !promise_ready(promise) {
-        support::update_status(&r.api, &r.name, |s, _| {
+        support::update_status_from(&r.api, r.rr, |s, _| {
             let mut c = set_condition(
                 s,
                 condition_types::PROMISE_AVAILABLE,
@@ -412,7 +412,7 @@ async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Resul
     {
         return Ok(false);
     }
-    support::update_status(&r.api, &r.name, |s, _| {
+    support::update_status_from(&r.api, r.rr, |s, _| {
         set_condition(
             s,
             condition_types::PROMISE_AVAILABLE,

@@ -26,7 +26,7 @@ pub async fn edit_finalizers<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
-    guarded_patch(api, name, PatchTarget::Object, |current| {
+    guarded_patch(api, name, PatchTarget::Object, None, |current| {
         let existing = current.meta().finalizers.clone().unwrap_or_default();
         let mut wanted: Vec<String> = existing
             .iter()

@@ -28,7 +28,10 @@ pub use conditions::{
 };
 pub use events::{event_type, publish, reference, typed_reference};
 pub use finalizers::{edit_finalizers, remove_finalizer, set_finalizers};
-pub use status::{CONFLICT_RETRIES, patch_status, update_status, update_status_known};
+pub use status::{
+    CONFLICT_RETRIES, patch_status, patch_status_from, update_status, update_status_from,
+    update_status_known,
+};
 
 /// Time from now until `at`, at least one second: the requeue wait for a retry or a
 /// periodic re-run due at `at`.

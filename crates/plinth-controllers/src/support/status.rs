@@ -7,6 +7,12 @@
 //! status key written meanwhile by someone else (a pipeline's status-writer) is never
 //! lost and a reconcile never hot-loops on 409. A change that changes nothing is not
 //! sent.
+//!
+//! A writer that already holds a copy of the object (the watch cache's one its reconcile
+//! was handed, or what its previous write returned) gives it as `known`: a change
+//! computed from it is sent at once with its `resourceVersion`, which saves the read
+//! whenever the copy is current. A copy behind the stored object only costs the 409 and
+//! then the fresh read; that nothing needs changing is always decided on a fresh read.
 
 use std::fmt::Debug;
 
@@ -35,12 +41,15 @@ pub(crate) enum PatchTarget {
 /// The one write loop: reads `name`, lets `compute` build a merge-patch body from it
 /// (`None` = nothing to change), adds the read's `metadata.resourceVersion` as the
 /// precondition and sends it; on 409 Conflict starts again from a fresh read, at most
-/// [`CONFLICT_RETRIES`] times. Returns the written object, the unchanged object, or
-/// `None` if the object no longer exists.
+/// [`CONFLICT_RETRIES`] times. With `known` (a copy the caller holds, carrying a
+/// `resourceVersion`), a change computed from it is sent first, without the read.
+/// Returns the written object, the unchanged object, or `None` if the object no longer
+/// exists.
 pub(crate) async fn guarded_patch<K, F>(
     api: &Api<K>,
     name: &str,
     target: PatchTarget,
+    known: Option<&K>,
     mut compute: F,
 ) -> Result<Option<K>, kube::Error>
 where
@@ -48,27 +57,51 @@ where
     F: FnMut(&K) -> Option<Value>,
 {
     let mut last_err = None;
+    let known = known.filter(|k| k.meta().resource_version.is_some());
+    if let Some(body) = known.and_then(&mut compute) {
+        match send(api, name, target, known.expect("computed from it"), body).await {
+            Err(e) if is_conflict(&e) => last_err = Some(e),
+            sent => return sent,
+        }
+    }
     for _ in 0..=CONFLICT_RETRIES {
         let Some(current) = api.get_opt(name).await? else {
             return Ok(None);
         };
-        let Some(mut body) = compute(&current) else {
+        let Some(body) = compute(&current) else {
             return Ok(Some(current));
         };
-        body["metadata"]["resourceVersion"] = json!(current.meta().resource_version);
-        let params = PatchParams::default();
-        let sent = match target {
-            PatchTarget::Object => api.patch(name, &params, &Patch::Merge(&body)).await,
-            PatchTarget::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await,
-        };
-        match sent {
-            Ok(obj) => return Ok(Some(obj)),
+        match send(api, name, target, &current, body).await {
             Err(e) if is_conflict(&e) => last_err = Some(e),
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(e),
+            sent => return sent,
         }
     }
     Err(last_err.expect("loop ran at least once"))
+}
+
+/// Sends `body` as a merge patch of `target`, preconditioned on `basis`'s
+/// `resourceVersion`; a 404 is `None`.
+async fn send<K>(
+    api: &Api<K>,
+    name: &str,
+    target: PatchTarget,
+    basis: &K,
+    mut body: Value,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    body["metadata"]["resourceVersion"] = json!(basis.meta().resource_version);
+    let params = PatchParams::default();
+    let sent = match target {
+        PatchTarget::Object => api.patch(name, &params, &Patch::Merge(&body)).await,
+        PatchTarget::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await,
+    };
+    match sent {
+        Ok(obj) => Ok(Some(obj)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes a status change of a typed object.
@@ -85,7 +118,25 @@ where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
     F: FnMut(&K) -> Option<Value>,
 {
-    guarded_patch(api, name, PatchTarget::Status, |current| {
+    guarded_patch(api, name, PatchTarget::Status, None, |current| {
+        compute(current).map(|status| json!({ "status": status }))
+    })
+    .await
+}
+
+/// [`patch_status`] of the object `known` is a copy of, trying that copy first (module
+/// docs).
+pub async fn patch_status_from<K, F>(
+    api: &Api<K>,
+    known: &K,
+    mut compute: F,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    F: FnMut(&K) -> Option<Value>,
+{
+    let name = known.meta().name.clone().unwrap_or_default();
+    guarded_patch(api, &name, PatchTarget::Status, Some(known), |current| {
         compute(current).map(|status| json!({ "status": status }))
     })
     .await
@@ -142,19 +193,43 @@ json_status!(
 /// and writes the difference with [`patch_status`]. `mutate` returns false to skip the
 /// write. Returns the object as stored after the write (or as read when nothing
 /// changed); a missing object is the API's 404 error.
-pub async fn update_status<K, F>(api: &Api<K>, name: &str, mut mutate: F) -> Result<K, Error>
+pub async fn update_status<K, F>(api: &Api<K>, name: &str, mutate: F) -> Result<K, Error>
 where
     K: JsonStatus,
     F: FnMut(&mut Value, &K) -> bool,
 {
-    let written = patch_status(api, name, |obj| {
+    status_update(api, name, None, mutate).await
+}
+
+/// [`update_status`] of the object `known` is a copy of, trying that copy first (module
+/// docs).
+pub async fn update_status_from<K, F>(api: &Api<K>, known: &K, mutate: F) -> Result<K, Error>
+where
+    K: JsonStatus,
+    F: FnMut(&mut Value, &K) -> bool,
+{
+    let name = known.meta().name.clone().unwrap_or_default();
+    status_update(api, &name, Some(known), mutate).await
+}
+
+async fn status_update<K, F>(
+    api: &Api<K>,
+    name: &str,
+    known: Option<&K>,
+    mut mutate: F,
+) -> Result<K, Error>
+where
+    K: JsonStatus,
+    F: FnMut(&mut Value, &K) -> bool,
+{
+    let written = guarded_patch(api, name, PatchTarget::Status, known, |obj| {
         let (before, status) = mutated_status(obj, &mut mutate)?;
         let mut patch = merge_diff(&before, &status);
         if obj.status_is_not_object() {
             // A non-object status is replaced whole.
             patch = status;
         }
-        Some(patch)
+        Some(json!({ "status": patch }))
     })
     .await?;
     written.ok_or_else(|| {
@@ -184,7 +259,7 @@ where
 
 /// [`update_status`] that first applies `mutate` to `known`, a copy of the object the
 /// caller already has (a watch cache's): when that changes nothing, nothing is read or
-/// written and `known` is returned. Otherwise it is [`update_status`]. For the steps
+/// written and `known` is returned. Otherwise it is [`update_status_from`]. For the steps
 /// a reconcile repeats on every wake, which have nothing to change once done; a copy
 /// behind the stored object can only skip a write that the newer object's own watch
 /// event will bring back to the reconcile.
@@ -196,8 +271,7 @@ where
     if mutated_status(known, &mut mutate).is_none() {
         return Ok(known.clone());
     }
-    let name = known.meta().name.clone().unwrap_or_default();
-    update_status(api, &name, mutate).await
+    update_status_from(api, known, mutate).await
 }
 
 /// The JSON merge patch (RFC 7386) that turns `before` into `after`: changed keys with

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{condition_types, finalizers, labels, reasons};
 use plinth_api::{Destination, Work, WorkPlacement, WorkloadGroup};
@@ -41,7 +41,7 @@ use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::{
     condition_is_false, condition_is_true, describe, edit_finalizers, get_condition, patch_status,
-    publish, set_condition, typed_reference,
+    patch_status_from, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs};
 use crate::work::scheduler::{
@@ -109,7 +109,14 @@ pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let works: Api<Work> = Api::all(client.clone());
     let wps: Api<WorkPlacement> = Api::all(client.clone());
-    let dests: Api<Destination> = Api::all(client.clone());
+    let (dest_reader, dest_writer) = reflector::store::<Destination>();
+    let dest_stream = watcher(
+        Api::<Destination>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(dest_writer)
+    .touched_objects();
 
     // From its WorkPlacements the scheduler reads only `WriteSucceeded` (folded into the
     // Work) and their existence; its own writes to them (spec, `ScheduleSucceeded`) and
@@ -132,15 +139,14 @@ pub async fn run(ctx: Arc<Context>) {
         recorder: ctx.recorder(REPORTER),
         work_recorder: ctx.recorder(plinth_api::constants::events::WORK_CONTROLLER),
         works: work_store.clone(),
+        destinations: dest_reader,
         ctx,
     });
     controller
         .owns_stream(wp_stream)
-        .watches(
-            dests,
-            watcher::Config::default(),
-            move |dest: Destination| works_affected_by_destination(&dest, &work_store, &wp_reader),
-        )
+        .watches_stream(dest_stream, move |dest: Destination| {
+            works_affected_by_destination(&dest, &work_store, &wp_reader)
+        })
         .start(Harness::new("scheduler"), reconcile, state)
         .await;
 }
@@ -254,19 +260,15 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
     if work.meta().deletion_timestamp.is_some() {
         return delete(&state, &w).await;
     }
+    // The Work as last written here, where the status write starts from.
+    let mut known = work.as_ref().clone();
     if !w.has_finalizer() {
-        edit_finalizers(&w.works, &w.name, &[finalizers::WORK_CLEANUP], &[])
+        let written = edit_finalizers(&w.works, &w.name, &[finalizers::WORK_CLEANUP], &[])
             .await
             .map_err(|e| Error::kube("adding finalizer to", &w.what, e))?;
+        known = written.unwrap_or(known);
     }
-    let destinations: Vec<DestinationFacts> = Api::<Destination>::all(state.ctx.client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Error::kube("listing Destinations for", &w.what, e))?
-        .items
-        .iter()
-        .map(DestinationFacts::of)
-        .collect();
+    let destinations = known_destinations(&state, &w).await?;
     let existing = w.list_placements().await?;
     let mut outcomes: Vec<(String, GroupOutcome)> = Vec::new();
     let mut placed: BTreeSet<String> = BTreeSet::new();
@@ -275,7 +277,7 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
         outcomes.push((group.id.clone(), outcome));
     }
     delete_dangling(&w, &existing).await?;
-    write_status(&state, &w, &outcomes, &existing, &placed).await?;
+    write_status(&state, &w, &known, &outcomes, &existing, &placed).await?;
     if let Some(err) = outcomes.iter().find_map(|(_, o)| o.failed.clone()) {
         return Err(Error::Invalid {
             object: w.what,
@@ -286,6 +288,27 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
         return Ok(Action::requeue(state.ctx.config().requeue_slow));
     }
     Ok(Action::await_change())
+}
+
+/// The Destinations as the watch cache has them, once it holds the first full list. A
+/// Destination the cache does not show yet re-queues the Works it can take through the
+/// Destination watch (module docs).
+async fn known_destinations(
+    state: &WorkCtx,
+    w: &Reconciling<'_>,
+) -> Result<Vec<DestinationFacts>, Error> {
+    state
+        .destinations
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::Invalid {
+            object: w.what.clone(),
+            message: "the Destination watch stopped".into(),
+        })?;
+    let mut all = state.destinations.state();
+    // In name order, as a list returns them: placement ties are broken by it.
+    all.sort_by_key(|d| d.name_any());
+    Ok(all.iter().map(|d| DestinationFacts::of(d)).collect())
 }
 
 /// Deletion: deletes the WorkPlacements and waits (`requeue_short`, and their deletion
@@ -529,11 +552,12 @@ fn write_state(
     (failing, unwritten)
 }
 
-/// Writes the Work's conditions and placement counts, and announces each changed
-/// `ScheduleSucceeded` with its event.
+/// Writes the Work's conditions and placement counts, starting from `known`, and
+/// announces each changed `ScheduleSucceeded` with its event.
 async fn write_status(
     state: &WorkCtx,
     w: &Reconciling<'_>,
+    known: &Work,
     outcomes: &[(String, GroupOutcome)],
     existing: &[WorkPlacement],
     placed: &BTreeSet<String>,
@@ -544,7 +568,7 @@ async fn write_status(
     let created = total - outcomes.iter().filter(|(_, o)| o.unscheduled).count() as i64;
     let mut announce: Vec<(EventType, &'static str, String)> = Vec::new();
     let generation = w.work.meta().generation;
-    patch_status(&w.works, &w.name, |cur: &Work| {
+    patch_status_from(&w.works, known, |cur: &Work| {
         let mut conds = work_conditions(cur);
         let mut changed = false;
         announce.clear();

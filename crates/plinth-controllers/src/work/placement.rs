@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use super::shared::{WorkCtx, wp_conditions};
 use crate::Error;
-use crate::support::{condition_is_false, patch_status, publish, set_condition, typed_reference};
+use crate::support::{
+    condition_is_false, patch_status, patch_status_from, publish, set_condition, typed_reference,
+};
 use crate::work::scheduler::workplacement_name;
 use plinth_api::events::EventType;
 
@@ -50,11 +52,11 @@ pub(super) async fn upsert(
     let api: Api<WorkPlacement> = Api::namespaced(state.ctx.client.clone(), &ns);
     let desired = desired(work, group, dest, existing, misplaced);
     let what = format!("WorkPlacement {ns}/{}", desired.name);
-    let changed = match existing {
+    let written = match existing {
         Some(wp) => update(&api, wp, &desired, &what).await?,
         None => create(&api, work, &ns, &desired, &what).await?,
     };
-    if changed {
+    if written.is_some() {
         publish(
             &state.recorder,
             &typed_reference(work),
@@ -67,7 +69,18 @@ pub(super) async fn upsert(
         )
         .await;
     }
-    set_scheduled(state, &api, &desired.name, &what, dest, group, misplaced).await?;
+    let known = written.as_ref().or(existing);
+    set_scheduled(
+        state,
+        &api,
+        &desired.name,
+        known,
+        &what,
+        dest,
+        group,
+        misplaced,
+    )
+    .await?;
     Ok(desired.name)
 }
 
@@ -123,13 +136,13 @@ fn desired(
 }
 
 /// Patches an existing WorkPlacement (not being deleted) whose owned fields differ;
-/// true when it wrote.
+/// the placement as written, when it wrote.
 async fn update(
     api: &Api<WorkPlacement>,
     wp: &WorkPlacement,
     desired: &Desired,
     what: &str,
-) -> Result<bool, Error> {
+) -> Result<Option<WorkPlacement>, Error> {
     let current_spec = serde_json::to_value(&wp.spec).unwrap_or(Value::Null);
     let spec_same = OWNED_SPEC_FIELDS
         .iter()
@@ -137,7 +150,7 @@ async fn update(
     let same =
         spec_same && wp.labels() == &desired.labels && wp.annotations() == &desired.annotations;
     if same || wp.meta().deletion_timestamp.is_some() {
-        return Ok(false);
+        return Ok(None);
     }
     // Labels are replaced wholesale: keys no longer wanted are nulled.
     let mut label_patch = serde_json::Map::new();
@@ -157,19 +170,19 @@ async fn update(
     });
     api.patch(&desired.name, &PatchParams::default(), &Patch::Merge(&body))
         .await
-        .map_err(|e| Error::kube("updating", what, e))?;
-    Ok(true)
+        .map(Some)
+        .map_err(|e| Error::kube("updating", what, e))
 }
 
-/// Creates the WorkPlacement, owned by the Work; true when it wrote (an existing one of
-/// the same name is left to the next reconcile).
+/// Creates the WorkPlacement, owned by the Work; the placement as created, when it wrote
+/// (an existing one of the same name is left to the next reconcile).
 async fn create(
     api: &Api<WorkPlacement>,
     work: &Work,
     ns: &str,
     desired: &Desired,
     what: &str,
-) -> Result<bool, Error> {
+) -> Result<Option<WorkPlacement>, Error> {
     let owner = OwnerReference {
         api_version: Work::api_version(&()).into_owned(),
         kind: Work::kind(&()).into_owned(),
@@ -196,28 +209,31 @@ async fn create(
         message: format!("building WorkPlacement: {e}"),
     })?;
     match api.create(&PostParams::default(), &wp).await {
-        Ok(_) => Ok(true),
+        Ok(created) => Ok(Some(created)),
         // Created concurrently (or by a previous reconcile whose list was stale): the
         // next reconcile updates it.
-        Err(ref e) if crate::support::is_already_exists(e) => Ok(false),
+        Err(ref e) if crate::support::is_already_exists(e) => Ok(None),
         Err(e) => Err(Error::kube("creating", what, e)),
     }
 }
 
-/// Sets the WorkPlacement's `ScheduleSucceeded` (False while misplaced) and warns once
-/// when it becomes misplaced. `Ready` is the WorkPlacement controller's alone: it
-/// summarises this condition with its own `WriteSucceeded`.
+/// Sets the WorkPlacement's `ScheduleSucceeded` (False while misplaced), from `known`
+/// (as just written or listed) when given, and warns once when it becomes misplaced.
+/// `Ready` is the WorkPlacement controller's alone: it summarises this condition with
+/// its own `WriteSucceeded`.
+#[allow(clippy::too_many_arguments)]
 async fn set_scheduled(
     state: &WorkCtx,
     api: &Api<WorkPlacement>,
     name: &str,
+    known: Option<&WorkPlacement>,
     what: &str,
     dest: &str,
     group: &WorkloadGroup,
     misplaced: bool,
 ) -> Result<(), Error> {
     let mut became_misplaced = false;
-    patch_status(api, name, |cur: &WorkPlacement| {
+    let compute = |cur: &WorkPlacement| {
         let mut conds = wp_conditions(cur);
         let gen_ = cur.meta().generation;
         let was = condition_is_false(&conds, condition_types::SCHEDULE_SUCCEEDED);
@@ -244,8 +260,11 @@ async fn set_scheduled(
             gen_,
         );
         ch.then(|| json!({"conditions": conds}))
-    })
-    .await
+    };
+    match known {
+        Some(known) => patch_status_from(api, known, compute).await,
+        None => patch_status(api, name, compute).await,
+    }
     .map_err(|e| Error::kube("writing status of", what, e))?;
     if became_misplaced && let Ok(Some(wp)) = api.get_opt(name).await {
         publish(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::reflector::Store;
-use plinth_api::{Work, WorkPlacement};
+use plinth_api::{Destination, Work, WorkPlacement};
 
 use crate::context::Context;
 use plinth_api::events::EventRecorder;
@@ -19,6 +19,8 @@ pub(super) struct WorkCtx {
     pub(super) work_recorder: EventRecorder,
     /// The watched Works, to tell whether a deleted Work was its request's last.
     pub(super) works: Store<Work>,
+    /// The watched Destinations, which every placement is chosen from.
+    pub(super) destinations: Store<Destination>,
 }
 
 impl crate::support::harness::Shared for WorkCtx {

@@ -384,7 +384,7 @@ async fn retry_suspended_delete(
     if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
         remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
     } else if labelled {
-        support::update_status(p.api, &p.obj.name_any(), |s, _| {
+        support::update_status_from(p.api, p.obj, |s, _| {
             set_condition(
                 s,
                 condition_types::DELETE_WORKFLOW_COMPLETED,
@@ -408,7 +408,7 @@ async fn set_condition_and_warn(
     (type_, status, reason, message): (&str, &str, &str, &str),
     (event_reason, event_message): (&str, String),
 ) -> Result<(), Error> {
-    support::update_status(p.api, &p.obj.name_any(), |s, _| {
+    support::update_status_from(p.api, p.obj, |s, _| {
         set_condition(s, type_, status, reason, message, None)
     })
     .await?;
@@ -563,8 +563,8 @@ async fn start_job(
     .await?;
     let configure = wf.action == WorkflowAction::Configure;
     let total = pipelines.len() as i64;
-    // update_status compares before and after, so unconditional setters are fine here.
-    support::update_status(parent_api, &parent.name_any(), |s, _| {
+    // The status update compares before and after, so unconditional setters are fine here.
+    support::update_status_from(parent_api, parent, |s, _| {
         set_field(s, "message", json!("Pending"));
         if configure {
             set_condition(
@@ -617,7 +617,7 @@ async fn report_retry(
         return Ok(());
     };
     let message = format!("Pipelines are still in progress; retrying after a failure: {why}");
-    support::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status_from(parent_api, parent, |s, _| {
         // The attempt still running may already have reported success through its
         // status-writer before its Job is marked complete: never take that back.
         if support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
@@ -657,7 +657,7 @@ async fn record_failure(
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
     let already = support::condition(&before, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
         .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
-    support::update_status(parent_api, &parent.name_any(), |s, _| {
+    support::update_status_from(parent_api, parent, |s, _| {
         set_condition(
             s,
             condition_types::CONFIGURE_WORKFLOW_COMPLETED,
@@ -838,13 +838,14 @@ pub async fn resume_after_pause(
     for (k, v) in extra {
         labels.insert((*k).into(), json!(v));
     }
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": labels}})),
-    )
-    .await?;
-    support::update_status(api, &obj.name_any(), |s, _| {
+    let labelled = api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": labels}})),
+        )
+        .await?;
+    support::update_status_from(api, &labelled, |s, _| {
         set_condition(
             s,
             condition_types::RECONCILED,
