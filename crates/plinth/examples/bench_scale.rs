@@ -40,46 +40,36 @@ use plinth_runner::{
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
+/// Scale on a real `plinth up`: N resource requests at once, timed until all are
+/// Reconciled, with the API writes, memory, Git commits and watch delivery of the run.
+/// Build both in release first:
+/// `cargo build --release -p plinth --bin plinth --example bench_scale`.
+#[derive(clap::Parser)]
+#[command(name = "bench_scale")]
 struct Args {
+    /// How many resource requests to create.
+    #[arg(long, default_value_t = 100)]
     requests: usize,
-    pipelines: usize,
+    /// Pipelines in the resource configure workflow (each one `busybox` container
+    /// writing two files).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pipelines: u64,
+    /// Kill `plinth up` with SIGKILL this many times at seeded moments, restarting it on
+    /// the same data directory; the run must still converge.
+    #[arg(long = "kill", default_value_t = 0)]
     kills: usize,
+    /// Seed of the kill moments.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
-    concurrency: usize,
-    timeout: Duration,
-}
-
-fn args() -> anyhow::Result<Args> {
-    let mut a = Args {
-        requests: 100,
-        pipelines: 1,
-        kills: 0,
-        seed: 1,
-        concurrency: 32,
-        timeout: Duration::from_secs(3600),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = || -> anyhow::Result<u64> {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-        };
-        match flag.as_str() {
-            "--requests" => a.requests = val()? as usize,
-            "--pipelines" => a.pipelines = (val()? as usize).max(1),
-            "--kill" => a.kills = val()? as usize,
-            "--seed" => a.seed = val()?,
-            "--concurrency" => a.concurrency = (val()? as usize).max(1),
-            "--timeout-s" => a.timeout = Duration::from_secs(val()?),
-            "--bench" => {}
-            other => anyhow::bail!(
-                "unknown argument {other}; use --requests N --pipelines K --kill K --seed S --concurrency C --timeout-s S"
-            ),
-        }
-    }
-    Ok(a)
+    /// Concurrent creates of the requests.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    concurrency: u64,
+    /// Give up when not all requests are Reconciled after this many seconds.
+    #[arg(long = "timeout-s", default_value_t = 3600)]
+    timeout_s: u64,
+    /// Ignored: passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 fn loadavg() -> String {
@@ -452,7 +442,9 @@ fn kubectl_apply(kubeconfig: &Path, n: usize, dir: &Path) -> anyhow::Result<Dura
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let a = args()?;
+    let a = <Args as clap::Parser>::parse();
+    let (pipelines, concurrency) = (a.pipelines as usize, a.concurrency as usize);
+    let timeout = Duration::from_secs(a.timeout_s);
     let n = a.requests;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let exe = std::env::current_exe()?;
@@ -468,7 +460,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "bench_scale: {n} requests, {} pipeline(s) of one busybox container writing two files, {cores} cores, {} kill(s)",
-        a.pipelines, a.kills
+        pipelines, a.kills
     );
     println!("load average at start: {}", loadavg());
 
@@ -483,7 +475,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         user_only
     };
-    let floor = pod * (n * a.pipelines) as u32 / cores as u32;
+    let floor = pod * (n * pipelines) as u32 / cores as u32;
     println!(
         "sandbox floor: {:.1} ms per Pod of 4 sandboxed containers, {:.1} ms with the user's alone; \
          adapters {} -> {:.1} s for {} Pods on {cores} cores",
@@ -495,7 +487,7 @@ async fn main() -> anyhow::Result<()> {
             "in-process"
         },
         floor.as_secs_f64(),
-        n * a.pipelines
+        n * pipelines
     );
 
     let dir = tempfile::tempdir()?;
@@ -515,7 +507,7 @@ async fn main() -> anyhow::Result<()> {
     while let Err(e) = promises
         .create(
             &PostParams::default(),
-            &serde_json::from_value(promise(a.pipelines))?,
+            &serde_json::from_value(promise(pipelines))?,
         )
         .await
     {
@@ -550,19 +542,19 @@ async fn main() -> anyhow::Result<()> {
     let cpu0 = cpu_seconds(up.child.id()).unwrap_or(0.0);
     let t0 = Instant::now();
     let mut pending: BTreeSet<usize> = (0..n).collect();
-    create_requests(&up.client, &mut pending, a.concurrency).await;
+    create_requests(&up.client, &mut pending, concurrency).await;
     let applied = t0.elapsed();
     println!(
         "applied {} requests through the API in {:.2} s ({:.2} ms per request, {} concurrent creates)",
         n - pending.len(),
         applied.as_secs_f64(),
         applied.as_secs_f64() * 1e3 / n as f64,
-        a.concurrency
+        concurrency
     );
     let mut restarts = 0;
     let mut count: Option<ReconciledCount> = None;
     let done = loop {
-        anyhow::ensure!(t0.elapsed() < a.timeout, "not converged in {:?}", a.timeout);
+        anyhow::ensure!(t0.elapsed() < timeout, "not converged in {:?}", timeout);
         peak_kib = peak_kib.max(peak_rss_kib(up.child.id()).unwrap_or(0));
         if kills.peek().is_some_and(|k| t0.elapsed() >= *k) {
             kills.next();
@@ -576,7 +568,7 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         if !pending.is_empty() {
-            create_requests(&up.client, &mut pending, a.concurrency).await;
+            create_requests(&up.client, &mut pending, concurrency).await;
             continue;
         }
         let (r, total) = count
