@@ -8,7 +8,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
@@ -65,4 +65,105 @@ where
                 Err(e) => Some(Err(e)),
             }
         })
+}
+
+/// A watch of every `K` reflected into a store, and a stream of the objects it touched
+/// (for `Controller::watches_stream`), each passed only once the store shows it (see
+/// [`once_stored`]).
+pub fn watched_cache<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer);
+    (reader, once_stored(events))
+}
+
+/// The objects of reflected watch `events`, each once the store behind them shows it:
+/// a change at once, the objects of a list (the first one, or a re-list after the watch
+/// broke) when the list has ended and the store has swapped to it. A mapper or reconcile
+/// woken by one never reads the store from before.
+pub fn once_stored<K, S>(events: S) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Send,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let mut listed: Vec<K> = Vec::new();
+    events
+        .map_ok(move |ev| {
+            let ready: Vec<K> = match ev {
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) => vec![o],
+                watcher::Event::Init => {
+                    listed.clear();
+                    Vec::new()
+                }
+                watcher::Event::InitApply(o) => {
+                    listed.push(o);
+                    Vec::new()
+                }
+                watcher::Event::InitDone => std::mem::take(&mut listed),
+            };
+            futures::stream::iter(ready.into_iter().map(Ok))
+        })
+        .try_flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event;
+
+    async fn passed(events: Vec<Event<&'static str>>) -> Vec<&'static str> {
+        once_stored(futures::stream::iter(events.into_iter().map(Ok)))
+            .map(|r| r.expect("no errors fed"))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_list_passes_its_objects_only_when_it_ends() {
+        use Event::*;
+        // A list still under way passes nothing: the store has not swapped to it.
+        assert!(
+            passed(vec![Init, InitApply("a"), InitApply("b")])
+                .await
+                .is_empty()
+        );
+        assert_eq!(
+            passed(vec![
+                Init,
+                InitApply("a"),
+                InitApply("b"),
+                InitDone,
+                Apply("c"),
+                Delete("a")
+            ])
+            .await,
+            ["a", "b", "c", "a"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_re_list_drops_what_the_broken_one_had_buffered() {
+        use Event::*;
+        let events = vec![
+            Init,
+            InitApply("a"),
+            InitDone,
+            Init,
+            InitApply("stale"),
+            Init,
+            InitApply("b"),
+            InitDone,
+        ];
+        assert_eq!(passed(events).await, ["a", "b"]);
+    }
 }

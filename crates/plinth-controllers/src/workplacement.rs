@@ -33,8 +33,8 @@ use std::time::Instant;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{condition_types, finalizers, labels, messages, reasons};
 use plinth_api::{
@@ -52,10 +52,10 @@ use crate::Error;
 use crate::context::Context;
 use crate::statestore::registry::store_generation;
 use crate::support::{
-    condition_is_false, describe, edit_finalizers, get_condition, patch_status, patch_status_from,
-    publish, set_condition, typed_reference,
+    Latest, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
+    patch_status_from, publish, set_condition, typed_reference,
 };
-use crate::triggers::{inputs_hash, watch_inputs};
+use crate::triggers::{inputs_hash, watch_inputs, watched_cache};
 use plinth_api::events::{EventRecorder, EventType};
 
 const REPORTER: &str = plinth_api::constants::events::WORKPLACEMENT_CONTROLLER;
@@ -264,14 +264,7 @@ impl crate::support::harness::Shared for WpState {
 pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let wps: Api<WorkPlacement> = Api::all(client.clone());
-    let (dest_reader, dest_writer) = reflector::store::<Destination>();
-    let dest_stream = watcher(
-        Api::<Destination>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(dest_writer)
-    .touched_objects();
+    let (dest_reader, dest_stream) = watched_cache(Api::<Destination>::all(client.clone()));
     // Woken by spec changes, deletion and the scheduler's `ScheduleSucceeded` (which
     // `Ready` summarises); never by this controller's own status writes.
     let (store, trigger) = watch_inputs(wps, |wp: &WorkPlacement| {
@@ -393,7 +386,7 @@ struct Reconciling<'a> {
     key: ObjectKey,
     /// The placement as this reconcile's last write returned it: the next write starts
     /// from it rather than from a read (`support::status`).
-    latest: Mutex<Option<WorkPlacement>>,
+    latest: Latest<WorkPlacement>,
 }
 
 impl<'a> Reconciling<'a> {
@@ -405,20 +398,7 @@ impl<'a> Reconciling<'a> {
             what: describe(wp),
             api: Api::namespaced(state.ctx.client.clone(), &ns),
             key: (ns, wp.name_any()),
-            latest: Mutex::new(None),
-        }
-    }
-
-    /// The freshest copy of the placement this reconcile has.
-    fn known(&self) -> WorkPlacement {
-        let latest = self.latest.lock().expect("poisoned");
-        latest.clone().unwrap_or_else(|| self.wp.clone())
-    }
-
-    /// Keeps what a write returned for the next one.
-    fn remember(&self, written: Option<WorkPlacement>) {
-        if written.is_some() {
-            *self.latest.lock().expect("poisoned") = written;
+            latest: Latest::new(wp),
         }
     }
 
@@ -747,7 +727,7 @@ async fn ensure_finalizers(p: &Reconciling<'_>, mode: FilepathMode) -> Result<()
     let written = edit_finalizers(&p.api, &p.name, &wanted, &[])
         .await
         .map_err(|e| Error::kube("adding finalizers to", &p.what, e))?;
-    p.remember(written);
+    p.latest.remember(written);
     Ok(())
 }
 
@@ -821,7 +801,7 @@ async fn write_success_status(
     outcome: &plinth_statestore::WriteOutcome,
 ) -> Result<bool, Error> {
     let mut status_changed = false;
-    let written = patch_status_from(&p.api, &p.known(), |cur: &WorkPlacement| {
+    let written = patch_status_from(&p.api, &p.latest.get(), |cur: &WorkPlacement| {
         let mut conds = conditions_of(cur);
         let g = cur.meta().generation;
         let mut ch = set_condition(
@@ -855,8 +835,9 @@ async fn write_success_status(
     })
     .await
     .map_err(|e| Error::kube("writing status of", &p.what, e))?;
-    p.remember(written);
-    Ok(status_changed)
+    let wrote = status_changed && written.is_some();
+    p.latest.remember(written);
+    Ok(wrote)
 }
 
 /// A failed write: a Warning, `WriteSucceeded=False` with the error, and a retry after
@@ -958,7 +939,7 @@ async fn write_conditions(
     own: impl Fn(&mut Vec<Condition>, Option<i64>) -> bool,
 ) -> Result<bool, Error> {
     let mut changed = false;
-    let written = patch_status_from(&p.api, &p.known(), |cur: &WorkPlacement| {
+    let written = patch_status_from(&p.api, &p.latest.get(), |cur: &WorkPlacement| {
         let mut conds = conditions_of(cur);
         let g = cur.meta().generation;
         let ch = own(&mut conds, g) | set_ready(&mut conds, missing, g);
@@ -967,8 +948,10 @@ async fn write_conditions(
     })
     .await
     .map_err(|e| Error::kube("writing status of", &p.what, e))?;
-    p.remember(written);
-    Ok(changed)
+    // A placement deleted meanwhile was not written, whatever the change computed.
+    let wrote = changed && written.is_some();
+    p.latest.remember(written);
+    Ok(wrote)
 }
 
 async fn report_terminal(state: &WpState, p: &Reconciling<'_>, t: &Terminal) -> Result<(), Error> {

@@ -17,7 +17,7 @@ use kube::{Client, Resource};
 use placement_support::wait_for;
 use plinth_api::Work;
 use plinth_apiserver::testing::TestServer;
-use plinth_controllers::support::{patch_status_from, update_status_from};
+use plinth_controllers::support::{Latest, patch_status_from, set_condition, update_status_from};
 use serde_json::{Value, json};
 
 /// The requests a client sent, as `METHOD path` and the answer's status code.
@@ -123,14 +123,114 @@ async fn a_change_from_a_current_copy_is_sent_without_a_read() {
     let (client, sent) = recording_client(&server);
     let api = Api::<Work>::namespaced(client, "default");
 
-    let written = set_placements(&api, &created, 1).await;
+    let latest = Latest::new(&created);
+    let written = set_placements(&api, &latest.get(), 1).await;
     assert_eq!(sent.take(), vec![format!("PATCH {WORK_STATUS} 200")]);
     assert_eq!(placements(&written), (Some(1), None));
+    latest.remember(Some(written));
 
     // What the write returned is current too: the next change needs no read either.
-    let again = set_placements(&api, &written, 2).await;
+    let again = set_placements(&api, &latest.get(), 2).await;
     assert_eq!(sent.take(), vec![format!("PATCH {WORK_STATUS} 200")]);
     assert_eq!(placements(&again), (Some(2), None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_without_a_resource_version_is_not_trusted() {
+    let server = start().await;
+    let plain = server.client();
+    let created = create_work(&plain).await;
+    let (client, sent) = recording_client(&server);
+    let api = Api::<Work>::namespaced(client, "default");
+    for version in [None, Some(String::new())] {
+        let mut copy = created.clone();
+        copy.metadata.resource_version = version.clone();
+        let n = if version.is_none() { 1 } else { 2 };
+        let written = set_placements(&api, &copy, n).await;
+        assert_eq!(
+            sent.take(),
+            vec![
+                format!("GET {WORK} 200"),
+                format!("PATCH {WORK_STATUS} 200")
+            ],
+            "resourceVersion {version:?}"
+        );
+        assert_eq!(placements(&written), (Some(n), None));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_from_a_copy_of_an_object_deleted_meanwhile_is_none() {
+    let server = start().await;
+    let plain = server.client();
+    let copy = create_work(&plain).await;
+    Api::<Work>::namespaced(plain.clone(), "default")
+        .delete("w", &Default::default())
+        .await
+        .unwrap();
+    let (client, sent) = recording_client(&server);
+    let api = Api::<Work>::namespaced(client, "default");
+
+    let written = patch_status_from(&api, &copy, |_: &Work| Some(json!({"workPlacements": 1})))
+        .await
+        .expect("a missing object is not an error");
+    assert!(written.is_none(), "nothing was written");
+    assert_eq!(sent.take(), vec![format!("PATCH {WORK_STATUS} 404")]);
+}
+
+/// Conditions are one list, which a merge patch replaces whole: a write from a stale copy
+/// must not drop a condition another writer added meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_added_meanwhile_survives_a_write_from_a_stale_copy() {
+    let server = start().await;
+    let plain = server.client();
+    create_work(&plain).await;
+    let ar = ApiResource::erase::<Work>(&());
+    let (client, sent) = recording_client(&server);
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let stale = api.get("w").await.unwrap();
+    let other: Api<DynamicObject> = Api::namespaced_with(plain.clone(), "default", &ar);
+    update_status_from(
+        &other,
+        &other.get("w").await.unwrap(),
+        |s: &mut Value, _| {
+            set_condition(s, "Other", "True", "Meanwhile", "written meanwhile", None)
+        },
+    )
+    .await
+    .unwrap();
+    sent.take();
+
+    let written = update_status_from(&api, &stale, |s: &mut Value, _| {
+        set_condition(
+            s,
+            "Mine",
+            "True",
+            "Mine",
+            "written from the stale copy",
+            None,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        sent.take(),
+        vec![
+            format!("PATCH {WORK_STATUS} 409"),
+            format!("GET {WORK} 200"),
+            format!("PATCH {WORK_STATUS} 200"),
+        ]
+    );
+    let stored = api.get("w").await.unwrap();
+    for obj in [&written, &stored] {
+        let types: Vec<&str> = obj.data["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .filter_map(|c| c["type"].as_str())
+            .collect();
+        assert_eq!(types, ["Other", "Mine"]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::context::Context;
+use crate::support;
 use crate::support::resources::promise_resource;
 use crate::workflow::engine;
 use crate::workflow::{Subject, Workflow};
@@ -43,6 +44,9 @@ pub(crate) struct Observed {
     pub(super) raw_spec: Value,
     /// `status` as read (`null` when absent).
     pub(super) status: Value,
+    /// The newest copy of the Promise this reconcile holds (its writes' results), where
+    /// the workflow engine's writes start.
+    pub(super) latest: support::Latest<DynamicObject>,
 }
 
 impl Observed {
@@ -57,6 +61,7 @@ impl Observed {
             wf,
             api: &self.api,
             obj: &self.obj,
+            latest: &self.latest,
             api_group: plinth_api::GROUP,
             component: COMPONENT,
         }
@@ -78,6 +83,7 @@ impl Observed {
         let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
         Ok(Observed {
             api: promise_api(ctx),
+            latest: support::Latest::new(obj.as_ref()),
             obj,
             name,
             spec,

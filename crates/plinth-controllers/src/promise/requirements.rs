@@ -96,6 +96,7 @@ pub(super) async fn reconcile(ctx: &Context, p: &Observed) -> Result<bool, Error
         }
     })
     .await?;
+    p.latest.remember(Some(updated.clone()));
     if !fulfilled && p.is_available() {
         support::publish(
             &ctx.recorder(COMPONENT),

@@ -105,7 +105,9 @@ async fn run_delete_workflow(
     wf: &Workflow,
     configure: &Workflow,
 ) -> Result<Action, Error> {
-    let progress = engine::reconcile_delete(&rctx.workflow_parent(wf, api, rr), configure).await?;
+    let latest = crate::support::Latest::new(rr);
+    let parent = rctx.workflow_parent(wf, api, rr, &latest);
+    let progress = engine::reconcile_delete(&parent, configure).await?;
     match progress {
         Progress::Done => remove_finalizer(api, rr, finalizers::DELETE_WORKFLOWS).await?,
         // A retrying delete pipeline runs again at its nextRetryAt.

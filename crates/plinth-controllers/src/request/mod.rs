@@ -244,6 +244,9 @@ struct Reconciling<'a> {
     ns: String,
     name: String,
     api: Api<DynamicObject>,
+    /// The newest copy of the request this reconcile holds: each write starts from it
+    /// and leaves its result there (`support::status`).
+    latest: support::Latest<DynamicObject>,
 }
 
 impl<'a> Reconciling<'a> {
@@ -255,7 +258,18 @@ impl<'a> Reconciling<'a> {
             rctx,
             rr,
             ns,
+            latest: support::Latest::new(rr),
         }
+    }
+
+    /// [`support::update_status_from`] from the newest copy, keeping what it returns.
+    async fn update_status<F>(&self, mutate: F) -> Result<DynamicObject, Error>
+    where
+        F: FnMut(&mut Value, &DynamicObject) -> bool,
+    {
+        let written = support::update_status_from(&self.api, &self.latest.get(), mutate).await?;
+        self.latest.remember(Some(written.clone()));
+        Ok(written)
     }
 
     fn ctx(&self) -> &Context {
@@ -325,7 +339,7 @@ async fn reconcile_steps(rr: Arc<DynamicObject>, rctx: Arc<RequestCtx>) -> Resul
 
 /// A paused request (or Promise) reports `Reconciled=Unknown/PausedReconciliation`.
 async fn mark_paused(r: &Reconciling<'_>) -> Result<(), Error> {
-    support::update_status_from(&r.api, r.rr, |s, _| {
+    r.update_status(|s, _| {
         set_condition(
             s,
             condition_types::RECONCILED,
@@ -391,7 +405,7 @@ fn promise_ready(promise: &DynamicObject) -> bool {
 /// are; true when the reconcile ends here.
 async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Result<bool, Error> {
     if !promise_ready(promise) {
-        support::update_status_from(&r.api, r.rr, |s, _| {
+        r.update_status(|s, _| {
             let mut c = set_condition(
                 s,
                 condition_types::PROMISE_AVAILABLE,
@@ -412,7 +426,7 @@ async fn hold_for_promise(r: &Reconciling<'_>, promise: &DynamicObject) -> Resul
     {
         return Ok(false);
     }
-    support::update_status_from(&r.api, r.rr, |s, _| {
+    r.update_status(|s, _| {
         set_condition(
             s,
             condition_types::PROMISE_AVAILABLE,
@@ -446,7 +460,8 @@ async fn run_configure(
     else {
         return Ok(Some(Action::requeue(config.requeue_slow)));
     };
-    let progress = engine::reconcile_configure(&rctx.workflow_parent(wf, &r.api, r.rr)).await?;
+    let progress =
+        engine::reconcile_configure(&rctx.workflow_parent(wf, &r.api, r.rr, &r.latest)).await?;
     drop(slot);
     rctx.fanout.ran(&me, &progress);
     binding::record_outcome(ctx, binding, bound, &progress).await?;
@@ -523,7 +538,7 @@ async fn record_reconciled(
     let state = classify_works(&request_works(r, wf).await?);
     let generation = r.rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
-    let stored = support::update_status_known(&r.api, r.rr, |s, _| {
+    let stored = support::update_status_known(&r.api, &r.latest.get(), |s, _| {
         let mut c = set_field(s, "observedGeneration", json!(generation));
         c |= binding::set_request_versions(s, binding, bound);
         c |= state.set_conditions(s, "resource", no_pipelines);

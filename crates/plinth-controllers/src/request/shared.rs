@@ -31,18 +31,21 @@ pub(super) struct RequestCtx {
 }
 
 impl RequestCtx {
-    /// The request `rr` (reached through `api`) as the parent of a step of `wf`.
+    /// The request `rr` (reached through `api`, its newest copy in `latest`) as the
+    /// parent of a step of `wf`.
     pub(super) fn workflow_parent<'a>(
         &'a self,
         wf: &'a Workflow,
         api: &'a Api<DynamicObject>,
         rr: &'a DynamicObject,
+        latest: &'a crate::support::Latest<DynamicObject>,
     ) -> engine::Parent<'a> {
         engine::Parent {
             ctx: &self.ctx,
             wf,
             api,
             obj: rr,
+            latest,
             api_group: &self.api.group,
             component: COMPONENT,
         }

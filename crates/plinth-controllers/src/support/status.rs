@@ -12,9 +12,22 @@
 //! was handed, or what its previous write returned) gives it as `known`: a change
 //! computed from it is sent at once with its `resourceVersion`, which saves the read
 //! whenever the copy is current. A copy behind the stored object only costs the 409 and
-//! then the fresh read; that nothing needs changing is always decided on a fresh read.
+//! then the fresh read. That nothing needs changing is decided on a fresh read, except by
+//! [`update_status_known`] and the callers that check their copy first, for steps whose
+//! skipped write the newer object's own watch event brings back to the reconcile.
+//!
+//! A reconcile that writes one object several times keeps its copies in a [`Latest`], so
+//! each write starts from what the previous one returned:
+//!
+//! ```ignore
+//! let latest = Latest::new(&cached);
+//! let written = update_status_from(&api, &latest.get(), |s, _| set_field(s, "message", json!("Pending"))).await?;
+//! latest.remember(Some(written));
+//! // The next write's resourceVersion is the one the first write returned.
+//! ```
 
 use std::fmt::Debug;
+use std::sync::Mutex;
 
 use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -25,8 +38,9 @@ use serde_json::{Map, Value, json};
 use super::api_errors::{is_conflict, is_not_found};
 use crate::Error;
 
-/// How many times a status or finalizer write is recomputed after a 409 Conflict
-/// before the reconcile gives up and lets its error policy requeue it.
+/// How many times a status or finalizer write is recomputed from a fresh read after a
+/// 409 Conflict before the reconcile gives up and lets its error policy requeue it (a
+/// first attempt from a known copy comes on top).
 pub const CONFLICT_RETRIES: usize = 8;
 
 /// Where a guarded merge patch goes.
@@ -57,7 +71,17 @@ where
     F: FnMut(&K) -> Option<Value>,
 {
     let mut last_err = None;
-    let known = known.filter(|k| k.meta().resource_version.is_some());
+    let known = known.filter(|k| {
+        debug_assert_eq!(
+            k.meta().name.as_deref(),
+            Some(name),
+            "a copy of another object"
+        );
+        k.meta()
+            .resource_version
+            .as_deref()
+            .is_some_and(|v| !v.is_empty())
+    });
     if let Some(body) = known.and_then(&mut compute) {
         match send(api, name, target, known.expect("computed from it"), body).await {
             Err(e) if is_conflict(&e) => last_err = Some(e),
@@ -299,6 +323,30 @@ pub fn merge_diff(before: &Value, after: &Value) -> Value {
             Value::Object(patch)
         }
         _ => after.clone(),
+    }
+}
+
+/// The newest copy of one object a reconcile holds: the one it was handed, then what each
+/// of its writes returned, so that the next write starts from a current
+/// `resourceVersion` instead of costing a 409 (module docs).
+pub struct Latest<K>(Mutex<K>);
+
+impl<K: Clone> Latest<K> {
+    /// Starts from `first`, the copy the reconcile was handed.
+    pub fn new(first: &K) -> Self {
+        Latest(Mutex::new(first.clone()))
+    }
+
+    /// The newest copy.
+    pub fn get(&self) -> K {
+        self.0.lock().expect("poisoned").clone()
+    }
+
+    /// Keeps what a write returned (`None`: nothing written, the copy stays).
+    pub fn remember(&self, written: Option<K>) {
+        if let Some(w) = written {
+            *self.0.lock().expect("poisoned") = w;
+        }
     }
 }
 

@@ -29,8 +29,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, ListParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use plinth_api::constants::{condition_types, finalizers, labels, reasons};
 use plinth_api::{Destination, Work, WorkPlacement, WorkloadGroup};
@@ -43,7 +42,7 @@ use crate::support::{
     condition_is_false, condition_is_true, describe, edit_finalizers, get_condition, patch_status,
     patch_status_from, publish, set_condition, typed_reference,
 };
-use crate::triggers::{deletions, inputs_hash, watch_inputs};
+use crate::triggers::{deletions, inputs_hash, watch_inputs, watched_cache};
 use crate::work::scheduler::{
     DestinationFacts, choose_for_resource, destination_matches, group_selector, is_dry_run,
 };
@@ -109,14 +108,7 @@ pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let works: Api<Work> = Api::all(client.clone());
     let wps: Api<WorkPlacement> = Api::all(client.clone());
-    let (dest_reader, dest_writer) = reflector::store::<Destination>();
-    let dest_stream = watcher(
-        Api::<Destination>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(dest_writer)
-    .touched_objects();
+    let (dest_reader, dest_stream) = watched_cache(Api::<Destination>::all(client.clone()));
 
     // From its WorkPlacements the scheduler reads only `WriteSucceeded` (folded into the
     // Work) and their existence; its own writes to them (spec, `ScheduleSucceeded`) and
@@ -290,21 +282,29 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
     Ok(Action::await_change())
 }
 
-/// The Destinations as the watch cache has them, once it holds the first full list. A
-/// Destination the cache does not show yet re-queues the Works it can take through the
-/// Destination watch (module docs).
+/// The Destinations as the watch cache has them, once it holds the first full list
+/// (waiting at most `network_timeout`). A Destination the cache does not show yet
+/// re-queues the Works it can take through the Destination watch (module docs).
 async fn known_destinations(
     state: &WorkCtx,
     w: &Reconciling<'_>,
 ) -> Result<Vec<DestinationFacts>, Error> {
-    state
-        .destinations
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::Invalid {
-            object: w.what.clone(),
-            message: "the Destination watch stopped".into(),
-        })?;
+    let timeout = state.ctx.config().network_timeout;
+    match tokio::time::timeout(timeout, state.destinations.wait_until_ready()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => {
+            return Err(Error::Invalid {
+                object: w.what.clone(),
+                message: "the Destination watch stopped".into(),
+            });
+        }
+        Err(_) => {
+            return Err(Error::NotReady(format!(
+                "the scheduler has not listed the Destinations after {timeout:?}, so {} cannot be scheduled yet",
+                w.what
+            )));
+        }
+    }
     let mut all = state.destinations.state();
     // In name order, as a list returns them: placement ties are broken by it.
     all.sort_by_key(|d| d.name_any());
@@ -568,7 +568,7 @@ async fn write_status(
     let created = total - outcomes.iter().filter(|(_, o)| o.unscheduled).count() as i64;
     let mut announce: Vec<(EventType, &'static str, String)> = Vec::new();
     let generation = w.work.meta().generation;
-    patch_status_from(&w.works, known, |cur: &Work| {
+    let written = patch_status_from(&w.works, known, |cur: &Work| {
         let mut conds = work_conditions(cur);
         let mut changed = false;
         announce.clear();
@@ -591,6 +591,10 @@ async fn write_status(
     })
     .await
     .map_err(|e| Error::kube("writing status of", &w.what, e))?;
+    if written.is_none() {
+        // Deleted meanwhile: nothing was written, so nothing is announced.
+        return Ok(());
+    }
     for (t, reason, msg) in announce {
         let recorder = if WORK_CONTROLLER_REASONS.contains(&reason) {
             &state.work_recorder

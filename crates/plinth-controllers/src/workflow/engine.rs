@@ -161,6 +161,9 @@ pub struct Parent<'a> {
     pub api: &'a Api<DynamicObject>,
     /// The object as last read.
     pub obj: &'a DynamicObject,
+    /// The newest copy of the object this reconcile holds; every write of the step
+    /// starts from it and leaves its result there.
+    pub latest: &'a support::Latest<DynamicObject>,
     /// The API group the workflow's objects belong to.
     pub api_group: &'a str,
     /// The component named on the Events the step records.
@@ -170,6 +173,33 @@ pub struct Parent<'a> {
 impl Parent<'_> {
     fn label_is_true(&self, key: &str) -> bool {
         self.obj.labels().get(key).is_some_and(|v| v == "true")
+    }
+
+    /// [`support::update_status_from`] from the newest copy, keeping what it returns.
+    async fn update_status<F>(&self, mutate: F) -> Result<DynamicObject, Error>
+    where
+        F: FnMut(&mut Value, &DynamicObject) -> bool,
+    {
+        let written = support::update_status_from(self.api, &self.latest.get(), mutate).await?;
+        self.latest.remember(Some(written.clone()));
+        Ok(written)
+    }
+
+    /// [`support::update_status_known`] from the newest copy, keeping what it returns.
+    async fn update_status_known<F>(&self, mutate: F) -> Result<DynamicObject, Error>
+    where
+        F: FnMut(&mut Value, &DynamicObject) -> bool,
+    {
+        let written = support::update_status_known(self.api, &self.latest.get(), mutate).await?;
+        self.latest.remember(Some(written.clone()));
+        Ok(written)
+    }
+
+    /// [`remove_labels`] from the newest copy, keeping what it returns.
+    async fn remove_labels(&self, keys: &[&str]) -> Result<(), Error> {
+        let written = remove_labels(self.api, &self.latest.get(), keys).await?;
+        self.latest.remember(written);
+        Ok(())
     }
 }
 
@@ -185,7 +215,7 @@ pub async fn reconcile_configure(p: &Parent<'_>) -> Result<Progress, Error> {
     let jobs = list_jobs(ctx, wf).await?;
     if let Some(running) = jobs.iter().find(|j| job_state(j) == JobState::Running) {
         if wf.action == WorkflowAction::Configure {
-            report_retry(ctx, p.api, p.obj, running).await?;
+            report_retry(p, running).await?;
         }
         return Ok(Progress::Running);
     }
@@ -228,7 +258,7 @@ async fn check_suspension(p: &Parent<'_>, pipelines: &[PipelineDef]) -> Result<S
         .as_i64()
         .unwrap_or(0);
     if p.label_is_true(labels::MANUAL_RECONCILIATION) || generation > suspended_generation {
-        remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
+        p.remove_labels(&[labels::WORKFLOW_SUSPENDED]).await?;
         return Ok(Suspension::Restart);
     }
     let retry_at = suspended_index(&status, pipelines)
@@ -239,7 +269,7 @@ async fn check_suspension(p: &Parent<'_>, pipelines: &[PipelineDef]) -> Result<S
                 .and_then(|s| s.parse::<Timestamp>().ok())
         });
     if retry_at.is_some_and(|at| at <= Timestamp::now()) {
-        remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
+        p.remove_labels(&[labels::WORKFLOW_SUSPENDED]).await?;
         // The label's removal is an object event: the next reconcile resumes.
         return Ok(Suspension::Stop(Progress::Running));
     }
@@ -324,7 +354,7 @@ async fn next_pipeline(
                 })
             } else {
                 prune_jobs(p.ctx, p.wf, jobs).await?;
-                Ok(Next::Report(finish(p.api, p.obj, pipelines).await?))
+                Ok(Next::Report(finish(p, pipelines).await?))
             }
         }
     }
@@ -382,9 +412,9 @@ async fn retry_suspended_delete(
     let labelled = p.label_is_true(labels::WORKFLOW_SUSPENDED);
     // A retry that is due: drop the label and run the pipeline again.
     if labelled && retry_at.is_some_and(|at| at <= Timestamp::now()) {
-        remove_labels(p.api, p.obj, &[labels::WORKFLOW_SUSPENDED]).await?;
+        p.remove_labels(&[labels::WORKFLOW_SUSPENDED]).await?;
     } else if labelled {
-        support::update_status_from(p.api, p.obj, |s, _| {
+        p.update_status(|s, _| {
             set_condition(
                 s,
                 condition_types::DELETE_WORKFLOW_COMPLETED,
@@ -408,10 +438,8 @@ async fn set_condition_and_warn(
     (type_, status, reason, message): (&str, &str, &str, &str),
     (event_reason, event_message): (&str, String),
 ) -> Result<(), Error> {
-    support::update_status_from(p.api, p.obj, |s, _| {
-        set_condition(s, type_, status, reason, message, None)
-    })
-    .await?;
+    p.update_status(|s, _| set_condition(s, type_, status, reason, message, None))
+        .await?;
     support::publish(
         &p.ctx.recorder(p.component),
         &support::reference(p.obj),
@@ -536,10 +564,10 @@ async fn start_job(
     let Parent {
         ctx,
         wf,
-        api: parent_api,
-        obj: parent,
+        obj: parent_obj,
         api_group,
         component,
+        ..
     } = *parent;
     let config = ctx.config();
     let p = &pipelines[index];
@@ -555,69 +583,62 @@ async fn start_job(
         Err(ref e) if support::is_already_exists(e) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
-    remove_labels(
-        parent_api,
-        parent,
-        &[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START],
-    )
-    .await?;
+    parent
+        .remove_labels(&[labels::MANUAL_RECONCILIATION, labels::RUN_FROM_START])
+        .await?;
     let configure = wf.action == WorkflowAction::Configure;
     let total = pipelines.len() as i64;
     // The status update compares before and after, so unconditional setters are fine here.
-    support::update_status_from(parent_api, parent, |s, _| {
-        set_field(s, "message", json!("Pending"));
-        if configure {
-            set_condition(
-                s,
-                condition_types::CONFIGURE_WORKFLOW_COMPLETED,
-                "False",
-                reasons::PIPELINES_IN_PROGRESS,
-                messages::PIPELINES_IN_PROGRESS,
-                None,
-            );
-            set_condition(
-                s,
-                condition_types::RECONCILED,
-                "Unknown",
-                reasons::WORKFLOW_PENDING,
-                messages::PENDING,
-                None,
-            );
-            set_field(s, "workflows", json!(total));
-            set_field(s, "workflowsSucceeded", json!(index as i64));
-            set_field(s, "workflowsFailed", json!(0));
-        }
-        set_pipeline_phases(s, pipelines, index, "Running");
-        true
-    })
-    .await?;
+    parent
+        .update_status(|s, _| {
+            set_field(s, "message", json!("Pending"));
+            if configure {
+                set_condition(
+                    s,
+                    condition_types::CONFIGURE_WORKFLOW_COMPLETED,
+                    "False",
+                    reasons::PIPELINES_IN_PROGRESS,
+                    messages::PIPELINES_IN_PROGRESS,
+                    None,
+                );
+                set_condition(
+                    s,
+                    condition_types::RECONCILED,
+                    "Unknown",
+                    reasons::WORKFLOW_PENDING,
+                    messages::PENDING,
+                    None,
+                );
+                set_field(s, "workflows", json!(total));
+                set_field(s, "workflowsSucceeded", json!(index as i64));
+                set_field(s, "workflowsFailed", json!(0));
+            }
+            set_pipeline_phases(s, pipelines, index, "Running");
+            true
+        })
+        .await?;
     let what = if configure { "Configure" } else { "Delete" };
     support::publish(
         &ctx.recorder(component),
-        &support::reference(parent),
+        &support::reference(parent_obj),
         plinth_api::events::EventType::Normal,
         plinth_api::constants::events::PIPELINE_STARTED,
         format!("{what} Pipeline started: {}", p.name),
     )
     .await;
-    tracing::info!(promise = %wf.promise_name, object = %parent.name_any(), pipeline = %p.name, run, "pipeline started");
+    tracing::info!(promise = %wf.promise_name, object = %parent_obj.name_any(), pipeline = %p.name, run, "pipeline started");
     Ok(())
 }
 
 /// A running configure Job whose earlier attempts failed: the object's
 /// `ConfigureWorkflowCompleted` condition says which container failed how, on which
 /// attempt, with its last log lines (written only when that description changes).
-async fn report_retry(
-    ctx: &Context,
-    parent_api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    job: &Job,
-) -> Result<(), Error> {
-    let Some(why) = super::failure::describe(ctx, job).await else {
+async fn report_retry(p: &Parent<'_>, job: &Job) -> Result<(), Error> {
+    let Some(why) = super::failure::describe(p.ctx, job).await else {
         return Ok(());
     };
     let message = format!("Pipelines are still in progress; retrying after a failure: {why}");
-    support::update_status_from(parent_api, parent, |s, _| {
+    p.update_status(|s, _| {
         // The attempt still running may already have reported success through its
         // status-writer before its Job is marked complete: never take that back.
         if support::condition(s, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
@@ -647,7 +668,6 @@ async fn record_failure(
     let Parent {
         ctx,
         wf,
-        api: parent_api,
         obj: parent,
         component,
         ..
@@ -657,7 +677,7 @@ async fn record_failure(
     let before = parent.data.get("status").cloned().unwrap_or(Value::Null);
     let already = support::condition(&before, condition_types::CONFIGURE_WORKFLOW_COMPLETED)
         .is_some_and(|c| c["reason"] == "ConfigureWorkflowFailed");
-    support::update_status_from(parent_api, parent, |s, _| {
+    p.update_status(|s, _| {
         set_condition(
             s,
             condition_types::CONFIGURE_WORKFLOW_COMPLETED,
@@ -695,13 +715,9 @@ async fn record_failure(
     Ok(())
 }
 
-async fn finish(
-    parent_api: &Api<DynamicObject>,
-    parent: &DynamicObject,
-    pipelines: &[PipelineDef],
-) -> Result<Progress, Error> {
+async fn finish(p: &Parent<'_>, pipelines: &[PipelineDef]) -> Result<Progress, Error> {
     let total = pipelines.len() as i64;
-    support::update_status_known(parent_api, parent, |s, _| {
+    p.update_status_known(|s, _| {
         let mut changed = set_field(s, "workflows", json!(total));
         changed |= set_field(s, "workflowsSucceeded", json!(total));
         changed |= set_field(s, "workflowsFailed", json!(0));
@@ -749,8 +765,9 @@ async fn prune_jobs(ctx: &Context, wf: &Workflow, jobs: &[Job]) -> Result<(), Er
     Ok(())
 }
 
-/// Removes labels from the parent with a merge patch (a no-op when none is present).
-pub async fn remove_labels<K>(api: &Api<K>, obj: &K, keys: &[&str]) -> Result<(), Error>
+/// Removes labels from the parent with a merge patch (a no-op when none is present);
+/// the patched object when it wrote.
+pub async fn remove_labels<K>(api: &Api<K>, obj: &K, keys: &[&str]) -> Result<Option<K>, Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -759,20 +776,21 @@ where
         .filter(|k| obj.labels().contains_key(**k))
         .collect();
     if present.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let mut labels = serde_json::Map::new();
     for k in present {
         labels.insert(k.to_string(), Value::Null);
     }
     let patch = json!({"metadata": {"labels": labels}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(Some(written))
 }
 
 /// The global reconciliation interval (`reconciliationInterval`): once `interval`
