@@ -52,8 +52,8 @@ use crate::Error;
 use crate::context::Context;
 use crate::statestore::registry::store_generation;
 use crate::support::{
-    Latest, condition_is_false, describe, edit_finalizers, get_condition, patch_status,
-    patch_status_from, publish, set_condition, typed_reference,
+    Latest, condition_is_false, describe, edit_finalizers, get_condition, patch_status, publish,
+    set_condition, typed_reference,
 };
 use crate::triggers::{inputs_hash, watch_inputs, watched_cache};
 use plinth_api::events::{EventRecorder, EventType};
@@ -801,43 +801,43 @@ async fn write_success_status(
     outcome: &plinth_statestore::WriteOutcome,
 ) -> Result<bool, Error> {
     let mut status_changed = false;
-    let written = patch_status_from(&p.api, &p.latest.get(), |cur: &WorkPlacement| {
-        let mut conds = conditions_of(cur);
-        let g = cur.meta().generation;
-        let mut ch = set_condition(
-            &mut conds,
-            condition_types::WRITE_SUCCEEDED,
-            true,
-            reasons::WORKLOADS_WRITTEN_TO_STATE_STORE,
-            messages::WORKLOADS_WRITTEN,
-            g,
-        );
-        ch |= set_ready(&mut conds, None, g);
-        let old_version = cur
-            .status
-            .as_ref()
-            .and_then(|s| s.version_id.clone())
-            .unwrap_or_default();
-        let version = if !outcome.changed && !old_version.is_empty() {
-            old_version.clone()
-        } else {
-            outcome.version_id.clone()
-        };
-        ch |= !version.is_empty() && old_version != version;
-        status_changed = ch;
-        ch.then(|| {
-            let mut body = json!({"conditions": conds});
-            if !version.is_empty() {
-                body["versionID"] = json!(version);
-            }
-            body
+    let written = p
+        .latest
+        .patch_status(&p.api, |cur: &WorkPlacement| {
+            let mut conds = conditions_of(cur);
+            let g = cur.meta().generation;
+            let mut ch = set_condition(
+                &mut conds,
+                condition_types::WRITE_SUCCEEDED,
+                true,
+                reasons::WORKLOADS_WRITTEN_TO_STATE_STORE,
+                messages::WORKLOADS_WRITTEN,
+                g,
+            );
+            ch |= set_ready(&mut conds, None, g);
+            let old_version = cur
+                .status
+                .as_ref()
+                .and_then(|s| s.version_id.clone())
+                .unwrap_or_default();
+            let version = if !outcome.changed && !old_version.is_empty() {
+                old_version.clone()
+            } else {
+                outcome.version_id.clone()
+            };
+            ch |= !version.is_empty() && old_version != version;
+            status_changed = ch;
+            ch.then(|| {
+                let mut body = json!({"conditions": conds});
+                if !version.is_empty() {
+                    body["versionID"] = json!(version);
+                }
+                body
+            })
         })
-    })
-    .await
-    .map_err(|e| Error::kube("writing status of", &p.what, e))?;
-    let wrote = status_changed && written.is_some();
-    p.latest.remember(written);
-    Ok(wrote)
+        .await
+        .map_err(|e| Error::kube("writing status of", &p.what, e))?;
+    Ok(status_changed && written.is_some())
 }
 
 /// A failed write: a Warning, `WriteSucceeded=False` with the error, and a retry after
@@ -939,19 +939,19 @@ async fn write_conditions(
     own: impl Fn(&mut Vec<Condition>, Option<i64>) -> bool,
 ) -> Result<bool, Error> {
     let mut changed = false;
-    let written = patch_status_from(&p.api, &p.latest.get(), |cur: &WorkPlacement| {
-        let mut conds = conditions_of(cur);
-        let g = cur.meta().generation;
-        let ch = own(&mut conds, g) | set_ready(&mut conds, missing, g);
-        changed = ch;
-        ch.then(|| json!({"conditions": conds}))
-    })
-    .await
-    .map_err(|e| Error::kube("writing status of", &p.what, e))?;
+    let written = p
+        .latest
+        .patch_status(&p.api, |cur: &WorkPlacement| {
+            let mut conds = conditions_of(cur);
+            let g = cur.meta().generation;
+            let ch = own(&mut conds, g) | set_ready(&mut conds, missing, g);
+            changed = ch;
+            ch.then(|| json!({"conditions": conds}))
+        })
+        .await
+        .map_err(|e| Error::kube("writing status of", &p.what, e))?;
     // A placement deleted meanwhile was not written, whatever the change computed.
-    let wrote = changed && written.is_some();
-    p.latest.remember(written);
-    Ok(wrote)
+    Ok(changed && written.is_some())
 }
 
 async fn report_terminal(state: &WpState, p: &Reconciling<'_>, t: &Terminal) -> Result<(), Error> {

@@ -1,8 +1,8 @@
 //! The controllers' one status writer against the embedded API server, through a client
 //! that records every request it sends: a change computed from a copy the writer holds
 //! is sent without a read when the copy is current, costs a 409 and a fresh read when it
-//! is not (and then loses nothing written meanwhile), and "nothing to change" is never
-//! decided on a copy.
+//! is not (and then loses nothing written meanwhile), and "nothing to change" is decided
+//! on a copy only when it is as current as a read (the reconcile's own write's answer).
 
 use crate::placement_support;
 
@@ -17,7 +17,9 @@ use kube::{Client, Resource};
 use placement_support::wait_for;
 use plinth_api::Work;
 use plinth_apiserver::testing::TestServer;
-use plinth_controllers::support::{Latest, patch_status_from, set_condition, update_status_from};
+use plinth_controllers::support::{
+    Basis, Latest, patch_status_from, set_condition, update_status_from,
+};
 use serde_json::{Value, json};
 
 /// The requests a client sent, as `METHOD path` and the answer's status code.
@@ -133,6 +135,46 @@ async fn a_change_from_a_current_copy_is_sent_without_a_read() {
     let again = set_placements(&api, &latest.get(), 2).await;
     assert_eq!(sent.take(), vec![format!("PATCH {WORK_STATUS} 200")]);
     assert_eq!(placements(&again), (Some(2), None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_copy_with_nothing_to_change_costs_no_request_a_cached_one_a_read() {
+    let server = start().await;
+    let plain = server.client();
+    let created = create_work(&plain).await;
+    let (client, sent) = recording_client(&server);
+    let api = Api::<Work>::namespaced(client, "default");
+
+    // What this reconcile's own write returned is as current as a read.
+    let latest = Latest::new(&created);
+    latest
+        .patch_status(&api, |_: &Work| Some(json!({"workPlacements": 1})))
+        .await
+        .unwrap();
+    sent.take();
+    let unchanged = latest
+        .patch_status(&api, |cur: &Work| {
+            let has = cur.status.as_ref().and_then(|s| s.work_placements);
+            (has != Some(1)).then(|| json!({"workPlacements": 1}))
+        })
+        .await
+        .unwrap()
+        .expect("the Work exists");
+    assert!(sent.take().is_empty(), "nothing sent");
+    assert_eq!(placements(&unchanged), (Some(1), None));
+
+    // The same copy given as a watch cache's is checked on a read.
+    let same = set_placements(&api, &unchanged, 1).await;
+    assert_eq!(sent.take(), vec![format!("GET {WORK} 200")]);
+    assert_eq!(placements(&same), (Some(1), None));
+    // Given as fresh, it decides without a read.
+    patch_status_from(&api, Basis::Fresh(&same), |cur: &Work| {
+        let has = cur.status.as_ref().and_then(|s| s.work_placements);
+        (has != Some(1)).then(|| json!({"workPlacements": 1}))
+    })
+    .await
+    .unwrap();
+    assert!(sent.take().is_empty(), "nothing sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

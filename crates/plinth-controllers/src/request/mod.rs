@@ -262,14 +262,12 @@ impl<'a> Reconciling<'a> {
         }
     }
 
-    /// [`support::update_status_from`] from the newest copy, keeping what it returns.
+    /// [`support::update_status_from`] the newest copy, keeping what it returns.
     async fn update_status<F>(&self, mutate: F) -> Result<DynamicObject, Error>
     where
         F: FnMut(&mut Value, &DynamicObject) -> bool,
     {
-        let written = support::update_status_from(&self.api, &self.latest.get(), mutate).await?;
-        self.latest.remember(Some(written.clone()));
-        Ok(written)
+        self.latest.update_status(&self.api, mutate).await
     }
 
     fn ctx(&self) -> &Context {
@@ -386,7 +384,14 @@ async fn ensure_metadata(r: &Reconciling<'_>, runs: bool) -> Result<bool, Error>
     if changes(r.rr).is_none() {
         return Ok(false);
     }
-    guarded_patch(&r.api, &r.name, PatchTarget::Object, Some(r.rr), changes).await?;
+    guarded_patch(
+        &r.api,
+        &r.name,
+        PatchTarget::Object,
+        Some(r.rr.into()),
+        changes,
+    )
+    .await?;
     Ok(true)
 }
 
@@ -538,13 +543,15 @@ async fn record_reconciled(
     let state = classify_works(&request_works(r, wf).await?);
     let generation = r.rr.meta().generation.unwrap_or(1);
     let no_pipelines = wf.pipelines.is_empty();
-    let stored = support::update_status_known(&r.api, &r.latest.get(), |s, _| {
-        let mut c = set_field(s, "observedGeneration", json!(generation));
-        c |= binding::set_request_versions(s, binding, bound);
-        c |= state.set_conditions(s, "resource", no_pipelines);
-        c | record_last_success(s)
-    })
-    .await?;
+    let stored = r
+        .latest
+        .update_status_known(&r.api, |s, _| {
+            let mut c = set_field(s, "observedGeneration", json!(generation));
+            c |= binding::set_request_versions(s, binding, bound);
+            c |= state.set_conditions(s, "resource", no_pipelines);
+            c | record_last_success(s)
+        })
+        .await?;
     let rr_status = r.rr.data.get("status").unwrap_or(&Value::Null);
     let was = support::condition(rr_status, condition_types::RECONCILED)
         .is_some_and(|c| c["status"] == "True");

@@ -29,8 +29,8 @@ pub use conditions::{
 pub use events::{event_type, publish, reference, typed_reference};
 pub use finalizers::{edit_finalizers, remove_finalizer, set_finalizers};
 pub use status::{
-    CONFLICT_RETRIES, Latest, patch_status, patch_status_from, update_status, update_status_from,
-    update_status_known,
+    Basis, CONFLICT_RETRIES, Latest, patch_status, patch_status_from, update_status,
+    update_status_from, update_status_known,
 };
 
 /// Time from now until `at`, at least one second: the requeue wait for a retry or a

@@ -12,18 +12,22 @@
 //! was handed, or what its previous write returned) gives it as `known`: a change
 //! computed from it is sent at once with its `resourceVersion`, which saves the read
 //! whenever the copy is current. A copy behind the stored object only costs the 409 and
-//! then the fresh read. That nothing needs changing is decided on a fresh read, except by
-//! [`update_status_known`] and the callers that check their copy first, for steps whose
-//! skipped write the newer object's own watch event brings back to the reconcile.
+//! then the fresh read. That nothing needs changing is decided on a fresh read: a copy
+//! that is one already ([`Basis::Fresh`]: what this reconcile just listed, read or wrote)
+//! decides it itself, a watch cache's copy ([`Basis::Cached`]) only through a read. Only
+//! [`update_status_known`] and the callers that check their copy first decide it on a
+//! cached copy, for steps whose skipped write the newer object's own watch event brings
+//! back to the reconcile.
 //!
 //! A reconcile that writes one object several times keeps its copies in a [`Latest`], so
 //! each write starts from what the previous one returned:
 //!
 //! ```ignore
 //! let latest = Latest::new(&cached);
-//! let written = update_status_from(&api, &latest.get(), |s, _| set_field(s, "message", json!("Pending"))).await?;
-//! latest.remember(Some(written));
-//! // The next write's resourceVersion is the one the first write returned.
+//! latest.update_status(&api, |s, _| set_field(s, "message", json!("Pending"))).await?;
+//! // Sent with the resourceVersion the first write returned; and had it nothing to
+//! // change, that answer would say so without a read.
+//! latest.update_status(&api, |s, _| set_field(s, "workflows", json!(1))).await?;
 //! ```
 
 use std::fmt::Debug;
@@ -52,18 +56,51 @@ pub(crate) enum PatchTarget {
     Status,
 }
 
+/// A copy of the object a write starts from (module docs).
+#[derive(Debug)]
+pub enum Basis<'a, K> {
+    /// A watch cache's copy, which may be behind the stored object: a change computed
+    /// from it is sent at once, "nothing to change" is checked on a fresh read.
+    Cached(&'a K),
+    /// A copy as current as a read would be (what this reconcile just listed, read or
+    /// wrote): it decides both.
+    Fresh(&'a K),
+}
+
+impl<K> Clone for Basis<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Basis<'_, K> {}
+
+impl<'a, K> From<&'a K> for Basis<'a, K> {
+    fn from(copy: &'a K) -> Self {
+        Basis::Cached(copy)
+    }
+}
+
+impl<'a, K> Basis<'a, K> {
+    fn copy(self) -> &'a K {
+        match self {
+            Basis::Cached(k) | Basis::Fresh(k) => k,
+        }
+    }
+}
+
 /// The one write loop: reads `name`, lets `compute` build a merge-patch body from it
 /// (`None` = nothing to change), adds the read's `metadata.resourceVersion` as the
 /// precondition and sends it; on 409 Conflict starts again from a fresh read, at most
-/// [`CONFLICT_RETRIES`] times. With `known` (a copy the caller holds, carrying a
-/// `resourceVersion`), a change computed from it is sent first, without the read.
-/// Returns the written object, the unchanged object, or `None` if the object no longer
-/// exists.
+/// [`CONFLICT_RETRIES`] times. With `basis` (a copy the caller holds, carrying a
+/// `resourceVersion`), a change computed from it is sent first, without the read, and a
+/// [`Basis::Fresh`] copy with nothing to change is the answer. Returns the written
+/// object, the unchanged object, or `None` if the object no longer exists.
 pub(crate) async fn guarded_patch<K, F>(
     api: &Api<K>,
     name: &str,
     target: PatchTarget,
-    known: Option<&K>,
+    basis: Option<Basis<'_, K>>,
     mut compute: F,
 ) -> Result<Option<K>, kube::Error>
 where
@@ -71,7 +108,8 @@ where
     F: FnMut(&K) -> Option<Value>,
 {
     let mut last_err = None;
-    let known = known.filter(|k| {
+    let basis = basis.filter(|b| {
+        let k = b.copy();
         debug_assert_eq!(
             k.meta().name.as_deref(),
             Some(name),
@@ -82,10 +120,15 @@ where
             .as_deref()
             .is_some_and(|v| !v.is_empty())
     });
-    if let Some(body) = known.and_then(&mut compute) {
-        match send(api, name, target, known.expect("computed from it"), body).await {
-            Err(e) if is_conflict(&e) => last_err = Some(e),
-            sent => return sent,
+    if let Some(basis) = basis {
+        let copy = basis.copy();
+        match (compute(copy), basis) {
+            (Some(body), _) => match send(api, name, target, copy, body).await {
+                Err(e) if is_conflict(&e) => last_err = Some(e),
+                sent => return sent,
+            },
+            (None, Basis::Fresh(_)) => return Ok(Some(copy.clone())),
+            (None, Basis::Cached(_)) => {}
         }
     }
     for _ in 0..=CONFLICT_RETRIES {
@@ -148,19 +191,20 @@ where
     .await
 }
 
-/// [`patch_status`] of the object `known` is a copy of, trying that copy first (module
-/// docs).
-pub async fn patch_status_from<K, F>(
+/// [`patch_status`] of the object `known` is a copy of (a `&K` is a [`Basis::Cached`]
+/// one), starting from that copy (module docs).
+pub async fn patch_status_from<'a, K, F>(
     api: &Api<K>,
-    known: &K,
+    known: impl Into<Basis<'a, K>>,
     mut compute: F,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + 'a,
     F: FnMut(&K) -> Option<Value>,
 {
-    let name = known.meta().name.clone().unwrap_or_default();
-    guarded_patch(api, &name, PatchTarget::Status, Some(known), |current| {
+    let basis = known.into();
+    let name = basis.copy().meta().name.clone().unwrap_or_default();
+    guarded_patch(api, &name, PatchTarget::Status, Some(basis), |current| {
         compute(current).map(|status| json!({ "status": status }))
     })
     .await
@@ -225,28 +269,33 @@ where
     status_update(api, name, None, mutate).await
 }
 
-/// [`update_status`] of the object `known` is a copy of, trying that copy first (module
-/// docs).
-pub async fn update_status_from<K, F>(api: &Api<K>, known: &K, mutate: F) -> Result<K, Error>
+/// [`update_status`] of the object `known` is a copy of (a `&K` is a [`Basis::Cached`]
+/// one), starting from that copy (module docs).
+pub async fn update_status_from<'a, K, F>(
+    api: &Api<K>,
+    known: impl Into<Basis<'a, K>>,
+    mutate: F,
+) -> Result<K, Error>
 where
-    K: JsonStatus,
+    K: JsonStatus + 'a,
     F: FnMut(&mut Value, &K) -> bool,
 {
-    let name = known.meta().name.clone().unwrap_or_default();
-    status_update(api, &name, Some(known), mutate).await
+    let basis = known.into();
+    let name = basis.copy().meta().name.clone().unwrap_or_default();
+    status_update(api, &name, Some(basis), mutate).await
 }
 
 async fn status_update<K, F>(
     api: &Api<K>,
     name: &str,
-    known: Option<&K>,
+    basis: Option<Basis<'_, K>>,
     mut mutate: F,
 ) -> Result<K, Error>
 where
     K: JsonStatus,
     F: FnMut(&mut Value, &K) -> bool,
 {
-    let written = guarded_patch(api, name, PatchTarget::Status, known, |obj| {
+    let written = guarded_patch(api, name, PatchTarget::Status, basis, |obj| {
         let (before, status) = mutated_status(obj, &mut mutate)?;
         let mut patch = merge_diff(&before, &status);
         if obj.status_is_not_object() {
@@ -326,27 +375,94 @@ pub fn merge_diff(before: &Value, after: &Value) -> Value {
     }
 }
 
-/// The newest copy of one object a reconcile holds: the one it was handed, then what each
-/// of its writes returned, so that the next write starts from a current
-/// `resourceVersion` instead of costing a 409 (module docs).
-pub struct Latest<K>(Mutex<K>);
+/// The newest copy of one object a reconcile holds: the one it was handed (a
+/// [`Basis::Cached`] copy), then what each of its writes returned (a [`Basis::Fresh`]
+/// one), so that the next write starts from a current `resourceVersion` instead of
+/// costing a 409, and a write with nothing to change costs no read (module docs).
+pub struct Latest<K>(Mutex<(K, bool)>);
 
 impl<K: Clone> Latest<K> {
     /// Starts from `first`, the copy the reconcile was handed.
     pub fn new(first: &K) -> Self {
-        Latest(Mutex::new(first.clone()))
+        Latest(Mutex::new((first.clone(), false)))
     }
 
     /// The newest copy.
     pub fn get(&self) -> K {
-        self.0.lock().expect("poisoned").clone()
+        self.0.lock().expect("poisoned").0.clone()
     }
 
     /// Keeps what a write returned (`None`: nothing written, the copy stays).
     pub fn remember(&self, written: Option<K>) {
         if let Some(w) = written {
-            *self.0.lock().expect("poisoned") = w;
+            *self.0.lock().expect("poisoned") = (w, true);
         }
+    }
+
+    /// The newest copy and whether it is a write's answer.
+    fn held(&self) -> (K, bool) {
+        self.0.lock().expect("poisoned").clone()
+    }
+}
+
+fn basis_of<K>((copy, fresh): &(K, bool)) -> Basis<'_, K> {
+    if *fresh {
+        Basis::Fresh(copy)
+    } else {
+        Basis::Cached(copy)
+    }
+}
+
+impl<K> Latest<K>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    /// [`patch_status_from`] the newest copy, keeping what it returns.
+    ///
+    /// # Errors
+    ///
+    /// The API's error other than a 409 within the retries, or the last 409.
+    pub async fn patch_status<F>(&self, api: &Api<K>, compute: F) -> Result<Option<K>, kube::Error>
+    where
+        F: FnMut(&K) -> Option<Value>,
+    {
+        let held = self.held();
+        let written = patch_status_from(api, basis_of(&held), compute).await?;
+        self.remember(written.clone());
+        Ok(written)
+    }
+}
+
+impl<K: JsonStatus> Latest<K> {
+    /// [`update_status_from`] the newest copy, keeping what it returns.
+    ///
+    /// # Errors
+    ///
+    /// As [`update_status_from`]: the API's error, a 404 when the object is gone.
+    pub async fn update_status<F>(&self, api: &Api<K>, mutate: F) -> Result<K, Error>
+    where
+        F: FnMut(&mut Value, &K) -> bool,
+    {
+        let held = self.held();
+        let written = update_status_from(api, basis_of(&held), mutate).await?;
+        self.remember(Some(written.clone()));
+        Ok(written)
+    }
+
+    /// [`update_status_known`] from the newest copy, keeping what it returns.
+    ///
+    /// # Errors
+    ///
+    /// As [`update_status_from`].
+    pub async fn update_status_known<F>(&self, api: &Api<K>, mut mutate: F) -> Result<K, Error>
+    where
+        F: FnMut(&mut Value, &K) -> bool,
+    {
+        let held = self.held();
+        if mutated_status(&held.0, &mut mutate).is_none() {
+            return Ok(held.0);
+        }
+        self.update_status(api, mutate).await
     }
 }
 

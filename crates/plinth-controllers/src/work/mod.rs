@@ -39,8 +39,8 @@ use crate::Error;
 use crate::context::Context;
 use crate::support::harness::{Harness, Start};
 use crate::support::{
-    condition_is_false, condition_is_true, describe, edit_finalizers, get_condition, patch_status,
-    patch_status_from, publish, set_condition, typed_reference,
+    Latest, condition_is_false, condition_is_true, describe, edit_finalizers, get_condition,
+    patch_status, publish, set_condition, typed_reference,
 };
 use crate::triggers::{deletions, inputs_hash, watch_inputs, watched_cache};
 use crate::work::scheduler::{
@@ -253,12 +253,12 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
         return delete(&state, &w).await;
     }
     // The Work as last written here, where the status write starts from.
-    let mut known = work.as_ref().clone();
+    let latest = Latest::new(work.as_ref());
     if !w.has_finalizer() {
         let written = edit_finalizers(&w.works, &w.name, &[finalizers::WORK_CLEANUP], &[])
             .await
             .map_err(|e| Error::kube("adding finalizer to", &w.what, e))?;
-        known = written.unwrap_or(known);
+        latest.remember(written);
     }
     let destinations = known_destinations(&state, &w).await?;
     let existing = w.list_placements().await?;
@@ -269,7 +269,7 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
         outcomes.push((group.id.clone(), outcome));
     }
     delete_dangling(&w, &existing).await?;
-    write_status(&state, &w, &known, &outcomes, &existing, &placed).await?;
+    write_status(&state, &w, &latest, &outcomes, &existing, &placed).await?;
     if let Some(err) = outcomes.iter().find_map(|(_, o)| o.failed.clone()) {
         return Err(Error::Invalid {
             object: w.what,
@@ -552,12 +552,12 @@ fn write_state(
     (failing, unwritten)
 }
 
-/// Writes the Work's conditions and placement counts, starting from `known`, and
+/// Writes the Work's conditions and placement counts, starting from `latest`, and
 /// announces each changed `ScheduleSucceeded` with its event.
 async fn write_status(
     state: &WorkCtx,
     w: &Reconciling<'_>,
-    known: &Work,
+    latest: &Latest<Work>,
     outcomes: &[(String, GroupOutcome)],
     existing: &[WorkPlacement],
     placed: &BTreeSet<String>,
@@ -568,29 +568,30 @@ async fn write_status(
     let created = total - outcomes.iter().filter(|(_, o)| o.unscheduled).count() as i64;
     let mut announce: Vec<(EventType, &'static str, String)> = Vec::new();
     let generation = w.work.meta().generation;
-    let written = patch_status_from(&w.works, known, |cur: &Work| {
-        let mut conds = work_conditions(cur);
-        let mut changed = false;
-        announce.clear();
-        for c in &summary.conditions {
-            if set_condition(
-                &mut conds, c.type_, c.status, c.reason, &c.message, generation,
-            ) {
-                changed = true;
-                if c.type_ == "ScheduleSucceeded" {
-                    announce.push((c.event_type, c.event_reason, c.message.clone()));
+    let written = latest
+        .patch_status(&w.works, |cur: &Work| {
+            let mut conds = work_conditions(cur);
+            let mut changed = false;
+            announce.clear();
+            for c in &summary.conditions {
+                if set_condition(
+                    &mut conds, c.type_, c.status, c.reason, &c.message, generation,
+                ) {
+                    changed = true;
+                    if c.type_ == "ScheduleSucceeded" {
+                        announce.push((c.event_type, c.event_reason, c.message.clone()));
+                    }
                 }
             }
-        }
-        let st = cur.status.as_ref();
-        changed |= st.and_then(|s| s.work_placements) != Some(total)
-            || st.and_then(|s| s.work_placements_created) != Some(created);
-        changed.then(|| {
+            let st = cur.status.as_ref();
+            changed |= st.and_then(|s| s.work_placements) != Some(total)
+                || st.and_then(|s| s.work_placements_created) != Some(created);
+            changed.then(|| {
             json!({"conditions": conds, "workPlacements": total, "workPlacementsCreated": created})
         })
-    })
-    .await
-    .map_err(|e| Error::kube("writing status of", &w.what, e))?;
+        })
+        .await
+        .map_err(|e| Error::kube("writing status of", &w.what, e))?;
     if written.is_none() {
         // Deleted meanwhile: nothing was written, so nothing is announced.
         return Ok(());

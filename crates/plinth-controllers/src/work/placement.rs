@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use super::shared::{WorkCtx, wp_conditions};
 use crate::Error;
 use crate::support::{
-    condition_is_false, patch_status, patch_status_from, publish, set_condition, typed_reference,
+    Basis, condition_is_false, patch_status, patch_status_from, publish, set_condition,
+    typed_reference,
 };
 use crate::work::scheduler::workplacement_name;
 use plinth_api::events::EventType;
@@ -262,7 +263,8 @@ async fn set_scheduled(
         ch.then(|| json!({"conditions": conds}))
     };
     match known {
-        Some(known) => patch_status_from(api, known, compute).await,
+        // Listed or written by this reconcile: as current as a read.
+        Some(known) => patch_status_from(api, Basis::Fresh(known), compute).await,
         None => patch_status(api, name, compute).await,
     }
     .map_err(|e| Error::kube("writing status of", what, e))?;

@@ -175,24 +175,12 @@ impl Parent<'_> {
         self.obj.labels().get(key).is_some_and(|v| v == "true")
     }
 
-    /// [`support::update_status_from`] from the newest copy, keeping what it returns.
+    /// [`support::update_status_from`] the newest copy, keeping what it returns.
     async fn update_status<F>(&self, mutate: F) -> Result<DynamicObject, Error>
     where
         F: FnMut(&mut Value, &DynamicObject) -> bool,
     {
-        let written = support::update_status_from(self.api, &self.latest.get(), mutate).await?;
-        self.latest.remember(Some(written.clone()));
-        Ok(written)
-    }
-
-    /// [`support::update_status_known`] from the newest copy, keeping what it returns.
-    async fn update_status_known<F>(&self, mutate: F) -> Result<DynamicObject, Error>
-    where
-        F: FnMut(&mut Value, &DynamicObject) -> bool,
-    {
-        let written = support::update_status_known(self.api, &self.latest.get(), mutate).await?;
-        self.latest.remember(Some(written.clone()));
-        Ok(written)
+        self.latest.update_status(self.api, mutate).await
     }
 
     /// [`remove_labels`] from the newest copy, keeping what it returns.
@@ -717,21 +705,22 @@ async fn record_failure(
 
 async fn finish(p: &Parent<'_>, pipelines: &[PipelineDef]) -> Result<Progress, Error> {
     let total = pipelines.len() as i64;
-    p.update_status_known(|s, _| {
-        let mut changed = set_field(s, "workflows", json!(total));
-        changed |= set_field(s, "workflowsSucceeded", json!(total));
-        changed |= set_field(s, "workflowsFailed", json!(0));
-        let phases = pipeline_phases(s);
-        if pipelines
-            .iter()
-            .any(|p| phases.get(&p.name).is_none_or(|ph| ph != "Succeeded"))
-        {
-            set_pipeline_phases(s, pipelines, pipelines.len(), "Succeeded");
-            changed = true;
-        }
-        changed
-    })
-    .await?;
+    p.latest
+        .update_status_known(p.api, |s, _| {
+            let mut changed = set_field(s, "workflows", json!(total));
+            changed |= set_field(s, "workflowsSucceeded", json!(total));
+            changed |= set_field(s, "workflowsFailed", json!(0));
+            let phases = pipeline_phases(s);
+            if pipelines
+                .iter()
+                .any(|p| phases.get(&p.name).is_none_or(|ph| ph != "Succeeded"))
+            {
+                set_pipeline_phases(s, pipelines, pipelines.len(), "Succeeded");
+                changed = true;
+            }
+            changed
+        })
+        .await?;
     Ok(Progress::Done)
 }
 
