@@ -41,14 +41,30 @@ pub fn watch_inputs<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (reader, writer) = reflector::store::<K>();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(writer)
+    let (reader, events) = reflected(api);
+    let stream = events
         .applied_objects()
         .predicate_filter(move |o: &K| Some(inputs(o)), PredicateConfig::default());
     (reader, stream)
+}
+
+/// A watch of every `K` (objects without `managedFields`) reflected into a new store,
+/// and its events.
+fn reflected<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o| o.managed_fields_mut().clear())
+        .reflect(writer);
+    (reader, events)
 }
 
 /// Deletions of `K` only, for controllers that drop caches when an object goes away.
@@ -79,11 +95,7 @@ pub fn watched_cache<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (reader, writer) = reflector::store::<K>();
-    let events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(|o| o.managed_fields_mut().clear())
-        .reflect(writer);
+    let (reader, events) = reflected(api);
     (reader, once_stored(events))
 }
 

@@ -86,6 +86,16 @@ async fn create_work(client: &Client) -> Work {
         .unwrap()
 }
 
+/// A server with the Work `w`, the Work as created, and its API through a recording
+/// client (nothing recorded yet).
+async fn recorded_work() -> (TestServer, Work, Api<Work>, Sent) {
+    let server = start().await;
+    let created = create_work(&server.client()).await;
+    let (client, sent) = recording_client(&server);
+    let api = Api::<Work>::namespaced(client, "default");
+    (server, created, api, sent)
+}
+
 /// Another writer sets `workPlacementsCreated` to `n`.
 async fn written_meanwhile(client: &Client, n: i64) {
     Api::<Work>::namespaced(client.clone(), "default")
@@ -119,11 +129,7 @@ async fn set_placements(api: &Api<Work>, known: &Work, n: i64) -> Work {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_from_a_current_copy_is_sent_without_a_read() {
-    let server = start().await;
-    let plain = server.client();
-    let created = create_work(&plain).await;
-    let (client, sent) = recording_client(&server);
-    let api = Api::<Work>::namespaced(client, "default");
+    let (_server, created, api, sent) = recorded_work().await;
 
     let latest = Latest::new(&created);
     let written = set_placements(&api, &latest.get(), 1).await;
@@ -139,11 +145,7 @@ async fn a_change_from_a_current_copy_is_sent_without_a_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_copy_with_nothing_to_change_costs_no_request_a_cached_one_a_read() {
-    let server = start().await;
-    let plain = server.client();
-    let created = create_work(&plain).await;
-    let (client, sent) = recording_client(&server);
-    let api = Api::<Work>::namespaced(client, "default");
+    let (_server, created, api, sent) = recorded_work().await;
 
     // What this reconcile's own write returned is as current as a read.
     let latest = Latest::new(&created);
@@ -179,11 +181,7 @@ async fn a_fresh_copy_with_nothing_to_change_costs_no_request_a_cached_one_a_rea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_without_a_resource_version_is_not_trusted() {
-    let server = start().await;
-    let plain = server.client();
-    let created = create_work(&plain).await;
-    let (client, sent) = recording_client(&server);
-    let api = Api::<Work>::namespaced(client, "default");
+    let (_server, created, api, sent) = recorded_work().await;
     for version in [None, Some(String::new())] {
         let mut copy = created.clone();
         copy.metadata.resource_version = version.clone();
@@ -300,15 +298,11 @@ async fn a_change_from_a_stale_copy_is_made_again_on_a_fresh_read_and_keeps_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_to_change_is_decided_on_a_fresh_read_not_on_the_copy() {
-    let server = start().await;
-    let plain = server.client();
-    let created = create_work(&plain).await;
-    let (client, sent) = recording_client(&server);
-    let api = Api::<Work>::namespaced(client, "default");
+    let (server, created, api, sent) = recorded_work().await;
     let copy = set_placements(&api, &created, 1).await;
     sent.take();
     // Someone else takes the value back: the copy still shows it.
-    Api::<Work>::namespaced(plain.clone(), "default")
+    Api::<Work>::namespaced(server.client(), "default")
         .patch_status(
             "w",
             &PatchParams::default(),
