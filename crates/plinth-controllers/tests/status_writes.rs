@@ -96,6 +96,29 @@ async fn recorded_work() -> (TestServer, Work, Api<Work>, Sent) {
     (server, created, api, sent)
 }
 
+/// The Work `w` as `DynamicObject`s (the JSON form requests are written in): its API
+/// through a recording client, the Work as read through it (not recorded), and the
+/// recording.
+async fn recorded_json_work() -> (TestServer, Api<DynamicObject>, DynamicObject, Sent) {
+    let server = start().await;
+    create_work(&server.client()).await;
+    let (client, sent) = recording_client(&server);
+    let ar = ApiResource::erase::<Work>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let copy = api.get("w").await.unwrap();
+    sent.take();
+    (server, api, copy, sent)
+}
+
+/// What a write from a stale copy sends: the 409, the fresh read, the write.
+fn conflict_read_write() -> Vec<String> {
+    vec![
+        format!("PATCH {WORK_STATUS} 409"),
+        format!("GET {WORK} 200"),
+        format!("PATCH {WORK_STATUS} 200"),
+    ]
+}
+
 /// Another writer sets `workPlacementsCreated` to `n`.
 async fn written_meanwhile(client: &Client, n: i64) {
     Api::<Work>::namespaced(client.clone(), "default")
@@ -222,13 +245,9 @@ async fn a_write_from_a_copy_of_an_object_deleted_meanwhile_is_none() {
 /// must not drop a condition another writer added meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_condition_added_meanwhile_survives_a_write_from_a_stale_copy() {
-    let server = start().await;
+    let (server, api, stale, sent) = recorded_json_work().await;
     let plain = server.client();
-    create_work(&plain).await;
     let ar = ApiResource::erase::<Work>(&());
-    let (client, sent) = recording_client(&server);
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    let stale = api.get("w").await.unwrap();
     let other: Api<DynamicObject> = Api::namespaced_with(plain.clone(), "default", &ar);
     update_status_from(
         &other,
@@ -253,14 +272,7 @@ async fn a_condition_added_meanwhile_survives_a_write_from_a_stale_copy() {
     })
     .await
     .unwrap();
-    assert_eq!(
-        sent.take(),
-        vec![
-            format!("PATCH {WORK_STATUS} 409"),
-            format!("GET {WORK} 200"),
-            format!("PATCH {WORK_STATUS} 200"),
-        ]
-    );
+    assert_eq!(sent.take(), conflict_read_write());
     let stored = api.get("w").await.unwrap();
     for obj in [&written, &stored] {
         let types: Vec<&str> = obj.data["status"]["conditions"]
@@ -283,14 +295,7 @@ async fn a_change_from_a_stale_copy_is_made_again_on_a_fresh_read_and_keeps_the_
     let api = Api::<Work>::namespaced(client, "default");
 
     let written = set_placements(&api, &stale, 1).await;
-    assert_eq!(
-        sent.take(),
-        vec![
-            format!("PATCH {WORK_STATUS} 409"),
-            format!("GET {WORK} 200"),
-            format!("PATCH {WORK_STATUS} 200"),
-        ]
-    );
+    assert_eq!(sent.take(), conflict_read_write());
     assert_eq!(placements(&written), (Some(1), Some(7)));
     let stored = api.get("w").await.unwrap();
     assert_eq!(placements(&stored), (Some(1), Some(7)));
@@ -326,13 +331,8 @@ async fn nothing_to_change_is_decided_on_a_fresh_read_not_on_the_copy() {
 /// key written meanwhile, never replacing it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_json_status_change_from_a_stale_copy_keeps_the_other_write() {
-    let server = start().await;
+    let (server, api, stale, sent) = recorded_json_work().await;
     let plain = server.client();
-    create_work(&plain).await;
-    let ar = ApiResource::erase::<Work>(&());
-    let (client, sent) = recording_client(&server);
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    let stale = api.get("w").await.unwrap();
     assert!(stale.meta().resource_version.is_some());
     written_meanwhile(&plain, 3).await;
     sent.take();
