@@ -587,6 +587,69 @@ async fn deleting_a_promise_removes_requests_rbac_and_crd_in_order() {
     );
 }
 
+/// Two Promises naming one API: the second is refused on its status, never takes the
+/// CRD over, and its deletion leaves the first's CRD and requests alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_promise_of_the_same_api_is_refused_and_its_deletion_deletes_nothing() {
+    let env = start().await;
+    tokio::spawn(promise::run(env.ctx.clone()));
+    let promises = promise_api(&env.client);
+    create(&promises, widget_promise("widget", vec![pipeline("first")])).await;
+    wait_condition(&promises, "widget", "Available", "True").await;
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "default", &widget_resource("v1"));
+    create(&widgets, json!({"apiVersion": "example.test/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {}})).await;
+
+    create(
+        &promises,
+        widget_promise("widget-copy", vec![pipeline("first")]),
+    )
+    .await;
+    let status = wait_condition(&promises, "widget-copy", "ReconcileSucceeded", "False").await;
+    let (_, _, message) = condition(&status, "ReconcileSucceeded").unwrap();
+    assert!(
+        message.contains("spec.api")
+            && message.contains("widgets.example.test")
+            && message.contains("is the API of Promise widget"),
+        "names the field, the CRD and its Promise: {message}"
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let crd = crds.get("widgets.example.test").await.unwrap();
+    assert_eq!(
+        crd.labels()
+            .get("kratix.io/promise-name")
+            .map(String::as_str),
+        Some("widget"),
+        "the CRD stays the first Promise's"
+    );
+    let copy_jobs = "kratix.io/promise-name=widget-copy";
+    assert!(
+        jobs(&env.client, "default", copy_jobs).await.is_empty(),
+        "no pipeline of the copy ran"
+    );
+
+    promises
+        .delete("widget-copy", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the copy gone", || async {
+        promises.get_opt("widget-copy").await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        crds.get_opt("widgets.example.test")
+            .await
+            .unwrap()
+            .is_some(),
+        "the first Promise's CRD kept"
+    );
+    assert!(
+        widgets.get_opt("w1").await.unwrap().is_some(),
+        "its request kept"
+    );
+    assert!(jobs(&env.client, "default", copy_jobs).await.is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_follow_the_served_version_without_a_restart() {
     // The API adds v2 (served, storage) and stops serving v1.

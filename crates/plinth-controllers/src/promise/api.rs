@@ -88,7 +88,7 @@ pub(super) fn request_crd(p: &Observed) -> Result<Option<Value>, Error> {
 /// Creates or updates the CRD, then, once it is Established and serves a version,
 /// the RBAC and user roles of its resource.
 pub(super) async fn install(ctx: &Context, p: &Observed, crd: &Value) -> Result<ApiState, Error> {
-    let applied = apply_crd(ctx, crd).await?;
+    let applied = apply_crd(ctx, p, crd).await?;
     if !established(&applied) {
         return Ok(ApiState::Waiting);
     }
@@ -101,9 +101,66 @@ pub(super) async fn install(ctx: &Context, p: &Observed, crd: &Value) -> Result<
     Ok(ApiState::Ready(api))
 }
 
+/// Whose a resource-request CRD is, by its promise-name label.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum CrdOwner {
+    /// No such CRD.
+    Absent,
+    /// Installed by this Promise.
+    This,
+    /// Installed by another Promise, named.
+    Other(String),
+    /// Not installed by a Promise (no promise-name label).
+    Unmanaged,
+}
+
+impl CrdOwner {
+    fn of(crd: &CustomResourceDefinition, promise: &str) -> Self {
+        let label = crd.metadata.labels.as_ref();
+        match label.and_then(|l| l.get(labels::PROMISE_NAME)) {
+            Some(owner) if owner == promise => CrdOwner::This,
+            Some(owner) => CrdOwner::Other(owner.clone()),
+            None => CrdOwner::Unmanaged,
+        }
+    }
+}
+
+/// Whose the CRD of Promise `p`'s `spec.api` is (`Absent` for a Promise without one).
+pub(super) async fn crd_owner(ctx: &Context, p: &Observed) -> Result<CrdOwner, Error> {
+    let Some(name) = request_crd(p)?.and_then(|c| c["metadata"]["name"].as_str().map(String::from))
+    else {
+        return Ok(CrdOwner::Absent);
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    Ok(match crds.get_opt(&name).await? {
+        None => CrdOwner::Absent,
+        Some(existing) => CrdOwner::of(&existing, &p.name),
+    })
+}
+
+/// The error of a Promise whose `spec.api` names a CRD it did not install: another
+/// Promise's API, or one created by hand. Taking it over would give the requests two
+/// Promises' pipelines and, at the Promise's deletion, delete them and the CRD.
+fn foreign_crd(p: &Observed, name: &str, owner: &CrdOwner) -> Error {
+    let whose = match owner {
+        CrdOwner::Other(other) => format!("is the API of Promise {other}"),
+        _ => "was not installed by a Promise".to_string(),
+    };
+    Error::InvalidPromise {
+        promise: p.name.clone(),
+        message: format!(
+            "spec.api: CustomResourceDefinition {name} {whose}; a Promise only serves an API it installs (give spec.api another group or kind, or delete the other first)"
+        ),
+    }
+}
+
 /// Creates the CRD, or replaces it when its versions or labels differ from `crd`;
-/// returns it as stored.
-async fn apply_crd(ctx: &Context, crd: &Value) -> Result<CustomResourceDefinition, Error> {
+/// returns it as stored. A CRD this Promise did not install is left alone and refused.
+async fn apply_crd(
+    ctx: &Context,
+    p: &Observed,
+    crd: &Value,
+) -> Result<CustomResourceDefinition, Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let name = crd["metadata"]["name"]
         .as_str()
@@ -114,6 +171,10 @@ async fn apply_crd(ctx: &Context, crd: &Value) -> Result<CustomResourceDefinitio
     let Some(mut existing) = crds.get_opt(&name).await? else {
         return Ok(crds.create(&PostParams::default(), &desired).await?);
     };
+    let owner = CrdOwner::of(&existing, &p.name);
+    if owner != CrdOwner::This {
+        return Err(foreign_crd(p, &name, &owner));
+    }
     let want_versions = serde_json::to_value(&desired.spec.versions).map_err(Error::Json)?;
     let have_versions = serde_json::to_value(&existing.spec.versions).map_err(Error::Json)?;
     let mut changed = want_versions != have_versions;

@@ -147,6 +147,9 @@ async fn delete_workflow_jobs(ctx: &Context, p: &Observed) -> Result<Outcome, Er
 }
 
 async fn delete_requests(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
+    if !serves_own_api(ctx, p).await? {
+        return Ok(Outcome::Done);
+    }
     match ctx.request_controllers.api_of(&p.name) {
         Some(r) => {
             if request::delete::delete_all(ctx, &r).await? > 0 {
@@ -249,7 +252,19 @@ async fn delete_works(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
     Ok(wait_short(ctx))
 }
 
+/// False when the Promise's API CRD is another Promise's or was made by hand: its
+/// requests and the CRD are not this Promise's to delete.
+async fn serves_own_api(ctx: &Context, p: &Observed) -> Result<bool, Error> {
+    Ok(matches!(
+        api::crd_owner(ctx, p).await?,
+        api::CrdOwner::This | api::CrdOwner::Absent
+    ))
+}
+
 async fn delete_api_crd(ctx: &Context, p: &Observed) -> Result<Outcome, Error> {
+    if !serves_own_api(ctx, p).await? {
+        return Ok(Outcome::Done);
+    }
     let Some(crd) = api::request_crd(p).ok().flatten() else {
         return Ok(Outcome::Done);
     };
