@@ -110,6 +110,9 @@ fn kind_rules(
         refuse(info, obj, crate::webhook::configuration_causes(info, obj))?;
     } else if is(info, "", "secrets") {
         secret_string_data(info, obj)?;
+        refuse(info, obj, data_size_causes(obj, true))?;
+    } else if is(info, "", "configmaps") {
+        refuse(info, obj, data_size_causes(obj, false))?;
     } else if is(info, "", "pods") {
         if old.is_none() {
             obj["status"] = json!({"phase": "Pending"});
@@ -287,6 +290,40 @@ fn event_timestamps(info: &ResourceInfo, obj: &mut Value) {
     let count = m.get(count_f).and_then(|c| c.as_i64()).unwrap_or(0);
     let count = count.max(series_count.unwrap_or(1)).max(1);
     m.insert(count_f.into(), json!(count));
+}
+
+/// The most a ConfigMap's or Secret's data may hold, as kube-apiserver allows: 1 MiB of
+/// values (a Secret's decoded, a ConfigMap's `data` and `binaryData` together).
+const MAX_DATA_BYTES: u64 = 1024 * 1024;
+
+/// `data: Too long` when the object's values exceed [`MAX_DATA_BYTES`]. Base64 values (a
+/// Secret's `data`, a ConfigMap's `binaryData`) count as the bytes they decode to.
+fn data_size_causes(obj: &Value, secret: bool) -> Vec<Cause> {
+    let decoded = |s: &str| {
+        let padding = s.bytes().rev().take_while(|b| *b == b'=').count();
+        (s.len() / 4 * 3).saturating_sub(padding) as u64
+    };
+    let sum = |field: &str, base64: bool| -> u64 {
+        obj.get(field)
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.values()
+                    .filter_map(Value::as_str)
+                    .map(|v| if base64 { decoded(v) } else { v.len() as u64 })
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let total = if secret {
+        sum("data", true)
+    } else {
+        sum("data", false) + sum("binaryData", true)
+    };
+    if total > MAX_DATA_BYTES {
+        vec![crate::schema::messages::too_long("data", MAX_DATA_BYTES)]
+    } else {
+        Vec::new()
+    }
 }
 
 fn secret_string_data(info: &ResourceInfo, obj: &mut Value) -> Result<(), ApiError> {

@@ -385,3 +385,61 @@ async fn every_namespace_carries_its_name_as_a_label() {
         "team-a"
     );
 }
+
+/// ConfigMaps and Secrets hold at most 1 MiB of values, as in Kubernetes, in each way the
+/// bytes can arrive (a ConfigMap's `data` and `binaryData`, a Secret's `data` and
+/// `stringData`), on create and on update; exactly 1 MiB is accepted.
+#[tokio::test]
+async fn configmap_and_secret_data_over_one_mebibyte_is_refused() {
+    use base64::Engine;
+    let ts = TestServer::start().await.unwrap();
+    let mib = 1024 * 1024;
+    let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![b'x'; n]);
+    let text = |n: usize| "x".repeat(n);
+    let cases = [
+        ("configmaps", "ConfigMap", "data", text(mib), text(mib + 1)),
+        (
+            "configmaps",
+            "ConfigMap",
+            "binaryData",
+            b64(mib),
+            b64(mib + 1),
+        ),
+        ("secrets", "Secret", "data", b64(mib), b64(mib + 1)),
+        ("secrets", "Secret", "stringData", text(mib), text(mib + 1)),
+    ];
+    for (i, (plural, kind, field, fits, too_big)) in cases.into_iter().enumerate() {
+        let path = format!("/api/v1/namespaces/default/{plural}");
+        let body = |name: &str, value: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, field: {"k": value}})
+                .to_string()
+        };
+        let s = api_error(
+            &ts,
+            post(
+                &path,
+                "application/json",
+                &body(&format!("big{i}"), &too_big),
+            ),
+        )
+        .await;
+        assert_eq!(s.code, 422, "{kind} {field}");
+        assert!(
+            s.message
+                .ends_with("data: Too long: may not be more than 1048576 bytes"),
+            "{kind} {field}: {}",
+            s.message
+        );
+        let name = format!("fits{i}");
+        ts.client()
+            .request::<Value>(post(&path, "application/json", &body(&name, &fits)))
+            .await
+            .unwrap_or_else(|e| panic!("{kind} {field} of exactly 1 MiB: {e}"));
+        let put = http::Request::put(format!("{path}/{name}"))
+            .header("content-type", "application/json")
+            .body(body(&name, &too_big).into_bytes())
+            .unwrap();
+        let s = api_error(&ts, put).await;
+        assert_eq!(s.code, 422, "{kind} {field} update");
+    }
+}

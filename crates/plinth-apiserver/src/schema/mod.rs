@@ -18,7 +18,7 @@
 //! formats of `k8s.io/apimachinery/pkg/util/validation/field`.
 
 mod admission;
-mod messages;
+pub(crate) mod messages;
 mod structural;
 
 pub use admission::{admit, unknown_fields};
