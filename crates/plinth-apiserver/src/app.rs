@@ -144,6 +144,18 @@ pub(crate) fn name_error(info: &ResourceInfo, name: &str) -> Option<String> {
         }
         return None;
     }
+    // A name of valid characters that is too long is refused for its length, as
+    // kube-apiserver's first message says.
+    let max = if info.group.is_empty() && info.plural == "namespaces" {
+        63
+    } else {
+        253
+    };
+    if name.len() > max {
+        return Some(format!(
+            "Invalid value: {name:?}: must be no more than {max} characters"
+        ));
+    }
     if info.group.is_empty() && info.plural == "namespaces" {
         if !is_dns1123_label(name) {
             return Some(format!(

@@ -443,3 +443,33 @@ async fn configmap_and_secret_data_over_one_mebibyte_is_refused() {
         assert_eq!(s.code, 422, "{kind} {field} update");
     }
 }
+
+/// A name of valid characters that is too long is refused for its length, with
+/// kube-apiserver's message: 253 characters for most kinds, 63 for a namespace.
+#[tokio::test]
+async fn a_too_long_name_is_refused_for_its_length() {
+    let ts = TestServer::start().await.unwrap();
+    for (path, kind, max) in [
+        ("/api/v1/namespaces/default/configmaps", "ConfigMap", 253),
+        ("/api/v1/namespaces", "Namespace", 63),
+    ] {
+        let name = "a".repeat(max + 1);
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"{kind}","metadata":{{"name":"{name}"}}}}"#);
+        let s = api_error(&ts, post(path, "application/json", &body)).await;
+        assert_eq!(s.code, 422, "{kind}");
+        assert!(
+            s.message
+                .contains(&format!("must be no more than {max} characters")),
+            "{kind}: {}",
+            s.message
+        );
+        let fits = "a".repeat(max);
+        let body =
+            format!(r#"{{"apiVersion":"v1","kind":"{kind}","metadata":{{"name":"{fits}"}}}}"#);
+        ts.client()
+            .request::<Value>(post(path, "application/json", &body))
+            .await
+            .unwrap_or_else(|e| panic!("{kind} named with {max} characters: {e}"));
+    }
+}

@@ -269,6 +269,11 @@ async fn reconcile_steps(work: Arc<Work>, state: Arc<WorkCtx>) -> Result<Action,
         outcomes.push((group.id.clone(), outcome));
     }
     delete_dangling(&w, &existing).await?;
+    // A placement changed under this reconcile: the next one starts from it, and nothing
+    // is reported or summarised from this one's stale view.
+    if outcomes.iter().any(|(_, o)| o.conflicted) {
+        return Err(Error::Conflict(w.what));
+    }
     write_status(&state, &w, &latest, &outcomes, &existing, &placed).await?;
     if let Some(err) = outcomes.iter().find_map(|(_, o)| o.failed.clone()) {
         return Err(Error::Invalid {
@@ -468,6 +473,10 @@ async fn place_group(
                     count_outcome(state, w.work, misplaced, &dest);
                 }
                 placed.insert(wp_name);
+            }
+            Err(e) if e.is_conflict() => {
+                tracing::debug!(work = %w.what, group = %group.id, error = %e, "WorkPlacement upsert lost a write race; retrying");
+                outcome.conflicted = true;
             }
             Err(e) => {
                 tracing::warn!(work = %w.what, group = %group.id, error = %e, "WorkPlacement upsert failed");

@@ -13,6 +13,8 @@ pub(super) struct GroupOutcome {
     pub misplaced: bool,
     /// The error of a failed WorkPlacement write.
     pub failed: Option<String>,
+    /// A WorkPlacement write lost a race (409): no failure, the reconcile runs again.
+    pub conflicted: bool,
 }
 
 /// One condition the Work should carry, with the event announcing a change to it.
