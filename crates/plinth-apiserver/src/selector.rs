@@ -58,10 +58,17 @@ pub enum SelectorError {
 /// A [`SelectorError`] naming the offending requirement or the unbalanced selector.
 pub fn parse_label_selector(s: &str) -> Result<Selector, SelectorError> {
     let mut exprs = Vec::new();
+    if s.trim().is_empty() {
+        return Ok(Selector::from_iter(exprs));
+    }
     for req in split_top(s)? {
         let req = req.trim();
         if req.is_empty() {
-            continue;
+            // `a=b,,c` or a trailing comma: Kubernetes refuses them too.
+            return Err(SelectorError::Requirement {
+                requirement: s.to_string(),
+                cause: "empty requirement between commas",
+            });
         }
         exprs.push(parse_requirement(req)?);
     }
@@ -144,10 +151,15 @@ fn valid_key(k: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+/// Why `v` is no label value, if it is not one.
+fn value_problem(v: &str) -> Option<&'static str> {
+    if v.len() > 63 {
+        return Some("invalid value: must be no more than 63 characters");
+    }
+    let ok = v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    (!ok).then_some("invalid value: only alphanumerics, '-', '_' and '.' are allowed")
 }
 
 fn parse_requirement(req: &str) -> Result<Expression, SelectorError> {
@@ -168,8 +180,8 @@ fn parse_requirement(req: &str) -> Result<Expression, SelectorError> {
             if !valid_key(k) {
                 return Err(bad("invalid key"));
             }
-            if !valid_value(v) {
-                return Err(bad("invalid value"));
+            if let Some(why) = value_problem(v) {
+                return Err(bad(why));
             }
             return Ok(if neg {
                 Expression::NotEqual(k.into(), v.into())
@@ -190,8 +202,8 @@ fn parse_requirement(req: &str) -> Result<Expression, SelectorError> {
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
             .collect();
-        if values.iter().any(|v| !valid_value(v)) {
-            return Err(bad("invalid value"));
+        if let Some(why) = values.iter().find_map(|v| value_problem(v)) {
+            return Err(bad(why));
         }
         let mut parts = head.split_whitespace();
         let key = parts.next().ok_or_else(|| bad("missing key"))?;
@@ -206,6 +218,10 @@ fn parse_requirement(req: &str) -> Result<Expression, SelectorError> {
         };
     }
     let k = req.trim();
+    let mut words = k.split_whitespace();
+    if matches!(words.nth(1), Some("in" | "notin")) {
+        return Err(bad("expected a '(' list of values after in or notin"));
+    }
     if k.contains(char::is_whitespace) || !valid_key(k) {
         return Err(bad("invalid key"));
     }
@@ -435,8 +451,26 @@ mod tests {
             "app foo (a)",
             "=x",
             "app=we b",
+            "a=b,,c",
+            "a=b,",
         ] {
             assert!(parse_label_selector(s).is_err(), "{s}");
+        }
+        // Each says what is wrong.
+        for (s, cause) in [
+            ("a=b,,c", "empty requirement between commas"),
+            (
+                "a notin b",
+                "expected a '(' list of values after in or notin",
+            ),
+            (
+                &format!("k={}", "v".repeat(64)),
+                "must be no more than 63 characters",
+            ),
+            ("k in (a, b c)", "only alphanumerics"),
+        ] {
+            let e = parse_label_selector(s).unwrap_err().to_string();
+            assert!(e.contains(cause), "{s}: {e}");
         }
     }
 
